@@ -1,0 +1,104 @@
+/**
+ * Every error Baton throws on purpose is a `BatonError` with a stable `code`, so callers can
+ * branch on `err.code` (as with the Azure SDK's `RestError.code`) instead of on messages.
+ */
+export type BatonErrorCode =
+  | 'InvalidConfig'
+  | 'InvalidSetting'
+  | 'LeaseHeld'
+  | 'LeaseLost'
+  | 'StaleEpoch'
+  | 'ConcurrentUpdate'
+  | 'NotLeader';
+
+export class BatonError extends Error {
+  readonly code: BatonErrorCode;
+
+  constructor(code: BatonErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+/** A constructor option breaks a rule. `option` names it; the message says the rule. */
+export class InvalidConfigError extends BatonError {
+  readonly option: string;
+
+  constructor(option: string, message: string) {
+    super('InvalidConfig', message);
+    this.option = option;
+  }
+}
+
+/**
+ * An app setting (environment variable) is missing or malformed. The message names the setting
+ * and never repeats its value, because settings can hold keys.
+ */
+export class InvalidSettingError extends BatonError {
+  readonly setting: string;
+
+  constructor(setting: string, message: string) {
+    super('InvalidSetting', message);
+    this.setting = setting;
+  }
+}
+
+/** Another holder has the lease right now; `holder` is who, when the store knows. */
+export class LeaseHeldError extends BatonError {
+  readonly holder: string | undefined;
+
+  constructor(holder?: string, options?: { cause?: unknown }) {
+    super('LeaseHeld', holder ? `the lease is held by ${holder}` : 'the lease is held by another holder', options);
+    this.holder = holder;
+  }
+}
+
+/**
+ * Why a leader stopped being leader.
+ * - `conflict`: storage says another lease id holds the lease (or the blob is gone).
+ * - `broken`: someone broke the lease (`breakLease`).
+ * - `deadline`: no renewal succeeded before the renew deadline, so the lease may have expired.
+ * - `stalled`: the task stopped calling `heartbeat()`, so the elector stopped renewing.
+ */
+export type LeaseLossReason = 'conflict' | 'broken' | 'deadline' | 'stalled';
+
+export class LeaseLostError extends BatonError {
+  readonly reason: LeaseLossReason;
+
+  constructor(reason: LeaseLossReason, detail?: string, options?: { cause?: unknown }) {
+    super('LeaseLost', `leadership lost (${reason})${detail ? `: ${detail}` : ''}`, options);
+    this.reason = reason;
+  }
+}
+
+/**
+ * A fenced write was refused because the stored document was written by a newer epoch than
+ * the writer's: the writer is a stale leader and must stop.
+ */
+export class StaleEpochError extends BatonError {
+  readonly writerEpoch: number;
+  readonly storedEpoch: number;
+  readonly key: string;
+
+  constructor(key: string, writerEpoch: number, storedEpoch: number) {
+    super('StaleEpoch', `write to ${key} refused: writer epoch ${writerEpoch} is older than stored epoch ${storedEpoch}`);
+    this.key = key;
+    this.writerEpoch = writerEpoch;
+    this.storedEpoch = storedEpoch;
+  }
+}
+
+/** The document changed (or appeared) since it was read; read it again and retry. */
+export class ConcurrentUpdateError extends BatonError {
+  readonly key: string;
+
+  constructor(key: string, options?: { cause?: unknown }) {
+    super('ConcurrentUpdate', `${key} changed since it was read`, options);
+    this.key = key;
+  }
+}
+
+export function isBatonError<C extends BatonErrorCode>(err: unknown, code?: C): err is BatonError & { code: C } {
+  return err instanceof BatonError && (code === undefined || err.code === code);
+}

@@ -1,0 +1,53 @@
+import type { ContainerClient } from '@azure/storage-blob';
+import { ConcurrentUpdateError } from '../errors';
+import { storageErrorOf } from '../storage/rest-error';
+import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition } from './document-store';
+
+/** A `DocumentStore` on block blobs in one container; the blob ETag is the version tag. */
+export class BlobDocumentStore implements DocumentStore {
+  private containerReady = false;
+
+  constructor(private readonly container: ContainerClient) {}
+
+  async read(key: string, options?: DocumentCallOptions): Promise<StoredDocument | undefined> {
+    try {
+      // One GET returns body and ETag from the same version.
+      const response = await this.container.getBlockBlobClient(key).download(0, undefined, {
+        abortSignal: options?.abortSignal,
+      });
+      const body = await streamToString(response.readableStreamBody);
+      if (!response.etag) throw new Error(`storage returned no ETag for ${key}`);
+      return { body, etag: response.etag };
+    } catch (err) {
+      if (storageErrorOf(err)?.status === 404) return undefined;
+      throw err;
+    }
+  }
+
+  async write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions): Promise<{ etag: string }> {
+    if (!this.containerReady) {
+      await this.container.createIfNotExists({ abortSignal: options?.abortSignal });
+      this.containerReady = true;
+    }
+    try {
+      const response = await this.container.getBlockBlobClient(key).upload(body, Buffer.byteLength(body), {
+        abortSignal: options?.abortSignal,
+        conditions: condition,
+        blobHTTPHeaders: { blobContentType: 'application/json' },
+      });
+      if (!response.etag) throw new Error(`storage returned no ETag for ${key}`);
+      return { etag: response.etag };
+    } catch (err) {
+      const status = storageErrorOf(err)?.status;
+      if (status === 412 || status === 409) throw new ConcurrentUpdateError(key, { cause: err });
+      throw err;
+    }
+  }
+}
+
+async function streamToString(stream: NodeJS.ReadableStream | undefined): Promise<string> {
+  if (!stream) return '';
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+  return Buffer.concat(chunks).toString('utf8');
+}

@@ -1,0 +1,29 @@
+import { ConcurrentUpdateError } from '../errors';
+import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition } from './document-store';
+
+/** A `DocumentStore` in a `Map`, for fast tests; it passes the same contract as the blob one. */
+export class InMemoryDocumentStore implements DocumentStore {
+  private readonly documents = new Map<string, StoredDocument>();
+  private version = 0;
+
+  async read(key: string, options?: DocumentCallOptions): Promise<StoredDocument | undefined> {
+    options?.abortSignal?.throwIfAborted();
+    const doc = this.documents.get(key);
+    return doc && { ...doc };
+  }
+
+  async write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions): Promise<{ etag: string }> {
+    options?.abortSignal?.throwIfAborted();
+    const current = this.documents.get(key);
+    const ok = 'ifMatch' in condition ? current?.etag === condition.ifMatch : current === undefined;
+    if (!ok) throw new ConcurrentUpdateError(key);
+    const etag = `"mem-${++this.version}"`;
+    this.documents.set(key, { body, etag });
+    return { etag };
+  }
+
+  /** Every key, for inspection in tests. */
+  keys(): string[] {
+    return [...this.documents.keys()];
+  }
+}

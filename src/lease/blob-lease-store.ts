@@ -1,0 +1,148 @@
+import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure/storage-blob';
+import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError } from '../errors';
+import { storageErrorOf } from '../storage/rest-error';
+import type { LeaseCallOptions, LeaseRecord, LeaseStore } from './lease-store';
+
+const META_EPOCH = 'batonepoch';
+const META_HOLDER = 'batonholder';
+const META_ACQUIRED = 'batonacquiredat';
+
+export interface BlobLeaseStoreOptions {
+  /** Container of lease blobs. Default `leases`. */
+  containerName?: string;
+}
+
+/**
+ * A `LeaseStore` on one Azure blob: the blob lease is the lease, and the blob's metadata holds
+ * the epoch, the holder and the acquisition time. The container and blob are created on first
+ * use without races (`If-None-Match: *`), so any number of instances can start at once.
+ *
+ * Give it a client whose retries are short (see `LEASE_RETRY_OPTIONS`): the elector bounds
+ * every call by the time left on the lease and retries on its own schedule.
+ */
+export class BlobLeaseStore implements LeaseStore {
+  readonly description: string;
+  private readonly container: ContainerClient;
+  private readonly blob: BlockBlobClient;
+  private ensured = false;
+
+  constructor(blobService: BlobServiceClient, leaseName: string, options: BlobLeaseStoreOptions = {}) {
+    this.container = blobService.getContainerClient(options.containerName ?? 'leases');
+    this.blob = this.container.getBlockBlobClient(leaseName);
+    this.description = this.blob.url.split('?')[0] ?? leaseName;
+  }
+
+  async acquire(leaseId: string, durationSeconds: number, options?: LeaseCallOptions): Promise<void> {
+    const attempt = (): Promise<unknown> =>
+      this.blob.getBlobLeaseClient(leaseId).acquireLease(durationSeconds, { abortSignal: options?.abortSignal });
+    try {
+      await attempt();
+    } catch (err) {
+      const info = storageErrorOf(err);
+      if (info?.status === 409) throw new LeaseHeldError(undefined, { cause: err });
+      if (info?.status !== 404 || this.ensured) throw err;
+      await this.ensureBlob(options);
+      try {
+        await attempt();
+      } catch (retryErr) {
+        if (storageErrorOf(retryErr)?.status === 409) throw new LeaseHeldError(undefined, { cause: retryErr });
+        throw retryErr;
+      }
+    }
+    this.ensured = true;
+  }
+
+  async renew(leaseId: string, options?: LeaseCallOptions): Promise<void> {
+    try {
+      await this.blob.getBlobLeaseClient(leaseId).renewLease({ abortSignal: options?.abortSignal });
+    } catch (err) {
+      throw asLeaseLoss(err, 'renew') ?? err;
+    }
+  }
+
+  async release(leaseId: string, options?: LeaseCallOptions): Promise<void> {
+    try {
+      await this.blob.getBlobLeaseClient(leaseId).releaseLease({ abortSignal: options?.abortSignal });
+    } catch (err) {
+      throw asLeaseLoss(err, 'release') ?? err;
+    }
+  }
+
+  async read(options?: LeaseCallOptions): Promise<LeaseRecord> {
+    try {
+      const props = await this.blob.getProperties({ abortSignal: options?.abortSignal });
+      return { leased: props.leaseState === 'leased', ...parseMetadata(props.metadata) };
+    } catch (err) {
+      if (storageErrorOf(err)?.status === 404) return { leased: false, holder: undefined, epoch: 0, acquiredAt: undefined };
+      throw err;
+    }
+  }
+
+  async bumpEpoch(leaseId: string, holder: string, options?: LeaseCallOptions): Promise<number> {
+    try {
+      const props = await this.blob.getProperties({ abortSignal: options?.abortSignal, conditions: { leaseId } });
+      const epoch = parseMetadata(props.metadata).epoch + 1;
+      await this.blob.setMetadata(
+        {
+          ...props.metadata,
+          [META_EPOCH]: String(epoch),
+          [META_HOLDER]: encodeURIComponent(holder),
+          [META_ACQUIRED]: new Date().toISOString(),
+        },
+        // The lease keeps other writers out; the ETag makes the increment exact even so.
+        { abortSignal: options?.abortSignal, conditions: { leaseId, ifMatch: props.etag } },
+      );
+      return epoch;
+    } catch (err) {
+      if (storageErrorOf(err)?.code === 'ConditionNotMet') throw new ConcurrentUpdateError(this.description, { cause: err });
+      throw asLeaseLoss(err, 'bump the epoch') ?? err;
+    }
+  }
+
+  private async ensureBlob(options?: LeaseCallOptions): Promise<void> {
+    const abortSignal = options?.abortSignal;
+    await this.container.createIfNotExists({ abortSignal });
+    try {
+      await this.blob.upload('', 0, { abortSignal, conditions: { ifNoneMatch: '*' } });
+    } catch (err) {
+      const status = storageErrorOf(err)?.status;
+      // Someone else created it first (409/412), which is just as good.
+      if (status !== 409 && status !== 412) throw err;
+    }
+    this.ensured = true;
+  }
+}
+
+function parseMetadata(metadata: Record<string, string> | undefined): Omit<LeaseRecord, 'leased'> {
+  const epoch = Number(metadata?.[META_EPOCH] ?? 0);
+  const acquired = metadata?.[META_ACQUIRED];
+  const holder = metadata?.[META_HOLDER];
+  return {
+    epoch: Number.isSafeInteger(epoch) && epoch >= 0 ? epoch : 0,
+    holder: holder ? safeDecode(holder) : undefined,
+    acquiredAt: acquired ? new Date(acquired) : undefined,
+  };
+}
+
+function safeDecode(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}
+
+/** Maps the service's answers that mean "this lease id no longer holds the lease". */
+function asLeaseLoss(err: unknown, action: string): LeaseLostError | undefined {
+  const info = storageErrorOf(err);
+  if (!info) return undefined;
+  const detail = `cannot ${action}: ${info.status} ${info.code ?? ''}`.trim();
+  if (info.code === 'LeaseIsBrokenAndCannotBeRenewed' || info.code === 'LeaseIsBreakingAndCannotBeAcquired') {
+    return new LeaseLostError('broken', detail, { cause: err });
+  }
+  if (info.code === 'LeaseLost') return new LeaseLostError('deadline', detail, { cause: err });
+  if (info.status === 409 || info.status === 412 || info.status === 404) {
+    return new LeaseLostError('conflict', detail, { cause: err });
+  }
+  return undefined;
+}

@@ -1,0 +1,126 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { systemClock, type Clock } from '../clock/clock';
+import { InvalidConfigError } from '../errors';
+import type { LeaderEvent } from './leader-events';
+import type { LeaseStore } from './lease-store';
+
+export interface LeaderElectorOptions {
+  /** Where the lease lives. */
+  store: LeaseStore;
+  /** Who this candidate is, written as the holder. Default `<host>:<pid>:<random>`. */
+  identity?: string;
+  /** Lease term, 15–60 s as Azure Storage allows. Default 15. */
+  leaseDurationSeconds?: number;
+  /** How often the leader renews. Default a third of the lease. */
+  renewIntervalMs?: number;
+  /**
+   * How long after the start of its last successful renewal a leader keeps trying before it
+   * gives up. Default two thirds of the lease; the rest is margin for clock rate and for the
+   * task to stop before anyone else can acquire.
+   */
+  renewDeadlineMs?: number;
+  /** How often `runWhenLeader` tries to acquire; each wait is jittered to 75–100 % of it. Default 2,000. */
+  acquireRetryMs?: number;
+  /** Stop renewing when the task has not called `heartbeat()` for this long. Default twice the lease. */
+  stallTimeoutMs?: number;
+  clock?: Clock;
+  /** Source of jitter, in [0, 1). Default `Math.random`. */
+  random?: () => number;
+  onEvent?: (event: LeaderEvent) => void;
+  /** Where log lines go; `InvocationContext` and `console` both fit. */
+  logger?: LeaderLogger;
+}
+
+export interface LeaderLogger {
+  info(message: string): void;
+  warn(message: string): void;
+  debug?(message: string): void;
+}
+
+export interface ResolvedElectorOptions {
+  store: LeaseStore;
+  identity: string;
+  leaseMs: number;
+  leaseDurationSeconds: number;
+  renewIntervalMs: number;
+  renewDeadlineMs: number;
+  acquireRetryMs: number;
+  stallTimeoutMs: number;
+  clock: Clock;
+  random: () => number;
+  onEvent: ((event: LeaderEvent) => void) | undefined;
+  logger: LeaderLogger | undefined;
+}
+
+/** client-go's rule: the lease outlasts the renew deadline, which allows more than one renew try. */
+export const RENEW_JITTER_FACTOR = 1.2;
+
+export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedElectorOptions {
+  if (!options || typeof options !== 'object') throw new InvalidConfigError('options', 'LeaderElector needs an options object');
+  const { store } = options;
+  if (!store || typeof store.acquire !== 'function') {
+    throw new InvalidConfigError('store', 'store is required: a LeaseStore such as BlobLeaseStore or InMemoryLeaseStore');
+  }
+  const identity = options.identity ?? defaultIdentity();
+  if (typeof identity !== 'string' || identity.trim() === '' || identity.length > 256) {
+    throw new InvalidConfigError('identity', 'identity must be a non-empty string of at most 256 characters');
+  }
+  const leaseDurationSeconds = options.leaseDurationSeconds ?? 15;
+  if (!Number.isInteger(leaseDurationSeconds) || leaseDurationSeconds < 15 || leaseDurationSeconds > 60) {
+    throw new InvalidConfigError(
+      'leaseDurationSeconds',
+      `leaseDurationSeconds must be a whole number from 15 to 60 (Azure blob lease limits), got ${leaseDurationSeconds}`,
+    );
+  }
+  const leaseMs = leaseDurationSeconds * 1000;
+  const renewIntervalMs = options.renewIntervalMs ?? Math.round(leaseMs / 3);
+  positive('renewIntervalMs', renewIntervalMs);
+  const renewDeadlineMs = options.renewDeadlineMs ?? Math.round((leaseMs * 2) / 3);
+  positive('renewDeadlineMs', renewDeadlineMs);
+  if (renewDeadlineMs >= leaseMs) {
+    throw new InvalidConfigError('renewDeadlineMs', `renewDeadlineMs (${renewDeadlineMs}) must be less than the lease (${leaseMs} ms)`);
+  }
+  if (renewDeadlineMs <= RENEW_JITTER_FACTOR * renewIntervalMs) {
+    throw new InvalidConfigError(
+      'renewIntervalMs',
+      `renewDeadlineMs (${renewDeadlineMs}) must be greater than ${RENEW_JITTER_FACTOR} × renewIntervalMs (${renewIntervalMs}), so a failed renew can be retried in time`,
+    );
+  }
+  const acquireRetryMs = options.acquireRetryMs ?? 2000;
+  positive('acquireRetryMs', acquireRetryMs);
+  const stallTimeoutMs = options.stallTimeoutMs ?? 2 * leaseMs;
+  positive('stallTimeoutMs', stallTimeoutMs);
+  if (stallTimeoutMs < renewIntervalMs) {
+    throw new InvalidConfigError(
+      'stallTimeoutMs',
+      `stallTimeoutMs (${stallTimeoutMs}) must be at least renewIntervalMs (${renewIntervalMs}); the watchdog checks on each renewal`,
+    );
+  }
+  return {
+    store,
+    identity,
+    leaseMs,
+    leaseDurationSeconds,
+    renewIntervalMs,
+    renewDeadlineMs,
+    acquireRetryMs,
+    stallTimeoutMs,
+    clock: options.clock ?? systemClock,
+    random: options.random ?? Math.random,
+    onEvent: options.onEvent,
+    logger: options.logger,
+  };
+}
+
+function positive(option: string, value: number): void {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw new InvalidConfigError(option, `${option} must be a positive number of milliseconds, got ${String(value)}`);
+  }
+}
+
+function defaultIdentity(): string {
+  // On Azure, WEBSITE_INSTANCE_ID tells instances apart better than a container host name.
+  const instance = process.env.WEBSITE_INSTANCE_ID?.slice(0, 12);
+  return `${instance ?? hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+}

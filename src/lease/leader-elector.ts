@@ -1,0 +1,320 @@
+import { randomUUID } from 'node:crypto';
+import { sleep, timeoutSignal } from '../clock/clock';
+import { LeaseHeldError, LeaseLostError, type LeaseLossReason } from '../errors';
+import { resolveElectorOptions, type LeaderElectorOptions, type ResolvedElectorOptions } from './elector-options';
+import { describeLeaderEvent, type LeaderEvent } from './leader-events';
+import type { LeaseRecord } from './lease-store';
+
+/** What a leader's task receives. */
+export interface Leadership {
+  readonly identity: string;
+  /** Fencing token: strictly greater than every earlier holder's. Pass it with every write. */
+  readonly epoch: number;
+  /** Aborted when leadership ends for any reason; its reason is a `LeaseLostError` on loss. */
+  readonly signal: AbortSignal;
+  /** Tells the watchdog the task is making progress. Call it at least every `stallTimeoutMs`. */
+  heartbeat(): void;
+  /**
+   * Milliseconds until this leader would declare the lease lost if no renewal lands, by the
+   * local monotonic clock. Bound storage calls by it.
+   */
+  remainingMs(): number;
+}
+
+export interface LeaderInfo {
+  identity: string | undefined;
+  epoch: number;
+  acquiredAt: Date | undefined;
+}
+
+export type RunIfLeaderResult<T> = { led: true; value: T; epoch: number } | { led: false; holder: LeaderInfo | undefined };
+
+export interface RunOptions {
+  /** Aborting ends the task's leadership (its signal aborts), waits for it, then releases. */
+  signal?: AbortSignal;
+}
+
+type Task<T> = (leadership: Leadership) => Promise<T> | T;
+
+/**
+ * Leader election on a `LeaseStore`.
+ *
+ * Guaranteed:
+ * - At most one candidate holds the lease at a time, as far as storage is concerned.
+ * - Each new holder's epoch is strictly greater than every earlier holder's, across restarts.
+ * - A leader that cannot renew before its renew deadline, whose lease is taken or broken, or
+ *   whose task stops calling `heartbeat()`, aborts `leadership.signal`, by the local monotonic
+ *   clock, before the lease can expire in storage (the deadline is shorter than the lease).
+ * - The lease is released only after the task has settled.
+ *
+ * Not guaranteed:
+ * - That only one process *acts* as leader. A paused process (GC, SIGSTOP, frozen VM) learns of
+ *   its loss only when it runs again, possibly after another has taken over. Writes must carry
+ *   the epoch to storage that checks it (see `FencedDocuments`); that is what makes a stale
+ *   leader harmless.
+ * - Fairness or a preferred leader: whoever tries first after the lease is free wins.
+ * - Tolerance of a clock that runs at the wrong *rate* by more than the margin between the renew
+ *   deadline and the lease (a third of the lease by default). Clock offsets do not matter: only
+ *   local durations are used.
+ */
+export class LeaderElector {
+  private readonly options: ResolvedElectorOptions;
+  /** This elector's own term, while it leads. */
+  private current: LeaderInfo | undefined;
+
+  constructor(options: LeaderElectorOptions) {
+    this.options = resolveElectorOptions(options);
+  }
+
+  get identity(): string {
+    return this.options.identity;
+  }
+
+  /**
+   * One attempt to lead, as a timer tick makes. Wins → runs `task`, releases when it settles,
+   * and returns its value. The lease is held by someone else (including an earlier call of this
+   * elector that still runs) → `{ led: false, holder }` at the cost of one storage read.
+   * Leadership lost while the task ran → throws `LeaseLostError` once the task has settled.
+   */
+  async runIfLeader<T>(task: Task<T>, options: RunOptions = {}): Promise<RunIfLeaderResult<T>> {
+    const attempt = await this.acquireIfFree(options.signal);
+    if (!attempt.term) return { led: false, holder: attempt.holder };
+    const value = await this.lead(attempt.term, task, options.signal);
+    return { led: true, value, epoch: attempt.term.epoch };
+  }
+
+  /**
+   * Waits until this candidate leads, retrying every `acquireRetryMs` (jittered) and riding out
+   * storage errors, then runs `task` as `runIfLeader` does. Rejects with the signal's reason
+   * when `options.signal` aborts first.
+   */
+  async runWhenLeader<T>(task: Task<T>, options: RunOptions = {}): Promise<T> {
+    const { acquireRetryMs, random, clock } = this.options;
+    for (;;) {
+      let term: Term | undefined;
+      try {
+        term = (await this.acquireIfFree(options.signal)).term;
+      } catch (error) {
+        if (options.signal?.aborted) throw options.signal.reason;
+        this.emit({ type: 'acquire-failed', identity: this.identity, error });
+      }
+      if (term) return this.lead(term, task, options.signal);
+      await sleep(clock, acquireRetryMs * (0.75 + 0.25 * random()), options.signal);
+    }
+  }
+
+  /** The current holder, or undefined when nobody holds the lease. */
+  async getLeader(options: { abortSignal?: AbortSignal } = {}): Promise<LeaderInfo | undefined> {
+    const record = await this.options.store.read(options);
+    return record.leased ? holderOf(record) : undefined;
+  }
+
+  /**
+   * Reads first, so a tick that finds the lease held costs one read and makes no 409 noise;
+   * only a free lease is worth an acquire.
+   */
+  private async acquireIfFree(signal: AbortSignal | undefined): Promise<{ term?: Term; holder?: LeaderInfo }> {
+    signal?.throwIfAborted();
+    if (this.current) return { holder: { ...this.current } };
+    const record = await this.options.store.read({ abortSignal: signal });
+    if (record.leased) return { holder: holderOf(record) };
+    const term = await this.tryAcquire(signal);
+    return term ? { term } : {};
+  }
+
+  private async tryAcquire(signal: AbortSignal | undefined): Promise<Term | undefined> {
+    const { store, clock, leaseDurationSeconds, renewDeadlineMs, identity } = this.options;
+    const leaseId = randomUUID();
+    // The term is counted from before the request: storage may start the lease any time after.
+    const startedAt = clock.now();
+    const bound = timeoutSignal(clock, renewDeadlineMs, signal);
+    try {
+      await store.acquire(leaseId, leaseDurationSeconds, { abortSignal: bound.signal });
+    } catch (err) {
+      bound.dispose();
+      if (err instanceof LeaseHeldError) return undefined;
+      throw err;
+    }
+    try {
+      const epoch = await store.bumpEpoch(leaseId, identity, { abortSignal: bound.signal });
+      return { leaseId, epoch, startedAt };
+    } catch (err) {
+      // Without a new epoch this holder could not fence its writes, so it must not lead.
+      await this.releaseQuietly(leaseId, -1);
+      if (err instanceof LeaseLostError) return undefined;
+      throw err;
+    } finally {
+      bound.dispose();
+    }
+  }
+
+  private async lead<T>(term: Term, task: Task<T>, callerSignal: AbortSignal | undefined): Promise<T> {
+    const { clock, identity } = this.options;
+    this.current = { identity, epoch: term.epoch, acquiredAt: clock.date() };
+    const leadership = new ActiveTerm(term, this.options);
+    const onCallerAbort = (): void => leadership.end(callerSignal?.reason);
+    callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
+    this.emit({ type: 'acquired', identity, epoch: term.epoch, leaseId: term.leaseId });
+    const renewing = this.keepRenewing(leadership);
+    let outcome: { ok: true; value: T } | { ok: false; error: unknown };
+    try {
+      outcome = { ok: true, value: await task(leadership.view) };
+    } catch (error) {
+      outcome = { ok: false, error };
+    }
+    // Order matters: the task has settled; now stop renewing, and only then release.
+    leadership.stopRenewing();
+    await renewing;
+    callerSignal?.removeEventListener('abort', onCallerAbort);
+    const loss = leadership.loss;
+    if (loss === undefined || loss === 'deadline' || loss === 'stalled') {
+      // After a deadline or stall loss the lease may still be ours; giving it back lets the
+      // next leader start now instead of after expiry.
+      const released = await this.releaseQuietly(term.leaseId, term.epoch);
+      if (released) this.emit({ type: 'released', identity, epoch: term.epoch, ledMs: clock.now() - term.startedAt });
+    }
+    this.current = undefined;
+    leadership.end(undefined);
+    if (loss !== undefined) {
+      throw new LeaseLostError(loss, undefined, outcome.ok ? undefined : { cause: outcome.error });
+    }
+    if (!outcome.ok) throw outcome.error;
+    return outcome.value;
+  }
+
+  private async keepRenewing(term: ActiveTerm): Promise<void> {
+    const { clock, store, renewIntervalMs, stallTimeoutMs, identity } = this.options;
+    let delay = renewIntervalMs;
+    for (;;) {
+      try {
+        await sleep(clock, delay, term.stopSignal);
+      } catch {
+        return; // the task settled
+      }
+      const now = clock.now();
+      if (now - term.lastHeartbeat > stallTimeoutMs) return this.lose(term, 'stalled');
+      const left = term.deadline - now;
+      if (left <= 0) return this.lose(term, 'deadline');
+      const startedAt = now;
+      const bound = timeoutSignal(clock, left, term.stopSignal);
+      try {
+        await store.renew(term.leaseId, { abortSignal: bound.signal });
+        const latencyMs = clock.now() - startedAt;
+        term.renewed(startedAt);
+        this.emit({ type: 'renewed', identity, epoch: term.epoch, latencyMs });
+        delay = Math.max(0, renewIntervalMs - latencyMs);
+      } catch (error) {
+        if (term.stopSignal.aborted) return;
+        if (error instanceof LeaseLostError) return this.lose(term, error.reason, error);
+        this.emit({ type: 'renew-failed', identity, epoch: term.epoch, error, sinceLastRenewMs: clock.now() - term.lastRenewAt });
+        // Retry faster than the interval, but never past the deadline.
+        delay = Math.max(0, Math.min(renewIntervalMs / 4, term.deadline - clock.now()));
+      } finally {
+        bound.dispose();
+      }
+    }
+  }
+
+  private lose(term: ActiveTerm, reason: LeaseLossReason, error?: unknown): void {
+    const sinceLastRenewMs = this.options.clock.now() - term.lastRenewAt;
+    term.lose(reason);
+    this.emit({ type: 'lost', identity: this.identity, epoch: term.epoch, reason, sinceLastRenewMs, error });
+  }
+
+  private async releaseQuietly(leaseId: string, epoch: number): Promise<boolean> {
+    const { store, clock, renewDeadlineMs, identity } = this.options;
+    const bound = timeoutSignal(clock, renewDeadlineMs);
+    try {
+      await store.release(leaseId, { abortSignal: bound.signal });
+      return true;
+    } catch (error) {
+      if (epoch >= 0) this.emit({ type: 'release-failed', identity, epoch, error });
+      return false;
+    } finally {
+      bound.dispose();
+    }
+  }
+
+  private emit(event: LeaderEvent): void {
+    try {
+      this.options.onEvent?.(event);
+    } catch {
+      // A throwing listener must not break the lease loop.
+    }
+    const logger = this.options.logger;
+    if (!logger) return;
+    const { level, message } = describeLeaderEvent(event);
+    if (level === 'debug') logger.debug?.(message);
+    else logger[level](message);
+  }
+}
+
+interface Term {
+  leaseId: string;
+  epoch: number;
+  startedAt: number;
+}
+
+/** The mutable state of one term of leadership. */
+class ActiveTerm {
+  readonly leaseId: string;
+  readonly epoch: number;
+  lastRenewAt: number;
+  lastHeartbeat: number;
+  loss: LeaseLossReason | undefined;
+  readonly view: Leadership;
+  private readonly abort = new AbortController();
+  private readonly stop = new AbortController();
+
+  constructor(
+    term: Term,
+    private readonly options: ResolvedElectorOptions,
+  ) {
+    this.leaseId = term.leaseId;
+    this.epoch = term.epoch;
+    this.lastRenewAt = term.startedAt;
+    this.lastHeartbeat = options.clock.now();
+    const self = this;
+    this.view = {
+      identity: options.identity,
+      epoch: term.epoch,
+      signal: this.abort.signal,
+      heartbeat: () => {
+        self.lastHeartbeat = options.clock.now();
+      },
+      remainingMs: () => (self.loss ? 0 : Math.max(0, self.deadline - options.clock.now())),
+    };
+  }
+
+  get deadline(): number {
+    return this.lastRenewAt + this.options.renewDeadlineMs;
+  }
+
+  get stopSignal(): AbortSignal {
+    return this.stop.signal;
+  }
+
+  renewed(startedAt: number): void {
+    this.lastRenewAt = startedAt;
+  }
+
+  lose(reason: LeaseLossReason): void {
+    if (this.loss) return;
+    this.loss = reason;
+    this.stop.abort();
+    this.abort.abort(new LeaseLostError(reason));
+  }
+
+  stopRenewing(): void {
+    this.stop.abort();
+  }
+
+  /** Ends the term's signal without a loss (normal end or the caller's abort). */
+  end(reason: unknown): void {
+    if (!this.abort.signal.aborted) this.abort.abort(reason ?? new DOMException('leadership ended', 'AbortError'));
+  }
+}
+
+function holderOf(record: LeaseRecord): LeaderInfo {
+  return { identity: record.holder, epoch: record.epoch, acquiredAt: record.acquiredAt };
+}

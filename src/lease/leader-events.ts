@@ -1,0 +1,47 @@
+import type { LeaseLossReason } from '../errors';
+
+/** What the elector reports through `onEvent`; each also becomes one log line. */
+export type LeaderEvent =
+  | { type: 'acquired'; identity: string; epoch: number; leaseId: string }
+  | { type: 'renewed'; identity: string; epoch: number; latencyMs: number }
+  | { type: 'renew-failed'; identity: string; epoch: number; error: unknown; sinceLastRenewMs: number }
+  | { type: 'lost'; identity: string; epoch: number; reason: LeaseLossReason; sinceLastRenewMs: number; error?: unknown }
+  | { type: 'released'; identity: string; epoch: number; ledMs: number }
+  | { type: 'release-failed'; identity: string; epoch: number; error: unknown }
+  | { type: 'acquire-failed'; identity: string; error: unknown };
+
+export function describeLeaderEvent(event: LeaderEvent): { level: 'info' | 'warn' | 'debug'; message: string } {
+  const who = `holder=${event.identity}`;
+  switch (event.type) {
+    case 'acquired':
+      return { level: 'info', message: `leadership acquired: ${who} epoch=${event.epoch}` };
+    case 'renewed':
+      return { level: 'debug', message: `lease renewed: ${who} epoch=${event.epoch} latencyMs=${Math.round(event.latencyMs)}` };
+    case 'renew-failed':
+      return {
+        level: 'warn',
+        message: `lease renew failed, retrying: ${who} epoch=${event.epoch} lastRenewAgoMs=${Math.round(event.sinceLastRenewMs)} error=${errorText(event.error)}`,
+      };
+    case 'lost':
+      return {
+        level: 'warn',
+        message: `leadership lost: ${who} epoch=${event.epoch} reason=${event.reason} lastRenewAgoMs=${Math.round(event.sinceLastRenewMs)}`,
+      };
+    case 'released':
+      return { level: 'info', message: `lease released: ${who} epoch=${event.epoch} ledMs=${Math.round(event.ledMs)}` };
+    case 'release-failed':
+      return { level: 'warn', message: `lease release failed (it will expire): ${who} epoch=${event.epoch} error=${errorText(event.error)}` };
+    case 'acquire-failed':
+      return { level: 'warn', message: `lease acquire failed: ${who} error=${errorText(event.error)}` };
+  }
+}
+
+function errorText(error: unknown): string {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    const status = (error as { statusCode?: unknown }).statusCode;
+    // Only name, status and code: SDK messages can echo request URLs with SAS tokens.
+    return [error.name, status, typeof code === 'string' ? code : undefined].filter((x) => x !== undefined).join(' ');
+  }
+  return typeof error;
+}

@@ -1,0 +1,39 @@
+/**
+ * The storage port under leader election: one named lease with an epoch beside it.
+ *
+ * Implementations must keep these promises (the contract suite in `test/contract` checks them
+ * on every implementation):
+ * - `acquire` succeeds for exactly one caller while the lease is free; others get
+ *   `LeaseHeldError`. Acquiring again with the id you hold renews.
+ * - `renew` and `release` with a lease id that is no longer current throw `LeaseLostError`
+ *   (`conflict`, or `broken` after `breakLease`).
+ * - `bumpEpoch` writes `epoch + 1`, the holder and the acquisition time, and succeeds only while
+ *   `leaseId` holds the lease and nothing changed the record since it was read. So the epoch
+ *   strictly increases across holders, and a holder whose bump succeeded is the only one with
+ *   that epoch.
+ * - Any other failure (timeouts, 5xx, aborts) is thrown as is; callers treat it as transient.
+ */
+export interface LeaseStore {
+  /** A readable name for logs, such as the blob URL without query string. */
+  readonly description: string;
+
+  acquire(leaseId: string, durationSeconds: number, options?: LeaseCallOptions): Promise<void>;
+  renew(leaseId: string, options?: LeaseCallOptions): Promise<void>;
+  release(leaseId: string, options?: LeaseCallOptions): Promise<void>;
+  /** The current record. `leased` is false when the lease is free, expired or broken. */
+  read(options?: LeaseCallOptions): Promise<LeaseRecord>;
+  /** Increments the epoch under the lease and records the holder; returns the new epoch. */
+  bumpEpoch(leaseId: string, holder: string, options?: LeaseCallOptions): Promise<number>;
+}
+
+export interface LeaseCallOptions {
+  abortSignal?: AbortSignal;
+}
+
+export interface LeaseRecord {
+  leased: boolean;
+  /** The last holder that bumped the epoch; it may have lost the lease since. */
+  holder: string | undefined;
+  epoch: number;
+  acquiredAt: Date | undefined;
+}

@@ -1,0 +1,143 @@
+import { mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+
+export interface StartAzuriteOptions {
+  /** Persist blobs and queues to this folder, so a restart finds them. Default: in memory. */
+  persistTo?: string;
+  host?: string;
+  /** Default 0: any free port. Pass the previous ports to restart a persisted Azurite in place. */
+  blobPort?: number;
+  queuePort?: number;
+  /** Cap on in-memory blob and message bytes. Default 256 MiB; Azurite's own default is half of RAM. */
+  memoryLimitBytes?: number;
+}
+
+export interface RunningAzurite {
+  /** A full connection string for the Azurite account (holds the public development key). */
+  connectionString: string;
+  blobEndpoint: string;
+  queueEndpoint: string;
+  blobPort: number;
+  queuePort: number;
+  close(): Promise<void>;
+}
+
+interface AzuriteServer {
+  start(): Promise<void>;
+  close(): Promise<void>;
+  getHttpServerAddress(): string;
+}
+
+/**
+ * Starts Azurite's blob and queue services in this process, with no telemetry and no log files.
+ * It deep-imports the servers because the package's main module needs VS Code.
+ */
+export async function startAzurite(options: StartAzuriteOptions = {}): Promise<RunningAzurite> {
+  const host = options.host ?? '127.0.0.1';
+  const modules = loadAzurite();
+  const servers: AzuriteServer[] = [];
+  try {
+    const blob = new modules.BlobServer(configure(modules, modules.BlobConfiguration, 'blob', host, options.blobPort ?? 0, options));
+    servers.push(blob);
+    await blob.start();
+    const queue = new modules.QueueServer(configure(modules, modules.QueueConfiguration, 'queue', host, options.queuePort ?? 0, options));
+    servers.push(queue);
+    await queue.start();
+    const { accountName, accountKey } = modules;
+    const blobEndpoint = `${blob.getHttpServerAddress()}/${accountName}`;
+    const queueEndpoint = `${queue.getHttpServerAddress()}/${accountName}`;
+    let closed: Promise<void> | undefined;
+    return {
+      connectionString:
+        `DefaultEndpointsProtocol=http;AccountName=${accountName};AccountKey=${accountKey};` +
+        `BlobEndpoint=${blobEndpoint};QueueEndpoint=${queueEndpoint};`,
+      blobEndpoint,
+      queueEndpoint,
+      blobPort: Number(new URL(blob.getHttpServerAddress()).port),
+      queuePort: Number(new URL(queue.getHttpServerAddress()).port),
+      close: () => (closed ??= closeAll(servers)),
+    };
+  } catch (err) {
+    await closeAll(servers);
+    throw err;
+  }
+}
+
+async function closeAll(servers: AzuriteServer[]): Promise<void> {
+  await Promise.allSettled(servers.map((server) => server.close()));
+}
+
+interface AzuriteModules {
+  BlobServer: new (config: unknown) => AzuriteServer;
+  BlobConfiguration: new (...args: unknown[]) => unknown;
+  QueueServer: new (config: unknown) => AzuriteServer;
+  QueueConfiguration: new (...args: unknown[]) => unknown;
+  MemoryExtentChunkStore: new (limitBytes: number) => unknown;
+  accountName: string;
+  accountKey: string;
+}
+
+let cached: AzuriteModules | undefined;
+
+function loadAzurite(): AzuriteModules {
+  if (cached) return cached;
+  const req = (path: string): Record<string, unknown> => {
+    try {
+      return require(`azurite/dist/src/${path}`) as Record<string, unknown>;
+    } catch (err) {
+      throw new Error('startAzurite needs the azurite package (3.35.x): npm install --save-dev azurite@3.35.0', { cause: err });
+    }
+  };
+  // Azurite only sends telemetry after its CLI calls init(); switch it off for good measure.
+  const telemetry = req('common/Telemetry').AzuriteTelemetryClient as { enableTelemetry?: boolean } | undefined;
+  if (telemetry) telemetry.enableTelemetry = false;
+  // The emulator's well-known account comes from Azurite itself rather than being copied here.
+  const constants = req('blob/utils/constants');
+  cached = {
+    accountName: String(constants.EMULATOR_ACCOUNT_NAME),
+    accountKey: String(constants.EMULATOR_ACCOUNT_KEY_STR),
+    BlobServer: req('blob/BlobServer').default as AzuriteModules['BlobServer'],
+    BlobConfiguration: req('blob/BlobConfiguration').default as AzuriteModules['BlobConfiguration'],
+    QueueServer: req('queue/QueueServer').default as AzuriteModules['QueueServer'],
+    QueueConfiguration: req('queue/QueueConfiguration').default as AzuriteModules['QueueConfiguration'],
+    MemoryExtentChunkStore: req('common/persistence/MemoryExtentStore').MemoryExtentChunkStore as AzuriteModules['MemoryExtentChunkStore'],
+  };
+  return cached;
+}
+
+function configure(
+  modules: AzuriteModules,
+  Configuration: new (...args: unknown[]) => unknown,
+  service: 'blob' | 'queue',
+  host: string,
+  port: number,
+  options: StartAzuriteOptions,
+): unknown {
+  const inMemory = options.persistTo === undefined;
+  const folder = inMemory ? '' : resolve(options.persistTo as string);
+  if (!inMemory) mkdirSync(join(folder, `__${service}storage__`), { recursive: true });
+  const at = (file: string): string => (inMemory ? file : join(folder, file));
+  // The positional arguments of Azurite 3.35's BlobConfiguration/QueueConfiguration.
+  return new Configuration(
+    host,
+    port,
+    undefined, // keepAliveTimeout: default
+    at(`__azurite_db_${service}__.json`),
+    at(`__azurite_db_${service}_extent__.json`),
+    [{ locationId: 'Default', locationPath: at(`__${service}storage__`), maxConcurrency: 10 }],
+    false, // enableAccessLog
+    undefined,
+    false, // enableDebugLog
+    undefined,
+    false, // loose
+    true, // skipApiVersionCheck: the SDK is newer than this Azurite
+    '',
+    '',
+    '',
+    undefined, // oauth
+    false, // disableProductStyleUrl
+    inMemory,
+    inMemory ? new modules.MemoryExtentChunkStore(options.memoryLimitBytes ?? 256 * 1024 * 1024) : undefined,
+  );
+}

@@ -1,0 +1,40 @@
+import { DefaultAzureCredential, ManagedIdentityCredential, type TokenCredential } from '@azure/identity';
+import { BlobServiceClient, type StorageRetryOptions } from '@azure/storage-blob';
+import { QueueServiceClient } from '@azure/storage-queue';
+import type { StorageSettings } from './settings.js';
+
+export interface StorageClientOptions {
+  retryOptions?: StorageRetryOptions;
+  /** Replaces the credential built from settings (identity connections only); for tests. */
+  credential?: TokenCredential;
+}
+
+/**
+ * For lease calls: one try. The elector retries lease calls itself against its renew deadline;
+ * the SDK default (4 tries with backoff from a 4 s base) can outlive a 15 s lease.
+ */
+export const LEASE_RETRY_OPTIONS: StorageRetryOptions = { maxTries: 1 };
+
+// `credential` mirrors the Functions host: `managedidentity` pins ManagedIdentityCredential,
+// otherwise DefaultAzureCredential lets the same settings work locally (Azure CLI, VS Code).
+function credentialFor(settings: Extract<StorageSettings, { kind: 'identity' }>, options: StorageClientOptions): TokenCredential {
+  if (options.credential) return options.credential;
+  const { clientId } = settings;
+  return settings.credential === 'managedidentity'
+    ? new ManagedIdentityCredential(clientId ? { clientId } : undefined)
+    : new DefaultAzureCredential(clientId ? { managedIdentityClientId: clientId } : undefined);
+}
+
+export function createBlobServiceClient(settings: StorageSettings, options: StorageClientOptions = {}): BlobServiceClient {
+  const pipeline = { retryOptions: options.retryOptions };
+  return settings.kind === 'connectionString'
+    ? BlobServiceClient.fromConnectionString(settings.connectionString, pipeline)
+    : new BlobServiceClient(settings.blobServiceUri, credentialFor(settings, options), pipeline);
+}
+
+export function createQueueServiceClient(settings: StorageSettings, options: StorageClientOptions = {}): QueueServiceClient {
+  const pipeline = { retryOptions: options.retryOptions };
+  return settings.kind === 'connectionString'
+    ? QueueServiceClient.fromConnectionString(settings.connectionString, pipeline)
+    : new QueueServiceClient(settings.queueServiceUri, credentialFor(settings, options), pipeline);
+}

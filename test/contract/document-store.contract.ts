@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { ConcurrentUpdateError } from '../../src/errors';
+import type { DocumentStore } from '../../src/fencing/document-store';
+
+/** What every `DocumentStore` must do; runs on the in-memory store and on Azurite blobs. */
+export function documentStoreContract(name: string, makeStore: () => Promise<DocumentStore>): void {
+  describe(`DocumentStore contract: ${name}`, () => {
+    it('reads an absent document as undefined', async () => {
+      const store = await makeStore();
+      await expect(store.read('runs/none.json')).resolves.toBeUndefined();
+    });
+
+    it('creates only when absent', async () => {
+      const store = await makeStore();
+      const { etag } = await store.write('a/doc.json', '{"n":1}', { ifNoneMatch: '*' });
+      await expect(store.write('a/doc.json', '{"n":2}', { ifNoneMatch: '*' })).rejects.toBeInstanceOf(ConcurrentUpdateError);
+      await expect(store.read('a/doc.json')).resolves.toEqual({ body: '{"n":1}', etag });
+    });
+
+    it('replaces only the version it names, with a new tag each time', async () => {
+      const store = await makeStore();
+      const first = await store.write('b.json', 'v1', { ifNoneMatch: '*' });
+      const second = await store.write('b.json', 'v2', { ifMatch: first.etag });
+      expect(second.etag).not.toBe(first.etag);
+      await expect(store.write('b.json', 'v3', { ifMatch: first.etag })).rejects.toBeInstanceOf(ConcurrentUpdateError);
+      await expect(store.read('b.json')).resolves.toEqual({ body: 'v2', etag: second.etag });
+    });
+
+    it('lets exactly one of 16 writers replace the same version', async () => {
+      const store = await makeStore();
+      const { etag } = await store.write('race.json', 'start', { ifNoneMatch: '*' });
+      const results = await Promise.allSettled(
+        Array.from({ length: 16 }, (_, i) => store.write('race.json', `writer-${i}`, { ifMatch: etag })),
+      );
+      const winners = results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []));
+      expect(winners).toHaveLength(1);
+      expect((await store.read('race.json'))?.body).toBe(`writer-${winners[0]}`);
+    });
+
+    it('lets exactly one of 16 creators create the same document', async () => {
+      const store = await makeStore();
+      const results = await Promise.allSettled(
+        Array.from({ length: 16 }, (_, i) => store.write('create-race.json', `creator-${i}`, { ifNoneMatch: '*' })),
+      );
+      expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    });
+
+    it('keeps unicode bodies intact', async () => {
+      const store = await makeStore();
+      const body = JSON.stringify({ name: 'résumé ✓ 日本' });
+      await store.write('u.json', body, { ifNoneMatch: '*' });
+      expect((await store.read('u.json'))?.body).toBe(body);
+    });
+  });
+}

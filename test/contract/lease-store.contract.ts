@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { LeaseHeldError, LeaseLostError } from '../../src/errors';
+import type { LeaseStore } from '../../src/lease/lease-store';
+
+export interface LeaseStoreHarness {
+  store: LeaseStore;
+  /** Breaks the lease as an outside client would (`breakLease(0)`). */
+  breakLease(): Promise<void>;
+  /** Lets `ms` pass for the store's lease clock. */
+  elapse(ms: number): Promise<void>;
+}
+
+/**
+ * What every `LeaseStore` must do. The same cases run on the in-memory store (fake clock) and on
+ * a blob in Azurite (real time), so the fast unit tests stand on the same ground as production.
+ */
+export function leaseStoreContract(name: string, makeHarness: () => Promise<LeaseStoreHarness>): void {
+  const id = (): string => randomUUID();
+
+  describe(`LeaseStore contract: ${name}`, () => {
+    it('starts free, at epoch 0, with no holder', async () => {
+      const { store } = await makeHarness();
+      await expect(store.read()).resolves.toEqual({ leased: false, holder: undefined, epoch: 0, acquiredAt: undefined });
+    });
+
+    it('lets exactly one of two ids acquire, and the holder acquire again', async () => {
+      const { store } = await makeHarness();
+      const a = id();
+      await store.acquire(a, 15);
+      await expect(store.acquire(id(), 15)).rejects.toBeInstanceOf(LeaseHeldError);
+      await expect(store.acquire(a, 15)).resolves.toBeUndefined();
+      expect((await store.read()).leased).toBe(true);
+    });
+
+    it('lets exactly one of 16 concurrent candidates acquire', async () => {
+      const { store } = await makeHarness();
+      const results = await Promise.allSettled(Array.from({ length: 16 }, () => store.acquire(id(), 15)));
+      expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      for (const r of results) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(LeaseHeldError);
+    });
+
+    it('renews for the holder and refuses any other id with a conflict', async () => {
+      const { store } = await makeHarness();
+      const a = id();
+      await store.acquire(a, 15);
+      await store.renew(a);
+      await expect(store.renew(id())).rejects.toMatchObject({ code: 'LeaseLost', reason: 'conflict' });
+    });
+
+    it('frees the lease on release by the holder, and refuses release by another id', async () => {
+      const { store } = await makeHarness();
+      const a = id();
+      await store.acquire(a, 15);
+      await expect(store.release(id())).rejects.toMatchObject({ code: 'LeaseLost', reason: 'conflict' });
+      await store.release(a);
+      expect((await store.read()).leased).toBe(false);
+      await store.acquire(id(), 15);
+    });
+
+    it('bumps the epoch under the lease, recording holder and time', async () => {
+      const { store } = await makeHarness();
+      const a = id();
+      await store.acquire(a, 15);
+      expect(await store.bumpEpoch(a, 'candidate-a ü')).toBe(1);
+      expect(await store.bumpEpoch(a, 'candidate-a ü')).toBe(2);
+      const record = await store.read();
+      expect(record).toMatchObject({ leased: true, holder: 'candidate-a ü', epoch: 2 });
+      expect(record.acquiredAt).toBeInstanceOf(Date);
+      expect(Number.isNaN(record.acquiredAt?.getTime())).toBe(false);
+    });
+
+    it('refuses an epoch bump by an id that does not hold the lease, leaving the epoch as it was', async () => {
+      const { store } = await makeHarness();
+      const a = id();
+      await store.acquire(a, 15);
+      await store.bumpEpoch(a, 'a');
+      await expect(store.bumpEpoch(id(), 'intruder')).rejects.toBeInstanceOf(LeaseLostError);
+      expect(await store.read()).toMatchObject({ epoch: 1, holder: 'a' });
+    });
+
+    it('increases the epoch strictly across holders', async () => {
+      const { store } = await makeHarness();
+      const seen: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        const leaseId = id();
+        await store.acquire(leaseId, 15);
+        seen.push(await store.bumpEpoch(leaseId, `holder-${i}`));
+        await store.release(leaseId);
+      }
+      expect(seen).toEqual([1, 2, 3, 4, 5, 6]);
+    });
+
+    it('reports a broken lease to its holder, lets another acquire, and refuses the old holder', async () => {
+      const harness = await makeHarness();
+      const { store } = harness;
+      const a = id();
+      await store.acquire(a, 15);
+      await store.bumpEpoch(a, 'a');
+      await harness.breakLease();
+      expect((await store.read()).leased).toBe(false);
+      await expect(store.renew(a)).rejects.toMatchObject({ code: 'LeaseLost', reason: 'broken' });
+      const b = id();
+      await store.acquire(b, 15);
+      expect(await store.bumpEpoch(b, 'b')).toBe(2);
+      await expect(store.renew(a)).rejects.toMatchObject({ code: 'LeaseLost', reason: 'conflict' });
+      await expect(store.bumpEpoch(a, 'a')).rejects.toBeInstanceOf(LeaseLostError);
+      expect(await store.read()).toMatchObject({ holder: 'b', epoch: 2 });
+    });
+
+    it('expires an unrenewed lease, after which another id acquires and the old id is refused', async () => {
+      const harness = await makeHarness();
+      const { store } = harness;
+      const a = id();
+      await store.acquire(a, 15);
+      await harness.elapse(16_000);
+      expect((await store.read()).leased).toBe(false);
+      const b = id();
+      await store.acquire(b, 15);
+      await expect(store.renew(a)).rejects.toMatchObject({ code: 'LeaseLost', reason: 'conflict' });
+    });
+
+    it('rejects a call whose abort signal has fired', async () => {
+      const { store } = await makeHarness();
+      const controller = new AbortController();
+      controller.abort(new Error('caller gave up'));
+      await expect(store.acquire(id(), 15, { abortSignal: controller.signal })).rejects.toBeDefined();
+      expect((await store.read()).leased).toBe(false);
+    });
+  });
+}

@@ -1,0 +1,13 @@
+import { FakeClock } from '../../src/clock/fake-clock';
+import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
+import { leaseStoreContract } from './lease-store.contract';
+
+leaseStoreContract('InMemoryLeaseStore', async () => {
+  const clock = new FakeClock();
+  const store = new InMemoryLeaseStore({ clock });
+  return {
+    store,
+    breakLease: async () => store.breakLease(),
+    elapse: (ms) => clock.advance(ms),
+  };
+});

@@ -1,0 +1,255 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidSettingError } from '../../src/errors.js';
+import { parseBatonSettings, parseStorageSettings, redactSecrets, type Env } from '../../src/storage/settings.js';
+
+const KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
+const SAS = 'sv=2022-11-02&ss=bq&srt=sco&sp=rwdlac&se=2030-01-01T00:00:00Z&sig=SeCrEtSiGnAtUrE%3D';
+const GUID = '6f1c2c7e-7b1f-4a55-9d0e-2f3b1c4d5e6f';
+
+function settingError(fn: () => unknown): InvalidSettingError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(InvalidSettingError);
+    const e = err as InvalidSettingError;
+    expect(e.code).toBe('InvalidSetting');
+    expect(e.message).not.toMatch(/[\r\n]/);
+    return e;
+  }
+  throw new Error('expected an InvalidSettingError');
+}
+
+describe('parseStorageSettings: connection strings', () => {
+  it.each<[string, string, string]>([
+    [
+      'account key with suffix',
+      `DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=${KEY};EndpointSuffix=core.windows.net`,
+      `DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=${KEY};BlobEndpoint=https://acct.blob.core.windows.net;QueueEndpoint=https://acct.queue.core.windows.net`,
+    ],
+    [
+      'account key, defaults filled in, keys case-insensitive',
+      `accountname=acct;ACCOUNTKEY=${KEY};`,
+      `DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=${KEY};BlobEndpoint=https://acct.blob.core.windows.net;QueueEndpoint=https://acct.queue.core.windows.net`,
+    ],
+    [
+      'Azurite with explicit endpoints',
+      `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${KEY};BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;`,
+      `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${KEY};BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1`,
+    ],
+    [
+      'SAS with endpoints',
+      `BlobEndpoint=https://acct.blob.core.windows.net/;QueueEndpoint=https://acct.queue.core.windows.net/;SharedAccessSignature=${SAS}`,
+      `SharedAccessSignature=${SAS};BlobEndpoint=https://acct.blob.core.windows.net/;QueueEndpoint=https://acct.queue.core.windows.net/`,
+    ],
+    [
+      'SAS with account name derives endpoints',
+      `AccountName=acct;SharedAccessSignature=${SAS}`,
+      `AccountName=acct;SharedAccessSignature=${SAS};BlobEndpoint=https://acct.blob.core.windows.net;QueueEndpoint=https://acct.queue.core.windows.net`,
+    ],
+    ['development storage', 'UseDevelopmentStorage=true', 'UseDevelopmentStorage=true'],
+    ['development storage, any case', ' usedevelopmentstorage=TRUE; ', 'UseDevelopmentStorage=true'],
+  ])('accepts %s', (_name, value, normalized) => {
+    expect(parseStorageSettings({ AzureWebJobsStorage: value })).toEqual({
+      kind: 'connectionString',
+      connectionString: normalized,
+    });
+  });
+
+  it('prefers the connection string over identity settings', () => {
+    const env = { AzureWebJobsStorage: 'UseDevelopmentStorage=true', AzureWebJobsStorage__accountName: 'acct' };
+    expect(parseStorageSettings(env).kind).toBe('connectionString');
+  });
+
+  it('honours a custom prefix', () => {
+    const env = { MyConn: 'UseDevelopmentStorage=true', MyConn2__accountName: 'acct' };
+    expect(parseStorageSettings(env, { prefix: 'MyConn' }).kind).toBe('connectionString');
+    expect(parseStorageSettings(env, { prefix: 'MyConn2' })).toMatchObject({ kind: 'identity' });
+  });
+
+  it.each<[string, string, string]>([
+    ['a part without =', `AccountName=acct;${KEY.replace(/=/g, '')}`, 'part 2 is not a key=value pair'],
+    ['an unknown key', `AccountName=acct;Acountkey=${KEY}`, 'part 2 has an unknown key'],
+    ['a duplicated key', `AccountName=acct;AccountKey=${KEY};AccountKey=${KEY}`, 'AccountKey appears more than once'],
+    ['an empty value', 'AccountName=acct;AccountKey=', 'AccountKey is empty'],
+    ['a key that is not base64', `AccountName=acct;AccountKey=${KEY.slice(0, -3)}!!`, 'AccountKey is not base64'],
+    ['a key without account name', `AccountKey=${KEY}`, 'AccountKey needs AccountName'],
+    ['no credentials', 'AccountName=acct;EndpointSuffix=core.windows.net', 'neither AccountName and AccountKey nor SharedAccessSignature'],
+    ['SAS without queue endpoint', `BlobEndpoint=https://a.blob.core.windows.net;SharedAccessSignature=${SAS}`, 'no QueueEndpoint'],
+    ['a bad protocol', `DefaultEndpointsProtocol=ftp;AccountName=acct;AccountKey=${KEY}`, 'DefaultEndpointsProtocol must be https or http'],
+    ['a bad endpoint', `AccountName=acct;AccountKey=${KEY};BlobEndpoint=not a url`, 'BlobEndpoint is not an http(s) URL'],
+    ['development storage = false', 'UseDevelopmentStorage=false', 'UseDevelopmentStorage must be true'],
+    ['development storage mixed with a key', `UseDevelopmentStorage=true;AccountKey=${KEY}`, 'cannot be combined with AccountKey'],
+    ['plain garbage', 'hello', 'part 1 is not a key=value pair'],
+  ])('rejects %s without echoing it', (_name, value, problem) => {
+    const err = settingError(() => parseStorageSettings({ AzureWebJobsStorage: value }));
+    expect(err.setting).toBe('AzureWebJobsStorage');
+    expect(err.message).toContain('AzureWebJobsStorage is not a valid storage connection string: ');
+    expect(err.message).toContain(problem);
+    expect(err.message).not.toContain(KEY.slice(0, 20));
+    expect(err.message).not.toContain('SeCrEt');
+  });
+});
+
+describe('parseStorageSettings: identity', () => {
+  const blob = 'https://acct.blob.core.windows.net';
+  const queue = 'https://acct.queue.core.windows.net';
+
+  it.each<[string, Env, object]>([
+    [
+      'explicit URIs',
+      { AzureWebJobsStorage__blobServiceUri: blob, AzureWebJobsStorage__queueServiceUri: queue },
+      { kind: 'identity', blobServiceUri: blob, queueServiceUri: queue },
+    ],
+    ['accountName', { AzureWebJobsStorage__accountName: 'acct' }, { kind: 'identity', blobServiceUri: blob, queueServiceUri: queue }],
+    [
+      'URIs win over accountName',
+      {
+        AzureWebJobsStorage__accountName: 'other',
+        AzureWebJobsStorage__blobServiceUri: blob,
+        AzureWebJobsStorage__queueServiceUri: queue,
+      },
+      { kind: 'identity', blobServiceUri: blob, queueServiceUri: queue },
+    ],
+    [
+      'one URI plus accountName',
+      { AzureWebJobsStorage__accountName: 'other', AzureWebJobsStorage__blobServiceUri: blob },
+      { kind: 'identity', blobServiceUri: blob, queueServiceUri: 'https://other.queue.core.windows.net' },
+    ],
+    [
+      'http on localhost',
+      {
+        AzureWebJobsStorage__blobServiceUri: 'http://127.0.0.1:10000/devstoreaccount1',
+        AzureWebJobsStorage__queueServiceUri: 'http://localhost:10001/devstoreaccount1',
+      },
+      {
+        kind: 'identity',
+        blobServiceUri: 'http://127.0.0.1:10000/devstoreaccount1',
+        queueServiceUri: 'http://localhost:10001/devstoreaccount1',
+      },
+    ],
+    [
+      'managed identity with client id (credential case-insensitive)',
+      { AzureWebJobsStorage__accountName: 'acct', AzureWebJobsStorage__credential: 'ManagedIdentity', AzureWebJobsStorage__clientId: GUID },
+      { kind: 'identity', blobServiceUri: blob, queueServiceUri: queue, credential: 'managedidentity', clientId: GUID },
+    ],
+    [
+      'blank connection string and blank optional settings',
+      { AzureWebJobsStorage: '  ', AzureWebJobsStorage__accountName: 'acct', AzureWebJobsStorage__credential: '' },
+      { kind: 'identity', blobServiceUri: blob, queueServiceUri: queue },
+    ],
+  ])('accepts %s', (_name, env, expected) => {
+    expect(parseStorageSettings(env)).toStrictEqual(expected);
+  });
+
+  it.each<[string, Env, string, string]>([
+    [
+      'nothing set',
+      {},
+      'AzureWebJobsStorage',
+      'AzureWebJobsStorage is not set: set a connection string, or AzureWebJobsStorage__blobServiceUri and __queueServiceUri (or __accountName) for an identity-based connection',
+    ],
+    [
+      'only the blob URI',
+      { AzureWebJobsStorage__blobServiceUri: blob },
+      'AzureWebJobsStorage__queueServiceUri',
+      'AzureWebJobsStorage__queueServiceUri is not set',
+    ],
+    [
+      'only the queue URI',
+      { AzureWebJobsStorage__queueServiceUri: queue },
+      'AzureWebJobsStorage__blobServiceUri',
+      'AzureWebJobsStorage__blobServiceUri is not set',
+    ],
+    [
+      'http to a remote host',
+      { AzureWebJobsStorage__blobServiceUri: 'http://acct.blob.core.windows.net', AzureWebJobsStorage__queueServiceUri: queue },
+      'AzureWebJobsStorage__blobServiceUri',
+      'AzureWebJobsStorage__blobServiceUri must be an https URL',
+    ],
+    [
+      'a URI that is not a URL',
+      { AzureWebJobsStorage__blobServiceUri: blob, AzureWebJobsStorage__queueServiceUri: 'acct.queue' },
+      'AzureWebJobsStorage__queueServiceUri',
+      'AzureWebJobsStorage__queueServiceUri must be an https URL',
+    ],
+    [
+      'a bad account name',
+      { AzureWebJobsStorage__accountName: 'My_Account' },
+      'AzureWebJobsStorage__accountName',
+      'AzureWebJobsStorage__accountName must be a storage account name',
+    ],
+    [
+      'a bad credential',
+      { AzureWebJobsStorage__accountName: 'acct', AzureWebJobsStorage__credential: 'clientsecret' },
+      'AzureWebJobsStorage__credential',
+      'AzureWebJobsStorage__credential must be managedidentity',
+    ],
+    [
+      'a bad client id',
+      { AzureWebJobsStorage__accountName: 'acct', AzureWebJobsStorage__clientId: 'not-a-guid' },
+      'AzureWebJobsStorage__clientId',
+      'AzureWebJobsStorage__clientId must be a GUID',
+    ],
+  ])('rejects %s', (_name, env, setting, message) => {
+    const err = settingError(() => parseStorageSettings(env));
+    expect(err.setting).toBe(setting);
+    expect(err.message.startsWith(message)).toBe(true);
+  });
+});
+
+describe('parseBatonSettings', () => {
+  it('defaults', () => {
+    expect(parseBatonSettings({})).toEqual({ hub: 'baton', leaseDurationSeconds: 15, leaseContainer: 'leases' });
+  });
+
+  it('reads every setting', () => {
+    const env = { BATON_HUB: 'nightly-1', BATON_LEASE_SECONDS: '60', BATON_LEASE_CONTAINER: 'my-leases' };
+    expect(parseBatonSettings(env)).toEqual({ hub: 'nightly-1', leaseDurationSeconds: 60, leaseContainer: 'my-leases' });
+  });
+
+  it.each<[string, string, string]>([
+    ['BATON_HUB', 'Nightly', 'BATON_HUB must be 1-63 characters'],
+    ['BATON_HUB', '-nightly', 'BATON_HUB must be 1-63 characters'],
+    ['BATON_HUB', 'a'.repeat(64), 'BATON_HUB must be 1-63 characters'],
+    ['BATON_HUB', 'job/one', 'BATON_HUB must be 1-63 characters'],
+    ['BATON_LEASE_SECONDS', '14', 'BATON_LEASE_SECONDS must be at least 15'],
+    ['BATON_LEASE_SECONDS', '61', 'BATON_LEASE_SECONDS must be at most 60'],
+    ['BATON_LEASE_SECONDS', '-1', 'BATON_LEASE_SECONDS must be a whole number of seconds from 15 to 60'],
+    ['BATON_LEASE_SECONDS', '20.5', 'BATON_LEASE_SECONDS must be a whole number of seconds from 15 to 60'],
+    ['BATON_LEASE_SECONDS', 'fifteen', 'BATON_LEASE_SECONDS must be a whole number of seconds from 15 to 60'],
+    ['BATON_LEASE_CONTAINER', 'ab', 'BATON_LEASE_CONTAINER must be a container name of at least 3 characters'],
+    ['BATON_LEASE_CONTAINER', 'a'.repeat(64), 'BATON_LEASE_CONTAINER must be a container name of at most 63 characters'],
+    ['BATON_LEASE_CONTAINER', 'Leases', 'BATON_LEASE_CONTAINER must be a container name: lowercase'],
+    ['BATON_LEASE_CONTAINER', 'my--leases', 'BATON_LEASE_CONTAINER must be a container name: lowercase'],
+    ['BATON_LEASE_CONTAINER', 'leases-', 'BATON_LEASE_CONTAINER must be a container name: lowercase'],
+  ])('rejects %s=%s', (setting, value, message) => {
+    const err = settingError(() => parseBatonSettings({ [setting]: value }));
+    expect(err.setting).toBe(setting);
+    expect(err.message.startsWith(message)).toBe(true);
+    expect(err.message).not.toContain(value);
+  });
+
+  it('reports the first bad setting in a fixed order', () => {
+    const all = { BATON_HUB: 'BAD', BATON_LEASE_SECONDS: '5', BATON_LEASE_CONTAINER: 'x' };
+    expect(settingError(() => parseBatonSettings(all)).setting).toBe('BATON_HUB');
+    expect(settingError(() => parseBatonSettings({ ...all, BATON_HUB: 'ok' })).setting).toBe('BATON_LEASE_SECONDS');
+    expect(settingError(() => parseBatonSettings({ ...all, BATON_HUB: 'ok', BATON_LEASE_SECONDS: '30' })).setting).toBe(
+      'BATON_LEASE_CONTAINER',
+    );
+  });
+});
+
+describe('redactSecrets', () => {
+  it.each<[string, string, string]>([
+    ['account key', `AccountName=acct;AccountKey=${KEY};EndpointSuffix=x`, 'AccountName=acct;AccountKey=***;EndpointSuffix=x'],
+    ['SAS setting', `BlobEndpoint=https://a/;SharedAccessSignature=${SAS};X=1`, 'BlobEndpoint=https://a/;SharedAccessSignature=***;X=1'],
+    ['sig in a URL', 'GET https://a.blob.core.windows.net/c/b?sv=1&sig=abc%2Bdef%3D&se=2 failed', 'GET https://a.blob.core.windows.net/c/b?sv=1&sig=***&se=2 failed'],
+    ['sig first in a query', 'https://a/c?sig=abc&sv=1', 'https://a/c?sig=***&sv=1'],
+    ['bearer token', 'token Bearer eyJhbGciOi.eyJzdWIi.sIgN rejected', 'token Bearer *** rejected'],
+    ['authorization header', 'Authorization: SharedKey acct:c2lnbmF0dXJl\nnext', 'Authorization: ***\nnext'],
+    ['authorization in JSON', '{"authorization":"Bearer abc.def","x-ms-version":"1"}', '{"authorization":"***","x-ms-version":"1"}'],
+    ['nothing secret', 'The specified blob does not exist. signature=fine', 'The specified blob does not exist. signature=fine'],
+  ])('redacts %s', (_name, input, expected) => {
+    expect(redactSecrets(input)).toBe(expected);
+  });
+});
