@@ -63,6 +63,14 @@ export class FakeClock implements Clock {
     await settle();
   }
 
+  /**
+   * Moves time forward without firing anything, as a paused process (SIGSTOP, GC, frozen VM)
+   * experiences it: every overdue timer fires at the next `advance`.
+   */
+  jump(ms: number): void {
+    this.current += ms;
+  }
+
   /** Advances in steps until `predicate` holds or `maxMs` passes; returns whether it held. */
   async advanceUntil(predicate: () => boolean, options: { maxMs: number; stepMs?: number }): Promise<boolean> {
     const step = options.stepMs ?? 100;

@@ -1,0 +1,71 @@
+import type { LeaseCallOptions, LeaseRecord, LeaseStore } from '../../src/lease/lease-store';
+
+type Operation = 'acquire' | 'renew' | 'release' | 'read' | 'bumpEpoch';
+
+/** What to do with one call: pass it through, fail it, or hang until its signal aborts. */
+export type Fault = { kind: 'fail'; error: unknown } | { kind: 'hang' };
+
+/**
+ * Wraps a real store, records every call in order, and injects faults per operation. The
+ * wrapped store still decides lease semantics; this only adds what networks do.
+ */
+export class ScriptedLeaseStore implements LeaseStore {
+  readonly description = 'scripted';
+  readonly calls: Operation[] = [];
+  private readonly faults = new Map<Operation, () => Fault | undefined>();
+
+  constructor(private readonly inner: LeaseStore) {}
+
+  /** Every later call of `operation` meets `fault` (until `heal`). */
+  inject(operation: Operation, fault: Fault | (() => Fault | undefined)): void {
+    this.faults.set(operation, typeof fault === 'function' ? fault : () => fault);
+  }
+
+  heal(operation: Operation): void {
+    this.faults.delete(operation);
+  }
+
+  count(operation: Operation): number {
+    return this.calls.filter((c) => c === operation).length;
+  }
+
+  acquire(leaseId: string, durationSeconds: number, options?: LeaseCallOptions): Promise<void> {
+    return this.run('acquire', options, () => this.inner.acquire(leaseId, durationSeconds, options));
+  }
+
+  renew(leaseId: string, options?: LeaseCallOptions): Promise<void> {
+    return this.run('renew', options, () => this.inner.renew(leaseId, options));
+  }
+
+  release(leaseId: string, options?: LeaseCallOptions): Promise<void> {
+    return this.run('release', options, () => this.inner.release(leaseId, options));
+  }
+
+  read(options?: LeaseCallOptions): Promise<LeaseRecord> {
+    return this.run('read', options, () => this.inner.read(options));
+  }
+
+  bumpEpoch(leaseId: string, holder: string, options?: LeaseCallOptions): Promise<number> {
+    return this.run('bumpEpoch', options, () => this.inner.bumpEpoch(leaseId, holder, options));
+  }
+
+  private async run<T>(operation: Operation, options: LeaseCallOptions | undefined, call: () => Promise<T>): Promise<T> {
+    this.calls.push(operation);
+    const fault = this.faults.get(operation)?.();
+    if (fault?.kind === 'fail') throw fault.error;
+    if (fault?.kind === 'hang') {
+      return new Promise<T>((_, reject) => {
+        const signal = options?.abortSignal;
+        if (!signal) return; // hangs for good, as a call without a bound would
+        if (signal.aborted) reject(signal.reason);
+        signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+      });
+    }
+    return call();
+  }
+}
+
+/** A stand-in for the SDK's RestError on a 503. */
+export function serverBusy(): Error {
+  return Object.assign(new Error('Service Unavailable'), { name: 'RestError', statusCode: 503, code: 'ServerBusy' });
+}

@@ -1,0 +1,408 @@
+import { describe, expect, it } from 'vitest';
+import { sleep } from '../../src/clock/clock';
+import { FakeClock } from '../../src/clock/fake-clock';
+import { InvalidConfigError, LeaseLostError, type LeaseLossReason } from '../../src/errors';
+import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
+import type { LeaderElectorOptions } from '../../src/lease/elector-options';
+import type { LeaderEvent } from '../../src/lease/leader-events';
+import { LeaderElector, type Leadership } from '../../src/lease/leader-elector';
+import { ScriptedLeaseStore, serverBusy } from '../support/scripted-lease-store';
+
+function setup(defaults: Partial<LeaderElectorOptions> = {}) {
+  const clock = new FakeClock();
+  const memory = new InMemoryLeaseStore({ clock });
+  const store = new ScriptedLeaseStore(memory);
+  const events: Array<LeaderEvent & { at: number }> = [];
+  const elector = (identity: string, options: Partial<LeaderElectorOptions> = {}) =>
+    new LeaderElector({
+      store,
+      identity,
+      clock,
+      random: () => 0.5,
+      onEvent: (event) => events.push({ ...event, at: clock.now() }),
+      ...defaults,
+      ...options,
+    });
+  return { clock, memory, store, events, elector };
+}
+
+/** A task that heartbeats every second until `until()` holds or its signal aborts. */
+function busyTask(clock: FakeClock, until: () => boolean, onStart?: (l: Leadership) => void) {
+  return async (leadership: Leadership): Promise<string> => {
+    onStart?.(leadership);
+    while (!until() && !leadership.signal.aborted) {
+      leadership.heartbeat();
+      await sleep(clock, 1000).catch(() => undefined);
+    }
+    return 'done';
+  };
+}
+
+/** A task that never heartbeats and ignores its signal until `release()` is called. */
+function stuckTask() {
+  let release!: () => void;
+  const settled = new Promise<void>((resolve) => (release = resolve));
+  return { release: () => release(), task: async () => settled.then(() => 'late') };
+}
+
+describe('LeaderElector on a fake clock', () => {
+  it('acquires a free lease, runs the task at epoch 1, and releases when it ends', async () => {
+    const { elector, memory, events } = setup();
+    const result = await elector('a').runIfLeader((l) => `led at ${l.epoch}`);
+    expect(result).toEqual({ led: true, value: 'led at 1', epoch: 1 });
+    expect(events.map((e) => e.type)).toEqual(['acquired', 'released']);
+    expect(await memory.read()).toMatchObject({ leased: false, holder: 'a', epoch: 1 });
+  });
+
+  it('does not lead while another holds the lease, at the cost of one read, and names the holder', async () => {
+    const { elector, store, clock } = setup();
+    let stop = false;
+    const leading = elector('a').runIfLeader(busyTask(clock, () => stop));
+    await clock.advance(1000);
+    const before = store.calls.length;
+    const result = await elector('b').runIfLeader(() => 'never');
+    expect(result).toEqual({ led: false, holder: { identity: 'a', epoch: 1, acquiredAt: expect.any(Date) } });
+    expect(store.calls.slice(before)).toEqual(['read']);
+    stop = true;
+    await clock.advance(1000);
+    await expect(leading).resolves.toMatchObject({ led: true });
+  });
+
+  it('does not lead twice on one instance: an overlapping tick returns at once without storage calls', async () => {
+    const { elector, store, clock } = setup();
+    const a = elector('a');
+    let stop = false;
+    const first = a.runIfLeader(busyTask(clock, () => stop));
+    await clock.advance(500);
+    const before = store.calls.length;
+    const second = await a.runIfLeader(() => 'twice');
+    expect(second).toMatchObject({ led: false, holder: { identity: 'a', epoch: 1 } });
+    expect(store.calls.length).toBe(before);
+    stop = true;
+    await clock.advance(1000);
+    await first;
+  });
+
+  it('renews every interval and keeps leading past three times the lease', async () => {
+    const { elector, clock, events } = setup();
+    const started = clock.now();
+    const run = elector('a').runIfLeader(busyTask(clock, () => clock.now() - started > 46_000));
+    await clock.advance(48_000);
+    await expect(run).resolves.toMatchObject({ led: true, value: 'done' });
+    const renewals = events.filter((e) => e.type === 'renewed');
+    expect(renewals.length).toBeGreaterThanOrEqual(9);
+    expect(events.some((e) => e.type === 'lost')).toBe(false);
+    const gaps = renewals.slice(1).map((e, i) => e.at - (renewals[i]?.at ?? 0));
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(5000);
+  });
+
+  type LossCase = {
+    name: string;
+    reason: LeaseLossReason;
+    /** What goes wrong at t = 2 s into the term. */
+    inject: (ctx: ReturnType<typeof setup>) => Promise<void> | void;
+    /** Latest time after the fault by which the leader must know, in ms. */
+    detectWithinMs: number;
+    /** Does the elector try to release after the task settles? */
+    releases: boolean;
+  };
+
+  const lossCases: LossCase[] = [
+    {
+      name: 'another holder takes the lease',
+      reason: 'conflict',
+      inject: async ({ memory }) => {
+        memory.breakLease();
+        await memory.acquire('someone-else', 15);
+      },
+      detectWithinMs: 5000,
+      releases: false,
+    },
+    {
+      name: 'an outside client breaks the lease',
+      reason: 'broken',
+      inject: ({ memory }) => memory.breakLease(),
+      detectWithinMs: 5000,
+      releases: false,
+    },
+    {
+      name: 'every renew fails with 503',
+      reason: 'deadline',
+      inject: ({ store }) => store.inject('renew', { kind: 'fail', error: serverBusy() }),
+      // Last good renewal is the acquire at t=0; deadline 10 s; the fault came at t=2 s.
+      detectWithinMs: 8000,
+      releases: true,
+    },
+    {
+      name: 'every renew hangs',
+      reason: 'deadline',
+      inject: ({ store }) => store.inject('renew', { kind: 'hang' }),
+      detectWithinMs: 8000,
+      releases: true,
+    },
+  ];
+
+  it.each(lossCases)('loses leadership when $name ($reason)', async (testCase) => {
+    const ctx = setup();
+    const { elector, clock, events } = ctx;
+    let leadership: Leadership | undefined;
+    const run = elector('a').runIfLeader(busyTask(clock, () => false, (l) => (leadership = l)));
+    const outcome = run.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    await clock.advance(2000);
+    const faultAt = clock.now();
+    await testCase.inject(ctx);
+    const noticed = await clock.advanceUntil(() => leadership?.signal.aborted === true, {
+      maxMs: testCase.detectWithinMs,
+      stepMs: 50,
+    });
+    expect(noticed).toBe(true);
+    const lost = events.find((e) => e.type === 'lost');
+    expect(lost).toMatchObject({ type: 'lost', reason: testCase.reason, identity: 'a', epoch: 1 });
+    expect((lost?.at ?? Infinity) - faultAt).toBeLessThanOrEqual(testCase.detectWithinMs);
+    // The loss must be known before storage could give the lease to anyone else.
+    expect(lost?.at ?? Infinity).toBeLessThan(15_000);
+    expect(leadership?.signal.reason).toBeInstanceOf(LeaseLostError);
+    await clock.advance(2000);
+    const err = await outcome;
+    expect(err).toBeInstanceOf(LeaseLostError);
+    expect((err as LeaseLostError).reason).toBe(testCase.reason);
+    expect(ctx.store.count('release')).toBe(testCase.releases ? 1 : 0);
+  });
+
+  it('loses leadership when the task stops calling heartbeat(), then releases once it settles', async () => {
+    const { elector, clock, events, store } = setup();
+    const order: string[] = [];
+    store.inject('release', () => {
+      order.push('release');
+      return undefined;
+    });
+    const stuck = stuckTask();
+    let signal: AbortSignal | undefined;
+    const run = elector('a')
+      .runIfLeader(async (l) => {
+        signal = l.signal;
+        const value = await stuck.task();
+        order.push('task settled');
+        return value;
+      })
+      .catch((err: unknown) => err);
+    await clock.advanceUntil(() => signal?.aborted === true, { maxMs: 40_000, stepMs: 100 });
+    const lost = events.find((e) => e.type === 'lost');
+    expect(lost).toMatchObject({ reason: 'stalled' });
+    // Default stall timeout is twice the lease, checked on each 5 s renewal.
+    expect(lost?.at).toBeGreaterThanOrEqual(30_000);
+    expect(lost?.at).toBeLessThanOrEqual(35_000);
+    order.push('lost');
+    await clock.advance(7000);
+    expect(order).toEqual(['lost']);
+    stuck.release();
+    await clock.advance(100);
+    expect(await run).toMatchObject({ code: 'LeaseLost', reason: 'stalled' });
+    expect(order).toEqual(['lost', 'task settled', 'release']);
+  });
+
+  it('never releases while the task runs, and releases right after it settles', async () => {
+    const { elector, clock, store } = setup();
+    const order: string[] = [];
+    store.inject('release', () => {
+      order.push('release');
+      return undefined;
+    });
+    const run = elector('a').runIfLeader(async (l) => {
+      for (let i = 0; i < 20; i++) {
+        l.heartbeat();
+        await sleep(clock, 1000);
+      }
+      order.push('task settled');
+      return 'ok';
+    });
+    await clock.advance(19_500);
+    expect(order).toEqual([]);
+    await clock.advance(1000);
+    await expect(run).resolves.toMatchObject({ led: true, value: 'ok' });
+    expect(order).toEqual(['task settled', 'release']);
+  });
+
+  it('rides out transient renew failures without losing the lease', async () => {
+    const { elector, clock, store, events } = setup();
+    let failures = 2;
+    store.inject('renew', () => (failures-- > 0 ? { kind: 'fail', error: serverBusy() } : undefined));
+    const started = clock.now();
+    const run = elector('a').runIfLeader(busyTask(clock, () => clock.now() - started > 20_000));
+    await clock.advance(22_000);
+    await expect(run).resolves.toMatchObject({ led: true });
+    expect(events.filter((e) => e.type === 'renew-failed')).toHaveLength(2);
+    expect(events.some((e) => e.type === 'lost')).toBe(false);
+  });
+
+  it('sees the loss as soon as it resumes from a pause longer than the lease, without renewing', async () => {
+    const { elector, clock, store, events } = setup();
+    let leadership: Leadership | undefined;
+    const run = elector('a')
+      .runIfLeader(busyTask(clock, () => false, (l) => (leadership = l)))
+      .catch((err: unknown) => err);
+    await clock.advance(3000);
+    const renewsBefore = store.count('renew');
+    clock.jump(20_000); // SIGSTOP for 20 s
+    await clock.advance(0);
+    expect(leadership?.signal.aborted).toBe(true);
+    expect(leadership?.remainingMs()).toBe(0);
+    expect(events.find((e) => e.type === 'lost')).toMatchObject({ reason: 'deadline' });
+    expect(store.count('renew')).toBe(renewsBefore);
+    await clock.advance(2000);
+    expect(await run).toBeInstanceOf(LeaseLostError);
+  });
+
+  it('strictly increases the epoch across 100 alternating holders', async () => {
+    const { elector } = setup();
+    const candidates = [elector('a'), elector('b')];
+    const epochs: number[] = [];
+    for (let i = 0; i < 100; i++) {
+      const result = await candidates[i % 2]!.runIfLeader((l) => l.epoch);
+      if (!result.led) throw new Error(`turn ${i} did not lead`);
+      expect(result.value).toBe(result.epoch);
+      epochs.push(result.epoch);
+    }
+    expect(epochs).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
+  });
+
+  it('does not lead when the epoch cannot be bumped, and gives the lease back', async () => {
+    const { elector, store, memory } = setup();
+    store.inject('bumpEpoch', { kind: 'fail', error: serverBusy() });
+    await expect(elector('a').runIfLeader(() => 'never')).rejects.toMatchObject({ statusCode: 503 });
+    expect(store.count('release')).toBe(1);
+    expect((await memory.read()).leased).toBe(false);
+  });
+
+  it('runWhenLeader waits, then leads within one acquire-retry interval of the release', async () => {
+    const { elector, clock, events } = setup({ acquireRetryMs: 2000 });
+    const started = clock.now();
+    const a = elector('a').runIfLeader(busyTask(clock, () => clock.now() - started >= 10_000));
+    const b = elector('b').runWhenLeader((l) => ({ at: clock.now(), epoch: l.epoch }));
+    await clock.advanceUntil(() => events.some((e) => e.type === 'acquired' && e.identity === 'b'), { maxMs: 20_000 });
+    await a;
+    const released = events.find((e) => e.type === 'released' && e.identity === 'a');
+    const bLed = await b;
+    expect(bLed.epoch).toBe(2);
+    expect(bLed.at - (released?.at ?? 0)).toBeLessThanOrEqual(2000);
+  });
+
+  it('runWhenLeader takes over from a crashed holder once its lease expires', async () => {
+    const { elector, clock, memory } = setup({ acquireRetryMs: 2000 });
+    await memory.acquire('crashed', 15);
+    await memory.bumpEpoch('crashed', 'crashed-holder');
+    let ledAt = -1;
+    const b = elector('b').runWhenLeader((l) => {
+      ledAt = clock.now();
+      return l.epoch;
+    });
+    await clock.advanceUntil(() => ledAt >= 0, { maxMs: 20_000 });
+    await expect(b).resolves.toBe(2);
+    expect(ledAt).toBeGreaterThanOrEqual(15_000);
+    expect(ledAt).toBeLessThanOrEqual(15_000 + 2000);
+  });
+
+  it('rides out storage errors while waiting to lead', async () => {
+    const { elector, clock, store, events } = setup({ acquireRetryMs: 1000 });
+    let failures = 3;
+    store.inject('read', () => (failures-- > 0 ? { kind: 'fail', error: serverBusy() } : undefined));
+    const b = elector('b').runWhenLeader(() => 'finally');
+    await clock.advance(5000);
+    await expect(b).resolves.toBe('finally');
+    expect(events.filter((e) => e.type === 'acquire-failed')).toHaveLength(3);
+  });
+
+  it("on the caller's abort: aborts the task's signal, waits for it, then releases", async () => {
+    const { elector, clock, store, memory } = setup();
+    const order: string[] = [];
+    store.inject('release', () => {
+      order.push('release');
+      return undefined;
+    });
+    const controller = new AbortController();
+    const run = elector('a')
+      .runIfLeader(
+        async (l) => {
+          await new Promise((resolve) => l.signal.addEventListener('abort', resolve, { once: true }));
+          order.push('saw abort');
+          await sleep(clock, 3000);
+          order.push('task settled');
+          throw l.signal.reason;
+        },
+        { signal: controller.signal },
+      )
+      .catch((err: unknown) => err);
+    await clock.advance(1000);
+    controller.abort(new Error('host shutting down'));
+    await clock.advance(4000);
+    expect(await run).toMatchObject({ message: 'host shutting down' });
+    expect(order).toEqual(['saw abort', 'task settled', 'release']);
+    expect((await memory.read()).leased).toBe(false);
+  });
+
+  it('logs each event with holder and epoch, and the time since the last renewal on loss', async () => {
+    const clock = new FakeClock();
+    const memory = new InMemoryLeaseStore({ clock });
+    const lines: string[] = [];
+    const logger = { info: (m: string) => lines.push(`info ${m}`), warn: (m: string) => lines.push(`warn ${m}`) };
+    const elector = new LeaderElector({ store: memory, identity: 'node-7', clock, logger });
+    const run = elector.runIfLeader(busyTask(clock, () => false)).catch(() => undefined);
+    await clock.advance(1000);
+    memory.breakLease();
+    await clock.advance(6000);
+    await run;
+    expect(lines[0]).toBe('info leadership acquired: holder=node-7 epoch=1');
+    expect(lines[1]).toMatch(/^warn leadership lost: holder=node-7 epoch=1 reason=broken lastRenewAgoMs=\d+$/);
+  });
+});
+
+describe('LeaderElector configuration', () => {
+  const store = new InMemoryLeaseStore();
+
+  it('uses client-go style defaults derived from a 15 s lease', async () => {
+    const clock = new FakeClock();
+    const events: LeaderEvent[] = [];
+    const elector = new LeaderElector({ store: new InMemoryLeaseStore({ clock }), clock, onEvent: (e) => events.push(e) });
+    expect(elector.identity).toMatch(/^.+:\d+:[0-9a-f]{8}$/);
+    const run = elector.runIfLeader(busyTask(clock, () => clock.now() >= 11_000));
+    await clock.advance(12_000);
+    await run;
+    // Renewals every 5 s (a third of 15 s).
+    expect(events.filter((e) => e.type === 'renewed')).toHaveLength(2);
+  });
+
+  it.each<[string, Partial<LeaderElectorOptions>, string]>([
+    ['no store', { store: undefined as never }, 'store'],
+    ['an empty identity', { identity: ' ' }, 'identity'],
+    ['a lease under 15 s', { leaseDurationSeconds: 14 }, 'leaseDurationSeconds'],
+    ['a lease over 60 s', { leaseDurationSeconds: 61 }, 'leaseDurationSeconds'],
+    ['a fractional lease', { leaseDurationSeconds: 15.5 }, 'leaseDurationSeconds'],
+    ['a zero renew interval', { renewIntervalMs: 0 }, 'renewIntervalMs'],
+    ['a NaN renew interval', { renewIntervalMs: Number.NaN }, 'renewIntervalMs'],
+    ['a renew deadline as long as the lease', { renewDeadlineMs: 15_000 }, 'renewDeadlineMs'],
+    ['a negative renew deadline', { renewDeadlineMs: -1 }, 'renewDeadlineMs'],
+    ['a renew deadline within 1.2 renew intervals', { renewIntervalMs: 5000, renewDeadlineMs: 6000 }, 'renewIntervalMs'],
+    ['a zero acquire retry', { acquireRetryMs: 0 }, 'acquireRetryMs'],
+    ['a stall timeout shorter than the renew interval', { stallTimeoutMs: 1000 }, 'stallTimeoutMs'],
+  ])('rejects %s, naming the option in one line', (_name, options, option) => {
+    let caught: unknown;
+    try {
+      new LeaderElector({ store, ...options });
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(InvalidConfigError);
+    expect((caught as InvalidConfigError).option).toBe(option);
+    expect((caught as Error).message).toContain(option);
+    expect((caught as Error).message).not.toContain('\n');
+  });
+
+  it('accepts the edges of every rule', () => {
+    expect(() => new LeaderElector({ store, leaseDurationSeconds: 60 })).not.toThrow();
+    expect(() => new LeaderElector({ store, leaseDurationSeconds: 15, renewIntervalMs: 5000, renewDeadlineMs: 6001 })).not.toThrow();
+    expect(() => new LeaderElector({ store, stallTimeoutMs: 5000 })).not.toThrow();
+  });
+});
