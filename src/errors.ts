@@ -2,14 +2,7 @@
  * Every error Baton throws on purpose is a `BatonError` with a stable `code`, so callers can
  * branch on `err.code` (as with the Azure SDK's `RestError.code`) instead of on messages.
  */
-export type BatonErrorCode =
-  | 'InvalidConfig'
-  | 'InvalidSetting'
-  | 'LeaseHeld'
-  | 'LeaseLost'
-  | 'StaleEpoch'
-  | 'ConcurrentUpdate'
-  | 'NotLeader';
+export type BatonErrorCode = 'InvalidConfig' | 'InvalidSetting' | 'LeaseHeld' | 'LeaseLost' | 'StaleEpoch' | 'ConcurrentUpdate';
 
 export class BatonError extends Error {
   readonly code: BatonErrorCode;

@@ -29,10 +29,13 @@ class SystemClock implements Clock {
 
   setTimeout(callback: () => void, ms: number): TimerHandle {
     const id = this.nextId++;
-    const timer = setTimeout(() => {
-      this.timers.delete(id);
-      callback();
-    }, Math.max(0, ms));
+    const timer = setTimeout(
+      () => {
+        this.timers.delete(id);
+        callback();
+      },
+      Math.max(0, ms),
+    );
     this.timers.set(id, timer);
     return { id };
   }

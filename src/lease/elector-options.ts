@@ -79,7 +79,10 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
   const renewDeadlineMs = options.renewDeadlineMs ?? Math.round((leaseMs * 2) / 3);
   positive('renewDeadlineMs', renewDeadlineMs);
   if (renewDeadlineMs >= leaseMs) {
-    throw new InvalidConfigError('renewDeadlineMs', `renewDeadlineMs (${renewDeadlineMs}) must be less than the lease (${leaseMs} ms)`);
+    throw new InvalidConfigError(
+      'renewDeadlineMs',
+      `renewDeadlineMs (${renewDeadlineMs}) must be less than the lease (${leaseMs} ms)`,
+    );
   }
   if (renewDeadlineMs <= RENEW_JITTER_FACTOR * renewIntervalMs) {
     throw new InvalidConfigError(

@@ -30,7 +30,10 @@ export function describeLeaderEvent(event: LeaderEvent): { level: 'info' | 'warn
     case 'released':
       return { level: 'info', message: `lease released: ${who} epoch=${event.epoch} ledMs=${Math.round(event.ledMs)}` };
     case 'release-failed':
-      return { level: 'warn', message: `lease release failed (it will expire): ${who} epoch=${event.epoch} error=${errorText(event.error)}` };
+      return {
+        level: 'warn',
+        message: `lease release failed (it will expire): ${who} epoch=${event.epoch} error=${errorText(event.error)}`,
+      };
     case 'acquire-failed':
       return { level: 'warn', message: `lease acquire failed: ${who} error=${errorText(event.error)}` };
   }

@@ -1,7 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
-
 export interface StartAzuriteOptions {
   /** Persist blobs and queues to this folder, so a restart finds them. Default: in memory. */
   persistTo?: string;
@@ -38,10 +37,14 @@ export async function startAzurite(options: StartAzuriteOptions = {}): Promise<R
   const modules = loadAzurite();
   const servers: AzuriteServer[] = [];
   try {
-    const blob = new modules.BlobServer(configure(modules, modules.BlobConfiguration, 'blob', host, options.blobPort ?? 0, options));
+    const blob = new modules.BlobServer(
+      configure(modules, modules.BlobConfiguration, 'blob', host, options.blobPort ?? 0, options),
+    );
     servers.push(blob);
     await blob.start();
-    const queue = new modules.QueueServer(configure(modules, modules.QueueConfiguration, 'queue', host, options.queuePort ?? 0, options));
+    const queue = new modules.QueueServer(
+      configure(modules, modules.QueueConfiguration, 'queue', host, options.queuePort ?? 0, options),
+    );
     servers.push(queue);
     await queue.start();
     const { accountName, accountKey } = modules;
@@ -101,7 +104,8 @@ function loadAzurite(): AzuriteModules {
     BlobConfiguration: req('blob/BlobConfiguration').default as AzuriteModules['BlobConfiguration'],
     QueueServer: req('queue/QueueServer').default as AzuriteModules['QueueServer'],
     QueueConfiguration: req('queue/QueueConfiguration').default as AzuriteModules['QueueConfiguration'],
-    MemoryExtentChunkStore: req('common/persistence/MemoryExtentStore').MemoryExtentChunkStore as AzuriteModules['MemoryExtentChunkStore'],
+    MemoryExtentChunkStore: req('common/persistence/MemoryExtentStore')
+      .MemoryExtentChunkStore as AzuriteModules['MemoryExtentChunkStore'],
   };
   return cached;
 }

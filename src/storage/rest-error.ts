@@ -3,7 +3,11 @@ export function storageErrorOf(err: unknown): { status: number; code: string | u
   if (typeof err !== 'object' || err === null) return undefined;
   const status = (err as { statusCode?: unknown }).statusCode;
   if (typeof status !== 'number') return undefined;
-  const e = err as { code?: unknown; details?: { errorCode?: unknown }; response?: { headers?: { get?(name: string): string | undefined } } };
+  const e = err as {
+    code?: unknown;
+    details?: { errorCode?: unknown };
+    response?: { headers?: { get?(name: string): string | undefined } };
+  };
   // HEAD responses have no body, so the service's code is only in the x-ms-error-code header.
   const code =
     (typeof e.details?.errorCode === 'string' ? e.details.errorCode : undefined) ??

@@ -67,7 +67,10 @@ function isHttpUrl(value: string): boolean {
 /** Returns the normalized connection string, or a reason that names a part but not its value. */
 function normalizeConnectionString(raw: string): { ok: string } | { problem: string } {
   const parts = new Map<ConnectionKey, string>();
-  const segments = raw.split(';').map((s) => s.trim()).filter(Boolean);
+  const segments = raw
+    .split(';')
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const [i, segment] of segments.entries()) {
     const eq = segment.indexOf('=');
     if (eq <= 0) return { problem: `part ${i + 1} is not a key=value pair` };
@@ -209,11 +212,9 @@ export function parseStorageSettings(env: Env = process.env, options: { prefix?:
 
 // --- Baton settings ----------------------------------------------------------------------
 
-const hubSchema = z
-  .string()
-  .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, {
-    error: 'must be 1-63 characters of lowercase letters, digits and hyphens, starting with a letter or digit',
-  });
+const hubSchema = z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, {
+  error: 'must be 1-63 characters of lowercase letters, digits and hyphens, starting with a letter or digit',
+});
 const leaseSecondsSchema = z
   .string()
   .regex(/^\d+$/, { error: 'must be a whole number of seconds from 15 to 60' })

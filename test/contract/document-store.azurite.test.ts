@@ -4,6 +4,7 @@ import { documentStoreContract } from './document-store.contract';
 
 const fixture = useAzurite();
 
-documentStoreContract('BlobDocumentStore on Azurite', async () =>
-  new BlobDocumentStore(fixture.blobService.getContainerClient(fixture.uniqueName('docs'))),
+documentStoreContract(
+  'BlobDocumentStore on Azurite',
+  async () => new BlobDocumentStore(fixture.blobService.getContainerClient(fixture.uniqueName('docs'))),
 );

@@ -94,7 +94,11 @@ function spawnCandidate(name: string): Candidate {
 }
 
 /** Polls the log until `predicate` returns a value; rejects after `timeoutMs`. */
-async function waitFor<T>(what: string, predicate: (entries: readonly LogEntry[]) => T | undefined, timeoutMs: number): Promise<T> {
+async function waitFor<T>(
+  what: string,
+  predicate: (entries: readonly LogEntry[]) => T | undefined,
+  timeoutMs: number,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const found = predicate(log);
@@ -166,10 +170,14 @@ describe('failover with real processes on Azurite', () => {
 
   it('elects a new leader within lease + 5 s after the leader is killed with SIGKILL', { timeout: 90_000 }, async () => {
     dumpOnFailure();
-    const first = await waitFor('a first leader that wrote', () => {
-      const lead = latestLeading();
-      return lead && entries('wrote', lead.child).some((w) => epochOf(w) === epochOf(lead)) ? lead : undefined;
-    }, 30_000);
+    const first = await waitFor(
+      'a first leader that wrote',
+      () => {
+        const lead = latestLeading();
+        return lead && entries('wrote', lead.child).some((w) => epochOf(w) === epochOf(lead)) ? lead : undefined;
+      },
+      30_000,
+    );
     const victim = candidates.get(first.child)!;
     const killedEpoch = epochOf(first);
 
@@ -183,7 +191,9 @@ describe('failover with real processes on Azurite', () => {
       LEASE_MS + 10_000,
     );
     const failoverMs = next.at - t0;
-    measurements.push(`SIGKILL failover: ${failoverMs} ms (${victim.name} epoch ${killedEpoch} -> ${next.child} epoch ${epochOf(next)})`);
+    measurements.push(
+      `SIGKILL failover: ${failoverMs} ms (${victim.name} epoch ${killedEpoch} -> ${next.child} epoch ${epochOf(next)})`,
+    );
     console.log(`SIGKILL failover: ${failoverMs} ms`);
     expect(failoverMs).toBeLessThanOrEqual(LEASE_MS + 5_000);
     expect(epochOf(next)).toBeGreaterThan(killedEpoch);
@@ -194,11 +204,15 @@ describe('failover with real processes on Azurite', () => {
 
   it('replaces a leader stopped longer than the lease, and fences it when it resumes', { timeout: 90_000 }, async () => {
     dumpOnFailure();
-    const current = await waitFor('a current leader that wrote', () => {
-      const lead = latestLeading();
-      if (!lead || candidates.get(lead.child)?.hasExited) return undefined;
-      return entries('wrote', lead.child).some((w) => epochOf(w) === epochOf(lead)) ? lead : undefined;
-    }, 30_000);
+    const current = await waitFor(
+      'a current leader that wrote',
+      () => {
+        const lead = latestLeading();
+        if (!lead || candidates.get(lead.child)?.hasExited) return undefined;
+        return entries('wrote', lead.child).some((w) => epochOf(w) === epochOf(lead)) ? lead : undefined;
+      },
+      30_000,
+    );
     const paused = candidates.get(current.child)!;
     const e1 = epochOf(current);
 
@@ -264,7 +278,11 @@ describe('failover with real processes on Azurite', () => {
     expect(stored?.value).toEqual({ writer: takeover.child, epoch: e2 });
 
     // The resumed candidate goes back to being a follower.
-    await waitFor('the resumed candidate to return from runWhenLeader', () => entries('lost-return', paused.name).find((e) => e.at >= resumedAt), 10_000);
+    await waitFor(
+      'the resumed candidate to return from runWhenLeader',
+      () => entries('lost-return', paused.name).find((e) => e.at >= resumedAt),
+      10_000,
+    );
   });
 
   it('never gives two leaders the same epoch, and epochs rise with time', () => {

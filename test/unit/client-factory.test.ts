@@ -99,7 +99,10 @@ describe('identity', () => {
     ['DefaultAzureCredential', settings],
     ['DefaultAzureCredential with a client id', { ...settings, clientId: '6f1c2c7e-7b1f-4a55-9d0e-2f3b1c4d5e6f' }],
     ['ManagedIdentityCredential', { ...settings, credential: 'managedidentity' }],
-    ['ManagedIdentityCredential with a client id', { ...settings, credential: 'managedidentity', clientId: '6f1c2c7e-7b1f-4a55-9d0e-2f3b1c4d5e6f' }],
+    [
+      'ManagedIdentityCredential with a client id',
+      { ...settings, credential: 'managedidentity', clientId: '6f1c2c7e-7b1f-4a55-9d0e-2f3b1c4d5e6f' },
+    ],
   ])('builds a %s client without touching the network', (name, s) => {
     const spies = [...blockNetwork(), vi.spyOn(globalThis, 'fetch')];
     const blob = createBlobServiceClient(s);

@@ -146,7 +146,13 @@ describe('LeaderElector on a fake clock', () => {
     const ctx = setup();
     const { elector, clock, events } = ctx;
     let leadership: Leadership | undefined;
-    const run = elector('a').runIfLeader(busyTask(clock, () => false, (l) => (leadership = l)));
+    const run = elector('a').runIfLeader(
+      busyTask(
+        clock,
+        () => false,
+        (l) => (leadership = l),
+      ),
+    );
     const outcome = run.then(
       () => undefined,
       (err: unknown) => err,
@@ -242,7 +248,13 @@ describe('LeaderElector on a fake clock', () => {
     const { elector, clock, store, events } = setup();
     let leadership: Leadership | undefined;
     const run = elector('a')
-      .runIfLeader(busyTask(clock, () => false, (l) => (leadership = l)))
+      .runIfLeader(
+        busyTask(
+          clock,
+          () => false,
+          (l) => (leadership = l),
+        ),
+      )
       .catch((err: unknown) => err);
     await clock.advance(3000);
     const renewsBefore = store.count('renew');
@@ -402,7 +414,9 @@ describe('LeaderElector configuration', () => {
 
   it('accepts the edges of every rule', () => {
     expect(() => new LeaderElector({ store, leaseDurationSeconds: 60 })).not.toThrow();
-    expect(() => new LeaderElector({ store, leaseDurationSeconds: 15, renewIntervalMs: 5000, renewDeadlineMs: 6001 })).not.toThrow();
+    expect(
+      () => new LeaderElector({ store, leaseDurationSeconds: 15, renewIntervalMs: 5000, renewDeadlineMs: 6001 }),
+    ).not.toThrow();
     expect(() => new LeaderElector({ store, stallTimeoutMs: 5000 })).not.toThrow();
   });
 });

@@ -73,12 +73,28 @@ describe('parseStorageSettings: connection strings', () => {
     ['an empty value', 'AccountName=acct;AccountKey=', 'AccountKey is empty'],
     ['a key that is not base64', `AccountName=acct;AccountKey=${KEY.slice(0, -3)}!!`, 'AccountKey is not base64'],
     ['a key without account name', `AccountKey=${KEY}`, 'AccountKey needs AccountName'],
-    ['no credentials', 'AccountName=acct;EndpointSuffix=core.windows.net', 'neither AccountName and AccountKey nor SharedAccessSignature'],
-    ['SAS without queue endpoint', `BlobEndpoint=https://a.blob.core.windows.net;SharedAccessSignature=${SAS}`, 'no QueueEndpoint'],
-    ['a bad protocol', `DefaultEndpointsProtocol=ftp;AccountName=acct;AccountKey=${KEY}`, 'DefaultEndpointsProtocol must be https or http'],
+    [
+      'no credentials',
+      'AccountName=acct;EndpointSuffix=core.windows.net',
+      'neither AccountName and AccountKey nor SharedAccessSignature',
+    ],
+    [
+      'SAS without queue endpoint',
+      `BlobEndpoint=https://a.blob.core.windows.net;SharedAccessSignature=${SAS}`,
+      'no QueueEndpoint',
+    ],
+    [
+      'a bad protocol',
+      `DefaultEndpointsProtocol=ftp;AccountName=acct;AccountKey=${KEY}`,
+      'DefaultEndpointsProtocol must be https or http',
+    ],
     ['a bad endpoint', `AccountName=acct;AccountKey=${KEY};BlobEndpoint=not a url`, 'BlobEndpoint is not an http(s) URL'],
     ['development storage = false', 'UseDevelopmentStorage=false', 'UseDevelopmentStorage must be true'],
-    ['development storage mixed with a key', `UseDevelopmentStorage=true;AccountKey=${KEY}`, 'cannot be combined with AccountKey'],
+    [
+      'development storage mixed with a key',
+      `UseDevelopmentStorage=true;AccountKey=${KEY}`,
+      'cannot be combined with AccountKey',
+    ],
     ['plain garbage', 'hello', 'part 1 is not a key=value pair'],
   ])('rejects %s without echoing it', (_name, value, problem) => {
     const err = settingError(() => parseStorageSettings({ AzureWebJobsStorage: value }));
@@ -100,7 +116,11 @@ describe('parseStorageSettings: identity', () => {
       { AzureWebJobsStorage__blobServiceUri: blob, AzureWebJobsStorage__queueServiceUri: queue },
       { kind: 'identity', blobServiceUri: blob, queueServiceUri: queue },
     ],
-    ['accountName', { AzureWebJobsStorage__accountName: 'acct' }, { kind: 'identity', blobServiceUri: blob, queueServiceUri: queue }],
+    [
+      'accountName',
+      { AzureWebJobsStorage__accountName: 'acct' },
+      { kind: 'identity', blobServiceUri: blob, queueServiceUri: queue },
+    ],
     [
       'URIs win over accountName',
       {
@@ -129,7 +149,11 @@ describe('parseStorageSettings: identity', () => {
     ],
     [
       'managed identity with client id (credential case-insensitive)',
-      { AzureWebJobsStorage__accountName: 'acct', AzureWebJobsStorage__credential: 'ManagedIdentity', AzureWebJobsStorage__clientId: GUID },
+      {
+        AzureWebJobsStorage__accountName: 'acct',
+        AzureWebJobsStorage__credential: 'ManagedIdentity',
+        AzureWebJobsStorage__clientId: GUID,
+      },
       { kind: 'identity', blobServiceUri: blob, queueServiceUri: queue, credential: 'managedidentity', clientId: GUID },
     ],
     [
@@ -242,12 +266,24 @@ describe('parseBatonSettings', () => {
 describe('redactSecrets', () => {
   it.each<[string, string, string]>([
     ['account key', `AccountName=acct;AccountKey=${KEY};EndpointSuffix=x`, 'AccountName=acct;AccountKey=***;EndpointSuffix=x'],
-    ['SAS setting', `BlobEndpoint=https://a/;SharedAccessSignature=${SAS};X=1`, 'BlobEndpoint=https://a/;SharedAccessSignature=***;X=1'],
-    ['sig in a URL', 'GET https://a.blob.core.windows.net/c/b?sv=1&sig=abc%2Bdef%3D&se=2 failed', 'GET https://a.blob.core.windows.net/c/b?sv=1&sig=***&se=2 failed'],
+    [
+      'SAS setting',
+      `BlobEndpoint=https://a/;SharedAccessSignature=${SAS};X=1`,
+      'BlobEndpoint=https://a/;SharedAccessSignature=***;X=1',
+    ],
+    [
+      'sig in a URL',
+      'GET https://a.blob.core.windows.net/c/b?sv=1&sig=abc%2Bdef%3D&se=2 failed',
+      'GET https://a.blob.core.windows.net/c/b?sv=1&sig=***&se=2 failed',
+    ],
     ['sig first in a query', 'https://a/c?sig=abc&sv=1', 'https://a/c?sig=***&sv=1'],
     ['bearer token', 'token Bearer eyJhbGciOi.eyJzdWIi.sIgN rejected', 'token Bearer *** rejected'],
     ['authorization header', 'Authorization: SharedKey acct:c2lnbmF0dXJl\nnext', 'Authorization: ***\nnext'],
-    ['authorization in JSON', '{"authorization":"Bearer abc.def","x-ms-version":"1"}', '{"authorization":"***","x-ms-version":"1"}'],
+    [
+      'authorization in JSON',
+      '{"authorization":"Bearer abc.def","x-ms-version":"1"}',
+      '{"authorization":"***","x-ms-version":"1"}',
+    ],
     ['nothing secret', 'The specified blob does not exist. signature=fine', 'The specified blob does not exist. signature=fine'],
   ])('redacts %s', (_name, input, expected) => {
     expect(redactSecrets(input)).toBe(expected);

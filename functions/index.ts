@@ -1,0 +1,12 @@
+import { app } from '@azure/functions';
+import { announceLeadership } from '../src/app/coordinator-tick';
+import { batonRegistrations } from '../src/app/registrations';
+import { createBatonRuntime } from '../src/app/runtime';
+
+// Settings are checked here, at start-up: a bad one stops the app with one line naming it.
+const runtime = createBatonRuntime();
+
+for (const registration of batonRegistrations(runtime, announceLeadership)) {
+  // useMonitor off: past-due catch-up is decided by the run records, not the host's monitor.
+  app.timer(registration.name, { schedule: registration.schedule, handler: registration.handler, useMonitor: false });
+}

@@ -1,0 +1,43 @@
+import type { InvocationContext, Timer } from '@azure/functions';
+import { LeaseLostError } from '../errors';
+import type { Leadership } from '../lease/leader-elector';
+import type { BatonRuntime } from './runtime';
+
+/** The leader's work for one tick. */
+export type LeaderWork = (leadership: Leadership, context: InvocationContext) => Promise<void>;
+
+export type TickOutcome =
+  { led: true; epoch: number } | { led: false; holder: string | undefined } | { led: 'lost'; reason: string };
+
+/**
+ * The coordinator timer's handler: every instance's tick makes one attempt to lead, and only
+ * the winner runs `work`. A tick that loses the race, or finds an earlier tick of its own
+ * instance still leading, returns after one storage read.
+ */
+export function createCoordinatorTick(runtime: BatonRuntime, work: LeaderWork) {
+  return async (timer: Timer, context: InvocationContext): Promise<TickOutcome> => {
+    if (timer.isPastDue) context.info('coordinator tick is past due; leading once for it');
+    try {
+      const result = await runtime.elector.runIfLeader((leadership) => work(leadership, context));
+      if (result.led) return { led: true, epoch: result.epoch };
+      const holder = result.holder?.identity;
+      context.debug(`not leading this tick: held by ${holder ?? 'another candidate'}`);
+      return { led: false, holder };
+    } catch (err) {
+      // A lost lease is the elector doing its job, not a function failure to retry.
+      if (err instanceof LeaseLostError) {
+        context.warn(err.message);
+        return { led: 'lost', reason: err.reason };
+      }
+      throw err;
+    }
+  };
+}
+
+/**
+ * The leader's work until jobs are defined: say who leads, at which epoch. It keeps the tick
+ * observable end to end (lease, epoch, logs) before there is anything to coordinate.
+ */
+export const announceLeadership: LeaderWork = async (leadership, context) => {
+  context.info(`leading: holder=${leadership.identity} epoch=${leadership.epoch}`);
+};

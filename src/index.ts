@@ -1,0 +1,41 @@
+// Baton's public surface. Anything not exported here is internal and may change.
+
+export { LeaderElector } from './lease/leader-elector';
+export type { Leadership, LeaderInfo, RunIfLeaderResult, RunOptions } from './lease/leader-elector';
+export type { LeaderElectorOptions, LeaderLogger } from './lease/elector-options';
+export { describeLeaderEvent } from './lease/leader-events';
+export type { LeaderEvent } from './lease/leader-events';
+export type { LeaseStore, LeaseRecord, LeaseCallOptions } from './lease/lease-store';
+export { BlobLeaseStore } from './lease/blob-lease-store';
+export type { BlobLeaseStoreOptions } from './lease/blob-lease-store';
+export { InMemoryLeaseStore } from './lease/in-memory-lease-store';
+
+export { FencedDocuments } from './fencing/fenced-documents';
+export type { FencedDocument, FencedDocumentsOptions } from './fencing/fenced-documents';
+export type { DocumentStore, StoredDocument, WriteCondition, DocumentCallOptions } from './fencing/document-store';
+export { BlobDocumentStore } from './fencing/blob-document-store';
+export { InMemoryDocumentStore } from './fencing/in-memory-document-store';
+
+export {
+  BatonError,
+  InvalidConfigError,
+  InvalidSettingError,
+  LeaseHeldError,
+  LeaseLostError,
+  StaleEpochError,
+  ConcurrentUpdateError,
+  isBatonError,
+} from './errors';
+export type { BatonErrorCode, LeaseLossReason } from './errors';
+
+export { systemClock } from './clock/clock';
+export type { Clock, TimerHandle } from './clock/clock';
+export { FakeClock } from './clock/fake-clock';
+
+export { parseStorageSettings, parseBatonSettings, redactSecrets } from './storage/settings';
+export type { StorageSettings, BatonSettings } from './storage/settings';
+export { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from './storage/client-factory';
+export type { StorageClientOptions } from './storage/client-factory';
+
+export { startAzurite } from './local/azurite';
+export type { StartAzuriteOptions, RunningAzurite } from './local/azurite';

@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { setTimeout as delay } from 'node:timers/promises';
+import { InvocationContext, type Timer } from '@azure/functions';
+import { createCoordinatorTick, type LeaderWork } from '../../src/app/coordinator-tick';
+import { batonRegistrations } from '../../src/app/registrations';
+import { createBatonRuntime } from '../../src/app/runtime';
+import { useAzurite } from '../support/azurite';
+
+const fixture = useAzurite();
+
+const timer: Timer = {
+  isPastDue: false,
+  schedule: { adjustForDST: true },
+  scheduleStatus: { last: '', next: '', lastUpdated: '' },
+};
+
+function context(name: string, lines: string[]): InvocationContext {
+  return new InvocationContext({
+    functionName: 'baton-coordinator',
+    invocationId: name,
+    logHandler: (level, ...args) => lines.push(`${level} ${args.map(String).join(' ')}`),
+  });
+}
+
+describe('coordinator tick', () => {
+  it('of two instances ticking at once, exactly one leads; the other names the holder', async () => {
+    const env = { AzureWebJobsStorage: fixture.azurite.connectionString, BATON_HUB: fixture.uniqueName('tick') };
+    const instances = ['instance-a', 'instance-b'].map((identity) => createBatonRuntime(env, { identity }));
+    const worked: string[] = [];
+    const work: LeaderWork = async (leadership, ctx) => {
+      worked.push(leadership.identity);
+      ctx.info(`leading at epoch ${leadership.epoch}`);
+      await delay(300);
+    };
+    const lines: string[] = [];
+    const outcomes = await Promise.all(
+      instances.map((runtime, i) => createCoordinatorTick(runtime, work)(timer, context(`tick-${i}`, lines))),
+    );
+    expect(worked).toHaveLength(1);
+    const leader = outcomes.find((o) => o.led === true);
+    const follower = outcomes.find((o) => o.led === false);
+    expect(leader).toEqual({ led: true, epoch: 1 });
+    // The follower either lost the acquire race (no holder known yet) or read the holder.
+    expect(follower?.led).toBe(false);
+    expect(lines).toContain('information leading at epoch 1');
+  });
+
+  it('an overlapping tick on the leading instance does not run the work again', async () => {
+    const env = { AzureWebJobsStorage: fixture.azurite.connectionString, BATON_HUB: fixture.uniqueName('overlap') };
+    const runtime = createBatonRuntime(env, { identity: 'only-instance' });
+    let runs = 0;
+    const tick = createCoordinatorTick(runtime, async () => {
+      runs++;
+      await delay(500);
+    });
+    const lines: string[] = [];
+    const first = tick(timer, context('first', lines));
+    await delay(100);
+    const second = await tick(timer, context('second', lines));
+    expect(second).toEqual({ led: false, holder: 'only-instance' });
+    await expect(first).resolves.toEqual({ led: true, epoch: 1 });
+    expect(runs).toBe(1);
+    const third = await tick(timer, context('third', lines));
+    expect(third).toEqual({ led: true, epoch: 2 });
+  });
+
+  it('registers the coordinator as a 6-field NCRONTAB timer', () => {
+    const runtime = createBatonRuntime({ AzureWebJobsStorage: fixture.azurite.connectionString });
+    const [registration] = batonRegistrations(runtime, async () => undefined);
+    expect(registration).toMatchObject({ kind: 'timer', name: 'baton-coordinator' });
+    expect(registration?.schedule.split(' ')).toHaveLength(6);
+  });
+
+  it.each([
+    [{}, 'AzureWebJobsStorage'],
+    [{ AzureWebJobsStorage: 'UseDevelopmentStorage=true', BATON_LEASE_SECONDS: '5' }, 'BATON_LEASE_SECONDS'],
+    [{ AzureWebJobsStorage: 'UseDevelopmentStorage=true', BATON_HUB: 'Not Valid' }, 'BATON_HUB'],
+  ])('the Functions entry point fails at start-up with one line naming %j', (env, setting) => {
+    const clean = Object.fromEntries(
+      Object.entries(process.env).filter(([k]) => !k.startsWith('AzureWebJobsStorage') && !k.startsWith('BATON_')),
+    );
+    const result = spawnSync(process.execPath, ['--import', 'tsx', 'functions/index.ts'], {
+      env: { ...clean, ...env },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(result.status).not.toBe(0);
+    // Node prints the source line, then `Name: message`; the message is the one line.
+    const line = result.stderr.split('\n').find((l) => l.startsWith('InvalidSettingError: '));
+    expect(line).toMatch(new RegExp(`^InvalidSettingError: ${setting} `));
+  });
+
+  it('the Functions entry point loads with valid settings', () => {
+    const result = spawnSync(process.execPath, ['--import', 'tsx', 'functions/index.ts'], {
+      env: { ...process.env, AzureWebJobsStorage: 'UseDevelopmentStorage=true' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(result.stderr).not.toContain('Error');
+    expect(result.status).toBe(0);
+    // Outside the host, @azure/functions runs in test mode and reports each registration.
+    expect(result.stdout + result.stderr).toContain('baton-coordinator');
+  });
+});
