@@ -38,6 +38,16 @@ function busyTask(clock: FakeClock, until: () => boolean, onStart?: (l: Leadersh
   };
 }
 
+/** Notes each release call in the returned list, which the test also writes its own steps to. */
+function recordReleases(store: ScriptedLeaseStore): string[] {
+  const order: string[] = [];
+  store.inject('release', () => {
+    order.push('release');
+    return undefined;
+  });
+  return order;
+}
+
 /** A task that never heartbeats and ignores its signal until `release()` is called. */
 function stuckTask() {
   let release!: () => void;
@@ -180,11 +190,7 @@ describe('LeaderElector on a fake clock', () => {
 
   it('loses leadership when the task stops calling heartbeat(), then releases once it settles', async () => {
     const { elector, clock, events, store } = setup();
-    const order: string[] = [];
-    store.inject('release', () => {
-      order.push('release');
-      return undefined;
-    });
+    const order = recordReleases(store);
     const stuck = stuckTask();
     let signal: AbortSignal | undefined;
     const run = elector('a')
@@ -212,11 +218,7 @@ describe('LeaderElector on a fake clock', () => {
 
   it('never releases while the task runs, and releases right after it settles', async () => {
     const { elector, clock, store } = setup();
-    const order: string[] = [];
-    store.inject('release', () => {
-      order.push('release');
-      return undefined;
-    });
+    const order = recordReleases(store);
     const run = elector('a').runIfLeader(async (l) => {
       for (let i = 0; i < 20; i++) {
         l.heartbeat();
@@ -329,11 +331,7 @@ describe('LeaderElector on a fake clock', () => {
 
   it("on the caller's abort: aborts the task's signal, waits for it, then releases", async () => {
     const { elector, clock, store, memory } = setup();
-    const order: string[] = [];
-    store.inject('release', () => {
-      order.push('release');
-      return undefined;
-    });
+    const order = recordReleases(store);
     const controller = new AbortController();
     const run = elector('a')
       .runIfLeader(
