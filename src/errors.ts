@@ -2,7 +2,8 @@
  * Every error Baton throws on purpose is a `BatonError` with a stable `code`, so callers can
  * branch on `err.code` (as with the Azure SDK's `RestError.code`) instead of on messages.
  */
-export type BatonErrorCode = 'InvalidConfig' | 'InvalidSetting' | 'LeaseHeld' | 'LeaseLost' | 'StaleEpoch' | 'ConcurrentUpdate';
+export type BatonErrorCode =
+  'InvalidConfig' | 'InvalidSetting' | 'LeaseHeld' | 'LeaseLost' | 'StaleEpoch' | 'ConcurrentUpdate' | 'CorruptLease';
 
 export class BatonError extends Error {
   readonly code: BatonErrorCode;
@@ -89,6 +90,20 @@ export class ConcurrentUpdateError extends BatonError {
   constructor(key: string, options?: { cause?: unknown }) {
     super('ConcurrentUpdate', `${key} changed since it was read`, options);
     this.key = key;
+  }
+}
+
+/**
+ * The lease record in storage cannot be read safely (for example a damaged epoch). Baton
+ * refuses to lead on it rather than guess; an operator must repair or remove it, with every
+ * instance stopped.
+ */
+export class CorruptLeaseError extends BatonError {
+  readonly where: string;
+
+  constructor(where: string, problem: string) {
+    super('CorruptLease', `lease record ${where} is unusable: ${problem}`);
+    this.where = where;
   }
 }
 

@@ -1,5 +1,5 @@
 import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure/storage-blob';
-import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError } from '../errors';
+import { ConcurrentUpdateError, CorruptLeaseError, LeaseHeldError, LeaseLostError } from '../errors';
 import { storageErrorOf } from '../storage/rest-error';
 import type { LeaseCallOptions, LeaseRecord, LeaseStore } from './lease-store';
 
@@ -24,7 +24,6 @@ export class BlobLeaseStore implements LeaseStore {
   readonly description: string;
   private readonly container: ContainerClient;
   private readonly blob: BlockBlobClient;
-  private ensured = false;
 
   constructor(blobService: BlobServiceClient, leaseName: string, options: BlobLeaseStoreOptions = {}) {
     this.container = blobService.getContainerClient(options.containerName ?? 'leases');
@@ -40,7 +39,8 @@ export class BlobLeaseStore implements LeaseStore {
     } catch (err) {
       const info = storageErrorOf(err);
       if (info?.status === 409) throw new LeaseHeldError(undefined, { cause: err });
-      if (info?.status !== 404 || this.ensured) throw err;
+      if (info?.status !== 404) throw err;
+      // First use, or someone deleted the blob or its container: create it and try once more.
       await this.ensureBlob(options);
       try {
         await attempt();
@@ -49,7 +49,6 @@ export class BlobLeaseStore implements LeaseStore {
         throw retryErr;
       }
     }
-    this.ensured = true;
   }
 
   async renew(leaseId: string, options?: LeaseCallOptions): Promise<void> {
@@ -71,7 +70,9 @@ export class BlobLeaseStore implements LeaseStore {
   async read(options?: LeaseCallOptions): Promise<LeaseRecord> {
     try {
       const props = await this.blob.getProperties({ abortSignal: options?.abortSignal });
-      return { leased: props.leaseState === 'leased', ...parseMetadata(props.metadata) };
+      // A lease that is breaking still excludes everyone else until the break period ends.
+      const leased = props.leaseState === 'leased' || props.leaseState === 'breaking';
+      return { leased, ...parseMetadata(this.description, props.metadata) };
     } catch (err) {
       if (storageErrorOf(err)?.status === 404) return { leased: false, holder: undefined, epoch: 0, acquiredAt: undefined };
       throw err;
@@ -81,7 +82,7 @@ export class BlobLeaseStore implements LeaseStore {
   async bumpEpoch(leaseId: string, holder: string, options?: LeaseCallOptions): Promise<number> {
     try {
       const props = await this.blob.getProperties({ abortSignal: options?.abortSignal, conditions: { leaseId } });
-      const epoch = parseMetadata(props.metadata).epoch + 1;
+      const epoch = parseMetadata(this.description, props.metadata).epoch + 1;
       await this.blob.setMetadata(
         {
           ...props.metadata,
@@ -109,16 +110,20 @@ export class BlobLeaseStore implements LeaseStore {
       // Someone else created it first (409/412), which is just as good.
       if (status !== 409 && status !== 412) throw err;
     }
-    this.ensured = true;
   }
 }
 
-function parseMetadata(metadata: Record<string, string> | undefined): Omit<LeaseRecord, 'leased'> {
-  const epoch = Number(metadata?.[META_EPOCH] ?? 0);
+function parseMetadata(where: string, metadata: Record<string, string> | undefined): Omit<LeaseRecord, 'leased'> {
+  const raw = metadata?.[META_EPOCH];
+  const epoch = raw === undefined ? 0 : Number(raw);
+  // Reading a damaged epoch as 0 would let the next leader reuse old epochs; refuse instead.
+  if (!/^\d+$/.test(raw ?? '0') || !Number.isSafeInteger(epoch)) {
+    throw new CorruptLeaseError(where, `metadata ${META_EPOCH} is not a non-negative integer`);
+  }
   const acquired = metadata?.[META_ACQUIRED];
   const holder = metadata?.[META_HOLDER];
   return {
-    epoch: Number.isSafeInteger(epoch) && epoch >= 0 ? epoch : 0,
+    epoch,
     holder: holder ? safeDecode(holder) : undefined,
     acquiredAt: acquired ? new Date(acquired) : undefined,
   };

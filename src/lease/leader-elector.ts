@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { sleep, timeoutSignal } from '../clock/clock';
-import { LeaseHeldError, LeaseLostError, type LeaseLossReason } from '../errors';
+import { sleep, timeoutSignal, type TimerHandle } from '../clock/clock';
+import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError, type LeaseLossReason } from '../errors';
 import { resolveElectorOptions, type LeaderElectorOptions, type ResolvedElectorOptions } from './elector-options';
 import { describeLeaderEvent, type LeaderEvent } from './leader-events';
 import type { LeaseRecord } from './lease-store';
@@ -105,8 +105,17 @@ export class LeaderElector {
 
   /** The current holder, or undefined when nobody holds the lease. */
   async getLeader(options: { abortSignal?: AbortSignal } = {}): Promise<LeaderInfo | undefined> {
-    const record = await this.options.store.read(options);
+    const record = await this.boundedRead(options.abortSignal);
     return record.leased ? holderOf(record) : undefined;
+  }
+
+  private async boundedRead(signal: AbortSignal | undefined): Promise<LeaseRecord> {
+    const bound = timeoutSignal(this.options.clock, this.options.renewDeadlineMs, signal);
+    try {
+      return await untilAborted(this.options.store.read({ abortSignal: bound.signal }), bound.signal);
+    } finally {
+      bound.dispose();
+    }
   }
 
   /**
@@ -116,7 +125,7 @@ export class LeaderElector {
   private async acquireIfFree(signal: AbortSignal | undefined): Promise<{ term?: Term; holder?: LeaderInfo }> {
     signal?.throwIfAborted();
     if (this.current) return { holder: { ...this.current } };
-    const record = await this.options.store.read({ abortSignal: signal });
+    const record = await this.boundedRead(signal);
     if (record.leased) return { holder: holderOf(record) };
     const term = await this.tryAcquire(signal);
     return term ? { term } : {};
@@ -129,19 +138,16 @@ export class LeaderElector {
     const startedAt = clock.now();
     const bound = timeoutSignal(clock, renewDeadlineMs, signal);
     try {
-      await store.acquire(leaseId, leaseDurationSeconds, { abortSignal: bound.signal });
-    } catch (err) {
-      bound.dispose();
-      if (err instanceof LeaseHeldError) return undefined;
-      throw err;
-    }
-    try {
-      const epoch = await store.bumpEpoch(leaseId, identity, { abortSignal: bound.signal });
+      await untilAborted(store.acquire(leaseId, leaseDurationSeconds, { abortSignal: bound.signal }), bound.signal);
+      const epoch = await untilAborted(store.bumpEpoch(leaseId, identity, { abortSignal: bound.signal }), bound.signal);
       return { leaseId, epoch, startedAt };
     } catch (err) {
-      // Without a new epoch this holder could not fence its writes, so it must not lead.
+      if (err instanceof LeaseHeldError) return undefined;
+      // Without a new epoch this holder could not fence its writes, so it must not lead. And a
+      // failed acquire may still have taken the lease (a "ghost" success whose reply was lost),
+      // so give back whatever this lease id might hold.
       await this.releaseQuietly(leaseId, -1);
-      if (err instanceof LeaseLostError) return undefined;
+      if (err instanceof LeaseLostError || err instanceof ConcurrentUpdateError) return undefined;
       throw err;
     } finally {
       bound.dispose();
@@ -151,45 +157,54 @@ export class LeaderElector {
   private async lead<T>(term: Term, task: Task<T>, callerSignal: AbortSignal | undefined): Promise<T> {
     const { clock, identity } = this.options;
     this.current = { identity, epoch: term.epoch, acquiredAt: clock.date() };
-    const leadership = new ActiveTerm(term, this.options);
+    const leadership = new ActiveTerm(term, this.options, () => this.lose(leadership, 'deadline'));
     const onCallerAbort = (): void => leadership.end(callerSignal?.reason);
     callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
-    this.emit({ type: 'acquired', identity, epoch: term.epoch, leaseId: term.leaseId });
-    const renewing = this.keepRenewing(leadership);
-    let outcome: { ok: true; value: T } | { ok: false; error: unknown };
+    // The caller may have aborted while the lease was being acquired.
+    if (callerSignal?.aborted) onCallerAbort();
     try {
-      outcome = { ok: true, value: await task(leadership.view) };
-    } catch (error) {
-      outcome = { ok: false, error };
+      this.emit({ type: 'acquired', identity, epoch: term.epoch, leaseId: term.leaseId });
+      const renewing = this.keepRenewing(leadership);
+      let outcome: { ok: true; value: T } | { ok: false; error: unknown };
+      try {
+        outcome = { ok: true, value: await task(leadership.view) };
+      } catch (error) {
+        outcome = { ok: false, error };
+      }
+      // Order matters: the task has settled; stop renewing and end the term's signal (so work
+      // the task left running stops too), and only then release.
+      leadership.stopRenewing();
+      await renewing;
+      leadership.end(undefined);
+      const loss = leadership.loss;
+      if (loss === undefined || loss === 'deadline' || loss === 'stalled') {
+        // After a deadline or stall loss the lease may still be ours; giving it back lets the
+        // next leader start now instead of after expiry.
+        const released = await this.releaseQuietly(term.leaseId, term.epoch);
+        if (released) this.emit({ type: 'released', identity, epoch: term.epoch, ledMs: clock.now() - term.startedAt });
+      }
+      if (loss !== undefined) {
+        throw new LeaseLostError(loss, undefined, outcome.ok ? undefined : { cause: outcome.error });
+      }
+      if (!outcome.ok) throw outcome.error;
+      return outcome.value;
+    } finally {
+      leadership.stopRenewing();
+      leadership.end(undefined);
+      callerSignal?.removeEventListener('abort', onCallerAbort);
+      this.current = undefined;
     }
-    // Order matters: the task has settled; now stop renewing, and only then release.
-    leadership.stopRenewing();
-    await renewing;
-    callerSignal?.removeEventListener('abort', onCallerAbort);
-    const loss = leadership.loss;
-    if (loss === undefined || loss === 'deadline' || loss === 'stalled') {
-      // After a deadline or stall loss the lease may still be ours; giving it back lets the
-      // next leader start now instead of after expiry.
-      const released = await this.releaseQuietly(term.leaseId, term.epoch);
-      if (released) this.emit({ type: 'released', identity, epoch: term.epoch, ledMs: clock.now() - term.startedAt });
-    }
-    this.current = undefined;
-    leadership.end(undefined);
-    if (loss !== undefined) {
-      throw new LeaseLostError(loss, undefined, outcome.ok ? undefined : { cause: outcome.error });
-    }
-    if (!outcome.ok) throw outcome.error;
-    return outcome.value;
   }
 
   private async keepRenewing(term: ActiveTerm): Promise<void> {
     const { clock, store, renewIntervalMs, stallTimeoutMs, identity } = this.options;
-    let delay = renewIntervalMs;
+    // Count from the start of the acquire: a slow epoch bump must not push the first renewal late.
+    let delay = Math.max(0, term.lastRenewAt + renewIntervalMs - clock.now());
     for (;;) {
       try {
         await sleep(clock, delay, term.stopSignal);
       } catch {
-        return; // the task settled
+        return; // the task settled, or the term was lost
       }
       const now = clock.now();
       if (now - term.lastHeartbeat > stallTimeoutMs) return this.lose(term, 'stalled');
@@ -198,7 +213,9 @@ export class LeaderElector {
       const startedAt = now;
       const bound = timeoutSignal(clock, left, term.stopSignal);
       try {
-        await store.renew(term.leaseId, { abortSignal: bound.signal });
+        // Raced against the bound too, so a store that ignores its signal cannot hold the loop.
+        await untilAborted(store.renew(term.leaseId, { abortSignal: bound.signal }), bound.signal);
+        if (term.stopSignal.aborted) return;
         const latencyMs = clock.now() - startedAt;
         term.renewed(startedAt);
         this.emit({ type: 'renewed', identity, epoch: term.epoch, latencyMs });
@@ -216,6 +233,7 @@ export class LeaderElector {
   }
 
   private lose(term: ActiveTerm, reason: LeaseLossReason, error?: unknown): void {
+    if (term.loss) return;
     const sinceLastRenewMs = this.options.clock.now() - term.lastRenewAt;
     term.lose(reason);
     this.emit({ type: 'lost', identity: this.identity, epoch: term.epoch, reason, sinceLastRenewMs, error });
@@ -225,7 +243,7 @@ export class LeaderElector {
     const { store, clock, renewDeadlineMs, identity } = this.options;
     const bound = timeoutSignal(clock, renewDeadlineMs);
     try {
-      await store.release(leaseId, { abortSignal: bound.signal });
+      await untilAborted(store.release(leaseId, { abortSignal: bound.signal }), bound.signal);
       return true;
     } catch (error) {
       if (epoch >= 0) this.emit({ type: 'release-failed', identity, epoch, error });
@@ -243,9 +261,13 @@ export class LeaderElector {
     }
     const logger = this.options.logger;
     if (!logger) return;
-    const { level, message } = describeLeaderEvent(event);
-    if (level === 'debug') logger.debug?.(message);
-    else logger[level](message);
+    try {
+      const { level, message } = describeLeaderEvent(event);
+      if (level === 'debug') logger.debug?.(message);
+      else logger[level](message);
+    } catch {
+      // Nor a throwing logger.
+    }
   }
 }
 
@@ -266,14 +288,18 @@ class ActiveTerm {
   private readonly abort = new AbortController();
   private readonly stop = new AbortController();
 
+  private deadlineTimer: TimerHandle | undefined;
+
   constructor(
     term: Term,
     private readonly options: ResolvedElectorOptions,
+    private readonly onDeadline: () => void,
   ) {
     this.leaseId = term.leaseId;
     this.epoch = term.epoch;
     this.lastRenewAt = term.startedAt;
     this.lastHeartbeat = options.clock.now();
+    this.armDeadline();
     const self = this;
     this.view = {
       identity: options.identity,
@@ -296,23 +322,58 @@ class ActiveTerm {
 
   renewed(startedAt: number): void {
     this.lastRenewAt = startedAt;
+    this.armDeadline();
   }
 
   lose(reason: LeaseLossReason): void {
     if (this.loss) return;
     this.loss = reason;
-    this.stop.abort();
+    this.stopRenewing();
     this.abort.abort(new LeaseLostError(reason));
   }
 
   stopRenewing(): void {
+    if (this.deadlineTimer) this.options.clock.clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = undefined;
     this.stop.abort();
+  }
+
+  /**
+   * The deadline fires on its own timer, not only when the renew loop wakes: a renew call
+   * that never returns must not keep the signal alive past the deadline.
+   */
+  private armDeadline(): void {
+    if (this.stop.signal.aborted) return;
+    if (this.deadlineTimer) this.options.clock.clearTimeout(this.deadlineTimer);
+    this.deadlineTimer = this.options.clock.setTimeout(this.onDeadline, this.deadline - this.options.clock.now());
   }
 
   /** Ends the term's signal without a loss (normal end or the caller's abort). */
   end(reason: unknown): void {
     if (!this.abort.signal.aborted) this.abort.abort(reason ?? new DOMException('leadership ended', 'AbortError'));
   }
+}
+
+/** Settles with `promise`, or rejects as soon as `signal` aborts, whichever comes first. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    promise.catch(() => undefined);
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
 }
 
 function holderOf(record: LeaseRecord): LeaderInfo {

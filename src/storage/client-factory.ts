@@ -10,10 +10,11 @@ export interface StorageClientOptions {
 }
 
 /**
- * For lease calls: one try. The elector retries lease calls itself against its renew deadline;
- * the SDK default (4 tries with backoff from a 4 s base) can outlive a 15 s lease.
+ * For lease calls: one try of at most 10 s. The elector retries lease calls itself against its
+ * renew deadline and bounds each by the time left; the SDK default (4 tries with backoff from a
+ * 4 s base) can outlive a 15 s lease, and a call without a signal must still end.
  */
-export const LEASE_RETRY_OPTIONS: StorageRetryOptions = { maxTries: 1 };
+export const LEASE_RETRY_OPTIONS: StorageRetryOptions = { maxTries: 1, tryTimeoutInMs: 10_000 };
 
 // `credential` mirrors the Functions host: `managedidentity` pins ManagedIdentityCredential,
 // otherwise DefaultAzureCredential lets the same settings work locally (Azure CLI, VS Code).

@@ -120,12 +120,28 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       await expect(store.renew(a)).rejects.toMatchObject({ code: 'LeaseLost', reason: 'conflict' });
     });
 
-    it('rejects a call whose abort signal has fired', async () => {
+    it('lets the holder of a broken lease release it', async () => {
+      const harness = await makeHarness();
+      const a = id();
+      await harness.store.acquire(a, 15);
+      await harness.breakLease();
+      await harness.store.release(a);
+      await harness.store.acquire(id(), 15);
+    });
+
+    it('rejects every call whose abort signal has fired, changing nothing', async () => {
       const { store } = await makeHarness();
-      const controller = new AbortController();
-      controller.abort(new Error('caller gave up'));
-      await expect(store.acquire(id(), 15, { abortSignal: controller.signal })).rejects.toBeDefined();
-      expect((await store.read()).leased).toBe(false);
+      const a = id();
+      await store.acquire(a, 15);
+      await store.bumpEpoch(a, 'a');
+      const aborted = AbortSignal.abort(new Error('caller gave up'));
+      const opts = { abortSignal: aborted };
+      await expect(store.acquire(id(), 15, opts)).rejects.toThrow();
+      await expect(store.renew(a, opts)).rejects.toThrow();
+      await expect(store.bumpEpoch(a, 'a', opts)).rejects.toThrow();
+      await expect(store.release(a, opts)).rejects.toThrow();
+      await expect(store.read(opts)).rejects.toThrow();
+      expect(await store.read()).toMatchObject({ leased: true, epoch: 1, holder: 'a' });
     });
   });
 }

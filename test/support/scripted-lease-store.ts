@@ -1,9 +1,19 @@
+import { sleep, type Clock } from '../../src/clock/clock';
 import type { LeaseCallOptions, LeaseRecord, LeaseStore } from '../../src/lease/lease-store';
 
 type Operation = 'acquire' | 'renew' | 'release' | 'read' | 'bumpEpoch';
 
-/** What to do with one call: pass it through, fail it, or hang until its signal aborts. */
-export type Fault = { kind: 'fail'; error: unknown } | { kind: 'hang' };
+/**
+ * What to do with one call: fail it; hang until its signal aborts (`hang`) or for good
+ * (`hang-forever`, a store that ignores signals); apply it and then fail (`fail-after`, a reply
+ * lost on the way back); or apply it after a delay on the test's clock.
+ */
+export type Fault =
+  | { kind: 'fail'; error: unknown }
+  | { kind: 'hang' }
+  | { kind: 'hang-forever' }
+  | { kind: 'fail-after'; error: unknown }
+  | { kind: 'delay'; ms: number; clock: Clock };
 
 /**
  * Wraps a real store, records every call in order, and injects faults per operation. The
@@ -53,6 +63,12 @@ export class ScriptedLeaseStore implements LeaseStore {
     this.calls.push(operation);
     const fault = this.faults.get(operation)?.();
     if (fault?.kind === 'fail') throw fault.error;
+    if (fault?.kind === 'hang-forever') return new Promise<T>(() => undefined);
+    if (fault?.kind === 'fail-after') {
+      await call();
+      throw fault.error;
+    }
+    if (fault?.kind === 'delay') await sleep(fault.clock, fault.ms);
     if (fault?.kind === 'hang') {
       return new Promise<T>((_, reject) => {
         const signal = options?.abortSignal;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { sleep } from '../../src/clock/clock';
 import { FakeClock } from '../../src/clock/fake-clock';
-import { InvalidConfigError, LeaseLostError, type LeaseLossReason } from '../../src/errors';
+import { ConcurrentUpdateError, InvalidConfigError, LeaseLostError, type LeaseLossReason } from '../../src/errors';
 import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
 import type { LeaderElectorOptions } from '../../src/lease/elector-options';
 import type { LeaderEvent } from '../../src/lease/leader-events';
@@ -78,6 +78,20 @@ describe('LeaderElector on a fake clock', () => {
     await expect(leading).resolves.toMatchObject({ led: true });
   });
 
+  it('getLeader names the current holder with its epoch and acquisition time, and nobody once released', async () => {
+    const { elector, clock } = setup();
+    const observer = elector('observer');
+    expect(await observer.getLeader()).toBeUndefined();
+    let stop = false;
+    const run = elector('a').runIfLeader(busyTask(clock, () => stop));
+    await clock.advance(1000);
+    expect(await observer.getLeader()).toEqual({ identity: 'a', epoch: 1, acquiredAt: expect.any(Date) });
+    stop = true;
+    await clock.advance(1000);
+    await run;
+    expect(await observer.getLeader()).toBeUndefined();
+  });
+
   it('does not lead twice on one instance: an overlapping tick returns at once without storage calls', async () => {
     const { elector, store, clock } = setup();
     const a = elector('a');
@@ -147,6 +161,13 @@ describe('LeaderElector on a fake clock', () => {
       name: 'every renew hangs',
       reason: 'deadline',
       inject: ({ store }) => store.inject('renew', { kind: 'hang' }),
+      detectWithinMs: 8000,
+      releases: true,
+    },
+    {
+      name: 'a renew hangs and ignores its abort signal',
+      reason: 'deadline',
+      inject: ({ store }) => store.inject('renew', { kind: 'hang-forever' }),
       detectWithinMs: 8000,
       releases: true,
     },
@@ -268,6 +289,82 @@ describe('LeaderElector on a fake clock', () => {
     expect(store.count('renew')).toBe(renewsBefore);
     await clock.advance(2000);
     expect(await run).toBeInstanceOf(LeaseLostError);
+  });
+
+  it('ends the term signal before releasing, so work the task left running stops first', async () => {
+    const { elector, store } = setup();
+    const order = recordReleases(store);
+    await elector('a').runIfLeader((l) => {
+      // Fire-and-forget work that outlives the task.
+      l.signal.addEventListener('abort', () => order.push('left-over work stopped'), { once: true });
+      return 'returned';
+    });
+    expect(order).toEqual(['left-over work stopped', 'release']);
+  });
+
+  it('counts the first renewal from the acquire, so a slow epoch bump causes no false loss', async () => {
+    const { elector, clock, store, events } = setup();
+    store.inject('bumpEpoch', { kind: 'delay', ms: 6000, clock });
+    const started = clock.now();
+    const run = elector('a').runIfLeader(busyTask(clock, () => clock.now() - started > 20_000));
+    await clock.advance(22_000);
+    await expect(run).resolves.toMatchObject({ led: true });
+    expect(events.some((e) => e.type === 'lost')).toBe(false);
+    // The first renewal is due 5 s after the acquire began, so it runs as soon as the bump ends.
+    expect(events.find((e) => e.type === 'renewed')?.at).toBe(6000);
+  });
+
+  it('gives back a lease whose acquire succeeded in storage but whose reply was lost', async () => {
+    const { elector, store, memory } = setup();
+    store.inject('acquire', { kind: 'fail-after', error: serverBusy() });
+    await expect(elector('a').runIfLeader(() => 'never')).rejects.toMatchObject({ statusCode: 503 });
+    expect(store.count('release')).toBe(1);
+    expect((await memory.read()).leased).toBe(false);
+  });
+
+  it('does not lead when another candidate changed the record during its epoch bump', async () => {
+    const { elector, store, memory } = setup();
+    store.inject('bumpEpoch', { kind: 'fail', error: new ConcurrentUpdateError('lease') });
+    await expect(elector('a').runIfLeader(() => 'never')).resolves.toEqual({ led: false, holder: undefined });
+    expect((await memory.read()).leased).toBe(false);
+  });
+
+  it('when the caller aborts during the acquire, it does not run the task and gives the lease back', async () => {
+    const { elector, store, memory } = setup();
+    const controller = new AbortController();
+    store.inject('bumpEpoch', () => {
+      controller.abort(new Error('shutting down'));
+      return undefined;
+    });
+    let ran = false;
+    const outcome = await elector('a')
+      .runIfLeader(
+        () => {
+          ran = true;
+        },
+        { signal: controller.signal },
+      )
+      .catch((err: unknown) => err);
+    expect(outcome).toMatchObject({ message: 'shutting down' });
+    expect(ran).toBe(false);
+    expect(store.count('release')).toBe(1);
+    expect((await memory.read()).leased).toBe(false);
+  });
+
+  it('keeps leading and releasing when the logger throws', async () => {
+    const clock = new FakeClock();
+    const memory = new InMemoryLeaseStore({ clock });
+    const boom = () => {
+      throw new Error('log sink down');
+    };
+    const elector = new LeaderElector({ store: memory, clock, logger: { info: boom, warn: boom, debug: boom } });
+    const started = clock.now();
+    const run = elector.runIfLeader(busyTask(clock, () => clock.now() - started > 12_000));
+    await clock.advance(13_000);
+    await expect(run).resolves.toMatchObject({ led: true });
+    expect((await memory.read()).leased).toBe(false);
+    // And it can lead again: nothing was left half-done.
+    await expect(elector.runIfLeader(() => 'again')).resolves.toMatchObject({ led: true, epoch: 2 });
   });
 
   it('strictly increases the epoch across 100 alternating holders', async () => {
