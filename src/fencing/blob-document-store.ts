@@ -24,6 +24,25 @@ export class BlobDocumentStore implements DocumentStore {
     }
   }
 
+  async delete(key: string, options?: DocumentCallOptions): Promise<boolean> {
+    try {
+      await this.container.getBlockBlobClient(key).delete({ abortSignal: options?.abortSignal });
+      return true;
+    } catch (err) {
+      if (storageErrorOf(err)?.status === 404) return false;
+      throw err;
+    }
+  }
+
+  async *list(prefix: string, options?: DocumentCallOptions): AsyncIterable<string> {
+    try {
+      for await (const blob of this.container.listBlobsFlat({ prefix, abortSignal: options?.abortSignal })) yield blob.name;
+    } catch (err) {
+      if (storageErrorOf(err)?.status === 404) return; // no container yet: nothing listed
+      throw err;
+    }
+  }
+
   async write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions): Promise<{ etag: string }> {
     if (!this.containerReady) {
       await this.container.createIfNotExists({ abortSignal: options?.abortSignal });
@@ -45,7 +64,7 @@ export class BlobDocumentStore implements DocumentStore {
   }
 }
 
-async function streamToString(stream: NodeJS.ReadableStream | undefined): Promise<string> {
+export async function streamToString(stream: NodeJS.ReadableStream | undefined): Promise<string> {
   if (!stream) return '';
   const chunks: Buffer[] = [];
   for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);

@@ -6,15 +6,21 @@
  * - `read` returns the body and the tag of the current version, or undefined when absent.
  * - `write` with `ifMatch` succeeds only if the tag is still current; with `ifNoneMatch: '*'`
  *   only if the document does not exist. Otherwise it throws `ConcurrentUpdateError` and
- *   changes nothing.
+ *   changes nothing. With no condition it always writes.
+ * - `delete` removes a document and `list` finds keys by prefix.
  * - Every successful write returns a tag no earlier version had.
  */
 export interface DocumentStore {
   read(key: string, options?: DocumentCallOptions): Promise<StoredDocument | undefined>;
   write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions): Promise<{ etag: string }>;
+  /** Removes the document; false when it was already gone. */
+  delete(key: string, options?: DocumentCallOptions): Promise<boolean>;
+  /** Keys under `prefix`, in lexical order. */
+  list(prefix: string, options?: DocumentCallOptions): AsyncIterable<string>;
 }
 
-export type WriteCondition = { ifMatch: string } | { ifNoneMatch: '*' };
+/** `{}` writes unconditionally: only for blobs nobody else writes, such as a term's own plan chunks. */
+export type WriteCondition = { ifMatch: string } | { ifNoneMatch: '*' } | Record<string, never>;
 
 export interface StoredDocument {
   body: string;

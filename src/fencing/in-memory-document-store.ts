@@ -15,11 +15,23 @@ export class InMemoryDocumentStore implements DocumentStore {
   async write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions): Promise<{ etag: string }> {
     options?.abortSignal?.throwIfAborted();
     const current = this.documents.get(key);
-    const ok = 'ifMatch' in condition ? current?.etag === condition.ifMatch : current === undefined;
+    const ok =
+      'ifMatch' in condition ? current?.etag === condition.ifMatch : 'ifNoneMatch' in condition ? current === undefined : true;
     if (!ok) throw new ConcurrentUpdateError(key);
     const etag = `"mem-${++this.version}"`;
     this.documents.set(key, { body, etag });
     return { etag };
+  }
+
+  async delete(key: string, options?: DocumentCallOptions): Promise<boolean> {
+    options?.abortSignal?.throwIfAborted();
+    return this.documents.delete(key);
+  }
+
+  async *list(prefix: string, options?: DocumentCallOptions): AsyncIterable<string> {
+    options?.abortSignal?.throwIfAborted();
+    const keys = [...this.documents.keys()].filter((k) => k.startsWith(prefix)).sort();
+    yield* keys;
   }
 
   /** Every key, for inspection in tests. */

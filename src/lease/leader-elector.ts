@@ -157,12 +157,15 @@ export class LeaderElector {
   private async lead<T>(term: Term, task: Task<T>, callerSignal: AbortSignal | undefined): Promise<T> {
     const { clock, identity } = this.options;
     this.current = { identity, epoch: term.epoch, acquiredAt: clock.date() };
-    const leadership = new ActiveTerm(term, this.options, () => this.lose(leadership, 'deadline'));
+    const leadership = new ActiveTerm(term, this.options, (self) => this.lose(self, 'deadline'));
     const onCallerAbort = (): void => leadership.end(callerSignal?.reason);
-    callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
-    // The caller may have aborted while the lease was being acquired.
-    if (callerSignal?.aborted) onCallerAbort();
     try {
+      // The caller may have aborted after the lease was taken: hand it back without running.
+      if (callerSignal?.aborted) {
+        await this.releaseQuietly(term.leaseId, term.epoch);
+        throw callerSignal.reason;
+      }
+      callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
       this.emit({ type: 'acquired', identity, epoch: term.epoch, leaseId: term.leaseId });
       const renewing = this.keepRenewing(leadership);
       let outcome: { ok: true; value: T } | { ok: false; error: unknown };
@@ -293,7 +296,7 @@ class ActiveTerm {
   constructor(
     term: Term,
     private readonly options: ResolvedElectorOptions,
-    private readonly onDeadline: () => void,
+    private readonly onDeadline: (term: ActiveTerm) => void,
   ) {
     this.leaseId = term.leaseId;
     this.epoch = term.epoch;
@@ -345,7 +348,7 @@ class ActiveTerm {
   private armDeadline(): void {
     if (this.stop.signal.aborted) return;
     if (this.deadlineTimer) this.options.clock.clearTimeout(this.deadlineTimer);
-    this.deadlineTimer = this.options.clock.setTimeout(this.onDeadline, this.deadline - this.options.clock.now());
+    this.deadlineTimer = this.options.clock.setTimeout(() => this.onDeadline(this), this.deadline - this.options.clock.now());
   }
 
   /** Ends the term's signal without a loss (normal end or the caller's abort). */

@@ -45,6 +45,24 @@ export function documentStoreContract(name: string, makeStore: () => Promise<Doc
       expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
     });
 
+    it('writes unconditionally when given no condition', async () => {
+      const store = await makeStore();
+      await store.write('plain.json', 'one', {});
+      await store.write('plain.json', 'two', {});
+      expect((await store.read('plain.json'))?.body).toBe('two');
+    });
+
+    it('deletes, and lists keys by prefix in order', async () => {
+      const store = await makeStore();
+      for (const key of ['p/b.json', 'p/a.json', 'p/sub/c.json', 'q/d.json']) await store.write(key, '{}', { ifNoneMatch: '*' });
+      const listed: string[] = [];
+      for await (const key of store.list('p/')) listed.push(key);
+      expect(listed).toEqual(['p/a.json', 'p/b.json', 'p/sub/c.json']);
+      expect(await store.delete('p/a.json')).toBe(true);
+      expect(await store.delete('p/a.json')).toBe(false);
+      await expect(store.read('p/a.json')).resolves.toBeUndefined();
+    });
+
     it('keeps unicode bodies intact', async () => {
       const store = await makeStore();
       const body = JSON.stringify({ name: 'résumé ✓ 日本' });

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import type { BlobServiceClient } from '@azure/storage-blob';
+import type { QueueServiceClient } from '@azure/storage-queue';
 import { startAzurite, type RunningAzurite } from '../../src/local/azurite';
-import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../../src/storage/client-factory';
+import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../../src/storage/client-factory';
 
 export interface AzuriteFixture {
   readonly azurite: RunningAzurite;
@@ -10,6 +11,8 @@ export interface AzuriteFixture {
   readonly blobService: BlobServiceClient;
   /** A client with the short retries lease calls use in production. */
   readonly leaseBlobService: BlobServiceClient;
+  /** A queue client with the SDK's default retries. */
+  readonly queueService: QueueServiceClient;
   /** A name no other test in this file uses. */
   uniqueName(prefix: string): string;
 }
@@ -19,11 +22,13 @@ export function useAzurite(): AzuriteFixture {
   let azurite: RunningAzurite | undefined;
   let blobService: BlobServiceClient | undefined;
   let leaseBlobService: BlobServiceClient | undefined;
+  let queueService: QueueServiceClient | undefined;
   beforeAll(async () => {
     azurite = await startAzurite();
     const settings = { kind: 'connectionString', connectionString: azurite.connectionString } as const;
     blobService = createBlobServiceClient(settings);
     leaseBlobService = createBlobServiceClient(settings, { retryOptions: LEASE_RETRY_OPTIONS });
+    queueService = createQueueServiceClient(settings);
   });
   afterAll(async () => {
     await azurite?.close();
@@ -41,6 +46,9 @@ export function useAzurite(): AzuriteFixture {
     },
     get leaseBlobService() {
       return need(leaseBlobService);
+    },
+    get queueService() {
+      return need(queueService);
     },
     uniqueName: (prefix) => `${prefix}-${randomUUID().slice(0, 8)}`,
   };

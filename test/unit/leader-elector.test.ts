@@ -129,6 +129,8 @@ describe('LeaderElector on a fake clock', () => {
     detectWithinMs: number;
     /** Does the elector try to release after the task settles? */
     releases: boolean;
+    /** Renew failures reported before the loss (a hang ends by the deadline timer, not as a failure). */
+    renewFailures: 'none' | 'some';
   };
 
   const lossCases: LossCase[] = [
@@ -141,6 +143,7 @@ describe('LeaderElector on a fake clock', () => {
       },
       detectWithinMs: 5000,
       releases: false,
+      renewFailures: 'none',
     },
     {
       name: 'an outside client breaks the lease',
@@ -148,6 +151,7 @@ describe('LeaderElector on a fake clock', () => {
       inject: ({ memory }) => memory.breakLease(),
       detectWithinMs: 5000,
       releases: false,
+      renewFailures: 'none',
     },
     {
       name: 'every renew fails with 503',
@@ -156,6 +160,7 @@ describe('LeaderElector on a fake clock', () => {
       // Last good renewal is the acquire at t=0; deadline 10 s; the fault came at t=2 s.
       detectWithinMs: 8000,
       releases: true,
+      renewFailures: 'some',
     },
     {
       name: 'every renew hangs',
@@ -163,6 +168,7 @@ describe('LeaderElector on a fake clock', () => {
       inject: ({ store }) => store.inject('renew', { kind: 'hang' }),
       detectWithinMs: 8000,
       releases: true,
+      renewFailures: 'none',
     },
     {
       name: 'a renew hangs and ignores its abort signal',
@@ -170,6 +176,7 @@ describe('LeaderElector on a fake clock', () => {
       inject: ({ store }) => store.inject('renew', { kind: 'hang-forever' }),
       detectWithinMs: 8000,
       releases: true,
+      renewFailures: 'none',
     },
   ];
 
@@ -207,6 +214,26 @@ describe('LeaderElector on a fake clock', () => {
     expect(err).toBeInstanceOf(LeaseLostError);
     expect((err as LeaseLostError).reason).toBe(testCase.reason);
     expect(ctx.store.count('release')).toBe(testCase.releases ? 1 : 0);
+    const failuresBeforeLoss = events.filter((e) => e.type === 'renew-failed' && e.at <= (lost?.at ?? 0)).length;
+    expect(failuresBeforeLoss > 0 ? 'some' : 'none').toBe(testCase.renewFailures);
+    expect(events.filter((e) => e.type === 'lost')).toHaveLength(1);
+  });
+
+  it('gives up on a lease read that never returns, after the renew deadline', async () => {
+    const { elector, clock, store } = setup();
+    store.inject('read', { kind: 'hang-forever' });
+    let settled: unknown;
+    const run = elector('a')
+      .runIfLeader(() => 'never')
+      .then(
+        (v) => (settled = v),
+        (e: unknown) => (settled = e),
+      );
+    await clock.advance(9_900);
+    expect(settled).toBeUndefined();
+    await clock.advance(200);
+    await run;
+    expect(settled).toMatchObject({ name: 'TimeoutError' });
   });
 
   it('loses leadership when the task stops calling heartbeat(), then releases once it settles', async () => {

@@ -1,0 +1,54 @@
+import type { Clock } from '../clock/clock';
+import type { DocumentStore } from '../fencing/document-store';
+import type { JobDefinition } from '../jobs/job-definition';
+import type { Leadership } from '../lease/leader-elector';
+import type { QueuePort } from '../queue/queue-port';
+
+export interface EngineLogger {
+  info(message: string): void;
+  warn(message: string): void;
+}
+
+/** Everything the leader's engine works with; built once per process. */
+export interface EngineContext {
+  jobs: ReadonlyMap<string, JobDefinition>;
+  /** Run records, plans, claims, outputs, job state and requests. */
+  docs: DocumentStore;
+  work: QueuePort;
+  results: QueuePort;
+  poison: QueuePort;
+  clock: Clock;
+  log: EngineLogger;
+  tuning: EngineTuning;
+}
+
+export interface EngineTuning {
+  /** Parallel sends while dispatching. */
+  dispatchConcurrency: number;
+  /** Items per plan chunk blob. */
+  planChunkItems: number;
+  /** How long drained messages stay hidden while the leader folds and checkpoints them. */
+  drainVisibilitySeconds: number;
+  /** Wait between loop turns when nothing happened. */
+  idlePollMs: number;
+  /** Longest slice of one run's planning or dispatch before the loop drains and heartbeats. */
+  sliceMs: number;
+  /** Attempts a worker makes (the host's maxDequeueCount). */
+  maxAttempts: number;
+}
+
+export const DEFAULT_TUNING: EngineTuning = {
+  dispatchConcurrency: 16,
+  planChunkItems: 1000,
+  drainVisibilitySeconds: 60,
+  idlePollMs: 500,
+  sliceMs: 2000,
+  maxAttempts: 5,
+};
+
+/** What a step of leader work needs from the term: the fence and the way to stop. */
+export interface TermContext {
+  leadership: Leadership;
+  epoch: number;
+  signal: AbortSignal;
+}

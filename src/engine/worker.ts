@@ -1,0 +1,160 @@
+import type { DocumentStore } from '../fencing/document-store';
+import type { JobDefinition } from '../jobs/job-definition';
+import type { QueuePort } from '../queue/queue-port';
+import { isTerminal } from '../runs/run-record';
+import { redactSecrets } from '../storage/settings';
+import {
+  ClaimMissingError,
+  describeIssue,
+  encodeWithClaimCheck,
+  loadClaim,
+  parseBody,
+  truncate,
+  workMessageSchema,
+  type ItemOutcome,
+  type PoisonNote,
+  type ResultMessage,
+} from './messages';
+import type { RunStateCache } from './run-state-cache';
+
+export interface WorkerDeps {
+  jobs: ReadonlyMap<string, JobDefinition>;
+  docs: DocumentStore;
+  results: QueuePort;
+  poison: QueuePort;
+  runs: RunStateCache;
+  /** The host's maxDequeueCount: the attempt on which failures become final. */
+  maxAttempts: number;
+  log?: (level: 'info' | 'warn', message: string) => void;
+}
+
+export type WorkOutcome =
+  | { kind: 'processed'; succeeded: number; failed: number }
+  /** Some items failed before the last attempt: the caller must fail the invocation so the host redelivers. */
+  | { kind: 'retry'; failed: number; firstError: string }
+  | { kind: 'dropped'; reason: string }
+  | { kind: 'poisoned'; reason: string };
+
+const ERROR_TEXT_LIMIT = 500;
+
+/**
+ * Handles one work message as a queue-triggered function would. A message it cannot use goes
+ * to the poison queue with a reason (never silently away); a message of an ended run is
+ * dropped; otherwise each item is processed and one result message carries the outcomes.
+ */
+export async function handleWorkMessage(
+  raw: unknown,
+  meta: { dequeueCount: number; signal?: AbortSignal },
+  deps: WorkerDeps,
+): Promise<WorkOutcome> {
+  const signal = meta.signal ?? new AbortController().signal;
+  const text = typeof raw === 'string' ? raw : safeStringify(raw);
+  const poison = async (reason: string, run?: string): Promise<WorkOutcome> => {
+    const note: PoisonNote = { v: 1, t: 'poison', reason, body: truncate(text), ...(run ? { run } : {}) };
+    await deps.poison.send(JSON.stringify(note), { abortSignal: signal });
+    deps.log?.('warn', `work message sent to ${deps.poison.name}: ${reason}`);
+    return { kind: 'poisoned', reason };
+  };
+
+  const body = parseBody(raw);
+  if (!body.ok) return poison(body.reason);
+  const parsed = workMessageSchema.safeParse(body.value);
+  if (!parsed.success) return poison(`wrong shape: ${describeIssue(parsed.error)}`);
+  const message = parsed.data;
+  const job = deps.jobs.get(message.job);
+  if (!job) return poison(`unknown job ${message.job}`, message.run);
+  const run = await deps.runs.get(message.run, { abortSignal: signal });
+  if (!run) return poison(`unknown run ${message.run}`, message.run);
+  if (run.job !== message.job) return poison(`run ${message.run} belongs to job ${run.job}, not ${message.job}`, message.run);
+  if (isTerminal(run.state)) {
+    deps.log?.('info', `dropped a work message of run ${message.run}: the run is ${run.state}`);
+    return { kind: 'dropped', reason: `run is ${run.state}` };
+  }
+  if (message.first + message.count > run.planned) {
+    return poison(
+      `items ${message.first}..${message.first + message.count - 1} are out of range: the run planned ${run.planned}`,
+      message.run,
+    );
+  }
+
+  let items: unknown[];
+  try {
+    items = message.items ?? (await loadClaimedItems(message.claim as string, message.count, deps.docs, signal));
+  } catch (err) {
+    if (err instanceof ClaimMissingError || err instanceof ClaimShapeError) return poison(err.message, message.run);
+    throw err;
+  }
+
+  const attempt = meta.dequeueCount;
+  const final = attempt >= deps.maxAttempts;
+  const outcomes: ItemOutcome[] = [];
+  let firstError: string | undefined;
+  for (const [offset, item] of items.entries()) {
+    const itemIndex = message.first + offset;
+    const outcome = await processItem(job, item, { runId: message.run, itemIndex, attempt, signal });
+    if (!outcome.ok) firstError ??= outcome.e;
+    outcomes.push(outcome);
+  }
+  const failed = outcomes.filter((o) => !o.ok).length;
+  // Before the last attempt only successes are reported; the failed items come back with the
+  // message. Successes reported twice are harmless: the leader counts each index once.
+  const report = final ? outcomes : outcomes.filter((o) => o.ok);
+  if (report.length > 0) {
+    const result: ResultMessage = { v: 1, t: 'result', run: message.run, job: message.job, outcomes: report };
+    await deps.results.send(await encodeWithClaimCheck(result, 'outcomes', deps.docs, { abortSignal: signal }), {
+      abortSignal: signal,
+    });
+  }
+  if (failed > 0 && !final) return { kind: 'retry', failed, firstError: firstError ?? 'failed' };
+  return { kind: 'processed', succeeded: outcomes.length - failed, failed };
+}
+
+async function processItem(
+  job: JobDefinition,
+  item: unknown,
+  ctx: { runId: string; itemIndex: number; attempt: number; signal: AbortSignal },
+): Promise<ItemOutcome> {
+  const fail = (e: string): ItemOutcome => ({ i: ctx.itemIndex, ok: false, e: errorText(e), a: ctx.attempt });
+  if (job.itemSchema) {
+    const checked = job.itemSchema.safeParse(item);
+    if (!checked.success) return fail(`item does not match the job's item schema: ${describeIssue(checked.error)}`);
+    item = checked.data;
+  }
+  let result: unknown;
+  try {
+    result = await job.process(item, ctx);
+  } catch (err) {
+    return fail(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+  }
+  if (job.resultSchema) {
+    const checked = job.resultSchema.safeParse(result);
+    if (!checked.success) return fail(`result does not match the job's result schema: ${describeIssue(checked.error)}`);
+    result = checked.data;
+  }
+  if (result === undefined) result = null; // JSON has no undefined
+  return { i: ctx.itemIndex, ok: true, r: result };
+}
+
+class ClaimShapeError extends Error {}
+
+async function loadClaimedItems(key: string, count: number, docs: DocumentStore, signal: AbortSignal): Promise<unknown[]> {
+  const items = await loadClaim(key, docs, { abortSignal: signal });
+  if (!Array.isArray(items) || items.length !== count) {
+    throw new ClaimShapeError(`claim-check blob ${key} does not hold ${count} items`);
+  }
+  return items;
+}
+
+/** Error text for results and manifests: short, and with anything secret-looking removed. */
+export function errorText(text: string): string {
+  const clean = redactSecrets(text).replace(/\s+/g, ' ').trim();
+  return clean.length > ERROR_TEXT_LIMIT ? `${clean.slice(0, ERROR_TEXT_LIMIT)}…` : clean;
+}
+
+function safeStringify(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}

@@ -1,0 +1,89 @@
+import { z } from 'zod';
+import { InvalidConfigError } from '../errors';
+import { Schedule } from '../schedule/schedule';
+import type { JobDefinition, JobOptions } from './job-definition';
+
+const fn = (what: string) =>
+  z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', { message: `must be a function (${what})` });
+
+const jobOptionsSchema = z.object({
+  name: z
+    .string({ message: 'must be a string' })
+    .regex(/^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$/, 'must be 1-48 lowercase letters, digits or inner hyphens'),
+  schedule: z.string({ message: 'must be an NCRONTAB string' }),
+  overlap: z.enum(['skip', 'allow', 'replace'], { message: "must be 'skip', 'allow' or 'replace'" }).default('skip'),
+  startingDeadlineSeconds: z.number().int('must be whole seconds').positive('must be positive').default(300),
+  catchUp: z.enum(['latest', 'all'], { message: "must be 'latest' or 'all'" }).default('latest'),
+  timeoutSeconds: z.number().int('must be whole seconds').positive('must be positive').default(3600),
+  failureTolerance: z
+    .object({
+      count: z.number().int('count must be a whole number').nonnegative('count must be 0 or more').optional(),
+      percent: z.number().min(0, 'percent must be 0-100').max(100, 'percent must be 0-100').optional(),
+    })
+    .strict()
+    .default({}),
+  itemsPerMessage: z
+    .number()
+    .int('must be a whole number')
+    .min(1, 'must be at least 1')
+    .max(1000, 'must be at most 1000')
+    .default(1),
+  split: fn('split(ctx) returns the items'),
+  process: fn('process(item, ctx) returns the result'),
+  aggregate: z.object({
+    initial: fn('aggregate.initial() returns the empty accumulator'),
+    add: fn('aggregate.add(acc, result, ref) folds one result'),
+    output: fn('aggregate.output(acc)').optional(),
+  }),
+  finalize: fn('finalize(output, ctx)').optional(),
+  itemSchema: z.custom<z.ZodType>((v) => v instanceof z.ZodType, { message: 'must be a zod schema' }).optional(),
+  resultSchema: z.custom<z.ZodType>((v) => v instanceof z.ZodType, { message: 'must be a zod schema' }).optional(),
+});
+
+/**
+ * Declares a job. Every option is checked here, at start-up: the first broken rule throws an
+ * `InvalidConfigError` whose `option` is `<job>.<path>` and whose message is one line.
+ */
+export function defineJob<Item, Result, Acc, Output = Acc>(
+  options: JobOptions<Item, Result, Acc, Output>,
+): JobDefinition<Item, Result, Acc, Output> {
+  const parsed = jobOptionsSchema.safeParse(options);
+  const label = typeof options?.name === 'string' && options.name ? options.name : 'job';
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const path = issue?.path.length ? issue.path.join('.') : 'options';
+    throw new InvalidConfigError(`${label}.${path}`, `job ${label}: ${path} ${issue?.message ?? 'is invalid'}`);
+  }
+  const value = parsed.data;
+  Schedule.parse(value.schedule, `${label}.schedule`);
+  const aggregate = options.aggregate;
+  return Object.freeze({
+    name: value.name,
+    schedule: value.schedule,
+    overlap: value.overlap,
+    startingDeadlineSeconds: value.startingDeadlineSeconds,
+    catchUp: value.catchUp,
+    timeoutSeconds: value.timeoutSeconds,
+    failureTolerance: value.failureTolerance,
+    itemsPerMessage: value.itemsPerMessage,
+    split: options.split,
+    process: options.process,
+    aggregate: {
+      initial: () => aggregate.initial(),
+      add: (acc: Acc, result: Result, ref: { itemIndex: number }) => aggregate.add(acc, result, ref),
+      output: (acc: Acc) => (aggregate.output ? aggregate.output(acc) : (acc as unknown as Output)),
+    },
+    ...(options.finalize ? { finalize: options.finalize } : {}),
+    ...(options.itemSchema ? { itemSchema: options.itemSchema } : {}),
+    ...(options.resultSchema ? { resultSchema: options.resultSchema } : {}),
+  });
+}
+
+/** Checks that job names are unique across the registration list. */
+export function assertUniqueJobs(jobs: readonly JobDefinition[]): void {
+  const seen = new Set<string>();
+  for (const job of jobs) {
+    if (seen.has(job.name)) throw new InvalidConfigError(`${job.name}.name`, `job name ${job.name} is registered twice`);
+    seen.add(job.name);
+  }
+}

@@ -1,0 +1,114 @@
+import type { z } from 'zod';
+
+export type OverlapPolicyName = 'skip' | 'allow' | 'replace';
+
+/** Where a result came from; the fold gets it so failures and outputs can name items. */
+export interface ItemRef {
+  itemIndex: number;
+}
+
+export interface SplitContext {
+  runId: string;
+  /** The scheduled occurrence, or undefined for a manual run. */
+  occurrence: Date | undefined;
+  signal: AbortSignal;
+}
+
+export interface ProcessContext {
+  runId: string;
+  itemIndex: number;
+  /** 1 on the first delivery of the item's message, then 2, 3, … up to the max attempts. */
+  attempt: number;
+  signal: AbortSignal;
+}
+
+export interface FinalizeContext {
+  runId: string;
+  /** The same on every call for one run: use it to make the hook's side effects idempotent. */
+  idempotencyKey: string;
+  state: 'succeeded' | 'failed';
+  counters: RunCountersView;
+  signal: AbortSignal;
+}
+
+export interface RunCountersView {
+  planned: number;
+  succeeded: number;
+  failed: number;
+}
+
+/**
+ * The fold that turns results into one output. `add` is called once per item that counts
+ * (duplicates never reach it), in whatever order results arrive, so the final accumulator
+ * must not depend on order: sums, counts, min/max, sets and sorted top-k are fine; "the last
+ * one wins" is not. The accumulator is checkpointed as JSON, so keep it JSON and small.
+ */
+export interface Aggregate<Result, Acc, Output> {
+  initial(): Acc;
+  add(acc: Acc, result: Result, ref: ItemRef): Acc;
+  /** Turns the accumulator into the output written at the end. Default: the accumulator. */
+  output?(acc: Acc): Output;
+}
+
+export interface FailureTolerance {
+  /** At most this many failed items. */
+  count?: number;
+  /** At most this percentage (0–100) of planned items failed. */
+  percent?: number;
+}
+
+/** What `defineJob` takes. */
+export interface JobOptions<Item, Result, Acc, Output> {
+  /** Lowercase letters, digits and hyphens; part of run ids and blob paths. */
+  name: string;
+  /** NCRONTAB with seconds (6 fields, as Azure Functions timers use) or classic 5-field cron, in UTC. */
+  schedule: string;
+  /** What to do when an occurrence comes while a run of this job is active. Default `skip`. */
+  overlap?: OverlapPolicyName;
+  /** An occurrence older than this when the leader sees it is recorded as missed. Default 300. */
+  startingDeadlineSeconds?: number;
+  /** After an outage: run only the latest due occurrence (default) or all of them. */
+  catchUp?: 'latest' | 'all';
+  /** A run still open this long after it was created ends timed-out. Default 3600. */
+  timeoutSeconds?: number;
+  /** How many failed items a run may have and still succeed. Default none. */
+  failureTolerance?: FailureTolerance;
+  /** Items packed into one queue message. Default 1. */
+  itemsPerMessage?: number;
+  split(ctx: SplitContext): Iterable<Item> | AsyncIterable<Item>;
+  process(item: Item, ctx: ProcessContext): Promise<Result> | Result;
+  aggregate: Aggregate<Result, Acc, Output>;
+  finalize?(output: Output, ctx: FinalizeContext): Promise<void> | void;
+  /** Checked before `process` (worker) and when planning (leader). */
+  itemSchema?: z.ZodType<Item>;
+  /** Checked after `process` (worker) and before folding (leader). */
+  resultSchema?: z.ZodType<Result>;
+}
+
+/** A validated job, with every default filled in. */
+export interface JobDefinition<Item = unknown, Result = unknown, Acc = unknown, Output = unknown> {
+  readonly name: string;
+  readonly schedule: string;
+  readonly overlap: OverlapPolicyName;
+  readonly startingDeadlineSeconds: number;
+  readonly catchUp: 'latest' | 'all';
+  readonly timeoutSeconds: number;
+  readonly failureTolerance: FailureTolerance;
+  readonly itemsPerMessage: number;
+  split(ctx: SplitContext): Iterable<Item> | AsyncIterable<Item>;
+  process(item: Item, ctx: ProcessContext): Promise<Result> | Result;
+  readonly aggregate: Required<Aggregate<Result, Acc, Output>>;
+  finalize?(output: Output, ctx: FinalizeContext): Promise<void> | void;
+  readonly itemSchema?: z.ZodType<Item>;
+  readonly resultSchema?: z.ZodType<Result>;
+}
+
+/** Whether a run with these counts is within the job's tolerance. With none set, any failure fails it. */
+export function withinTolerance(tolerance: FailureTolerance, planned: number, failed: number): boolean {
+  if (failed === 0) return true;
+  const { count, percent } = tolerance;
+  if (count === undefined && percent === undefined) return false;
+  if (count !== undefined && failed > count) return false;
+  if (percent !== undefined && planned > 0 && (failed / planned) * 100 > percent) return false;
+  return true;
+}

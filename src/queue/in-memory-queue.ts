@@ -1,0 +1,83 @@
+import { randomUUID } from 'node:crypto';
+import { systemClock, type Clock } from '../clock/clock';
+import { assertReceivable, assertSendable } from './azure-queue';
+import type { MessageReceipt, QueueCallOptions, QueuePort, ReceivedMessage } from './queue-port';
+
+interface StoredMessage {
+  id: string;
+  text: string;
+  /** `clock.now()` at which the message can be received again. */
+  visibleAt: number;
+  dequeueCount: number;
+  /** Only the receipt of the latest receive may delete; undefined until the first receive. */
+  popReceipt: string | undefined;
+}
+
+/**
+ * A `QueuePort` in memory, with visibility on an injected clock: fast and deterministic for
+ * tests on a `FakeClock`. It passes the same contract suite as `AzureQueue` and refuses the same
+ * texts and arguments, so a test on it does not pass what Azure would reject. Unlike Azure it
+ * does not require `ensure()` first and messages never expire.
+ */
+export class InMemoryQueue implements QueuePort {
+  readonly name: string;
+  private readonly clock: Clock;
+  // Insertion order is delivery order among the visible messages.
+  private readonly messages: StoredMessage[] = [];
+
+  constructor(name: string, options: { clock?: Clock } = {}) {
+    this.name = name;
+    this.clock = options.clock ?? systemClock;
+  }
+
+  async ensure(options?: QueueCallOptions): Promise<void> {
+    options?.abortSignal?.throwIfAborted();
+  }
+
+  async send(text: string, options?: QueueCallOptions & { visibilityTimeoutSeconds?: number }): Promise<void> {
+    options?.abortSignal?.throwIfAborted();
+    assertSendable(text, options?.visibilityTimeoutSeconds);
+    this.messages.push({
+      id: randomUUID(),
+      text,
+      visibleAt: this.clock.now() + (options?.visibilityTimeoutSeconds ?? 0) * 1000,
+      dequeueCount: 0,
+      popReceipt: undefined,
+    });
+  }
+
+  async receive(max: number, visibilityTimeoutSeconds: number, options?: QueueCallOptions): Promise<ReceivedMessage[]> {
+    options?.abortSignal?.throwIfAborted();
+    assertReceivable(max, visibilityTimeoutSeconds);
+    const now = this.clock.now();
+    const received: ReceivedMessage[] = [];
+    for (const message of this.messages) {
+      if (received.length >= max) break;
+      if (message.visibleAt > now) continue;
+      message.visibleAt = now + visibilityTimeoutSeconds * 1000;
+      message.dequeueCount += 1;
+      message.popReceipt = randomUUID();
+      received.push({ id: message.id, popReceipt: message.popReceipt, text: message.text, dequeueCount: message.dequeueCount });
+    }
+    return received;
+  }
+
+  async delete(message: MessageReceipt, options?: QueueCallOptions): Promise<boolean> {
+    options?.abortSignal?.throwIfAborted();
+    const index = this.messages.findIndex((m) => m.id === message.id);
+    const stored = this.messages[index];
+    if (!stored || stored.popReceipt === undefined || stored.popReceipt !== message.popReceipt) return false;
+    this.messages.splice(index, 1);
+    return true;
+  }
+
+  async approximateCount(options?: QueueCallOptions): Promise<number> {
+    options?.abortSignal?.throwIfAborted();
+    return this.messages.length;
+  }
+
+  /** For tests: the text of every message, visible or not, in delivery order. */
+  peekAll(): string[] {
+    return this.messages.map((m) => m.text);
+  }
+}

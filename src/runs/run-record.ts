@@ -1,0 +1,149 @@
+import { z } from 'zod';
+
+export const RUN_STATES = [
+  'planning',
+  'dispatching',
+  'running',
+  'finalizing',
+  'succeeded',
+  'failed',
+  'cancelled',
+  'timed-out',
+] as const;
+export type RunState = (typeof RUN_STATES)[number];
+export type TerminalRunState = Extract<RunState, 'succeeded' | 'failed' | 'cancelled' | 'timed-out'>;
+
+export function isTerminal(state: RunState): state is TerminalRunState {
+  return state === 'succeeded' || state === 'failed' || state === 'cancelled' || state === 'timed-out';
+}
+
+/** The forward path; cancelled and timed-out can also end any open state. */
+const NEXT: Record<RunState, readonly RunState[]> = {
+  planning: ['dispatching', 'failed'],
+  dispatching: ['running'],
+  running: ['finalizing'],
+  finalizing: ['succeeded', 'failed'],
+  succeeded: [],
+  failed: [],
+  cancelled: [],
+  'timed-out': [],
+};
+
+export function canTransition(from: RunState, to: RunState): boolean {
+  if (isTerminal(from)) return false;
+  return to === 'cancelled' || to === 'timed-out' || NEXT[from].includes(to);
+}
+
+const counters = z.object({
+  planned: z.number().int().nonnegative(),
+  dispatched: z.number().int().nonnegative(),
+  succeeded: z.number().int().nonnegative(),
+  failed: z.number().int().nonnegative(),
+  duplicates: z.number().int().nonnegative(),
+  rejected: z.number().int().nonnegative(),
+});
+export type RunCounters = z.infer<typeof counters>;
+
+export const runRecordSchema = z.object({
+  v: z.literal(1),
+  runId: z.string(),
+  job: z.string(),
+  trigger: z.enum(['schedule', 'manual']),
+  occurrence: z.string().nullable(),
+  state: z.enum(RUN_STATES),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  deadlineAt: z.string(),
+  endedAt: z.string().nullable(),
+  counters,
+  /** The epoch whose plan chunks are the plan (set when planning completes). */
+  planEpoch: z.number().int().nullable(),
+  planChunks: z.number().int().nonnegative(),
+  /** Messages the plan packs into, and how many have surely been sent. */
+  messages: z.number().int().nonnegative(),
+  cursor: z.number().int().nonnegative(),
+  /** The aggregate checkpoint: the accumulator after every item marked in `seen`. */
+  acc: z.unknown(),
+  /** Base64 bitset over item indexes that have been counted (succeeded or failed). */
+  seen: z.string().nullable(),
+  /** Keys of failure blobs that belong to the checkpoint, in order. */
+  failureParts: z.array(z.string()),
+  cancelRequested: z.boolean(),
+  endReason: z.string().nullable(),
+  outputKey: z.string().nullable(),
+  manifestKey: z.string().nullable(),
+  finalizeError: z.string().nullable(),
+});
+export type RunRecord = z.infer<typeof runRecordSchema>;
+
+export function newRunRecord(input: {
+  runId: string;
+  job: string;
+  trigger: 'schedule' | 'manual';
+  occurrence: Date | undefined;
+  now: Date;
+  timeoutSeconds: number;
+}): RunRecord {
+  const at = input.now.toISOString();
+  return {
+    v: 1,
+    runId: input.runId,
+    job: input.job,
+    trigger: input.trigger,
+    occurrence: input.occurrence ? input.occurrence.toISOString() : null,
+    state: 'planning',
+    createdAt: at,
+    updatedAt: at,
+    deadlineAt: new Date(input.now.getTime() + input.timeoutSeconds * 1000).toISOString(),
+    endedAt: null,
+    counters: { planned: 0, dispatched: 0, succeeded: 0, failed: 0, duplicates: 0, rejected: 0 },
+    planEpoch: null,
+    planChunks: 0,
+    messages: 0,
+    cursor: 0,
+    acc: null,
+    seen: null,
+    failureParts: [],
+    cancelRequested: false,
+    endReason: null,
+    outputKey: null,
+    manifestKey: null,
+    finalizeError: null,
+  };
+}
+
+/** Returns the record moved to `to`, or throws when the state machine does not allow it. */
+export function transition(record: RunRecord, to: RunState, now: Date, endReason?: string): RunRecord {
+  if (!canTransition(record.state, to)) throw new Error(`run ${record.runId}: cannot go from ${record.state} to ${to}`);
+  const at = now.toISOString();
+  return {
+    ...record,
+    state: to,
+    updatedAt: at,
+    endedAt: isTerminal(to) ? at : record.endedAt,
+    endReason: endReason ?? record.endReason,
+  };
+}
+
+/** Run ids: the job name plus the scheduled occurrence, so one occurrence can only ever be one run. */
+export function scheduledRunId(job: string, occurrence: Date): string {
+  return `${job}/${occurrence.toISOString()}`;
+}
+
+export function manualRunId(job: string, id: string): string {
+  return `${job}/manual-${id}`;
+}
+
+/** Storage keys of everything that belongs to a run. */
+export const runKeys = {
+  record: (runId: string) => `runs/${runId}/run.json`,
+  prefix: (runId: string) => `runs/${runId}/`,
+  planChunk: (runId: string, epoch: number, chunk: number) =>
+    `runs/${runId}/plan/e${epoch}/${String(chunk).padStart(6, '0')}.ndjson`,
+  claim: (runId: string, id: string) => `runs/${runId}/claims/${id}.json`,
+  claimsPrefix: (runId: string) => `runs/${runId}/claims/`,
+  failurePart: (runId: string, epoch: number, seq: number) =>
+    `runs/${runId}/failures/e${epoch}-${String(seq).padStart(6, '0')}.ndjson`,
+  output: (runId: string) => `runs/${runId}/output.json`,
+  manifest: (runId: string) => `runs/${runId}/failures.json`,
+};

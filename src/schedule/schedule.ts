@@ -1,0 +1,226 @@
+import { Cron, CronPattern } from 'croner';
+import { InvalidConfigError } from '../errors';
+
+/**
+ * Job schedules use the NCRONTAB dialect of Azure Functions timer triggers, so an expression
+ * that works in function.json works here and means the same thing: always UTC, day-of-month
+ * AND day-of-week (NCrontab requires both, unlike Vixie cron's OR), Sunday = 0 only.
+ * croner does the date arithmetic; we check the grammar first because croner accepts more
+ * (`@daily`, a year field, `L`, `W`, `#`, `?`, Sunday = 7) than Azure would.
+ */
+
+const FIELDS = [
+  { name: 'second', min: 0, max: 59 },
+  { name: 'minute', min: 0, max: 59 },
+  { name: 'hour', min: 0, max: 23 },
+  { name: 'day-of-month', min: 1, max: 31 },
+  { name: 'month', min: 1, max: 12, names: 'JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC' },
+  { name: 'day-of-week', min: 0, max: 6, names: 'SUN MON TUE WED THU FRI SAT' },
+] as const;
+
+// `*`, `v`, `v-v`, each optionally `/step`; a value is a number or (month, day of week) a name.
+const ELEMENT = /^(?:\*|([0-9]+|[A-Za-z]{3})(?:-([0-9]+|[A-Za-z]{3}))?)(?:\/([0-9]+))?$/;
+
+const DAY_MS = 86_400_000;
+const HOUR_MS = 3_600_000;
+const MINUTE_MS = 60_000;
+
+/** Most occurrences `planOccurrences` lists, so a long outage cannot stall the timer. */
+const MAX_ENUMERATED = 1000;
+
+export class Schedule {
+  private readonly cron: Cron;
+  /** Occurrences in one matching day, hour and minute, for counting without enumerating. */
+  private readonly perUnit: ReadonlyArray<{ ms: number; count: number }>;
+
+  private constructor(
+    readonly expression: string,
+    fields: string[],
+  ) {
+    const pattern = fields.join(' ');
+    // sloppyRanges: NCrontab reads `5/10` as `5-max/10`, and so does croner with it.
+    this.cron = new Cron(pattern, { timezone: 'UTC', paused: true, domAndDow: true, mode: '6-part', sloppyRanges: true });
+    const parsed = new CronPattern(pattern, 'UTC', { mode: '6-part', sloppyRanges: true });
+    const seconds = parsed.second.filter(Boolean).length;
+    const minutes = parsed.minute.filter(Boolean).length;
+    const hours = parsed.hour.filter(Boolean).length;
+    this.perUnit = [
+      { ms: DAY_MS, count: seconds * minutes * hours },
+      { ms: HOUR_MS, count: seconds * minutes },
+      { ms: MINUTE_MS, count: seconds },
+    ];
+  }
+
+  /** 6 fields (NCRONTAB), or 5 (classic cron, run at second 0). */
+  static parse(expression: string, option = 'schedule'): Schedule {
+    const fail = (reason: string): never => {
+      // JSON.stringify quotes the expression and keeps the message on one line.
+      throw new InvalidConfigError(
+        option,
+        `${option} ${JSON.stringify(expression)} is not a valid NCRONTAB expression: ${reason}`,
+      );
+    };
+    if (typeof expression !== 'string') return fail('it must be a string');
+    const fields = expression
+      .trim()
+      .split(/\s+/)
+      .filter((f) => f !== '');
+    if (fields[0]?.startsWith('@')) return fail('@ shortcuts are not supported, write the fields');
+    if (fields.length === 5) fields.unshift('0');
+    if (fields.length !== 6) {
+      return fail(`expected 6 fields (second minute hour day month day-of-week) or 5, got ${fields.length}`);
+    }
+    fields.forEach((field, i) => {
+      const spec = FIELDS[i]!;
+      for (const element of field.split(',')) {
+        const m = ELEMENT.exec(element);
+        if (!m) return fail(`${spec.name} field "${field}" has an unsupported element "${element}"`);
+        for (const value of [m[1], m[2]]) {
+          if (value === undefined) continue;
+          if (/^[0-9]+$/.test(value)) {
+            const n = Number(value);
+            if (n < spec.min || n > spec.max) {
+              return fail(`${spec.name} value ${value} is out of range ${spec.min}-${spec.max}`);
+            }
+          } else if (!('names' in spec) || !spec.names.split(' ').includes(value.toUpperCase())) {
+            return fail(`${spec.name} field "${field}" has an unknown name "${value}"`);
+          }
+        }
+        if (m[3] !== undefined && Number(m[3]) < 1) return fail(`${spec.name} step must be at least 1`);
+      }
+    });
+    try {
+      return new Schedule(expression, fields);
+    } catch (err) {
+      // Whatever the grammar check let through and croner refuses (e.g. a range 5-2).
+      return fail(String(err instanceof Error ? err.message : err).replace(/^CronPattern:\s*/, ''));
+    }
+  }
+
+  /** The first occurrence strictly after `after`, or undefined if there is none (e.g. `0 0 0 30 2 *`). */
+  next(after: Date): Date | undefined {
+    return this.cron.nextRun(after) ?? undefined;
+  }
+
+  /**
+   * Occurrences in (afterExclusive, untilInclusive], ascending. When there are more than `limit`,
+   * the newest `limit` are kept, because a scheduler cares most about the latest; `total` is
+   * the full count either way.
+   */
+  occurrencesBetween(
+    afterExclusive: Date,
+    untilInclusive: Date,
+    limit: number,
+  ): { occurrences: Date[]; truncated: boolean; total: number } {
+    const total = this.count(afterExclusive, untilInclusive);
+    const take = Math.max(0, Math.min(total, Math.floor(limit)));
+    // Occurrences are whole seconds, so "before until + 1 ms" means "at or before until".
+    const occurrences = take === 0 ? [] : this.cron.previousRuns(take, new Date(untilInclusive.getTime() + 1)).reverse();
+    return { occurrences, truncated: take < total, total };
+  }
+
+  /**
+   * How many occurrences fall in (after, until]. croner takes tens of microseconds per
+   * occurrence, so counting an every-second schedule across a day-long outage one by one would
+   * take seconds. Because UTC has no DST, every matching day (hour, minute) holds the same number
+   * of occurrences, so whole units inside the window are counted at once and only the ragged
+   * edges are stepped through: at most a few hundred steps plus one per matching day.
+   */
+  private count(after: Date, until: Date): number {
+    const afterMs = after.getTime();
+    const untilMs = until.getTime();
+    let total = 0;
+    let t = this.next(after);
+    while (t !== undefined && t.getTime() <= untilMs) {
+      const at = t.getTime();
+      const whole = this.perUnit
+        .map((u) => ({ ...u, start: at - (at % u.ms) }))
+        .find((u) => u.start > afterMs && u.start + u.ms - 1000 <= untilMs);
+      if (whole) {
+        total += whole.count;
+        t = this.next(new Date(whole.start + whole.ms - 1000));
+      } else {
+        total += 1;
+        t = this.next(t);
+      }
+    }
+    return total;
+  }
+}
+
+export interface OccurrencePlan {
+  /** Occurrences to start now, ascending. */
+  run: Date[];
+  /** Occurrences not run (too old, or superseded under 'latest'), ascending; may be truncated. */
+  missed: Date[];
+  /** True when there were more occurrences than could be listed; `missedCount` still counts them. */
+  missedTruncated: boolean;
+  /** Every occurrence in the window that is not in `run`, listed or not. */
+  missedCount: number;
+  /** Store this as the next `lastChecked`. */
+  checkedUntil: Date;
+}
+
+export function planOccurrences(input: {
+  schedule: Schedule;
+  lastChecked: Date | undefined;
+  now: Date;
+  startingDeadlineSeconds: number;
+  catchUp: 'latest' | 'all';
+  /** The only first-check policy: a new job does not fire for its history. */
+  firstCheck?: 'now';
+}): OccurrencePlan {
+  const { schedule, lastChecked, now, startingDeadlineSeconds, catchUp } = input;
+  const empty = (checkedUntil: Date): OccurrencePlan => ({
+    run: [],
+    missed: [],
+    missedTruncated: false,
+    missedCount: 0,
+    checkedUntil,
+  });
+  if (lastChecked === undefined) return empty(now);
+  // If a clock went backwards (another instance took over), never move the mark back: that
+  // would reconsider, and run again, occurrences that were already handled.
+  if (lastChecked.getTime() >= now.getTime()) return empty(lastChecked);
+
+  const { occurrences, truncated, total } = schedule.occurrencesBetween(lastChecked, now, MAX_ENUMERATED);
+  const deadlineMs = startingDeadlineSeconds * 1000;
+  const isDue = (o: Date): boolean => now.getTime() - o.getTime() <= deadlineMs;
+  const due = occurrences.filter(isDue);
+  const missed = occurrences.filter((o) => !isDue(o));
+  // 'latest': one run stands for the whole backlog; the older due ones are superseded.
+  const run = catchUp === 'all' ? due : due.slice(-1);
+  // Every too-old occurrence precedes every due one, so appending keeps `missed` ascending.
+  if (catchUp !== 'all') missed.push(...due.slice(0, -1));
+  return { run, missed, missedTruncated: truncated, missedCount: total - run.length, checkedUntil: now };
+}
+
+export type OverlapPolicy = 'skip' | 'allow' | 'replace';
+
+/** Whether a new run may start while `activeRunIds` are still running, and which to cancel. */
+export function decideOverlap(
+  policy: OverlapPolicy,
+  activeRunIds: string[],
+): { start: boolean; cancel: string[]; skippedBecause?: string } {
+  switch (policy) {
+    case 'skip':
+      if (activeRunIds.length === 0) return { start: true, cancel: [] };
+      return {
+        start: false,
+        cancel: [],
+        skippedBecause:
+          activeRunIds.length === 1
+            ? `run ${activeRunIds[0]} is still active`
+            : `runs ${activeRunIds.join(', ')} are still active`,
+      };
+    case 'allow':
+      return { start: true, cancel: [] };
+    case 'replace':
+      return { start: true, cancel: [...activeRunIds] };
+    default: {
+      // Config may come from untyped JSON; fail loudly rather than guess a policy.
+      const unknown: never = policy;
+      throw new InvalidConfigError('overlap', `overlap "${String(unknown)}" must be one of skip, allow, replace`);
+    }
+  }
+}
