@@ -11,6 +11,9 @@
  *   is gone, or whose receipt is stale because it was received again, returns false and
  *   changes nothing: for at-least-once consumers that is not an error.
  * - Text round-trips unchanged (no base64 or XML surprises) up to `MAX_QUEUE_MESSAGE_BYTES`.
+ *   The service's XML transport drops line feeds and mangles other control characters, so
+ *   `send` refuses them rather than deliver something else; `JSON.stringify` output never has
+ *   them.
  */
 export interface QueuePort {
   readonly name: string;

@@ -59,6 +59,8 @@ export const runRecordSchema = z.object({
   /** The epoch whose plan chunks are the plan (set when planning completes). */
   planEpoch: z.number().int().nullable(),
   planChunks: z.number().int().nonnegative(),
+  /** Items per plan chunk, a multiple of items per message so no message spans two chunks. */
+  chunkItems: z.number().int().nonnegative(),
   /** Messages the plan packs into, and how many have surely been sent. */
   messages: z.number().int().nonnegative(),
   cursor: z.number().int().nonnegative(),
@@ -99,6 +101,7 @@ export function newRunRecord(input: {
     counters: { planned: 0, dispatched: 0, succeeded: 0, failed: 0, duplicates: 0, rejected: 0 },
     planEpoch: null,
     planChunks: 0,
+    chunkItems: 0,
     messages: 0,
     cursor: 0,
     acc: null,

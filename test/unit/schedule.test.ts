@@ -141,8 +141,8 @@ describe('Schedule.occurrencesBetween', () => {
   });
 
   it.each<[string, string, string, string]>([
-    ['every second, ragged edges', '* * * * * *', '2024-03-10T10:17:42.300Z', '2024-03-10T13:17:49.000Z'],
-    ['every second across midnight', '* * * * * *', '2024-03-09T22:00:00.000Z', '2024-03-10T04:00:00.000Z'],
+    ['every second, ragged edges', '* * * * * *', '2024-03-10T10:17:42.300Z', '2024-03-10T11:21:49.000Z'],
+    ['every second across midnight', '* * * * * *', '2024-03-09T23:58:30.500Z', '2024-03-10T00:01:30.000Z'],
     ['weekdays 09:00 across a weekend', '0 0 9 * * 1-5', '2024-03-01T00:00:00.000Z', '2024-03-11T09:00:00.000Z'],
     ['every 10 s in minutes 0-29', '*/10 0-29 * * * *', '2024-03-09T23:59:50.000Z', '2024-03-10T03:10:10.000Z'],
   ])('counts whole units at once: %s', (_name, expression, after, until) => {
@@ -205,10 +205,11 @@ describe('planOccurrences', () => {
   });
 
   it.each<[string, string, boolean]>([
-    ['exactly at the deadline is due', '2024-03-10T10:02:00.000Z', true],
-    ['one ms past the deadline is missed', '2024-03-10T10:02:00.001Z', false],
+    ['exactly at the deadline is due', '2024-03-10T10:01:30.000Z', true],
+    ['one ms past the deadline is missed', '2024-03-10T10:01:30.001Z', false],
   ])('%s', (_name, now, due) => {
-    const plan = planOccurrences({ ...base, lastChecked: at('2024-03-10T10:00:30Z'), now: at(now) });
+    // The 10:01:00 occurrence with a 30 s deadline.
+    const plan = planOccurrences({ ...base, startingDeadlineSeconds: 30, lastChecked: at('2024-03-10T10:00:30Z'), now: at(now) });
     expect(plan.run.length).toBe(due ? 1 : 0);
     expect(isos(plan.missed)).toEqual(due ? [] : ['2024-03-10T10:01:00.000Z']);
   });

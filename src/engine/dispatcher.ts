@@ -1,0 +1,110 @@
+import { runKeys, transition } from '../runs/run-record';
+import type { EngineContext, TermContext } from './engine-context';
+import { encodeWithClaimCheck, type WorkMessage } from './messages';
+import type { ActiveRun, RunBook } from './run-book';
+
+const CHECKPOINT_EVERY_MS = 1000;
+
+/**
+ * Sends the run's messages from its cursor, in windows of parallel sends, checkpointing the
+ * cursor as it goes. Everything before the cursor was surely sent; a new leader resends from
+ * there, and the duplicates that makes are counted once by the fold. Stops at `until`.
+ */
+export async function dispatchSlice(
+  ctx: EngineContext,
+  term: TermContext,
+  book: RunBook,
+  run: ActiveRun,
+  until: number,
+): Promise<void> {
+  const record = run.doc.value;
+  const { itemsPerMessage } = run.job;
+  const planned = record.counters.planned;
+  const window = ctx.tuning.dispatchConcurrency * 4;
+  const chunks = new ChunkReader(ctx, term, record.runId, record.planEpoch ?? 0, record.chunkItems);
+  let cursor = record.cursor;
+  let lastCheckpoint = ctx.clock.now();
+  while (cursor < record.messages && ctx.clock.now() < until) {
+    const end = Math.min(record.messages, cursor + window);
+    const texts: string[] = [];
+    for (let m = cursor; m < end; m++) {
+      const first = m * itemsPerMessage;
+      const count = Math.min(itemsPerMessage, planned - first);
+      const message: WorkMessage = {
+        v: 1,
+        t: 'work',
+        run: record.runId,
+        job: record.job,
+        first,
+        count,
+        items: await chunks.items(first, count),
+      };
+      texts.push(await encodeWithClaimCheck(message, 'items', ctx.docs, { abortSignal: term.signal }));
+    }
+    await sendAll(texts, ctx.tuning.dispatchConcurrency, (text) => ctx.work.send(text, { abortSignal: term.signal }));
+    cursor = end;
+    term.leadership.heartbeat();
+    if (cursor === record.messages || ctx.clock.now() - lastCheckpoint >= CHECKPOINT_EVERY_MS) {
+      await checkpoint(ctx, book, run, cursor, itemsPerMessage);
+      lastCheckpoint = ctx.clock.now();
+    }
+  }
+  if (cursor > run.doc.value.cursor) await checkpoint(ctx, book, run, cursor, itemsPerMessage);
+}
+
+async function checkpoint(
+  ctx: EngineContext,
+  book: RunBook,
+  run: ActiveRun,
+  cursor: number,
+  itemsPerMessage: number,
+): Promise<void> {
+  const current = run.doc.value;
+  const done = cursor >= current.messages;
+  const base = done
+    ? transition(current, 'running', ctx.clock.date())
+    : { ...current, updatedAt: ctx.clock.date().toISOString() };
+  await book.save(run, {
+    ...base,
+    cursor,
+    counters: { ...current.counters, dispatched: Math.min(current.counters.planned, cursor * itemsPerMessage) },
+  });
+}
+
+async function sendAll(texts: string[], concurrency: number, send: (text: string) => Promise<void>): Promise<void> {
+  let next = 0;
+  const lanes = Array.from({ length: Math.min(concurrency, texts.length) }, async () => {
+    while (next < texts.length) {
+      const text = texts[next++] as string;
+      await send(text);
+    }
+  });
+  await Promise.all(lanes);
+}
+
+/** Reads plan chunks in order, keeping one chunk in memory. */
+class ChunkReader {
+  private index = -1;
+  private lines: string[] = [];
+
+  constructor(
+    private readonly ctx: EngineContext,
+    private readonly term: TermContext,
+    private readonly runId: string,
+    private readonly epoch: number,
+    private readonly chunkItems: number,
+  ) {}
+
+  async items(first: number, count: number): Promise<unknown[]> {
+    const chunk = Math.floor(first / this.chunkItems);
+    if (chunk !== this.index) {
+      const key = runKeys.planChunk(this.runId, this.epoch, chunk);
+      const stored = await this.ctx.docs.read(key, { abortSignal: this.term.signal });
+      if (!stored) throw new Error(`plan chunk ${key} is missing`);
+      this.lines = stored.body.split('\n');
+      this.index = chunk;
+    }
+    const offset = first - chunk * this.chunkItems;
+    return this.lines.slice(offset, offset + count).map((line) => JSON.parse(line) as unknown);
+  }
+}

@@ -1,0 +1,147 @@
+import { ConcurrentUpdateError } from '../errors';
+import { withinTolerance } from '../jobs/job-definition';
+import { isTerminal, runKeys, transition, type RunRecord, type TerminalRunState } from '../runs/run-record';
+import type { EngineContext, TermContext } from './engine-context';
+import type { FailureEntry } from './fold';
+import { forgetRun } from './reconcile';
+import type { ActiveRun, RunBook } from './run-book';
+import { errorText } from './worker';
+
+const MISSING_LISTED = 100_000;
+
+/** The output document: the job's output plus enough of the run to read it alone. */
+export interface RunOutput {
+  runId: string;
+  job: string;
+  occurrence: string | null;
+  state: 'succeeded' | 'failed';
+  counters: RunRecord['counters'];
+  output: unknown;
+}
+
+/** The failures manifest, written beside the output (and for timed-out runs alone). */
+export interface FailuresManifest {
+  runId: string;
+  state: TerminalRunState;
+  failed: FailureEntry[];
+  /** Items with no outcome at all (timed-out or cancelled runs). */
+  missing: number[];
+  missingCount: number;
+}
+
+/**
+ * Ends a run whose every item is accounted for: writes the output and the failures manifest
+ * (`If-None-Match: *`, so there is at most one of each whoever finalizes), decides succeeded or
+ * failed by the job's tolerance, calls the job's `finalize` hook with the run id as
+ * idempotency key, and records the end. Safe to repeat after a crash at any point.
+ */
+export async function finalizeRun(ctx: EngineContext, term: TermContext, book: RunBook, run: ActiveRun): Promise<void> {
+  let record = run.doc.value;
+  if (record.state === 'running') {
+    await book.save(run, transition(record, 'finalizing', ctx.clock.date()));
+    record = run.doc.value;
+  }
+  const { planned, failed } = record.counters;
+  const state: 'succeeded' | 'failed' = withinTolerance(run.job.failureTolerance, planned, failed) ? 'succeeded' : 'failed';
+  const output = run.job.aggregate.output(record.acc);
+  const document: RunOutput = {
+    runId: record.runId,
+    job: record.job,
+    occurrence: record.occurrence,
+    state,
+    counters: record.counters,
+    output,
+  };
+  await writeOnce(ctx, term, runKeys.output(record.runId), document);
+  await writeManifest(ctx, term, record, state, []);
+  let finalizeError: string | null = null;
+  if (run.job.finalize) {
+    try {
+      await run.job.finalize(output, {
+        runId: record.runId,
+        idempotencyKey: record.runId,
+        state,
+        counters: { planned, succeeded: record.counters.succeeded, failed },
+        signal: term.signal,
+      });
+    } catch (err) {
+      if (term.signal.aborted) throw err;
+      finalizeError = errorText(err instanceof Error ? err.message : String(err));
+      ctx.log.warn(`run ${record.runId}: finalize hook failed: ${finalizeError}`);
+    }
+  }
+  await endRun(ctx, term, book, run, state, {
+    outputKey: runKeys.output(record.runId),
+    manifestKey: runKeys.manifest(record.runId),
+    finalizeError,
+  });
+}
+
+/** Ends an open run early: cancelled on request, timed-out past its deadline. Lists what never came back. */
+export async function abortRun(
+  ctx: EngineContext,
+  term: TermContext,
+  book: RunBook,
+  run: ActiveRun,
+  state: 'cancelled' | 'timed-out',
+  reason: string,
+): Promise<void> {
+  const record = run.doc.value;
+  const missing = run.seen ? run.seen.missing(MISSING_LISTED) : [];
+  const missingCount = run.seen ? record.counters.planned - run.seen.count() : 0;
+  await writeManifest(ctx, term, record, state, missing, missingCount);
+  await endRun(ctx, term, book, run, state, { manifestKey: runKeys.manifest(record.runId), endReason: reason });
+  ctx.log.warn(`run ${record.runId} ${state}: ${reason}; ${missingCount} item(s) without an outcome`);
+}
+
+async function endRun(
+  ctx: EngineContext,
+  term: TermContext,
+  book: RunBook,
+  run: ActiveRun,
+  state: TerminalRunState,
+  fields: Partial<Pick<RunRecord, 'outputKey' | 'manifestKey' | 'finalizeError' | 'endReason'>>,
+): Promise<void> {
+  const record = run.doc.value;
+  if (isTerminal(record.state)) return;
+  await book.save(run, {
+    ...transition(record, state, ctx.clock.date(), fields.endReason ?? undefined),
+    ...fields,
+    endReason: fields.endReason ?? record.endReason,
+  });
+  await forgetRun(ctx, term, record.job, record.runId);
+  for await (const key of ctx.docs.list(runKeys.claimsPrefix(record.runId), { abortSignal: term.signal })) {
+    await ctx.docs.delete(key, { abortSignal: term.signal });
+  }
+  ctx.log.info(
+    `run ${record.runId} ${state}: ${record.counters.succeeded} succeeded, ${record.counters.failed} failed of ${record.counters.planned}`,
+  );
+}
+
+async function writeManifest(
+  ctx: EngineContext,
+  term: TermContext,
+  record: RunRecord,
+  state: TerminalRunState,
+  missing: number[],
+  missingCount = missing.length,
+): Promise<void> {
+  const failed: FailureEntry[] = [];
+  for (const part of record.failureParts) {
+    const stored = await ctx.docs.read(part, { abortSignal: term.signal });
+    if (!stored) throw new Error(`failure part ${part} of run ${record.runId} is missing`);
+    for (const line of stored.body.split('\n')) if (line) failed.push(JSON.parse(line) as FailureEntry);
+  }
+  failed.sort((a, b) => a.item - b.item);
+  const manifest: FailuresManifest = { runId: record.runId, state, failed, missing, missingCount };
+  await writeOnce(ctx, term, runKeys.manifest(record.runId), manifest);
+}
+
+/** Writes a document that must exist at most once; a copy already there means an earlier try made it. */
+async function writeOnce(ctx: EngineContext, term: TermContext, key: string, value: unknown): Promise<void> {
+  try {
+    await ctx.docs.write(key, JSON.stringify(value), { ifNoneMatch: '*' }, { abortSignal: term.signal });
+  } catch (err) {
+    if (!(err instanceof ConcurrentUpdateError)) throw err;
+  }
+}

@@ -1,0 +1,80 @@
+import type { JobDefinition } from '../jobs/job-definition';
+import { Bitset } from '../runs/bitset';
+import { runKeys, transition, type RunRecord } from '../runs/run-record';
+import type { EngineContext, TermContext } from './engine-context';
+import { describeIssue } from './messages';
+import type { ActiveRun, RunBook } from './run-book';
+
+export class PlanError extends Error {
+  override name = 'PlanError';
+}
+
+/**
+ * Runs the job's `split` and persists the items as NDJSON chunks under this term's epoch, then
+ * moves the run to dispatching. Dispatch only ever reads the chunks the record names, so a new
+ * leader resumes the same plan; a plan interrupted before that write is simply redone, and a
+ * stale leader's chunks land under its own epoch where nobody reads them.
+ */
+export async function planRun(ctx: EngineContext, term: TermContext, book: RunBook, run: ActiveRun): Promise<void> {
+  const record = run.doc.value;
+  const job = run.job;
+  const chunkItems = job.itemsPerMessage * Math.max(1, Math.ceil(ctx.tuning.planChunkItems / job.itemsPerMessage));
+  let chunk: string[] = [];
+  let chunks = 0;
+  let planned = 0;
+  const flush = async (): Promise<void> => {
+    if (chunk.length === 0) return;
+    const body = `${chunk.join('\n')}\n`;
+    await ctx.docs.write(runKeys.planChunk(record.runId, term.epoch, chunks), body, {}, { abortSignal: term.signal });
+    chunks++;
+    chunk = [];
+    term.leadership.heartbeat();
+  };
+  try {
+    const items = job.split({
+      runId: record.runId,
+      occurrence: record.occurrence ? new Date(record.occurrence) : undefined,
+      signal: term.signal,
+    });
+    for await (const item of items as AsyncIterable<unknown>) {
+      term.signal.throwIfAborted();
+      chunk.push(serializeItem(job, item, planned));
+      planned++;
+      if (chunk.length === chunkItems) await flush();
+    }
+    await flush();
+  } catch (err) {
+    if (term.signal.aborted) throw err;
+    const reason = err instanceof PlanError ? err.message : `split failed: ${err instanceof Error ? err.message : String(err)}`;
+    ctx.log.warn(`run ${record.runId} failed while planning: ${reason}`);
+    await book.save(run, transition(record, 'failed', ctx.clock.date(), reason));
+    return;
+  }
+  const next: RunRecord = {
+    ...transition(record, 'dispatching', ctx.clock.date()),
+    planEpoch: term.epoch,
+    planChunks: chunks,
+    chunkItems,
+    messages: Math.ceil(planned / job.itemsPerMessage),
+    cursor: 0,
+    counters: { ...record.counters, planned },
+    acc: job.aggregate.initial(),
+    seen: Bitset.empty(planned).toBase64(),
+  };
+  await book.save(run, next);
+  run.seen = Bitset.empty(planned);
+  ctx.log.info(`run ${record.runId} planned ${planned} items in ${next.messages} messages`);
+}
+
+function serializeItem(job: JobDefinition, item: unknown, index: number): string {
+  let value = item;
+  if (job.itemSchema) {
+    const checked = job.itemSchema.safeParse(item);
+    if (!checked.success)
+      throw new PlanError(`item ${index} does not match the job's item schema: ${describeIssue(checked.error)}`);
+    value = checked.data;
+  }
+  const line = JSON.stringify(value);
+  if (line === undefined) throw new PlanError(`item ${index} is not JSON (${typeof item})`);
+  return line;
+}

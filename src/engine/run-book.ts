@@ -1,0 +1,77 @@
+import { ConcurrentUpdateError } from '../errors';
+import { FencedDocuments, type FencedDocument } from '../fencing/fenced-documents';
+import type { JobDefinition } from '../jobs/job-definition';
+import { Bitset } from '../runs/bitset';
+import { isTerminal, runKeys, runRecordSchema, type RunRecord } from '../runs/run-record';
+import type { EngineContext, TermContext } from './engine-context';
+
+/** A run the leader is working on, with its dedupe set decoded once per term. */
+export interface ActiveRun {
+  job: JobDefinition;
+  doc: FencedDocument<RunRecord>;
+  seen: Bitset | undefined;
+}
+
+/**
+ * The leader's view of run records for one term. Every write goes through `FencedDocuments`
+ * with the term's epoch, so a stale leader's write fails instead of landing.
+ */
+export class RunBook {
+  readonly records: FencedDocuments<RunRecord>;
+  readonly active = new Map<string, ActiveRun>();
+
+  constructor(
+    private readonly ctx: EngineContext,
+    private readonly term: TermContext,
+  ) {
+    this.records = new FencedDocuments(ctx.docs, { parse: (v) => runRecordSchema.parse(v) });
+  }
+
+  /** The run, from this term's cache or storage; undefined if unknown. Terminal runs are not cached. */
+  async get(runId: string): Promise<ActiveRun | { terminal: RunRecord } | undefined> {
+    const cached = this.active.get(runId);
+    if (cached) return cached;
+    const doc = await this.records.read(runKeys.record(runId), { abortSignal: this.term.signal });
+    if (!doc) return undefined;
+    if (isTerminal(doc.value.state)) return { terminal: doc.value };
+    const job = this.ctx.jobs.get(doc.value.job);
+    if (!job) return undefined;
+    const run: ActiveRun = { job, doc, seen: decodeSeen(doc.value) };
+    this.active.set(runId, run);
+    return run;
+  }
+
+  /** Creates a run; false when a run with that id already exists (another tick made it). */
+  async create(job: JobDefinition, record: RunRecord): Promise<boolean> {
+    try {
+      const doc = await this.records.create(runKeys.record(record.runId), this.term.epoch, record, {
+        abortSignal: this.term.signal,
+      });
+      this.active.set(record.runId, { job, doc, seen: undefined });
+      return true;
+    } catch (err) {
+      if (err instanceof ConcurrentUpdateError) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * Replaces the run's record. If someone else wrote it since (another leader), the cached
+   * state is dropped and the error rethrown: the next turn reloads it and redoes the step,
+   * which is safe because every step is idempotent on the record it read.
+   */
+  async save(run: ActiveRun, next: RunRecord): Promise<void> {
+    const key = runKeys.record(next.runId);
+    try {
+      run.doc = await this.records.replace(key, this.term.epoch, run.doc, next, { abortSignal: this.term.signal });
+    } catch (err) {
+      this.active.delete(next.runId);
+      throw err;
+    }
+    if (isTerminal(next.state)) this.active.delete(next.runId);
+  }
+}
+
+export function decodeSeen(record: RunRecord): Bitset | undefined {
+  return record.seen === null ? undefined : Bitset.fromBase64(record.counters.planned, record.seen);
+}

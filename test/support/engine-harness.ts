@@ -1,0 +1,114 @@
+import { systemClock, type Clock } from '../../src/clock/clock';
+import type { DocumentStore } from '../../src/fencing/document-store';
+import type { JobDefinition } from '../../src/jobs/job-definition';
+import { Coordinator, type LeadSummary } from '../../src/engine/coordinator';
+import type { EngineTuning } from '../../src/engine/engine-context';
+import { RunStateCache } from '../../src/engine/run-state-cache';
+import { handleWorkMessage, type WorkerDeps } from '../../src/engine/worker';
+import { FencedDocuments } from '../../src/fencing/fenced-documents';
+import { LeaderElector } from '../../src/lease/leader-elector';
+import type { LeaseStore } from '../../src/lease/lease-store';
+import { pumpQueue } from '../../src/local/queue-pump';
+import type { QueuePort } from '../../src/queue/queue-port';
+import { runKeys, runRecordSchema, type RunRecord } from '../../src/runs/run-record';
+
+export interface EnginePorts {
+  docs: DocumentStore;
+  work: QueuePort;
+  results: QueuePort;
+  poison: QueuePort;
+  leases: () => LeaseStore;
+}
+
+export const quietLog = { info: () => undefined, warn: () => undefined };
+
+/**
+ * An engine on whatever ports it is given (in-memory or Azurite): coordinators that elect a
+ * leader, and worker pumps that behave like the Functions queue trigger.
+ */
+export function buildEngine(
+  ports: EnginePorts,
+  jobs: JobDefinition[],
+  options: { tuning?: Partial<EngineTuning>; clock?: Clock; workerVisibilitySeconds?: number } = {},
+) {
+  const clock = options.clock ?? systemClock;
+  const jobMap = new Map(jobs.map((j) => [j.name, j]));
+  const tuning: Partial<EngineTuning> = { idlePollMs: 20, maxAttempts: 3, ...options.tuning };
+  const coordinator = new Coordinator({
+    jobs: jobMap,
+    docs: ports.docs,
+    work: ports.work,
+    results: ports.results,
+    poison: ports.poison,
+    clock,
+    log: quietLog,
+    tuning,
+  });
+  const records = new FencedDocuments<RunRecord>(ports.docs, { parse: (v) => runRecordSchema.parse(v) });
+  const workerDeps = (): WorkerDeps => ({
+    jobs: jobMap,
+    docs: ports.docs,
+    results: ports.results,
+    poison: ports.poison,
+    runs: new RunStateCache(ports.docs, { clock, ttlMs: 200 }),
+    maxAttempts: tuning.maxAttempts ?? 3,
+  });
+
+  return {
+    coordinator,
+    records,
+    async readRun(runId: string): Promise<RunRecord | undefined> {
+      return (await records.read(runKeys.record(runId)))?.value;
+    },
+    async readJson<T>(key: string): Promise<T | undefined> {
+      const stored = await ports.docs.read(key);
+      return stored ? (JSON.parse(stored.body) as T) : undefined;
+    },
+    /** Starts `count` worker instances; returns a function that stops them and waits. */
+    startWorkers(count: number, wrap?: (text: string) => string | undefined): () => Promise<void> {
+      const controller = new AbortController();
+      const pumps = Array.from({ length: count }, () => {
+        const deps = workerDeps();
+        return pumpQueue(
+          ports.work,
+          ports.poison,
+          async (message) => {
+            const text = wrap ? wrap(message.text) : message.text;
+            if (text === undefined) return;
+            const outcome = await handleWorkMessage(text, { dequeueCount: message.dequeueCount }, deps);
+            if (outcome.kind === 'retry') throw new Error(outcome.firstError);
+          },
+          controller.signal,
+          {
+            visibilityTimeoutSeconds: options.workerVisibilitySeconds ?? 1,
+            maxDequeueCount: tuning.maxAttempts ?? 3,
+            idlePollMs: 20,
+          },
+        );
+      });
+      return async () => {
+        controller.abort();
+        await Promise.all(pumps);
+      };
+    },
+    /** A candidate that leads through a real elector on the given lease store. */
+    elector(identity: string): LeaderElector {
+      return new LeaderElector({ store: ports.leases(), identity, acquireRetryMs: 200 });
+    },
+    /** Leads (as `identity`) until the run is terminal or `timeoutMs` passes. */
+    async leadUntil(identity: string, done: () => Promise<boolean>, timeoutMs = 60_000): Promise<LeadSummary[]> {
+      const elector = this.elector(identity);
+      const summaries: LeadSummary[] = [];
+      const started = Date.now();
+      while (!(await done())) {
+        if (Date.now() - started > timeoutMs) throw new Error(`not done after ${timeoutMs} ms`);
+        const result = await elector.runIfLeader((l) => coordinator.lead(l, { termMs: 5000 }));
+        if (result.led) summaries.push(result.value);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      return summaries;
+    },
+  };
+}
+
+export type Engine = ReturnType<typeof buildEngine>;
