@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { sleep, timeoutSignal, type TimerHandle } from '../clock/clock';
 import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError, type LeaseLossReason } from '../errors';
 import { resolveElectorOptions, type LeaderElectorOptions, type ResolvedElectorOptions } from './elector-options';
@@ -302,6 +303,8 @@ class ActiveTerm {
     this.epoch = term.epoch;
     this.lastRenewAt = term.startedAt;
     this.lastHeartbeat = options.clock.now();
+    // The task passes this signal to many storage calls at once, each adding a listener.
+    setMaxListeners(0, this.abort.signal);
     this.armDeadline();
     const self = this;
     this.view = {
