@@ -1,13 +1,26 @@
 import { app } from '@azure/functions';
-import { announceLeadership } from '../src/app/coordinator-tick';
 import { batonRegistrations } from '../src/app/registrations';
 import { createBatonRuntime } from '../src/app/runtime';
+import { jobs } from './jobs';
 
-// Settings are checked here, at start-up: a bad one stops the app with one line naming it.
-// Lease events go to the console, which the Functions worker forwards to the host's logs.
-const runtime = createBatonRuntime(process.env, { logger: console });
+// Settings and jobs are checked here, at start-up: a bad one stops the app with one line naming it.
+// Lease and engine events go to the console, which the Functions worker forwards to the host's logs.
+const runtime = createBatonRuntime(process.env, { jobs, logger: console });
 
-for (const registration of batonRegistrations(runtime, announceLeadership)) {
-  // useMonitor off: past-due catch-up is decided by the run records, not the host's monitor.
-  app.timer(registration.name, { schedule: registration.schedule, handler: registration.handler, useMonitor: false });
+for (const registration of batonRegistrations(runtime)) {
+  if (registration.kind === 'timer') {
+    // useMonitor off and no runOnStartup: catch-up is decided by the job schedules, not the host.
+    app.timer(registration.name, {
+      schedule: registration.schedule,
+      handler: registration.handler,
+      useMonitor: false,
+      runOnStartup: false,
+    });
+  } else {
+    app.storageQueue(registration.name, {
+      queueName: registration.queueName,
+      connection: registration.connection,
+      handler: registration.handler,
+    });
+  }
 }

@@ -33,11 +33,3 @@ export function createCoordinatorTick(runtime: BatonRuntime, work: LeaderWork) {
     }
   };
 }
-
-/**
- * The leader's work until jobs are defined: say who leads, at which epoch. It keeps the tick
- * observable end to end (lease, epoch, logs) before there is anything to coordinate.
- */
-export const announceLeadership: LeaderWork = async (leadership, context) => {
-  context.info(`leading: holder=${leadership.identity} epoch=${leadership.epoch}`);
-};

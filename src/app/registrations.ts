@@ -1,9 +1,7 @@
 import type { InvocationContext, Timer } from '@azure/functions';
-import { createCoordinatorTick, type LeaderWork } from './coordinator-tick';
+import { createCoordinatorTick } from './coordinator-tick';
 import type { BatonRuntime } from './runtime';
-
-/** Every ten seconds, in the 6-field NCRONTAB the Functions timer trigger uses. */
-export const COORDINATOR_SCHEDULE = '*/10 * * * * *';
+import { createWorkerHandler } from './worker-handler';
 
 export interface TimerRegistration {
   kind: 'timer';
@@ -12,19 +10,38 @@ export interface TimerRegistration {
   handler: (timer: Timer, context: InvocationContext) => Promise<unknown>;
 }
 
-export type Registration = TimerRegistration;
+export interface QueueRegistration {
+  kind: 'queue';
+  name: string;
+  queueName: string;
+  /** The app setting (prefix) of the storage connection, as the Functions host names it. */
+  connection: string;
+  handler: (queueEntry: unknown, context: InvocationContext) => Promise<unknown>;
+}
+
+export type Registration = TimerRegistration | QueueRegistration;
 
 /**
- * The one list of functions Baton registers. `functions/` hands it to the Functions host; a
- * local host can run the same list.
+ * The one list of functions Baton registers. `functions/` hands it to the Functions host; the
+ * local host runs the same list.
  */
-export function batonRegistrations(runtime: BatonRuntime, work: LeaderWork): Registration[] {
+export function batonRegistrations(runtime: BatonRuntime): Registration[] {
+  const termMs = runtime.settings.termSeconds * 1000;
   return [
     {
       kind: 'timer',
       name: 'baton-coordinator',
-      schedule: COORDINATOR_SCHEDULE,
-      handler: createCoordinatorTick(runtime, work),
+      schedule: runtime.settings.coordinatorSchedule,
+      handler: createCoordinatorTick(runtime, (leadership) =>
+        runtime.coordinator.lead(leadership, { termMs }).then(() => undefined),
+      ),
+    },
+    {
+      kind: 'queue',
+      name: 'baton-worker',
+      queueName: runtime.resources.workQueue,
+      connection: 'AzureWebJobsStorage',
+      handler: createWorkerHandler(runtime.worker),
     },
   ];
 }

@@ -1,13 +1,43 @@
+import { systemClock, type Clock } from '../clock/clock';
+import { Coordinator } from '../engine/coordinator';
+import type { EngineLogger } from '../engine/engine-context';
+import { RunStateCache } from '../engine/run-state-cache';
+import type { WorkerDeps } from '../engine/worker';
+import { BlobDocumentStore } from '../fencing/blob-document-store';
+import { assertUniqueJobs } from '../jobs/define-job';
+import type { JobDefinition } from '../jobs/job-definition';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
-import { LeaderElector } from '../lease/leader-elector';
 import type { LeaderLogger } from '../lease/elector-options';
-import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
+import { LeaderElector } from '../lease/leader-elector';
+import { AzureQueue } from '../queue/azure-queue';
+import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
 import { parseBatonSettings, parseStorageSettings, type BatonSettings, type Env } from '../storage/settings';
+
+/** Names of the storage resources one hub uses. */
+export function hubResources(hub: string) {
+  return {
+    workQueue: `${hub}-work`,
+    resultsQueue: `${hub}-results`,
+    /** The Functions host moves work messages here after maxDequeueCount; workers put malformed ones here. */
+    poisonQueue: `${hub}-work-poison`,
+    container: `${hub}-runs`,
+  };
+}
 
 /** What one Functions worker process shares across invocations. */
 export interface BatonRuntime {
   settings: BatonSettings;
   elector: LeaderElector;
+  coordinator: Coordinator;
+  worker: WorkerDeps;
+  resources: ReturnType<typeof hubResources>;
+}
+
+export interface RuntimeOptions {
+  jobs?: readonly JobDefinition[];
+  logger?: LeaderLogger & EngineLogger;
+  identity?: string;
+  clock?: Clock;
 }
 
 /**
@@ -15,19 +45,47 @@ export interface BatonRuntime {
  * naming the setting) on the first bad setting, so a misconfigured app fails at start-up rather
  * than on its first tick.
  */
-export function createBatonRuntime(
-  env: Env = process.env,
-  options: { logger?: LeaderLogger; identity?: string } = {},
-): BatonRuntime {
+export function createBatonRuntime(env: Env = process.env, options: RuntimeOptions = {}): BatonRuntime {
   const storage = parseStorageSettings(env);
   const settings = parseBatonSettings(env);
+  const jobs = options.jobs ?? [];
+  assertUniqueJobs(jobs);
+  const clock = options.clock ?? systemClock;
+  const log = options.logger ?? { info: () => undefined, warn: () => undefined };
+  const resources = hubResources(settings.hub);
   const leaseClient = createBlobServiceClient(storage, { retryOptions: LEASE_RETRY_OPTIONS });
-  const store = new BlobLeaseStore(leaseClient, settings.hub, { containerName: settings.leaseContainer });
+  const blobService = createBlobServiceClient(storage);
+  const queueService = createQueueServiceClient(storage);
+  const docs = new BlobDocumentStore(blobService.getContainerClient(resources.container));
+  const work = new AzureQueue(queueService, resources.workQueue);
+  const results = new AzureQueue(queueService, resources.resultsQueue);
+  const poison = new AzureQueue(queueService, resources.poisonQueue);
+  const jobMap = new Map(jobs.map((job) => [job.name, job]));
   const elector = new LeaderElector({
-    store,
+    store: new BlobLeaseStore(leaseClient, settings.hub, { containerName: settings.leaseContainer }),
     leaseDurationSeconds: settings.leaseDurationSeconds,
+    clock,
     ...(options.identity ? { identity: options.identity } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
   });
-  return { settings, elector };
+  const coordinator = new Coordinator({
+    jobs: jobMap,
+    docs,
+    work,
+    results,
+    poison,
+    clock,
+    log,
+    tuning: { maxAttempts: settings.maxAttempts },
+  });
+  const worker: WorkerDeps = {
+    jobs: jobMap,
+    docs,
+    results,
+    poison,
+    runs: new RunStateCache(docs, { clock }),
+    maxAttempts: settings.maxAttempts,
+    log: (level, message) => log[level](message),
+  };
+  return { settings, elector, coordinator, worker, resources };
 }

@@ -79,10 +79,17 @@ export class AzureQueue implements QueuePort {
 
   async send(text: string, options?: QueueCallOptions & { visibilityTimeoutSeconds?: number }): Promise<void> {
     assertSendable(text, options?.visibilityTimeoutSeconds);
-    await this.client.sendMessage(text, {
-      abortSignal: options?.abortSignal,
-      visibilityTimeout: options?.visibilityTimeoutSeconds,
-    });
+    const send = () =>
+      this.client.sendMessage(text, { abortSignal: options?.abortSignal, visibilityTimeout: options?.visibilityTimeoutSeconds });
+    try {
+      await send();
+    } catch (err) {
+      // A sender can run before anything created the queue (a worker answering before the
+      // leader's first term on a new hub, or after someone deleted it): create it, send again.
+      if (storageErrorOf(err)?.code !== 'QueueNotFound') throw err;
+      await this.ensure(options);
+      await send();
+    }
   }
 
   async receive(max: number, visibilityTimeoutSeconds: number, options?: QueueCallOptions): Promise<ReceivedMessage[]> {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { InvalidSettingError } from '../errors.js';
+import { Schedule } from '../schedule/schedule.js';
 
 export type Env = Record<string, string | undefined>;
 
@@ -22,6 +23,12 @@ export interface BatonSettings {
   hub: string;
   leaseDurationSeconds: number;
   leaseContainer: string;
+  /** NCRONTAB of the coordinator timer. */
+  coordinatorSchedule: string;
+  /** Longest a leader keeps the lease in one tick before handing it back. */
+  termSeconds: number;
+  /** Deliveries of a work message before its failures are final; equals host.json maxDequeueCount. */
+  maxAttempts: number;
 }
 
 // App settings left blank in the portal arrive as empty strings; treat them as unset.
@@ -212,9 +219,34 @@ export function parseStorageSettings(env: Env = process.env, options: { prefix?:
 
 // --- Baton settings ----------------------------------------------------------------------
 
-const hubSchema = z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, {
-  error: 'must be 1-63 characters of lowercase letters, digits and hyphens, starting with a letter or digit',
+// The hub names queues (`<hub>-work-poison`, at most 63 characters) and a container
+// (`<hub>-runs`), so it follows their rules: no leading, trailing or double hyphens.
+const hubSchema = z.string().regex(/^(?=.{1,51}$)[a-z0-9]+(-[a-z0-9]+)*$/, {
+  error: 'must be 1-51 characters of lowercase letters, digits and single inner hyphens (it names queues and a container)',
 });
+const wholeNumber = (min: number, max: number, what: string) =>
+  z
+    .string()
+    .regex(/^\d+$/, { error: `must be a whole number of ${what} from ${min} to ${max}` })
+    .transform(Number)
+    .pipe(
+      z
+        .number()
+        .int()
+        .min(min, { error: `must be at least ${min}` })
+        .max(max, { error: `must be at most ${max}` }),
+    );
+const scheduleSchema = z.string().refine(
+  (value) => {
+    try {
+      Schedule.parse(value, 'BATON_COORDINATOR_SCHEDULE');
+      return true;
+    } catch {
+      return false;
+    }
+  },
+  { error: 'must be an NCRONTAB expression such as */10 * * * * *' },
+);
 const leaseSecondsSchema = z
   .string()
   .regex(/^\d+$/, { error: 'must be a whole number of seconds from 15 to 60' })
@@ -235,6 +267,13 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
     hub: parseSetting(hubSchema, 'BATON_HUB', read(env, 'BATON_HUB') ?? 'baton'),
     leaseDurationSeconds: parseSetting(leaseSecondsSchema, 'BATON_LEASE_SECONDS', read(env, 'BATON_LEASE_SECONDS') ?? '15'),
     leaseContainer: parseSetting(containerSchema, 'BATON_LEASE_CONTAINER', read(env, 'BATON_LEASE_CONTAINER') ?? 'leases'),
+    coordinatorSchedule: parseSetting(
+      scheduleSchema,
+      'BATON_COORDINATOR_SCHEDULE',
+      read(env, 'BATON_COORDINATOR_SCHEDULE') ?? '*/10 * * * * *',
+    ),
+    termSeconds: parseSetting(wholeNumber(5, 3600, 'seconds'), 'BATON_TERM_SECONDS', read(env, 'BATON_TERM_SECONDS') ?? '60'),
+    maxAttempts: parseSetting(wholeNumber(1, 100, 'attempts'), 'BATON_MAX_ATTEMPTS', read(env, 'BATON_MAX_ATTEMPTS') ?? '5'),
   };
 }
 

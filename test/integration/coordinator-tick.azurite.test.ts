@@ -65,11 +65,20 @@ describe('coordinator tick', () => {
     expect(third).toEqual({ led: true, epoch: 2 });
   });
 
-  it('registers the coordinator as a 6-field NCRONTAB timer', () => {
-    const runtime = createBatonRuntime({ AzureWebJobsStorage: fixture.azurite.connectionString });
-    const [registration] = batonRegistrations(runtime, async () => undefined);
-    expect(registration).toMatchObject({ kind: 'timer', name: 'baton-coordinator' });
-    expect(registration?.schedule.split(' ')).toHaveLength(6);
+  it('registers the coordinator timer (schedule from settings) and the worker queue trigger on <hub>-work', () => {
+    const runtime = createBatonRuntime({
+      AzureWebJobsStorage: fixture.azurite.connectionString,
+      BATON_HUB: 'nightly',
+      BATON_COORDINATOR_SCHEDULE: '*/15 * * * * *',
+    });
+    const registrations = batonRegistrations(runtime);
+    expect(registrations.map((r) => r.kind)).toEqual(['timer', 'queue']);
+    expect(registrations[0]).toMatchObject({ name: 'baton-coordinator', schedule: '*/15 * * * * *' });
+    expect(registrations[1]).toMatchObject({
+      name: 'baton-worker',
+      queueName: 'nightly-work',
+      connection: 'AzureWebJobsStorage',
+    });
   });
 
   it.each([

@@ -40,7 +40,12 @@ describe('job engine on Azurite', () => {
     await Promise.all(stops.map((stop) => stop()));
     const output = await instances[0]!.readJson<RunOutput>(runKeys.output(runId));
     expect(output).toMatchObject({ state: 'succeeded', output: expectedSum(1000) });
-    expect((await instances[0]!.readRun(runId))?.counters).toMatchObject({ planned: 1000, succeeded: 1000, failed: 0, dispatched: 1000 });
+    expect((await instances[0]!.readRun(runId))?.counters).toMatchObject({
+      planned: 1000,
+      succeeded: 1000,
+      failed: 0,
+      dispatched: 1000,
+    });
     expect(leaders.size).toBeGreaterThanOrEqual(1);
   });
 
@@ -66,25 +71,28 @@ describe('job engine on Azurite', () => {
     { tolerance: { percent: 4 }, state: 'failed' },
     { tolerance: { count: 10 }, state: 'succeeded' },
     { tolerance: { count: 9 }, state: 'failed' },
-  ])('5% of items always fail: exactly that set fails, with reasons; tolerance $tolerance → $state', async ({ tolerance, state }) => {
-    const ports = azuritePorts(fixture, 'fail');
-    const cursed = (i: number) => i % 20 === 7;
-    const engine = buildEngine(ports, [sumJob({ items: 200, failWhen: cursed, failureTolerance: tolerance })]);
-    const stop = engine.startWorkers(2);
-    const runId = await requestRun(ports.docs, 'sum');
-    await engine.leadUntil('leader', await untilTerminal(engine, runId));
-    await stop();
-    const record = await engine.readRun(runId);
-    expect(record?.state).toBe(state);
-    expect(record?.counters).toMatchObject({ planned: 200, succeeded: 190, failed: 10 });
-    const manifest = await engine.readJson<FailuresManifest>(runKeys.manifest(runId));
-    const expectedFailed = Array.from({ length: 200 }, (_, i) => i).filter(cursed);
-    expect(manifest?.failed.map((f) => f.item)).toEqual(expectedFailed);
-    for (const failure of manifest?.failed ?? []) {
-      expect(failure.reason).toBe(`Error: item ${failure.item} is cursed`);
-      expect(failure.attempts).toBe(3);
-    }
-    const output = await engine.readJson<RunOutput>(runKeys.output(runId));
-    expect(output?.output).toEqual(expectedSum(200, cursed));
-  });
+  ])(
+    '5% of items always fail: exactly that set fails, with reasons; tolerance $tolerance → $state',
+    async ({ tolerance, state }) => {
+      const ports = azuritePorts(fixture, 'fail');
+      const cursed = (i: number) => i % 20 === 7;
+      const engine = buildEngine(ports, [sumJob({ items: 200, failWhen: cursed, failureTolerance: tolerance })]);
+      const stop = engine.startWorkers(2);
+      const runId = await requestRun(ports.docs, 'sum');
+      await engine.leadUntil('leader', await untilTerminal(engine, runId));
+      await stop();
+      const record = await engine.readRun(runId);
+      expect(record?.state).toBe(state);
+      expect(record?.counters).toMatchObject({ planned: 200, succeeded: 190, failed: 10 });
+      const manifest = await engine.readJson<FailuresManifest>(runKeys.manifest(runId));
+      const expectedFailed = Array.from({ length: 200 }, (_, i) => i).filter(cursed);
+      expect(manifest?.failed.map((f) => f.item)).toEqual(expectedFailed);
+      for (const failure of manifest?.failed ?? []) {
+        expect(failure.reason).toBe(`Error: item ${failure.item} is cursed`);
+        expect(failure.attempts).toBe(3);
+      }
+      const output = await engine.readJson<RunOutput>(runKeys.output(runId));
+      expect(output?.output).toEqual(expectedSum(200, cursed));
+    },
+  );
 });

@@ -223,19 +223,46 @@ describe('parseStorageSettings: identity', () => {
 
 describe('parseBatonSettings', () => {
   it('defaults', () => {
-    expect(parseBatonSettings({})).toEqual({ hub: 'baton', leaseDurationSeconds: 15, leaseContainer: 'leases' });
+    expect(parseBatonSettings({})).toEqual({
+      hub: 'baton',
+      leaseDurationSeconds: 15,
+      leaseContainer: 'leases',
+      coordinatorSchedule: '*/10 * * * * *',
+      termSeconds: 60,
+      maxAttempts: 5,
+    });
   });
 
   it('reads every setting', () => {
-    const env = { BATON_HUB: 'nightly-1', BATON_LEASE_SECONDS: '60', BATON_LEASE_CONTAINER: 'my-leases' };
-    expect(parseBatonSettings(env)).toEqual({ hub: 'nightly-1', leaseDurationSeconds: 60, leaseContainer: 'my-leases' });
+    const env = {
+      BATON_HUB: 'nightly-1',
+      BATON_LEASE_SECONDS: '60',
+      BATON_LEASE_CONTAINER: 'my-leases',
+      BATON_COORDINATOR_SCHEDULE: '0 * * * * *',
+      BATON_TERM_SECONDS: '120',
+      BATON_MAX_ATTEMPTS: '3',
+    };
+    expect(parseBatonSettings(env)).toEqual({
+      hub: 'nightly-1',
+      leaseDurationSeconds: 60,
+      leaseContainer: 'my-leases',
+      coordinatorSchedule: '0 * * * * *',
+      termSeconds: 120,
+      maxAttempts: 3,
+    });
   });
 
   it.each<[string, string, string]>([
-    ['BATON_HUB', 'Nightly', 'BATON_HUB must be 1-63 characters'],
-    ['BATON_HUB', '-nightly', 'BATON_HUB must be 1-63 characters'],
-    ['BATON_HUB', 'a'.repeat(64), 'BATON_HUB must be 1-63 characters'],
-    ['BATON_HUB', 'job/one', 'BATON_HUB must be 1-63 characters'],
+    ['BATON_HUB', 'Nightly', 'BATON_HUB must be 1-51 characters'],
+    ['BATON_HUB', '-nightly', 'BATON_HUB must be 1-51 characters'],
+    ['BATON_HUB', 'nightly-', 'BATON_HUB must be 1-51 characters'],
+    ['BATON_HUB', 'night--ly', 'BATON_HUB must be 1-51 characters'],
+    ['BATON_HUB', 'a'.repeat(52), 'BATON_HUB must be 1-51 characters'],
+    ['BATON_HUB', 'job/one', 'BATON_HUB must be 1-51 characters'],
+    ['BATON_COORDINATOR_SCHEDULE', 'every ten seconds', 'BATON_COORDINATOR_SCHEDULE must be an NCRONTAB expression'],
+    ['BATON_TERM_SECONDS', '2', 'BATON_TERM_SECONDS must be at least 5'],
+    ['BATON_MAX_ATTEMPTS', '0', 'BATON_MAX_ATTEMPTS must be at least 1'],
+    ['BATON_MAX_ATTEMPTS', 'five', 'BATON_MAX_ATTEMPTS must be a whole number'],
     ['BATON_LEASE_SECONDS', '14', 'BATON_LEASE_SECONDS must be at least 15'],
     ['BATON_LEASE_SECONDS', '61', 'BATON_LEASE_SECONDS must be at most 60'],
     ['BATON_LEASE_SECONDS', '-1', 'BATON_LEASE_SECONDS must be a whole number of seconds from 15 to 60'],

@@ -1,0 +1,23 @@
+import type { InvocationContext } from '@azure/functions';
+import { handleWorkMessage, type WorkerDeps, type WorkOutcome } from '../engine/worker';
+
+/**
+ * The queue trigger's handler. A failure before the last attempt is thrown so the host
+ * redelivers the message (and, after maxDequeueCount, moves it to `<queue>-poison`).
+ */
+export function createWorkerHandler(deps: WorkerDeps) {
+  return async (queueEntry: unknown, context: InvocationContext): Promise<WorkOutcome> => {
+    const dequeueCount = Number(context.triggerMetadata?.dequeueCount ?? 1);
+    const outcome = await handleWorkMessage(
+      queueEntry,
+      { dequeueCount: Number.isInteger(dequeueCount) && dequeueCount > 0 ? dequeueCount : 1 },
+      deps,
+    );
+    if (outcome.kind === 'retry') {
+      throw new Error(
+        `${outcome.failed} item(s) failed on attempt ${dequeueCount} of ${deps.maxAttempts}; retrying: ${outcome.firstError}`,
+      );
+    }
+    return outcome;
+  };
+}

@@ -1,0 +1,136 @@
+import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { InvocationContext, type Timer } from '@azure/functions';
+import { batonRegistrations, type QueueRegistration, type TimerRegistration } from '../../src/app/registrations';
+import { createBatonRuntime } from '../../src/app/runtime';
+import { DEFAULT_TUNING } from '../../src/engine/engine-context';
+import type { RunOutput } from '../../src/engine/finalizer';
+import { requestRun } from '../../src/engine/requests';
+import { AzureQueue } from '../../src/queue/azure-queue';
+import { runKeys } from '../../src/runs/run-record';
+import { parseBatonSettings } from '../../src/storage/settings';
+import { useAzurite } from '../support/azurite';
+import { expectedSum, sumJob } from '../support/sample-jobs';
+
+const fixture = useAzurite();
+const timer: Timer = {
+  isPastDue: false,
+  schedule: { adjustForDST: true },
+  scheduleStatus: { last: '', next: '', lastUpdated: '' },
+};
+
+describe('the Functions app handlers', () => {
+  it('timer and queue handlers, called as the host calls them, run a job to its exact output', async () => {
+    const hub = fixture.uniqueName('app');
+    const env = {
+      AzureWebJobsStorage: fixture.azurite.connectionString,
+      BATON_HUB: hub,
+      BATON_TERM_SECONDS: '5',
+      BATON_MAX_ATTEMPTS: '3',
+    };
+    const runtime = createBatonRuntime(env, { jobs: [sumJob({ items: 60, itemsPerMessage: 4 })] });
+    const [coordinator, worker] = batonRegistrations(runtime) as [TimerRegistration, QueueRegistration];
+    const runId = await requestRun(runtime.coordinator.ctx.docs, 'sum');
+    const workQueue = new AzureQueue(fixture.queueService, worker.queueName);
+    await workQueue.ensure();
+    const state = async () =>
+      JSON.parse((await runtime.coordinator.ctx.docs.read(runKeys.record(runId)))?.body ?? '{}').value?.state as
+        string | undefined;
+
+    const deadline = Date.now() + 60_000;
+    while ((await state()) !== 'succeeded' && Date.now() < deadline) {
+      const tick = coordinator.handler(
+        timer,
+        new InvocationContext({ functionName: coordinator.name, invocationId: `tick-${Date.now()}` }),
+      );
+      // The host's side of the queue trigger: receive, call the handler, delete on success.
+      for (const message of await workQueue.receive(16, 30)) {
+        const context = new InvocationContext({
+          functionName: worker.name,
+          invocationId: message.id,
+          triggerMetadata: { dequeueCount: message.dequeueCount },
+        });
+        await worker.handler(JSON.parse(message.text), context);
+        await workQueue.delete(message);
+      }
+      await tick;
+    }
+    const output = JSON.parse(
+      (await runtime.coordinator.ctx.docs.read(runKeys.output(runId)))?.body ?? 'null',
+    ) as RunOutput | null;
+    expect(output).toMatchObject({ state: 'succeeded', output: expectedSum(60) });
+  });
+
+  it('the worker handler throws before the last attempt so the host retries, and reports the failure on the last', async () => {
+    const env = {
+      AzureWebJobsStorage: fixture.azurite.connectionString,
+      BATON_HUB: fixture.uniqueName('retry'),
+      BATON_MAX_ATTEMPTS: '2',
+    };
+    const runtime = createBatonRuntime(env, { jobs: [sumJob({ items: 1, failWhen: () => true })] });
+    const [, worker] = batonRegistrations(runtime) as [TimerRegistration, QueueRegistration];
+    const docs = runtime.coordinator.ctx.docs;
+    const runId = 'sum/manual-handler-test';
+    await docs.write(
+      runKeys.record(runId),
+      JSON.stringify({
+        epoch: 1,
+        value: {
+          ...baseRecord(runId),
+          state: 'running',
+          counters: { planned: 1, dispatched: 1, succeeded: 0, failed: 0, duplicates: 0, rejected: 0 },
+        },
+      }),
+      { ifNoneMatch: '*' },
+    );
+    const message = { v: 1, t: 'work', run: runId, job: 'sum', first: 0, count: 1, items: [{ i: 0 }] };
+    const context = (dequeueCount: number) =>
+      new InvocationContext({ invocationId: `d${dequeueCount}`, triggerMetadata: { dequeueCount } });
+    await expect(worker.handler(message, context(1))).rejects.toThrow(
+      /1 item\(s\) failed on attempt 1 of 2; retrying: Error: item 0 is cursed/,
+    );
+    await expect(worker.handler(message, context(2))).resolves.toMatchObject({ kind: 'processed', failed: 1 });
+  });
+
+  it("host.json's queue settings match what the engine sends and expects", () => {
+    const host = JSON.parse(readFileSync('host.json', 'utf8'));
+    expect(host.extensionBundle).toEqual({ id: 'Microsoft.Azure.Functions.ExtensionBundle', version: '[4.*, 5.0.0)' });
+    // Messages are JSON text, not base64.
+    expect(host.extensions.queues.messageEncoding).toBe('none');
+    // The worker's last attempt is the host's last delivery.
+    expect(host.extensions.queues.maxDequeueCount).toBe(parseBatonSettings({}).maxAttempts);
+    expect(host.extensions.queues.maxDequeueCount).toBe(DEFAULT_TUNING.maxAttempts);
+    expect(host.extensions.queues.batchSize).toBe(16);
+    expect(host.extensions.queues.newBatchThreshold).toBe(8);
+  });
+});
+
+function baseRecord(runId: string) {
+  const now = new Date().toISOString();
+  return {
+    v: 1,
+    runId,
+    job: 'sum',
+    trigger: 'manual',
+    occurrence: null,
+    state: 'running',
+    createdAt: now,
+    updatedAt: now,
+    deadlineAt: new Date(Date.now() + 3600_000).toISOString(),
+    endedAt: null,
+    counters: { planned: 0, dispatched: 0, succeeded: 0, failed: 0, duplicates: 0, rejected: 0 },
+    planEpoch: 1,
+    planChunks: 1,
+    chunkItems: 1000,
+    messages: 1,
+    cursor: 1,
+    acc: null,
+    seen: null,
+    failureParts: [],
+    cancelRequested: false,
+    endReason: null,
+    outputKey: null,
+    manifestKey: null,
+    finalizeError: null,
+  };
+}

@@ -1,0 +1,103 @@
+import { FakeClock } from '../../src/clock/fake-clock';
+import { DEFAULT_TUNING, type EngineContext, type TermContext } from '../../src/engine/engine-context';
+import { jobStateKey, jobStateSchema, type JobState } from '../../src/engine/job-state';
+import { RunBook } from '../../src/engine/run-book';
+import { FencedDocuments } from '../../src/fencing/fenced-documents';
+import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
+import type { JobDefinition } from '../../src/jobs/job-definition';
+import type { Leadership } from '../../src/lease/leader-elector';
+import { InMemoryQueue } from '../../src/queue/in-memory-queue';
+import { runRecordSchema, type RunRecord } from '../../src/runs/run-record';
+
+/** A leadership that never ends: the tests drive terms by hand. */
+export function handLeadership(epoch: number, identity = `leader-${epoch}`): Leadership {
+  return {
+    identity,
+    epoch,
+    signal: new AbortController().signal,
+    heartbeat() {},
+    remainingMs() {
+      return 1e9;
+    },
+  };
+}
+
+export function termOf(leadership: Leadership): TermContext {
+  return { leadership, epoch: leadership.epoch, signal: leadership.signal };
+}
+
+export interface UnitEngine {
+  clock: FakeClock;
+  docs: InMemoryDocumentStore;
+  ctx: EngineContext;
+  logs: string[];
+  /** A run book for a term of `epoch`, as a coordinator builds one per term. */
+  book(epoch: number): { book: RunBook; term: TermContext };
+  /** Run records stored under `runs/<job>/`. */
+  runs(job: string): Promise<RunRecord[]>;
+  jobState(job: string): Promise<JobState | undefined>;
+}
+
+/** An engine context on in-memory ports, with a fake clock whose wall time starts at `start`. */
+export function unitEngine(jobs: JobDefinition[], start = new Date('2026-01-01T00:00:00Z')): UnitEngine {
+  const clock = new FakeClock({ wallOrigin: start });
+  const docs = new InMemoryDocumentStore();
+  const logs: string[] = [];
+  const ctx: EngineContext = {
+    jobs: new Map(jobs.map((j) => [j.name, j])),
+    docs,
+    work: new InMemoryQueue('work', { clock }),
+    results: new InMemoryQueue('results', { clock }),
+    poison: new InMemoryQueue('work-poison', { clock }),
+    clock,
+    log: { info: (m) => logs.push(`info ${m}`), warn: (m) => logs.push(`warn ${m}`) },
+    tuning: { ...DEFAULT_TUNING },
+  };
+  const records = new FencedDocuments<RunRecord>(docs, { parse: (v) => runRecordSchema.parse(v) });
+  const states = new FencedDocuments<JobState>(docs, { parse: (v) => jobStateSchema.parse(v) });
+  return {
+    clock,
+    docs,
+    ctx,
+    logs,
+    book(epoch) {
+      const term = termOf(handLeadership(epoch));
+      return { book: new RunBook(ctx, term), term };
+    },
+    async runs(job) {
+      const out: RunRecord[] = [];
+      for await (const key of docs.list(`runs/${job}/`)) {
+        if (!key.endsWith('/run.json')) continue;
+        const doc = await records.read(key);
+        if (doc) out.push(doc.value);
+      }
+      return out;
+    },
+    async jobState(job) {
+      return (await states.read(jobStateKey(job)))?.value;
+    },
+  };
+}
+
+/** A deterministic PRNG (mulberry32), so shuffled tests are reproducible. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Fisher-Yates with a seeded PRNG; returns a new array. */
+export function shuffled<T>(items: readonly T[], seed: number): T[] {
+  const random = seededRandom(seed);
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [out[i], out[j]] = [out[j] as T, out[i] as T];
+  }
+  return out;
+}

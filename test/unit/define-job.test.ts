@@ -1,0 +1,172 @@
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { InvalidConfigError } from '../../src/errors';
+import { assertUniqueJobs, defineJob } from '../../src/jobs/define-job';
+import type { JobOptions } from '../../src/jobs/job-definition';
+
+type Options = JobOptions<number, number, number, number>;
+
+function base(overrides: Record<string, unknown> = {}): Options {
+  return {
+    name: 'tally',
+    schedule: '0 */5 * * * *',
+    split: () => [1, 2, 3],
+    process: (n: number) => n * 2,
+    aggregate: { initial: () => 0, add: (acc: number, r: number) => acc + r },
+    ...overrides,
+  } as Options;
+}
+
+function configError(fn: () => unknown): InvalidConfigError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(InvalidConfigError);
+    const e = err as InvalidConfigError;
+    expect(e.code).toBe('InvalidConfig');
+    expect(e.message).not.toMatch(/[\r\n]/);
+    expect(e.message.length).toBeGreaterThan(0);
+    return e;
+  }
+  throw new Error('expected an InvalidConfigError');
+}
+
+describe('defineJob', () => {
+  it('fills the defaults', () => {
+    const job = defineJob(base());
+    expect(job).toMatchObject({
+      name: 'tally',
+      schedule: '0 */5 * * * *',
+      overlap: 'skip',
+      startingDeadlineSeconds: 300,
+      catchUp: 'latest',
+      timeoutSeconds: 3600,
+      failureTolerance: {},
+      itemsPerMessage: 1,
+    });
+    expect(job.finalize).toBeUndefined();
+    expect(job.itemSchema).toBeUndefined();
+    expect(job.resultSchema).toBeUndefined();
+    expect(Object.isFrozen(job)).toBe(true);
+  });
+
+  it('keeps the options it is given', () => {
+    const itemSchema = z.number();
+    const resultSchema = z.number();
+    const finalize = () => undefined;
+    const job = defineJob(
+      base({
+        overlap: 'replace',
+        startingDeadlineSeconds: 30,
+        catchUp: 'all',
+        timeoutSeconds: 60,
+        failureTolerance: { count: 2, percent: 12.5 },
+        itemsPerMessage: 1000,
+        itemSchema,
+        resultSchema,
+        finalize,
+      }),
+    );
+    expect(job).toMatchObject({
+      overlap: 'replace',
+      startingDeadlineSeconds: 30,
+      catchUp: 'all',
+      timeoutSeconds: 60,
+      failureTolerance: { count: 2, percent: 12.5 },
+      itemsPerMessage: 1000,
+    });
+    expect(job.itemSchema).toBe(itemSchema);
+    expect(job.resultSchema).toBe(resultSchema);
+    expect(job.finalize).toBe(finalize);
+  });
+
+  it('accepts a 5-field schedule', () => {
+    expect(defineJob(base({ schedule: '*/5 * * * *' })).schedule).toBe('*/5 * * * *');
+  });
+
+  it('wraps the aggregate; output defaults to the accumulator', () => {
+    const job = defineJob(base());
+    expect(job.aggregate.add(job.aggregate.add(job.aggregate.initial(), 4, { itemIndex: 0 }), 6, { itemIndex: 1 })).toBe(10);
+    expect(job.aggregate.output(10)).toBe(10);
+    const withOutput = defineJob(
+      base({ aggregate: { initial: () => 0, add: (a: number, r: number) => a + r, output: (a: number) => a * 100 } }),
+    );
+    expect(withOutput.aggregate.output(3)).toBe(300);
+  });
+
+  it.each<[string, Record<string, unknown>, string, RegExp]>([
+    ['name with capitals', { name: 'Tally' }, 'Tally.name', /lowercase/],
+    ['name with a space', { name: 'my job' }, 'my job.name', /lowercase/],
+    ['name with a leading hyphen', { name: '-tally' }, '-tally.name', /lowercase/],
+    ['name with a trailing hyphen', { name: 'tally-' }, 'tally-.name', /lowercase/],
+    ['name too long', { name: 'a'.repeat(49) }, `${'a'.repeat(49)}.name`, /1-48/],
+    ['name empty', { name: '' }, 'job.name', /name/],
+    ['name not a string', { name: 42 }, 'job.name', /must be a string/],
+    ['schedule not a string', { schedule: 5 }, 'tally.schedule', /NCRONTAB/],
+    ['schedule with 4 fields', { schedule: '* * * *' }, 'tally.schedule', /NCRONTAB.*got 4/],
+    ['schedule out of range', { schedule: '0 61 * * * *' }, 'tally.schedule', /minute value 61/],
+    ['schedule shortcut', { schedule: '@daily' }, 'tally.schedule', /@/],
+    ['overlap unknown', { overlap: 'queue' }, 'tally.overlap', /'skip', 'allow' or 'replace'/],
+    ['catchUp unknown', { catchUp: 'none' }, 'tally.catchUp', /'latest' or 'all'/],
+    ['startingDeadlineSeconds zero', { startingDeadlineSeconds: 0 }, 'tally.startingDeadlineSeconds', /positive/],
+    ['startingDeadlineSeconds negative', { startingDeadlineSeconds: -5 }, 'tally.startingDeadlineSeconds', /positive/],
+    ['startingDeadlineSeconds fractional', { startingDeadlineSeconds: 1.5 }, 'tally.startingDeadlineSeconds', /whole seconds/],
+    ['startingDeadlineSeconds a string', { startingDeadlineSeconds: '60' }, 'tally.startingDeadlineSeconds', /.+/],
+    ['timeoutSeconds zero', { timeoutSeconds: 0 }, 'tally.timeoutSeconds', /positive/],
+    ['timeoutSeconds fractional', { timeoutSeconds: 0.5 }, 'tally.timeoutSeconds', /whole seconds/],
+    ['timeoutSeconds infinite', { timeoutSeconds: Number.POSITIVE_INFINITY }, 'tally.timeoutSeconds', /.+/],
+    ['failureTolerance.percent over 100', { failureTolerance: { percent: 101 } }, 'tally.failureTolerance.percent', /0-100/],
+    ['failureTolerance.percent negative', { failureTolerance: { percent: -1 } }, 'tally.failureTolerance.percent', /0-100/],
+    ['failureTolerance.count negative', { failureTolerance: { count: -1 } }, 'tally.failureTolerance.count', /0 or more/],
+    ['failureTolerance.count fractional', { failureTolerance: { count: 1.5 } }, 'tally.failureTolerance.count', /whole/],
+    ['failureTolerance unknown key', { failureTolerance: { ratio: 0.1 } }, 'tally.failureTolerance', /ratio/],
+    ['itemsPerMessage 0', { itemsPerMessage: 0 }, 'tally.itemsPerMessage', /at least 1/],
+    ['itemsPerMessage over 1000', { itemsPerMessage: 1001 }, 'tally.itemsPerMessage', /at most 1000/],
+    ['itemsPerMessage fractional', { itemsPerMessage: 2.5 }, 'tally.itemsPerMessage', /whole/],
+    ['process missing', { process: undefined }, 'tally.process', /process/],
+    ['process not a function', { process: 'run' }, 'tally.process', /must be a function/],
+    ['split missing', { split: undefined }, 'tally.split', /split/],
+    ['aggregate missing', { aggregate: undefined }, 'tally.aggregate', /.+/],
+    ['aggregate.add missing', { aggregate: { initial: () => 0 } }, 'tally.aggregate.add', /must be a function/],
+    ['aggregate.initial missing', { aggregate: { add: () => 0 } }, 'tally.aggregate.initial', /must be a function/],
+    ['finalize not a function', { finalize: 1 }, 'tally.finalize', /must be a function/],
+    ['itemSchema not a zod schema', { itemSchema: { parse: () => 1 } }, 'tally.itemSchema', /zod schema/],
+    ['resultSchema not a zod schema', { resultSchema: 'number' }, 'tally.resultSchema', /zod schema/],
+  ])('%s throws InvalidConfigError on <job>.<path>', (_name, overrides, option, message) => {
+    const e = configError(() => defineJob(base(overrides)));
+    expect(e.option).toBe(option);
+    expect(e.message).toMatch(message);
+  });
+
+  it('the message names the job and the path', () => {
+    const e = configError(() => defineJob(base({ itemsPerMessage: 0 })));
+    expect(e.message).toMatch(/tally/);
+    expect(e.message).toMatch(/itemsPerMessage/);
+  });
+
+  it('reports an invalid schedule even when every other option is fine, with the expression quoted', () => {
+    const e = configError(() => defineJob(base({ schedule: '0 0 25 * * *' })));
+    expect(e.option).toBe('tally.schedule');
+    expect(e.message).toContain('"0 0 25 * * *"');
+  });
+
+  it('refuses undefined options without a TypeError', () => {
+    const e = configError(() => defineJob(undefined as unknown as Options));
+    expect(e.option).toMatch(/^job\./);
+  });
+});
+
+describe('assertUniqueJobs', () => {
+  it('accepts distinct names', () => {
+    expect(() => assertUniqueJobs([defineJob(base({ name: 'a' })), defineJob(base({ name: 'b' }))])).not.toThrow();
+    expect(() => assertUniqueJobs([])).not.toThrow();
+  });
+
+  it('refuses a name registered twice, naming it', () => {
+    const e = configError(() =>
+      assertUniqueJobs([defineJob(base({ name: 'a' })), defineJob(base({ name: 'b' })), defineJob(base({ name: 'a' }))]),
+    );
+    expect(e.option).toBe('a.name');
+    expect(e.message).toMatch(/\ba\b.*twice/);
+  });
+});
