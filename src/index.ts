@@ -39,3 +39,35 @@ export type { StorageClientOptions } from './storage/client-factory';
 
 export { startAzurite } from './local/azurite';
 export type { StartAzuriteOptions, RunningAzurite } from './local/azurite';
+
+export { defineJob } from './jobs/define-job';
+export { withinTolerance } from './jobs/job-definition';
+export type {
+  JobOptions,
+  JobDefinition,
+  Aggregate,
+  ItemRef,
+  SplitContext,
+  ProcessContext,
+  FinalizeContext,
+  FailureTolerance,
+  OverlapPolicyName,
+} from './jobs/job-definition';
+export { Schedule } from './schedule/schedule';
+export { Coordinator } from './engine/coordinator';
+export type { LeadOptions, LeadSummary } from './engine/coordinator';
+export type { EngineContext, EngineTuning } from './engine/engine-context';
+export { requestRun, requestCancel } from './engine/requests';
+export { handleWorkMessage } from './engine/worker';
+export type { WorkerDeps, WorkOutcome } from './engine/worker';
+export type { RunOutput, FailuresManifest } from './engine/finalizer';
+export type { RunRecord, RunState } from './runs/run-record';
+export { runKeys } from './runs/run-record';
+export type { QueuePort, ReceivedMessage } from './queue/queue-port';
+export { AzureQueue } from './queue/azure-queue';
+export { InMemoryQueue } from './queue/in-memory-queue';
+export { pumpQueue } from './local/queue-pump';
+export { createBatonRuntime, hubResources } from './app/runtime';
+export type { BatonRuntime } from './app/runtime';
+export { batonRegistrations } from './app/registrations';
+export type { Registration } from './app/registrations';

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { sleep } from '../clock/clock';
 import type { Leadership } from '../lease/leader-elector';
 import { DEFAULT_TUNING, type EngineContext, type EngineTuning, type TermContext } from './engine-context';
@@ -44,6 +45,8 @@ export class Coordinator {
   async lead(leadership: Leadership, options: LeadOptions): Promise<LeadSummary> {
     const { ctx } = this;
     const term: TermContext = { leadership, epoch: leadership.epoch, signal: leadership.signal };
+    // Dispatch and drain pass this signal to dozens of storage calls at once.
+    setMaxListeners(0, leadership.signal);
     const summary: LeadSummary = { turns: 0, started: [], folded: 0, duplicates: 0, stray: 0, malformed: 0 };
     const endAt = ctx.clock.now() + options.termMs;
     await this.ensureQueues(term.signal);

@@ -42,6 +42,7 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
     reason: `not started within ${job.startingDeadlineSeconds} s, or superseded by a later occurrence`,
   }));
   let active = await openRuns(book, current.active);
+  const cancelledNow = new Set<string>();
   const started: string[] = [];
   let skipped = 0;
   for (const occurrence of plan.run) {
@@ -57,6 +58,7 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
       continue;
     }
     for (const runId of decision.cancel) {
+      cancelledNow.add(runId);
       await cancelRun(ctx, book, runId, `replaced by the occurrence at ${occurrence.toISOString()}`);
       events.push({ at: now.toISOString(), occurrence: null, outcome: 'cancelled', runId, reason: 'overlap: replace' });
     }
@@ -76,24 +78,34 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
     started.push(runId);
     events.push({ at: now.toISOString(), occurrence: occurrence.toISOString(), outcome: 'started', runId });
   }
-  const missedCount = plan.missedCount;
+  const checkedUntil = plan.checkedUntil.toISOString();
   await states.update(
     key,
     term.epoch,
     (latest) => {
       const base = latest ?? newJobState(job.name);
+      // Another coordinator (a racing or stale one) reconciled this window meanwhile: keep only
+      // what it cannot have recorded, the runs it does not know about, and never move back.
+      const raced = base.lastChecked !== current.lastChecked;
+      const known = new Set([...base.active.map((id) => `started:${id}`), ...base.recent.map((e) => `${e.outcome}:${e.runId}`)]);
+      const fresh = events.filter((e) =>
+        e.outcome === 'started' || e.outcome === 'cancelled' ? !known.has(`${e.outcome}:${e.runId}`) : !raced,
+      );
+      const freshStarts = fresh.filter((e) => e.outcome === 'started').length;
       return withEvents(
         {
           ...base,
-          lastChecked: plan.checkedUntil.toISOString(),
-          active: [...new Set([...active, ...base.active.filter((id) => book.active.has(id))])],
+          lastChecked: base.lastChecked && base.lastChecked > checkedUntil ? base.lastChecked : checkedUntil,
+          active: [...new Set([...active, ...base.active.filter((id) => book.active.has(id))])].filter(
+            (id) => !cancelledNow.has(id),
+          ),
           totals: {
-            started: base.totals.started + started.length,
-            skipped: base.totals.skipped + skipped,
-            missed: base.totals.missed + missedCount,
+            started: base.totals.started + freshStarts,
+            skipped: base.totals.skipped + (raced ? 0 : skipped),
+            missed: base.totals.missed + (raced ? 0 : plan.missedCount),
           },
         },
-        events,
+        fresh,
       );
     },
     { abortSignal: term.signal },

@@ -19,6 +19,10 @@ export class Bitset {
     if (bytes.length !== Math.ceil(size / 8)) {
       throw new RangeError(`bitset checkpoint holds ${bytes.length} bytes, expected ${Math.ceil(size / 8)} for ${size} items`);
     }
+    const spare = size % 8;
+    if (spare !== 0 && (bytes[bytes.length - 1] ?? 0) >> spare !== 0) {
+      throw new RangeError(`bitset checkpoint marks items past its size ${size}`);
+    }
     return new Bitset(size, bytes);
   }
 

@@ -150,12 +150,19 @@ describe('job engine edges on Azurite: claim check', () => {
     const base = azuritePorts(fixture, 'claim');
     const n = 6;
     const padBytes = 70_000;
-    const seenAtSend: Array<{ claim: string | undefined; inline: boolean; bytes: number; blobItems: unknown; state: string | undefined; claimsListed: number }> = [];
+    const seenAtSend: Array<{
+      claim: string | undefined;
+      inline: boolean;
+      bytes: number;
+      blobItems: unknown;
+      state: string | undefined;
+      claimsListed: number;
+    }> = [];
     let runId = '';
     const work = new RecordingQueue(base.work, async (text) => {
       const message = workMessageSchema.parse(JSON.parse(text));
       const blob = message.claim ? await base.docs.read(message.claim) : undefined;
-      const record = await base.docs.read(runKeys.record(message.run));
+      const record = await engine.readRun(message.run);
       const claims: string[] = [];
       for await (const key of base.docs.list(runKeys.claimsPrefix(message.run))) claims.push(key);
       seenAtSend.push({
@@ -163,7 +170,7 @@ describe('job engine edges on Azurite: claim check', () => {
         inline: message.items !== undefined,
         bytes: Buffer.byteLength(text),
         blobItems: blob ? JSON.parse(blob.body) : undefined,
-        state: record ? (JSON.parse(record.body) as { state: string }).state : undefined,
+        state: record?.state,
         claimsListed: claims.length,
       });
     });
@@ -259,7 +266,15 @@ describe('job engine edges on Azurite: malformed work messages', () => {
         wrongShape: JSON.stringify({ v: 1, t: 'work', run: runId, job: 'sum', first: 0, items: [{ i: 0 }] }),
         unknownRun: JSON.stringify({ v: 1, t: 'work', run: unknownRun, job: 'sum', first: 0, count: 1, items: [{ i: 0 }] }),
         beyondPlan: JSON.stringify({ v: 1, t: 'work', run: runId, job: 'sum', first: n, count: 1, items: [{ i: n }] }),
-        straddlesPlan: JSON.stringify({ v: 1, t: 'work', run: runId, job: 'sum', first: n - 1, count: 2, items: [{ i: n - 1 }, { i: n }] }),
+        straddlesPlan: JSON.stringify({
+          v: 1,
+          t: 'work',
+          run: runId,
+          job: 'sum',
+          first: n - 1,
+          count: 2,
+          items: [{ i: n - 1 }, { i: n }],
+        }),
       });
       for (const text of Object.values(bad)) await ports.work.send(text);
 

@@ -28,6 +28,12 @@ describe('the built package', () => {
       'LeaseLostError',
       'StaleEpochError',
       'ConcurrentUpdateError',
+      'defineJob',
+      'Coordinator',
+      'requestRun',
+      'requestCancel',
+      'createBatonRuntime',
+      'batonRegistrations',
     ]) {
       expect(typeof lib[name], name).toBe('function');
     }
