@@ -30,6 +30,8 @@ interface Group {
   messages: ReceivedMessage[];
   outcomes: ItemOutcome[];
   rejected: number;
+  /** Claim-check blobs the messages point at. */
+  claims: string[];
 }
 
 /**
@@ -68,14 +70,19 @@ export async function drainResults(ctx: EngineContext, term: TermContext, book: 
       discard.push(message);
       continue;
     }
-    groupFor(groups, parsed.data.run).messages.push(message);
-    groupFor(groups, parsed.data.run).outcomes.push(...outcomes);
+    const group = groupFor(groups, parsed.data.run);
+    group.messages.push(message);
+    group.outcomes.push(...outcomes);
+    if (parsed.data.claim) group.claims.push(parsed.data.claim);
   }
   for (const [runId, group] of groups) {
     const applied = await applyToRun(ctx, term, book, runId, group);
     if (applied === 'defer') continue;
-    if (applied === 'stray') stats.stray += group.messages.length;
-    else {
+    if (applied === 'stray') {
+      stats.stray += group.messages.length;
+      // The run's claims were cleared when it ended; these came later and would be left behind.
+      await Promise.all(group.claims.map((key) => ctx.docs.delete(key, { abortSignal: term.signal })));
+    } else {
       stats.folded += applied.folded;
       stats.duplicates += applied.duplicates;
     }
@@ -203,6 +210,6 @@ async function deleteAll(
 
 function groupFor(groups: Map<string, Group>, runId: string): Group {
   let group = groups.get(runId);
-  if (!group) groups.set(runId, (group = { messages: [], outcomes: [], rejected: 0 }));
+  if (!group) groups.set(runId, (group = { messages: [], outcomes: [], rejected: 0, claims: [] }));
   return group;
 }

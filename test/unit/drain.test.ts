@@ -1,0 +1,100 @@
+import { describe, expect, it } from 'vitest';
+import { drainPoison, drainResults } from '../../src/engine/drain';
+import { FencedDocuments } from '../../src/fencing/fenced-documents';
+import { newRunRecord, runKeys, runRecordSchema, transition, type RunRecord } from '../../src/runs/run-record';
+import { Bitset } from '../../src/runs/bitset';
+import { sumJob } from '../support/sample-jobs';
+import { unitEngine } from '../support/unit-engine';
+
+async function seedRun(engine: ReturnType<typeof unitEngine>, runId: string, planned: number, state: 'running' | 'succeeded') {
+  const records = new FencedDocuments<RunRecord>(engine.docs, { parse: (v) => runRecordSchema.parse(v) });
+  let record = newRunRecord({
+    runId,
+    job: 'sum',
+    trigger: 'manual',
+    occurrence: undefined,
+    now: engine.clock.date(),
+    timeoutSeconds: 60,
+  });
+  record = {
+    ...transition(transition(record, 'dispatching', engine.clock.date()), 'running', engine.clock.date()),
+    counters: { ...record.counters, planned, dispatched: planned },
+    acc: { count: 0, sum: 0, squares: 0 },
+    seen: Bitset.empty(planned).toBase64(),
+    messages: planned,
+    cursor: planned,
+  };
+  if (state === 'succeeded')
+    record = transition(transition(record, 'finalizing', engine.clock.date()), 'succeeded', engine.clock.date());
+  await records.create(runKeys.record(runId), 1, record);
+  return records;
+}
+
+describe('drain', () => {
+  it('checkpoints before deleting: a result redelivered after a lost delete counts once', async () => {
+    const engine = unitEngine([sumJob({ items: 4 })]);
+    const records = await seedRun(engine, 'sum/manual-a', 4, 'running');
+    const result = { v: 1, t: 'result', run: 'sum/manual-a', job: 'sum', outcomes: [{ i: 2, ok: true, r: { v: 4 } }] };
+    await engine.ctx.results.send(JSON.stringify(result));
+    await engine.ctx.results.send(JSON.stringify(result));
+    const { book, term } = engine.book(2);
+    const stats = await drainResults(engine.ctx, term, book);
+    expect(stats).toMatchObject({ received: 2, folded: 1, duplicates: 1 });
+    const record = (await records.read(runKeys.record('sum/manual-a')))?.value;
+    expect(record?.counters).toMatchObject({ succeeded: 1, duplicates: 1 });
+    expect(record?.acc).toEqual({ count: 1, sum: 4, squares: 16 });
+    expect(await engine.ctx.results.approximateCount()).toBe(0);
+  });
+
+  it('deletes results of an ended run together with the claim-check blobs they point at', async () => {
+    const engine = unitEngine([sumJob({ items: 2 })]);
+    await seedRun(engine, 'sum/manual-b', 2, 'succeeded');
+    const claim = runKeys.claim('sum/manual-b', 'late');
+    await engine.docs.write(claim, JSON.stringify([{ i: 0, ok: true, r: { v: 0 } }]), { ifNoneMatch: '*' });
+    await engine.ctx.results.send(JSON.stringify({ v: 1, t: 'result', run: 'sum/manual-b', job: 'sum', claim }));
+    const { book, term } = engine.book(2);
+    const stats = await drainResults(engine.ctx, term, book);
+    expect(stats).toMatchObject({ received: 1, stray: 1, folded: 0 });
+    expect(await engine.docs.read(claim)).toBeUndefined();
+    expect(await engine.ctx.results.approximateCount()).toBe(0);
+  });
+
+  it('leaves results of a run that is still planning in the queue', async () => {
+    const engine = unitEngine([sumJob({ items: 2 })]);
+    const records = new FencedDocuments<RunRecord>(engine.docs, { parse: (v) => runRecordSchema.parse(v) });
+    const record = newRunRecord({
+      runId: 'sum/manual-c',
+      job: 'sum',
+      trigger: 'manual',
+      occurrence: undefined,
+      now: engine.clock.date(),
+      timeoutSeconds: 60,
+    });
+    await records.create(runKeys.record('sum/manual-c'), 1, record);
+    await engine.ctx.results.send(
+      JSON.stringify({ v: 1, t: 'result', run: 'sum/manual-c', job: 'sum', outcomes: [{ i: 0, ok: true, r: { v: 0 } }] }),
+    );
+    const { book, term } = engine.book(2);
+    await drainResults(engine.ctx, term, book);
+    expect(await engine.ctx.results.approximateCount()).toBe(1);
+  });
+
+  it('a raw work message the host gave up on fails its items that have no outcome yet', async () => {
+    const engine = unitEngine([sumJob({ items: 3 })]);
+    const records = await seedRun(engine, 'sum/manual-d', 3, 'running');
+    await engine.ctx.results.send(
+      JSON.stringify({ v: 1, t: 'result', run: 'sum/manual-d', job: 'sum', outcomes: [{ i: 0, ok: true, r: { v: 0 } }] }),
+    );
+    await engine.ctx.poison.send(
+      JSON.stringify({ v: 1, t: 'work', run: 'sum/manual-d', job: 'sum', first: 0, count: 2, items: [{ i: 0 }, { i: 1 }] }),
+    );
+    const { book, term } = engine.book(2);
+    await drainResults(engine.ctx, term, book);
+    await drainPoison(engine.ctx, term, book);
+    const record = (await records.read(runKeys.record('sum/manual-d')))?.value;
+    expect(record?.counters).toMatchObject({ succeeded: 1, failed: 1, duplicates: 1 });
+    expect(record?.failureParts).toHaveLength(1);
+    const part = await engine.docs.read(record?.failureParts[0] ?? '');
+    expect(JSON.parse(part?.body.trim() ?? '{}')).toMatchObject({ item: 1, reason: expect.stringContaining('no result after') });
+  });
+});
