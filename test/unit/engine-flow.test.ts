@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { defineJob } from '../../src/jobs/define-job';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
 import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
 import { InMemoryQueue } from '../../src/queue/in-memory-queue';
@@ -20,6 +21,29 @@ function memoryPorts(): EnginePorts {
 }
 
 describe('engine on in-memory ports', () => {
+  it('calls finalize once per run with the output and the run id as idempotency key; a failing hook is recorded, not fatal', async () => {
+    const ports = memoryPorts();
+    const calls: Array<{ output: unknown; key: string; state: string; planned: number }> = [];
+    const base = sumJob({ items: 10 });
+    const job = defineJob({
+      ...base,
+      name: 'hooked',
+      finalize: (output, ctx) => {
+        calls.push({ output, key: ctx.idempotencyKey, state: ctx.state, planned: ctx.counters.planned });
+        throw new Error('downstream is down; AccountKey=abc123');
+      },
+    });
+    const engine = buildEngine(ports, [job]);
+    const stop = engine.startWorkers(1);
+    const runId = await requestRun(ports.docs, 'hooked');
+    await engine.leadUntil('leader', async () => (await engine.readRun(runId))?.state === 'succeeded', 20_000);
+    await stop();
+    expect(calls).toEqual([{ output: expectedSum(10), key: runId, state: 'succeeded', planned: 10 }]);
+    const record = await engine.readRun(runId);
+    expect(record?.finalizeError).toBe('downstream is down; AccountKey=***');
+    expect(record?.outputKey).toBe(runKeys.output(runId));
+  });
+
   it('runs a manual 200-item job end to end and writes the exact aggregate', async () => {
     const ports = memoryPorts();
     const engine = buildEngine(ports, [sumJob({ items: 200, itemsPerMessage: 3 })]);
