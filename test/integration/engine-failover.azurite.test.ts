@@ -3,7 +3,8 @@ import { StaleEpochError } from '../../src/errors';
 import type { RunOutput } from '../../src/engine/finalizer';
 import { requestRun } from '../../src/engine/requests';
 import type { Leadership } from '../../src/lease/leader-elector';
-import type { MessageReceipt, QueueCallOptions, QueuePort, ReceivedMessage } from '../../src/queue/queue-port';
+import type { MessageReceipt, QueueCallOptions, QueuePort } from '../../src/queue/queue-port';
+import { ForwardingQueue, type SendOptions } from '../support/forwarding-queue';
 import { runKeys } from '../../src/runs/run-record';
 import { useAzurite } from '../support/azurite';
 import { azuritePorts } from '../support/azurite-engine';
@@ -26,25 +27,27 @@ function term(epoch: number) {
 }
 
 /** Calls `hook` before the n-th call of `method`, then carries on. */
-function tap(queue: QueuePort, method: 'send' | 'delete', n: number, hook: () => void): QueuePort {
-  let calls = 0;
-  const before = () => {
-    if (++calls === n) hook();
-  };
-  return {
-    name: queue.name,
-    ensure: (o?: QueueCallOptions) => queue.ensure(o),
-    send: async (text: string, o?: QueueCallOptions & { visibilityTimeoutSeconds?: number }) => {
-      if (method === 'send') before();
-      await queue.send(text, o);
-    },
-    receive: (max: number, vis: number, o?: QueueCallOptions): Promise<ReceivedMessage[]> => queue.receive(max, vis, o),
-    delete: async (m: MessageReceipt, o?: QueueCallOptions) => {
-      if (method === 'delete') before();
-      return queue.delete(m, o);
-    },
-    approximateCount: (o?: QueueCallOptions) => queue.approximateCount(o),
-  };
+class TappedQueue extends ForwardingQueue {
+  private calls = 0;
+  constructor(
+    inner: QueuePort,
+    private readonly method: 'send' | 'delete',
+    private readonly n: number,
+    private readonly hook: () => void,
+  ) {
+    super(inner);
+  }
+  override send(text: string, options?: SendOptions): Promise<void> {
+    if (this.method === 'send') this.tick();
+    return super.send(text, options);
+  }
+  override delete(message: MessageReceipt, options?: QueueCallOptions): Promise<boolean> {
+    if (this.method === 'delete') this.tick();
+    return super.delete(message, options);
+  }
+  private tick(): void {
+    if (++this.calls === this.n) this.hook();
+  }
 }
 
 describe('leader failover inside a run', () => {
@@ -61,7 +64,7 @@ describe('leader failover inside a run', () => {
       const stale = buildEngine(
         {
           ...ports,
-          [method === 'send' ? 'work' : 'results']: tap(
+          [method === 'send' ? 'work' : 'results']: new TappedQueue(
             method === 'send' ? ports.work : ports.results,
             method,
             after,

@@ -7,7 +7,8 @@ import { DEFAULT_TUNING } from '../../src/engine/engine-context';
 import type { RunOutput } from '../../src/engine/finalizer';
 import { requestRun } from '../../src/engine/requests';
 import { AzureQueue } from '../../src/queue/azure-queue';
-import { runKeys } from '../../src/runs/run-record';
+import { FencedDocuments } from '../../src/fencing/fenced-documents';
+import { newRunRecord, runKeys, transition } from '../../src/runs/run-record';
 import { parseBatonSettings } from '../../src/storage/settings';
 import { useAzurite } from '../support/azurite';
 import { expectedSum, sumJob } from '../support/sample-jobs';
@@ -71,18 +72,13 @@ describe('the Functions app handlers', () => {
     const [, worker] = batonRegistrations(runtime) as [TimerRegistration, QueueRegistration];
     const docs = runtime.coordinator.ctx.docs;
     const runId = 'sum/manual-handler-test';
-    await docs.write(
-      runKeys.record(runId),
-      JSON.stringify({
-        epoch: 1,
-        value: {
-          ...baseRecord(runId),
-          state: 'running',
-          counters: { planned: 1, dispatched: 1, succeeded: 0, failed: 0, duplicates: 0, rejected: 0 },
-        },
-      }),
-      { ifNoneMatch: '*' },
-    );
+    const now = new Date();
+    const planned = newRunRecord({ runId, job: 'sum', trigger: 'manual', occurrence: undefined, now, timeoutSeconds: 3600 });
+    const running = transition(transition(planned, 'dispatching', now), 'running', now);
+    await new FencedDocuments(docs).create(runKeys.record(runId), 1, {
+      ...running,
+      counters: { ...running.counters, planned: 1 },
+    });
     const message = { v: 1, t: 'work', run: runId, job: 'sum', first: 0, count: 1, items: [{ i: 0 }] };
     const context = (dequeueCount: number) =>
       new InvocationContext({ invocationId: `d${dequeueCount}`, triggerMetadata: { dequeueCount } });
@@ -104,33 +100,3 @@ describe('the Functions app handlers', () => {
     expect(host.extensions.queues.newBatchThreshold).toBe(8);
   });
 });
-
-function baseRecord(runId: string) {
-  const now = new Date().toISOString();
-  return {
-    v: 1,
-    runId,
-    job: 'sum',
-    trigger: 'manual',
-    occurrence: null,
-    state: 'running',
-    createdAt: now,
-    updatedAt: now,
-    deadlineAt: new Date(Date.now() + 3600_000).toISOString(),
-    endedAt: null,
-    counters: { planned: 0, dispatched: 0, succeeded: 0, failed: 0, duplicates: 0, rejected: 0 },
-    planEpoch: 1,
-    planChunks: 1,
-    chunkItems: 1000,
-    messages: 1,
-    cursor: 1,
-    acc: null,
-    seen: null,
-    failureParts: [],
-    cancelRequested: false,
-    endReason: null,
-    outputKey: null,
-    manifestKey: null,
-    finalizeError: null,
-  };
-}

@@ -2,36 +2,24 @@ import { defineJob } from '../../src/jobs/define-job';
 import type { JobDefinition } from '../../src/jobs/job-definition';
 import { RunStateCache } from '../../src/engine/run-state-cache';
 import type { WorkerDeps } from '../../src/engine/worker';
-import type { MessageReceipt, QueueCallOptions, QueuePort, ReceivedMessage } from '../../src/queue/queue-port';
+import type { QueuePort, ReceivedMessage } from '../../src/queue/queue-port';
+import { ForwardingQueue, type SendOptions } from './forwarding-queue';
 import type { EnginePorts } from './engine-harness';
 import type { SumAcc } from './sample-jobs';
 
 /** A queue that remembers every text sent through it, and can look around after each send. */
-export class RecordingQueue implements QueuePort {
+export class RecordingQueue extends ForwardingQueue {
   readonly sent: string[] = [];
   constructor(
-    private readonly inner: QueuePort,
+    inner: QueuePort,
     private readonly afterSend?: (text: string) => Promise<void>,
-  ) {}
-  get name(): string {
-    return this.inner.name;
+  ) {
+    super(inner);
   }
-  ensure(options?: QueueCallOptions): Promise<void> {
-    return this.inner.ensure(options);
-  }
-  async send(text: string, options?: QueueCallOptions & { visibilityTimeoutSeconds?: number }): Promise<void> {
+  override async send(text: string, options?: SendOptions): Promise<void> {
     await this.inner.send(text, options);
     this.sent.push(text);
     await this.afterSend?.(text);
-  }
-  receive(max: number, visibilityTimeoutSeconds: number, options?: QueueCallOptions): Promise<ReceivedMessage[]> {
-    return this.inner.receive(max, visibilityTimeoutSeconds, options);
-  }
-  delete(message: MessageReceipt, options?: QueueCallOptions): Promise<boolean> {
-    return this.inner.delete(message, options);
-  }
-  approximateCount(options?: QueueCallOptions): Promise<number> {
-    return this.inner.approximateCount(options);
   }
 }
 
