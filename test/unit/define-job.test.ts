@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { InvalidConfigError } from '../../src/errors';
 import { assertUniqueJobs, defineJob } from '../../src/jobs/define-job';
 import type { JobOptions } from '../../src/jobs/job-definition';
+import { oneLineError } from '../support/errors';
 
 type Options = JobOptions<number, number, number, number>;
 
@@ -18,17 +19,9 @@ function base(overrides: Record<string, unknown> = {}): Options {
 }
 
 function configError(fn: () => unknown): InvalidConfigError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(InvalidConfigError);
-    const e = err as InvalidConfigError;
-    expect(e.code).toBe('InvalidConfig');
-    expect(e.message).not.toMatch(/[\r\n]/);
-    expect(e.message.length).toBeGreaterThan(0);
-    return e;
-  }
-  throw new Error('expected an InvalidConfigError');
+  const e = oneLineError(InvalidConfigError, fn);
+  expect(e.code).toBe('InvalidConfig');
+  return e;
 }
 
 describe('defineJob', () => {

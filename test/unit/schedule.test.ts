@@ -1,21 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidConfigError } from '../../src/errors.js';
 import { decideOverlap, planOccurrences, Schedule } from '../../src/schedule/schedule.js';
+import { oneLineError } from '../support/errors';
 
 const at = (iso: string): Date => new Date(iso);
 const isos = (dates: Date[]): string[] => dates.map((d) => d.toISOString());
 
 function configError(fn: () => unknown): InvalidConfigError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(InvalidConfigError);
-    const e = err as InvalidConfigError;
-    expect(e.code).toBe('InvalidConfig');
-    expect(e.message).not.toMatch(/[\r\n]/);
-    return e;
-  }
-  throw new Error('expected an InvalidConfigError');
+  const e = oneLineError(InvalidConfigError, fn);
+  expect(e.code).toBe('InvalidConfig');
+  return e;
 }
 
 describe('Schedule.parse and next', () => {

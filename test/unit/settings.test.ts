@@ -1,22 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidSettingError } from '../../src/errors.js';
 import { parseBatonSettings, parseStorageSettings, redactSecrets, type Env } from '../../src/storage/settings.js';
+import { oneLineError } from '../support/errors';
 
 const KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
 const SAS = 'sv=2022-11-02&ss=bq&srt=sco&sp=rwdlac&se=2030-01-01T00:00:00Z&sig=SeCrEtSiGnAtUrE%3D';
 const GUID = '6f1c2c7e-7b1f-4a55-9d0e-2f3b1c4d5e6f';
 
 function settingError(fn: () => unknown): InvalidSettingError {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(InvalidSettingError);
-    const e = err as InvalidSettingError;
-    expect(e.code).toBe('InvalidSetting');
-    expect(e.message).not.toMatch(/[\r\n]/);
-    return e;
-  }
-  throw new Error('expected an InvalidSettingError');
+  const e = oneLineError(InvalidSettingError, fn);
+  expect(e.code).toBe('InvalidSetting');
+  return e;
 }
 
 describe('parseStorageSettings: connection strings', () => {
