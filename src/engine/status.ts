@@ -1,0 +1,69 @@
+import type { DocumentStore } from '../fencing/document-store';
+import { FencedDocuments } from '../fencing/fenced-documents';
+import type { LeaseStore } from '../lease/lease-store';
+import { isTerminal, runKeys, runRecordSchema, type RunRecord } from '../runs/run-record';
+import type { FailuresManifest, RunOutput } from './finalizer';
+import { jobStateSchema, type JobState } from './job-state';
+
+/** What anyone can read about a hub without leading it: the status the CLI and the live view show. */
+export interface HubStatus {
+  leader: { identity: string | undefined; epoch: number; acquiredAt: string | undefined; ledForMs: number | undefined } | undefined;
+  jobs: JobState[];
+  activeRuns: RunRecord[];
+}
+
+export interface RunDetails {
+  record: RunRecord;
+  output: RunOutput | undefined;
+  manifest: FailuresManifest | undefined;
+}
+
+const records = (docs: DocumentStore) => new FencedDocuments<RunRecord>(docs, { parse: (v) => runRecordSchema.parse(v) });
+
+export async function readHubStatus(docs: DocumentStore, lease: LeaseStore, options: { now?: Date; abortSignal?: AbortSignal } = {}): Promise<HubStatus> {
+  const now = options.now ?? new Date();
+  const held = await lease.read(options);
+  const leader = held.leased
+    ? {
+        identity: held.holder,
+        epoch: held.epoch,
+        acquiredAt: held.acquiredAt?.toISOString(),
+        ledForMs: held.acquiredAt ? Math.max(0, now.getTime() - held.acquiredAt.getTime()) : undefined,
+      }
+    : undefined;
+  const states = new FencedDocuments<JobState>(docs, { parse: (v) => jobStateSchema.parse(v) });
+  const jobs: JobState[] = [];
+  for await (const key of docs.list('jobs/', options)) {
+    const state = await states.read(key, options);
+    if (state) jobs.push(state.value);
+  }
+  const activeRuns: RunRecord[] = [];
+  for (const runId of jobs.flatMap((j) => j.active)) {
+    const run = await records(docs).read(runKeys.record(runId), options);
+    if (run && !isTerminal(run.value.state)) activeRuns.push(run.value);
+  }
+  return { leader, jobs, activeRuns };
+}
+
+/** Runs, newest first, optionally of one job. */
+export async function listRuns(docs: DocumentStore, options: { job?: string; limit?: number; abortSignal?: AbortSignal } = {}): Promise<RunRecord[]> {
+  const out: RunRecord[] = [];
+  const prefix = options.job ? `runs/${options.job}/` : 'runs/';
+  for await (const key of docs.list(prefix, options)) {
+    if (!key.endsWith('/run.json')) continue;
+    const run = await records(docs).read(key, options);
+    if (run) out.push(run.value);
+  }
+  out.sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+  return options.limit === undefined ? out : out.slice(0, options.limit);
+}
+
+export async function readRunDetails(docs: DocumentStore, runId: string, options: { abortSignal?: AbortSignal } = {}): Promise<RunDetails | undefined> {
+  const run = await records(docs).read(runKeys.record(runId), options);
+  if (!run) return undefined;
+  const json = async <T>(key: string): Promise<T | undefined> => {
+    const stored = await docs.read(key, options);
+    return stored ? (JSON.parse(stored.body) as T) : undefined;
+  };
+  return { record: run.value, output: await json<RunOutput>(runKeys.output(runId)), manifest: await json<FailuresManifest>(runKeys.manifest(runId)) };
+}
