@@ -1,8 +1,24 @@
+import { hubResources } from '../src/app/runtime';
+import { BlobDocumentStore } from '../src/fencing/blob-document-store';
 import type { JobDefinition } from '../src/jobs/job-definition';
-import { demoSquares } from '../src/sample/demo-job';
+import { createBlobAuditJob } from '../src/sample/blob-audit';
+import { createBlobServiceClient } from '../src/storage/client-factory';
+import { parseBatonSettings, parseStorageSettings, type Env } from '../src/storage/settings';
 
 /**
- * The jobs this app runs: the one place to add yours (`defineJob` from the library). Every
- * instance must register the same list.
+ * The jobs this app runs: the one place to add yours (`defineJob` from the library). The
+ * Functions entry point and the local cluster both read this list, so every instance
+ * registers the same jobs.
  */
-export const jobs: JobDefinition[] = [demoSquares];
+export function createJobs(env: Env = process.env): JobDefinition[] {
+  const blobs = createBlobServiceClient(parseStorageSettings(env));
+  const { hub } = parseBatonSettings(env);
+  return [
+    // The sample: scrub a container for integrity (BATON_AUDIT_CONTAINER, default audit-demo).
+    createBlobAuditJob({
+      target: blobs.getContainerClient(env.BATON_AUDIT_CONTAINER?.trim() || 'audit-demo'),
+      reports: new BlobDocumentStore(blobs.getContainerClient(hubResources(hub).container)),
+      downloadConcurrency: 2,
+    }),
+  ];
+}

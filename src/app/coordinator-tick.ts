@@ -18,7 +18,10 @@ export function createCoordinatorTick(runtime: BatonRuntime, work: LeaderWork) {
   return async (timer: Timer, context: InvocationContext): Promise<TickOutcome> => {
     if (timer.isPastDue) context.info('coordinator tick is past due; leading once for it');
     try {
-      const result = await runtime.elector.runIfLeader((leadership) => work(leadership, context));
+      if (runtime.shutdownSignal.aborted) return { led: false, holder: undefined };
+      const result = await runtime.elector.runIfLeader((leadership) => work(leadership, context), {
+        signal: runtime.shutdownSignal,
+      });
       if (result.led) return { led: true, epoch: result.epoch };
       const holder = result.holder?.identity;
       context.debug(`not leading this tick: held by ${holder ?? 'another candidate'}`);
@@ -29,6 +32,8 @@ export function createCoordinatorTick(runtime: BatonRuntime, work: LeaderWork) {
         context.warn(err.message);
         return { led: 'lost', reason: err.reason };
       }
+      // Shutting down: the leader stopped its work and gave the lease back.
+      if (runtime.shutdownSignal.aborted) return { led: false, holder: undefined };
       throw err;
     }
   };

@@ -9,6 +9,7 @@ import type { JobDefinition } from '../jobs/job-definition';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import type { LeaderLogger } from '../lease/elector-options';
 import { LeaderElector } from '../lease/leader-elector';
+import type { LeaderEvent } from '../lease/leader-events';
 import { AzureQueue } from '../queue/azure-queue';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
 import { parseBatonSettings, parseStorageSettings, type BatonSettings, type Env } from '../storage/settings';
@@ -27,6 +28,9 @@ export function hubResources(hub: string) {
 /** What one Functions worker process shares across invocations. */
 export interface BatonRuntime {
   settings: BatonSettings;
+  /** Aborted by `shutdown()`: a leading tick then stops its work and releases the lease. */
+  readonly shutdownSignal: AbortSignal;
+  shutdown(): void;
   elector: LeaderElector;
   coordinator: Coordinator;
   worker: WorkerDeps;
@@ -35,6 +39,7 @@ export interface BatonRuntime {
 
 export interface RuntimeOptions {
   jobs?: readonly JobDefinition[];
+  onLeaderEvent?: (event: LeaderEvent) => void;
   logger?: LeaderLogger & EngineLogger;
   identity?: string;
   clock?: Clock;
@@ -67,7 +72,9 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     clock,
     ...(options.identity ? { identity: options.identity } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
+    ...(options.onLeaderEvent ? { onEvent: options.onLeaderEvent } : {}),
   });
+  const stopping = new AbortController();
   const coordinator = new Coordinator({
     jobs: jobMap,
     docs,
@@ -87,5 +94,5 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     maxAttempts: settings.maxAttempts,
     log: (level, message) => log[level](message),
   };
-  return { settings, elector, coordinator, worker, resources };
+  return { settings, elector, coordinator, worker, resources, shutdownSignal: stopping.signal, shutdown: () => stopping.abort() };
 }

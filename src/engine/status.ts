@@ -7,7 +7,8 @@ import { jobStateSchema, type JobState } from './job-state';
 
 /** What anyone can read about a hub without leading it: the status the CLI and the live view show. */
 export interface HubStatus {
-  leader: { identity: string | undefined; epoch: number; acquiredAt: string | undefined; ledForMs: number | undefined } | undefined;
+  leader:
+    { identity: string | undefined; epoch: number; acquiredAt: string | undefined; ledForMs: number | undefined } | undefined;
   jobs: JobState[];
   activeRuns: RunRecord[];
 }
@@ -20,7 +21,11 @@ export interface RunDetails {
 
 const records = (docs: DocumentStore) => new FencedDocuments<RunRecord>(docs, { parse: (v) => runRecordSchema.parse(v) });
 
-export async function readHubStatus(docs: DocumentStore, lease: LeaseStore, options: { now?: Date; abortSignal?: AbortSignal } = {}): Promise<HubStatus> {
+export async function readHubStatus(
+  docs: DocumentStore,
+  lease: LeaseStore,
+  options: { now?: Date; abortSignal?: AbortSignal } = {},
+): Promise<HubStatus> {
   const now = options.now ?? new Date();
   const held = await lease.read(options);
   const leader = held.leased
@@ -46,7 +51,10 @@ export async function readHubStatus(docs: DocumentStore, lease: LeaseStore, opti
 }
 
 /** Runs, newest first, optionally of one job. */
-export async function listRuns(docs: DocumentStore, options: { job?: string; limit?: number; abortSignal?: AbortSignal } = {}): Promise<RunRecord[]> {
+export async function listRuns(
+  docs: DocumentStore,
+  options: { job?: string; limit?: number; abortSignal?: AbortSignal } = {},
+): Promise<RunRecord[]> {
   const out: RunRecord[] = [];
   const prefix = options.job ? `runs/${options.job}/` : 'runs/';
   for await (const key of docs.list(prefix, options)) {
@@ -58,12 +66,20 @@ export async function listRuns(docs: DocumentStore, options: { job?: string; lim
   return options.limit === undefined ? out : out.slice(0, options.limit);
 }
 
-export async function readRunDetails(docs: DocumentStore, runId: string, options: { abortSignal?: AbortSignal } = {}): Promise<RunDetails | undefined> {
+export async function readRunDetails(
+  docs: DocumentStore,
+  runId: string,
+  options: { abortSignal?: AbortSignal } = {},
+): Promise<RunDetails | undefined> {
   const run = await records(docs).read(runKeys.record(runId), options);
   if (!run) return undefined;
   const json = async <T>(key: string): Promise<T | undefined> => {
     const stored = await docs.read(key, options);
     return stored ? (JSON.parse(stored.body) as T) : undefined;
   };
-  return { record: run.value, output: await json<RunOutput>(runKeys.output(runId)), manifest: await json<FailuresManifest>(runKeys.manifest(runId)) };
+  return {
+    record: run.value,
+    output: await json<RunOutput>(runKeys.output(runId)),
+    manifest: await json<FailuresManifest>(runKeys.manifest(runId)),
+  };
 }

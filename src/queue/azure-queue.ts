@@ -46,6 +46,13 @@ export function assertSendable(text: string, visibilityTimeoutSeconds: number | 
 }
 
 /** Limits of Get Messages, checked before the call so both implementations fail the same way. */
+/** Visibility for an update: whole seconds from 0 (visible now) to 7 days. */
+export function assertVisibility(seconds: number): void {
+  if (!Number.isInteger(seconds) || seconds < 0 || seconds > 7 * 24 * 3600) {
+    throw new RangeError(`visibilityTimeoutSeconds must be whole seconds from 0 to 604800, got ${seconds}`);
+  }
+}
+
 export function assertReceivable(max: number, visibilityTimeoutSeconds: number): void {
   if (!Number.isInteger(max) || max < 1 || max > 32) {
     throw new RangeError(`max must be an integer from 1 to 32, got ${max}`);
@@ -113,6 +120,24 @@ export class AzureQueue implements QueuePort {
       return true;
     } catch (err) {
       if (isGoneOrStale(err)) return false;
+      throw err;
+    }
+  }
+
+  async setVisibility(
+    message: MessageReceipt,
+    visibilityTimeoutSeconds: number,
+    options?: QueueCallOptions,
+  ): Promise<MessageReceipt | undefined> {
+    assertVisibility(visibilityTimeoutSeconds);
+    try {
+      const response = await this.client.updateMessage(message.id, message.popReceipt, undefined, visibilityTimeoutSeconds, {
+        abortSignal: options?.abortSignal,
+      });
+      if (!response.popReceipt) throw new Error(`storage returned no pop receipt for message ${message.id}`);
+      return { id: message.id, popReceipt: response.popReceipt };
+    } catch (err) {
+      if (isGoneOrStale(err)) return undefined;
       throw err;
     }
   }

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from '../clock/clock';
-import { assertReceivable, assertSendable } from './azure-queue';
+import { assertReceivable, assertSendable, assertVisibility } from './azure-queue';
 import type { MessageReceipt, QueueCallOptions, QueuePort, ReceivedMessage } from './queue-port';
 
 interface StoredMessage {
@@ -69,6 +69,20 @@ export class InMemoryQueue implements QueuePort {
     if (!stored || stored.popReceipt === undefined || stored.popReceipt !== message.popReceipt) return false;
     this.messages.splice(index, 1);
     return true;
+  }
+
+  async setVisibility(
+    message: MessageReceipt,
+    visibilityTimeoutSeconds: number,
+    options?: QueueCallOptions,
+  ): Promise<MessageReceipt | undefined> {
+    options?.abortSignal?.throwIfAborted();
+    assertVisibility(visibilityTimeoutSeconds);
+    const stored = this.messages.find((m) => m.id === message.id);
+    if (!stored || stored.popReceipt === undefined || stored.popReceipt !== message.popReceipt) return undefined;
+    stored.visibleAt = this.clock.now() + visibilityTimeoutSeconds * 1000;
+    stored.popReceipt = randomUUID();
+    return { id: stored.id, popReceipt: stored.popReceipt };
   }
 
   async approximateCount(options?: QueueCallOptions): Promise<number> {

@@ -22,6 +22,16 @@ export interface QueuePort {
   send(text: string, options?: QueueCallOptions & { visibilityTimeoutSeconds?: number }): Promise<void>;
   receive(max: number, visibilityTimeoutSeconds: number, options?: QueueCallOptions): Promise<ReceivedMessage[]>;
   delete(message: MessageReceipt, options?: QueueCallOptions): Promise<boolean>;
+  /**
+   * Hides a received message for `visibilityTimeoutSeconds` from now (0 makes it visible at
+   * once) and returns its new receipt; the old one goes stale. Undefined when the message is gone
+   * or the receipt is already stale.
+   */
+  setVisibility(
+    message: MessageReceipt,
+    visibilityTimeoutSeconds: number,
+    options?: QueueCallOptions,
+  ): Promise<MessageReceipt | undefined>;
   /** Approximate number of messages, visible or not. */
   approximateCount(options?: QueueCallOptions): Promise<number>;
 }

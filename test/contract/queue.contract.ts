@@ -139,6 +139,31 @@ export function queueContract(name: string, makeHarness: () => Promise<QueueHarn
       expect(await queue.approximateCount()).toBe(0);
     });
 
+    it("extends a received message's visibility, issuing a new receipt and staling the old one", async () => {
+      const { queue, elapse } = await fresh();
+      await queue.send('long job');
+      const received = only(await queue.receive(1, 1));
+      const renewed = await queue.setVisibility(received, 30);
+      expect(renewed?.id).toBe(received.id);
+      expect(renewed?.popReceipt).not.toBe(received.popReceipt);
+      await elapse(1500);
+      expect(await queue.receive(1, 30)).toEqual([]);
+      expect(await queue.delete(received)).toBe(false);
+      expect(await queue.delete(renewed as NonNullable<typeof renewed>)).toBe(true);
+    });
+
+    it('makes a message visible at once with visibility 0, and refuses a stale receipt', async () => {
+      const { queue } = await fresh();
+      await queue.send('retry me');
+      const received = only(await queue.receive(1, 30));
+      const released = await queue.setVisibility(received, 0);
+      expect(released).toBeDefined();
+      expect(await queue.setVisibility(received, 10)).toBeUndefined();
+      const again = only(await queue.receive(1, 30));
+      expect(again).toMatchObject({ id: received.id, dequeueCount: 2 });
+      await expect(queue.setVisibility(again, -1)).rejects.toBeInstanceOf(RangeError);
+    });
+
     it('gives each of 16 messages to exactly one of 16 concurrent receivers', async () => {
       const { queue } = await fresh();
       const texts = Array.from({ length: 16 }, (_, i) => `job-${String(i).padStart(2, '0')}`);

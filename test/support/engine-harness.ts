@@ -80,7 +80,8 @@ export function buildEngine(
           },
           controller.signal,
           {
-            visibilityTimeoutSeconds: options.workerVisibilitySeconds ?? 1,
+            visibilityTimeoutSeconds: options.workerVisibilitySeconds ?? 30,
+            retryDelaySeconds: 0,
             maxDequeueCount: tuning.maxAttempts ?? 3,
             idlePollMs: 20,
           },

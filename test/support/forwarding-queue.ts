@@ -20,6 +20,9 @@ export class ForwardingQueue implements QueuePort {
   delete(message: MessageReceipt, options?: QueueCallOptions): Promise<boolean> {
     return this.inner.delete(message, options);
   }
+  setVisibility(message: MessageReceipt, seconds: number, options?: QueueCallOptions): Promise<MessageReceipt | undefined> {
+    return this.inner.setVisibility(message, seconds, options);
+  }
   approximateCount(options?: QueueCallOptions): Promise<number> {
     return this.inner.approximateCount(options);
   }

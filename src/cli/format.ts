@@ -1,0 +1,321 @@
+import type { FailuresManifest } from '../engine/finalizer';
+import type { JobState } from '../engine/job-state';
+import type { HubStatus, RunDetails } from '../engine/status';
+import { isTerminal, type RunRecord } from '../runs/run-record';
+
+// ---- JSON views ---------------------------------------------------------------------------
+// What `--json` prints: stable, plain data. Run records are trimmed of engine internals (the
+// aggregate checkpoint, the dedupe bitset, plan layout), which are large and not for reading.
+
+export interface RunView {
+  runId: string;
+  job: string;
+  trigger: RunRecord['trigger'];
+  occurrence: string | null;
+  state: RunRecord['state'];
+  /** Items with an outcome (succeeded + failed) out of `counters.planned`. */
+  done: number;
+  counters: RunRecord['counters'];
+  createdAt: string;
+  updatedAt: string;
+  deadlineAt: string;
+  endedAt: string | null;
+  endReason: string | null;
+  cancelRequested: boolean;
+}
+
+export interface LeaderView {
+  identity: string | null;
+  epoch: number;
+  acquiredAt: string | null;
+  ledForMs: number | null;
+}
+
+export interface JobView {
+  job: string;
+  lastChecked: string | null;
+  active: string[];
+  /** Counts among the job's recent events (the last 50 kept). */
+  recent: { started: number; skipped: number; missed: number; cancelled: number };
+  /** The newest skip or miss, with its reason, if any. */
+  lastSkipOrMiss: { at: string; outcome: 'skipped' | 'missed'; occurrence: string | null; reason: string | null } | null;
+  totals: JobState['totals'];
+}
+
+export interface StatusView {
+  hub: string;
+  endpoint: string;
+  leader: LeaderView | null;
+  activeRuns: RunView[];
+  jobs: JobView[];
+}
+
+export interface RunsView {
+  hub: string;
+  job: string | null;
+  runs: RunView[];
+}
+
+export interface ShowView {
+  hub: string;
+  run: RunView & { outputKey: string | null; manifestKey: string | null; finalizeError: string | null };
+  /** `<container>/<key>` of the output document, once the run has one. */
+  outputPath: string | null;
+  /** The job's output (from the output document), or null before the run finalizes. */
+  output: unknown;
+  /** From the failures manifest, written when the run ends; null before. */
+  failures: { failed: FailuresManifest['failed']; failedCount: number; missing: number[]; missingCount: number } | null;
+}
+
+export function runView(record: RunRecord): RunView {
+  return {
+    runId: record.runId,
+    job: record.job,
+    trigger: record.trigger,
+    occurrence: record.occurrence,
+    state: record.state,
+    done: record.counters.succeeded + record.counters.failed,
+    counters: { ...record.counters },
+    createdAt: record.createdAt,
+    updatedAt: record.updatedAt,
+    deadlineAt: record.deadlineAt,
+    endedAt: record.endedAt,
+    endReason: record.endReason,
+    cancelRequested: record.cancelRequested,
+  };
+}
+
+export function jobView(state: JobState): JobView {
+  const count = (outcome: JobState['recent'][number]['outcome']) => state.recent.filter((e) => e.outcome === outcome).length;
+  const last = [...state.recent].reverse().find((e) => e.outcome === 'skipped' || e.outcome === 'missed');
+  return {
+    job: state.job,
+    lastChecked: state.lastChecked,
+    active: [...state.active],
+    recent: { started: count('started'), skipped: count('skipped'), missed: count('missed'), cancelled: count('cancelled') },
+    lastSkipOrMiss: last
+      ? { at: last.at, outcome: last.outcome as 'skipped' | 'missed', occurrence: last.occurrence, reason: last.reason ?? null }
+      : null,
+    totals: { ...state.totals },
+  };
+}
+
+export function statusView(hub: string, endpoint: string, status: HubStatus): StatusView {
+  const { leader } = status;
+  return {
+    hub,
+    endpoint,
+    leader: leader
+      ? {
+          identity: leader.identity ?? null,
+          epoch: leader.epoch,
+          acquiredAt: leader.acquiredAt ?? null,
+          ledForMs: leader.ledForMs ?? null,
+        }
+      : null,
+    activeRuns: status.activeRuns.map(runView),
+    jobs: [...status.jobs].sort((a, b) => a.job.localeCompare(b.job)).map(jobView),
+  };
+}
+
+export function showView(hub: string, container: string, details: RunDetails): ShowView {
+  const { record, output, manifest } = details;
+  return {
+    hub,
+    run: {
+      ...runView(record),
+      outputKey: record.outputKey,
+      manifestKey: record.manifestKey,
+      finalizeError: record.finalizeError,
+    },
+    outputPath: record.outputKey ? `${container}/${record.outputKey}` : null,
+    output: output ? (output.output ?? null) : null,
+    failures: manifest
+      ? {
+          failed: manifest.failed,
+          failedCount: manifest.failed.length,
+          missing: manifest.missing,
+          missingCount: manifest.missingCount,
+        }
+      : null,
+  };
+}
+
+export function toJson(value: unknown): string {
+  return `${JSON.stringify(value, null, 2)}\n`;
+}
+
+// ---- human text ---------------------------------------------------------------------------
+
+/** `3s`, `4m05s`, `2h07m`, `3d04h`. */
+export function formatDuration(ms: number): string {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m${String(s % 60).padStart(2, '0')}s`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return `${h}h${String(m % 60).padStart(2, '0')}m`;
+  return `${Math.floor(h / 24)}d${String(h % 24).padStart(2, '0')}h`;
+}
+
+/** An ISO time with its age (`2024-05-01T10:00:00.000Z (3m05s ago)`), or `-`. */
+export function formatTime(iso: string | null | undefined, now: Date): string {
+  if (!iso) return '-';
+  const at = Date.parse(iso);
+  if (Number.isNaN(at)) return iso;
+  const delta = now.getTime() - at;
+  return `${iso} (${delta >= 0 ? `${formatDuration(delta)} ago` : `in ${formatDuration(-delta)}`})`;
+}
+
+/** `7/10 70%` plus failures when there are any. */
+export function formatProgress(run: RunView): string {
+  const { planned, failed } = run.counters;
+  if (planned === 0) return run.state === 'planning' ? 'planning' : '0/0';
+  const pct = Math.floor((run.done / planned) * 100);
+  return `${run.done}/${planned} ${pct}%${failed > 0 ? ` (${failed} failed)` : ''}`;
+}
+
+/** Left-aligned columns separated by two spaces; trailing spaces trimmed. */
+export function table(header: readonly string[], rows: readonly (readonly string[])[]): string[] {
+  const all = [header, ...rows];
+  const widths = header.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
+  return all.map((r) =>
+    r
+      .map((cell, i) => cell.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd(),
+  );
+}
+
+/** `label  value` lines with the labels padded to one width. */
+export function fields(pairs: readonly (readonly [string, string])[]): string[] {
+  const width = Math.max(...pairs.map(([label]) => label.length));
+  return pairs.map(([label, value]) => `${label.padEnd(width)}  ${value}`.trimEnd());
+}
+
+export function renderStatus(view: StatusView, now: Date): string {
+  const lines: string[] = [];
+  const leader = view.leader
+    ? `${view.leader.identity ?? '(unknown identity)'}  epoch ${view.leader.epoch}` +
+      (view.leader.ledForMs !== null ? `  leading for ${formatDuration(view.leader.ledForMs)}` : '')
+    : 'none (no instance holds the lease)';
+  lines.push(
+    ...fields([
+      ['hub', `${view.hub}  (${view.endpoint})`],
+      ['leader', leader],
+    ]),
+  );
+  lines.push('');
+  if (view.activeRuns.length === 0) lines.push('active runs: none');
+  else {
+    lines.push(`active runs: ${view.activeRuns.length}`);
+    lines.push(
+      ...indent(
+        table(
+          ['RUN', 'STATE', 'PROGRESS', 'STARTED'],
+          view.activeRuns.map((r) => [
+            r.runId,
+            r.state + (r.cancelRequested ? ' (cancelling)' : ''),
+            formatProgress(r),
+            formatTime(r.createdAt, now),
+          ]),
+        ),
+      ),
+    );
+  }
+  lines.push('');
+  if (view.jobs.length === 0) lines.push('jobs: none recorded yet (no leader has checked a schedule in this hub)');
+  else {
+    lines.push(`jobs: ${view.jobs.length}`);
+    lines.push(
+      ...indent(
+        table(
+          ['JOB', 'LAST CHECKED', 'ACTIVE', 'SKIPPED', 'MISSED'],
+          view.jobs.map((j) => [
+            j.job,
+            formatTime(j.lastChecked, now),
+            String(j.active.length),
+            String(j.recent.skipped),
+            String(j.recent.missed),
+          ]),
+        ),
+      ),
+    );
+    for (const j of view.jobs) {
+      const last = j.lastSkipOrMiss;
+      if (last)
+        lines.push(`  ${j.job}: last ${last.outcome} ${formatTime(last.at, now)}${last.reason ? `: ${last.reason}` : ''}`);
+    }
+  }
+  return lines.join('\n') + '\n';
+}
+
+export function renderRuns(view: RunsView, now: Date): string {
+  if (view.runs.length === 0) return `no runs in hub ${view.hub}${view.job ? ` for job ${view.job}` : ''}\n`;
+  const rows = view.runs.map((r) => [
+    r.runId,
+    r.state + (r.cancelRequested && !isTerminal(r.state) ? ' (cancelling)' : ''),
+    formatProgress(r),
+    formatTime(r.createdAt, now),
+    r.endedAt ? `took ${formatDuration(Date.parse(r.endedAt) - Date.parse(r.createdAt))}` : '',
+  ]);
+  return table(['RUN', 'STATE', 'PROGRESS', 'CREATED', ''], rows).join('\n') + '\n';
+}
+
+const FAILURES_SHOWN = 10;
+const OUTPUT_LINES_SHOWN = 40;
+
+export function renderShow(view: ShowView, now: Date): string {
+  const r = view.run;
+  const c = r.counters;
+  const pairs: [string, string][] = [
+    ['run', r.runId],
+    ['job', `${r.job}  (${r.trigger}${r.occurrence ? `, occurrence ${r.occurrence}` : ''})`],
+    ['state', r.state + (r.cancelRequested && !isTerminal(r.state) ? ' (cancel requested)' : '')],
+    ['progress', formatProgress(r)],
+    [
+      'counters',
+      `planned ${c.planned}  dispatched ${c.dispatched}  succeeded ${c.succeeded}  failed ${c.failed}  duplicates ${c.duplicates}  rejected ${c.rejected}`,
+    ],
+    ['created', formatTime(r.createdAt, now)],
+    [
+      isTerminal(r.state) ? 'ended' : 'deadline',
+      isTerminal(r.state) ? formatTime(r.endedAt, now) : formatTime(r.deadlineAt, now),
+    ],
+  ];
+  if (r.endReason) pairs.push(['reason', r.endReason]);
+  if (r.finalizeError) pairs.push(['finalize', `hook failed: ${r.finalizeError}`]);
+  pairs.push(['output', view.outputPath ?? '-']);
+  const f = view.failures;
+  pairs.push([
+    'failures',
+    f
+      ? `${f.failedCount} failed, ${f.missingCount} without an outcome`
+      : isTerminal(r.state)
+        ? 'no manifest'
+        : '- (listed when the run ends)',
+  ]);
+  const lines = fields(pairs);
+  if (f && f.failed.length > 0) {
+    lines.push(
+      ...indent(
+        table(
+          ['ITEM', 'ATTEMPTS', 'REASON'],
+          f.failed.slice(0, FAILURES_SHOWN).map((e) => [String(e.item), String(e.attempts), e.reason.replace(/\s+/g, ' ')]),
+        ),
+      ),
+    );
+    if (f.failed.length > FAILURES_SHOWN) lines.push(`  ... and ${f.failed.length - FAILURES_SHOWN} more (use --json)`);
+  }
+  if (view.output !== null) {
+    lines.push('', 'output:');
+    const text = (JSON.stringify(view.output, null, 2) ?? String(view.output)).split('\n');
+    lines.push(...indent(text.slice(0, OUTPUT_LINES_SHOWN)));
+    if (text.length > OUTPUT_LINES_SHOWN) lines.push(`  ... ${text.length - OUTPUT_LINES_SHOWN} more lines (use --json)`);
+  }
+  return lines.join('\n') + '\n';
+}
+
+function indent(lines: string[]): string[] {
+  return lines.map((l) => `  ${l}`);
+}

@@ -1,0 +1,124 @@
+import { InvalidArgumentError, type Command } from 'commander';
+import { jobStateKey } from '../engine/job-state';
+import { requestCancel, requestRun } from '../engine/requests';
+import { listRuns, readHubStatus, readRunDetails } from '../engine/status';
+import { isTerminal } from '../runs/run-record';
+import { CliError } from './connection';
+import { withHub, type CliContext } from './context';
+import { renderRuns, renderShow, renderStatus, runView, showView, statusView, toJson, type RunsView } from './format';
+
+const DEFAULT_LIMIT = 20;
+
+function parseLimit(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < 1 || n > 10_000) {
+    throw new InvalidArgumentError('must be a whole number from 1 to 10000');
+  }
+  return n;
+}
+
+const unknownRun = (runId: string, hub: string) => new CliError(`no run ${runId} in hub ${hub}; list runs with 'baton runs'`);
+
+/** `status`, `runs`, `show`, `trigger` and `cancel`: the commands that read or steer a hub. */
+export function registerHubCommands(program: Command, ctx: CliContext): void {
+  const { io } = ctx;
+
+  program
+    .command('status')
+    .description('the leader, its epoch and how long it has led; active runs with progress; jobs')
+    .option('--json', 'print one JSON document')
+    .action(async (options: { json?: boolean }, command: Command) => {
+      await withHub(ctx, command, async (hub) => {
+        const now = ctx.now();
+        const view = statusView(hub.hub, hub.endpoint, await readHubStatus(hub.docs, hub.lease, { now }));
+        io.out(options.json ? toJson(view) : renderStatus(view, now));
+      });
+    });
+
+  program
+    .command('runs')
+    .description('runs, newest first')
+    .option('--job <name>', 'only runs of this job')
+    .option('--limit <n>', `at most this many (default ${DEFAULT_LIMIT})`, parseLimit)
+    .option('--json', 'print one JSON document')
+    .action(async (options: { job?: string; limit?: number; json?: boolean }, command: Command) => {
+      await withHub(ctx, command, async (hub) => {
+        const runs = await listRuns(hub.docs, {
+          limit: options.limit ?? DEFAULT_LIMIT,
+          ...(options.job ? { job: options.job } : {}),
+        });
+        const view: RunsView = { hub: hub.hub, job: options.job ?? null, runs: runs.map(runView) };
+        io.out(options.json ? toJson(view) : renderRuns(view, ctx.now()));
+      });
+    });
+
+  program
+    .command('show')
+    .description('one run: state, counters, failures and output')
+    .argument('<runId>', "the run id, as 'baton runs' lists it")
+    .option('--json', 'print one JSON document')
+    .action(async (runId: string, options: { json?: boolean }, command: Command) => {
+      await withHub(ctx, command, async (hub) => {
+        const details = await readRunDetails(hub.docs, runId);
+        if (!details) throw unknownRun(runId, hub.hub);
+        const view = showView(hub.hub, hub.resources.container, details);
+        io.out(options.json ? toJson(view) : renderShow(view, ctx.now()));
+      });
+    });
+
+  program
+    .command('trigger')
+    .description('ask the leader to start a manual run of a job now; prints the run id it will have')
+    .argument('<job>', 'the job name')
+    .option('--force', 'request it even if no leader has recorded the job yet')
+    .option('--json', 'print one JSON document')
+    .action(async (job: string, options: { force?: boolean; json?: boolean }, command: Command) => {
+      await withHub(ctx, command, async (hub) => {
+        if (!options.force) {
+          const known: string[] = [];
+          for await (const key of hub.docs.list('jobs/')) known.push(key);
+          // A hub no leader has ticked on yet has no job records; then the request just waits.
+          if (known.length > 0 && !known.includes(jobStateKey(job))) {
+            const names = known.map((k) => k.replace(/^jobs\//, '').replace(/\.json$/, '')).sort();
+            throw new CliError(
+              `hub ${hub.hub} has no job ${job} (known: ${names.join(', ')}); pass --force to request it anyway`,
+            );
+          }
+        }
+        const runId = await requestRun(hub.docs, job);
+        io.out(
+          options.json
+            ? toJson({ hub: hub.hub, job, runId, requested: true })
+            : `requested run ${runId}\nthe leader starts it on its next tick; follow it with: baton show ${runId}\n`,
+        );
+      });
+    });
+
+  program
+    .command('cancel')
+    .description('ask the leader to cancel an open run')
+    .argument('<runId>', "the run id, as 'baton runs' lists it")
+    .option('--reason <text>', "recorded as the run's end reason", 'cancelled with the baton CLI')
+    .option('--json', 'print one JSON document')
+    .action(async (runId: string, options: { reason: string; json?: boolean }, command: Command) => {
+      await withHub(ctx, command, async (hub) => {
+        const details = await readRunDetails(hub.docs, runId);
+        if (!details) throw unknownRun(runId, hub.hub);
+        const { state } = details.record;
+        if (isTerminal(state)) {
+          io.out(
+            options.json
+              ? toJson({ hub: hub.hub, runId, requested: false, state })
+              : `run ${runId} already ended (${state}); nothing to cancel\n`,
+          );
+          return;
+        }
+        await requestCancel(hub.docs, runId, options.reason);
+        io.out(
+          options.json
+            ? toJson({ hub: hub.hub, runId, requested: true, state })
+            : `requested cancel of run ${runId} (${state}); the leader cancels it on its next tick\n`,
+        );
+      });
+    });
+}

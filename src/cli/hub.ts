@@ -1,0 +1,186 @@
+import type { StorageRetryOptions } from '@azure/storage-blob';
+import { hubResources } from '../app/runtime';
+import { BlobDocumentStore } from '../fencing/blob-document-store';
+import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition } from '../fencing/document-store';
+import { BlobLeaseStore } from '../lease/blob-lease-store';
+import type { LeaseCallOptions, LeaseRecord, LeaseStore } from '../lease/lease-store';
+import { createBlobServiceClient } from '../storage/client-factory';
+import type { ConnectionSource, ResolvedConnection } from './connection';
+
+/** Short SDK retries: a CLI should say "cannot reach" in seconds, not after a minute of backoff. */
+export const CLI_RETRY_OPTIONS: StorageRetryOptions = {
+  maxTries: 2,
+  tryTimeoutInMs: 5000,
+  retryDelayInMs: 200,
+  maxRetryDelayInMs: 500,
+};
+
+/**
+ * The longest one storage call (or one page of a listing) may take, retries included. The SDK's
+ * `tryTimeoutInMs` is only a server-side timeout, so a host that accepts connections and never
+ * answers would otherwise hang the CLI.
+ */
+export const CLI_CALL_TIMEOUT_MS = 10_000;
+
+/** A storage call got no answer within the CLI's deadline. */
+export class StorageTimeoutError extends Error {
+  readonly code = 'ETIMEDOUT';
+
+  constructor(readonly timeoutMs: number) {
+    super(`no answer within ${formatSeconds(timeoutMs)}`);
+    this.name = 'StorageTimeoutError';
+  }
+}
+
+const formatSeconds = (ms: number) => `${Number((ms / 1000).toFixed(1))} s`;
+
+/** What the commands read and write: one hub's documents and its leader lease. */
+export interface HubHandle {
+  hub: string;
+  resources: ReturnType<typeof hubResources>;
+  /** The blob endpoint without query string (never a SAS), for messages. */
+  endpoint: string;
+  source: ConnectionSource;
+  docs: DocumentStore;
+  lease: LeaseStore;
+}
+
+export function openHub(connection: ResolvedConnection, options: { callTimeoutMs?: number } = {}): HubHandle {
+  const timeoutMs = options.callTimeoutMs ?? CLI_CALL_TIMEOUT_MS;
+  const blobService = createBlobServiceClient(connection.storage, { retryOptions: CLI_RETRY_OPTIONS });
+  const resources = hubResources(connection.hub);
+  const endpoint = (blobService.url.split('?')[0] ?? '').replace(/\/+$/, '');
+  return {
+    hub: connection.hub,
+    resources,
+    endpoint,
+    source: connection.source,
+    docs: new DeadlineDocumentStore(new BlobDocumentStore(blobService.getContainerClient(resources.container)), timeoutMs),
+    lease: new DeadlineLeaseStore(
+      new BlobLeaseStore(blobService, connection.hub, { containerName: connection.leaseContainer }),
+      timeoutMs,
+    ),
+  };
+}
+
+/** Settles like `work`, or rejects with `StorageTimeoutError` after `timeoutMs` (calling `onTimeout` first). */
+async function raceDeadline<T>(work: Promise<T>, timeoutMs: number, onTimeout: (err: StorageTimeoutError) => void): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const err = new StorageTimeoutError(timeoutMs);
+      onTimeout(err);
+      reject(err);
+    }, timeoutMs);
+  });
+  work.catch(() => undefined); // a late rejection after the deadline is not unhandled
+  try {
+    return await Promise.race([work, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** An abort controller that also aborts when `outer` does; `dispose` unhooks it. */
+function linkedController(outer: AbortSignal | undefined): { controller: AbortController; dispose(): void } {
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(outer?.reason);
+  if (outer?.aborted) onAbort();
+  else outer?.addEventListener('abort', onAbort, { once: true });
+  return { controller, dispose: () => outer?.removeEventListener('abort', onAbort) };
+}
+
+/**
+ * Runs `call` with a signal that aborts at the deadline (or when `outer` aborts), and rejects
+ * with `StorageTimeoutError` at the deadline even if the call ignores its signal.
+ */
+async function withDeadline<T>(
+  timeoutMs: number,
+  outer: AbortSignal | undefined,
+  call: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const { controller, dispose } = linkedController(outer);
+  try {
+    return await raceDeadline(call(controller.signal), timeoutMs, (err) => controller.abort(err));
+  } finally {
+    dispose();
+  }
+}
+
+/** A `DocumentStore` whose every call, and every page of a listing, ends by a deadline. */
+export class DeadlineDocumentStore implements DocumentStore {
+  constructor(
+    private readonly inner: DocumentStore,
+    private readonly timeoutMs: number,
+  ) {}
+
+  read(key: string, options?: DocumentCallOptions): Promise<StoredDocument | undefined> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.read(key, { abortSignal }));
+  }
+
+  write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions): Promise<{ etag: string }> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
+      this.inner.write(key, body, condition, { abortSignal }),
+    );
+  }
+
+  delete(key: string, options?: DocumentCallOptions): Promise<boolean> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.delete(key, { abortSignal }));
+  }
+
+  async *list(prefix: string, options?: DocumentCallOptions): AsyncIterable<string> {
+    // One signal for the whole listing, aborted when any one step (a page fetch) overruns.
+    const { controller, dispose } = linkedController(options?.abortSignal);
+    const iterator = this.inner.list(prefix, { abortSignal: controller.signal })[Symbol.asyncIterator]();
+    let finished = false;
+    try {
+      for (;;) {
+        const step = await raceDeadline(iterator.next(), this.timeoutMs, (err) => controller.abort(err));
+        if (step.done) {
+          finished = true;
+          return;
+        }
+        yield step.value;
+      }
+    } finally {
+      dispose();
+      if (!finished) iterator.return?.(undefined).catch(() => undefined);
+    }
+  }
+}
+
+/** A `LeaseStore` whose every call ends by a deadline. */
+export class DeadlineLeaseStore implements LeaseStore {
+  readonly description: string;
+
+  constructor(
+    private readonly inner: LeaseStore,
+    private readonly timeoutMs: number,
+  ) {
+    this.description = inner.description;
+  }
+
+  acquire(leaseId: string, durationSeconds: number, options?: LeaseCallOptions): Promise<void> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
+      this.inner.acquire(leaseId, durationSeconds, { abortSignal }),
+    );
+  }
+
+  renew(leaseId: string, options?: LeaseCallOptions): Promise<void> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.renew(leaseId, { abortSignal }));
+  }
+
+  release(leaseId: string, options?: LeaseCallOptions): Promise<void> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.release(leaseId, { abortSignal }));
+  }
+
+  read(options?: LeaseCallOptions): Promise<LeaseRecord> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.read({ abortSignal }));
+  }
+
+  bumpEpoch(leaseId: string, holder: string, options?: LeaseCallOptions): Promise<number> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
+      this.inner.bumpEpoch(leaseId, holder, { abortSignal }),
+    );
+  }
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env node
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { Command, CommanderError } from 'commander';
+import { cliContext, ExitWith, type CliIo, type CliOptions } from './context';
+import { describeFailure, EXIT } from './failure';
+import { registerHubCommands } from './hub-commands';
+import { registerStart } from './start-command';
+
+export type { CliIo, CliOptions } from './context';
+export { ExitWith } from './context';
+export { CliError } from './connection';
+export { EXIT } from './failure';
+
+const processIo: CliIo = {
+  out: (text) => void process.stdout.write(text),
+  err: (text) => void process.stderr.write(text),
+};
+
+/**
+ * The `baton` program, without parsing anything. Commands report their own failures on
+ * `io.err` and throw `ExitWith`; `main` turns that into the exit code.
+ */
+export function buildProgram(io: CliIo = processIo, options: CliOptions = {}): Command {
+  const ctx = cliContext(io, options);
+  const program = new Command('baton')
+    .description('Scheduled fan-out/fan-in jobs on Azure Functions: look into a hub and steer it.')
+    .option('--connection <string>', 'storage connection string (default: AzureWebJobsStorage, then local.settings.json)')
+    .option('--hub <name>', 'hub name (default: BATON_HUB, then local.settings.json, then baton)')
+    // Set before any command is added: subcommands copy these settings.
+    .exitOverride()
+    .configureOutput({
+      writeOut: (text) => io.out(text),
+      writeErr: (text) => io.err(text),
+      // Commander's errors can span lines (a suggestion follows); the CLI promises one line.
+      outputError: (text, write) =>
+        write(
+          `baton: ${text
+            .replace(/^error: /, '')
+            .trim()
+            .replace(/\s*\n\s*/g, ' ')}\n`,
+        ),
+    })
+    .showSuggestionAfterError(true);
+  const version = packageVersion();
+  if (version) program.version(version);
+
+  registerHubCommands(program, ctx);
+
+  registerStart(program);
+
+  return program;
+}
+
+/**
+ * Runs the CLI on `argv` (the arguments after the program name, as in
+ * `process.argv.slice(2)`) and resolves to the exit code: 0 done, 1 failed or bad input,
+ * 2 storage unreachable.
+ */
+export async function main(argv: string[], io: CliIo = processIo, options: CliOptions = {}): Promise<number> {
+  const program = buildProgram(io, options);
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return EXIT.ok;
+  } catch (err) {
+    if (err instanceof ExitWith) return err.exitCode;
+    // Commander has already printed its message (or the help or version).
+    if (err instanceof CommanderError) return err.exitCode;
+    const failure = describeFailure(err);
+    io.err(`baton: ${failure.line}\n`);
+    return failure.exitCode;
+  }
+}
+
+/** The version in Baton's package.json, found upward from this file (src/cli or dist/src/cli). */
+function packageVersion(): string | undefined {
+  if (typeof __dirname === 'undefined') return undefined;
+  let dir = __dirname;
+  for (let i = 0; i < 4; i++) {
+    try {
+      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: unknown; version?: unknown };
+      if (pkg.name === 'baton' && typeof pkg.version === 'string') return pkg.version;
+    } catch {
+      // not here; look further up
+    }
+    dir = dirname(dir);
+  }
+  return undefined;
+}
+
+if (typeof require !== 'undefined' && typeof module !== 'undefined' && require.main === module) {
+  // `baton status | head` closes stdout early; that is not an error worth a stack trace.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+  });
+  void main(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+    // Let output drain, but do not let an idle socket keep a finished command alive.
+    setTimeout(() => process.exit(code), 2000).unref();
+  });
+}

@@ -1,0 +1,245 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { BlobServiceClient } from '@azure/storage-blob';
+import { hubResources } from '../app/runtime';
+import { requestRun } from '../engine/requests';
+import { listRuns, readHubStatus, readRunDetails } from '../engine/status';
+import { BlobDocumentStore } from '../fencing/blob-document-store';
+import { BlobLeaseStore } from '../lease/blob-lease-store';
+import { isTerminal, type RunRecord } from '../runs/run-record';
+import { seedDemoBlobs } from '../sample/demo-seed';
+import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
+import { redactSecrets } from '../storage/settings';
+import { startAzurite, type RunningAzurite } from './azurite';
+import { parseInstanceLine } from './instance-events';
+import { createView, type ClusterView, type InstanceView } from './live-view';
+
+export interface ClusterOptions {
+  instances: number;
+  /** Persist Azurite to this folder; default in memory. */
+  data?: string;
+  /** Run one occurrence of `job` end to end, print the summary and exit. */
+  once: boolean;
+  /** kill -9 the leading instance this many seconds into the run, and start a replacement. */
+  killLeaderAfterSeconds?: number;
+  hub: string;
+  job: string;
+  /** Write the once-run's output document here. */
+  outputFile?: string;
+  /** The coordinator timer of each instance. */
+  coordinatorSchedule: string;
+  out: NodeJS.WritableStream;
+  tty: boolean;
+}
+
+export const DEFAULT_CLUSTER: Omit<ClusterOptions, 'out' | 'tty'> = {
+  instances: 3,
+  once: false,
+  hub: 'baton',
+  job: 'blob-audit',
+  coordinatorSchedule: '*/2 * * * * *',
+};
+
+interface Instance extends InstanceView {
+  proc: ChildProcess;
+  exited: Promise<void>;
+}
+
+const STOP_GRACE_MS = 8000;
+
+/**
+ * The local cluster: Azurite in this process, demo data seeded, and N instance processes that
+ * each run the app's registration list on a local host. Resolves with the process exit code.
+ */
+export async function runCluster(options: ClusterOptions): Promise<number> {
+  const view = createView(options.out, options.tty);
+  const azurite = await startAzurite(options.data ? { persistTo: options.data } : {});
+  const cluster = new Cluster(options, azurite, view);
+  try {
+    return await cluster.run();
+  } finally {
+    await cluster.shutdown();
+    view.stop();
+    await azurite.close();
+  }
+}
+
+class Cluster {
+  private readonly instances = new Map<string, Instance>();
+  private readonly docs: BlobDocumentStore;
+  private readonly lease: BlobLeaseStore;
+  private readonly blobs: BlobServiceClient;
+  private next = 1;
+  private readonly stopping = new AbortController();
+  private forced = false;
+
+  constructor(
+    private readonly options: ClusterOptions,
+    private readonly azurite: RunningAzurite,
+    private readonly view: ClusterView,
+  ) {
+    const settings = { kind: 'connectionString', connectionString: azurite.connectionString } as const;
+    this.blobs = createBlobServiceClient(settings);
+    this.docs = new BlobDocumentStore(this.blobs.getContainerClient(hubResources(options.hub).container));
+    this.lease = new BlobLeaseStore(createBlobServiceClient(settings, { retryOptions: LEASE_RETRY_OPTIONS }), options.hub);
+  }
+
+  async run(): Promise<number> {
+    const onSignal = (signal: NodeJS.Signals): void => {
+      if (this.stopping.signal.aborted) {
+        // A second Ctrl-C: stop waiting for anyone.
+        this.forced = true;
+        for (const instance of this.instances.values()) instance.proc.kill('SIGKILL');
+        return;
+      }
+      this.view.note(`${signal}: stopping the cluster (press Ctrl-C again to force)`);
+      this.stopping.abort();
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    try {
+      await this.seed();
+      for (let i = 0; i < this.options.instances; i++) this.spawnInstance();
+      this.view.note(
+        `cluster up: ${this.options.instances} instances, hub ${this.options.hub}, Azurite blob ${this.azurite.blobEndpoint}`,
+      );
+      const refresh = this.refreshLoop();
+      const code = this.options.once ? await this.once() : await this.untilStopped();
+      this.stopping.abort();
+      await refresh;
+      return code;
+    } finally {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    }
+  }
+
+  /** Stops every instance: SIGTERM, a grace period, then SIGKILL. */
+  async shutdown(): Promise<void> {
+    const all = [...this.instances.values()].filter((i) => i.alive);
+    for (const instance of all) instance.proc.kill(this.forced ? 'SIGKILL' : 'SIGTERM');
+    const grace = new Promise<void>((resolve) => setTimeout(resolve, STOP_GRACE_MS).unref());
+    await Promise.race([Promise.all(all.map((i) => i.exited)), grace]);
+    for (const instance of all) if (instance.alive) instance.proc.kill('SIGKILL');
+    await Promise.all(all.map((i) => i.exited));
+  }
+
+  private async seed(): Promise<void> {
+    const container = this.blobs.getContainerClient('audit-demo');
+    if (await container.exists()) return;
+    const expected = await seedDemoBlobs(container);
+    this.view.note(`seeded ${expected.blobs} demo blobs into audit-demo (${expected.mismatchCount} corrupted)`);
+  }
+
+  private async once(): Promise<number> {
+    const runId = await requestRun(this.docs, this.options.job);
+    this.view.note(`requested run ${runId}`);
+    const started = Date.now();
+    let killed = false;
+    for (;;) {
+      if (this.stopping.signal.aborted) return 130;
+      const details = await readRunDetails(this.docs, runId).catch(() => undefined);
+      if (details && isTerminal(details.record.state)) return this.summarize(details.record, details.output);
+      if (
+        !killed &&
+        this.options.killLeaderAfterSeconds !== undefined &&
+        Date.now() - started >= this.options.killLeaderAfterSeconds * 1000
+      ) {
+        killed = await this.killLeader();
+      }
+      await sleep(250);
+    }
+  }
+
+  private summarize(record: RunRecord, output: unknown): number {
+    const { planned, succeeded, failed, duplicates } = record.counters;
+    this.view.note(
+      `run ${record.runId} ${record.state}: ${succeeded} succeeded, ${failed} failed of ${planned} (${duplicates} duplicates ignored)`,
+    );
+    if (record.outputKey) this.view.note(`output: ${hubResources(this.options.hub).container}/${record.outputKey}`);
+    if (this.options.outputFile) {
+      writeFileSync(this.options.outputFile, `${JSON.stringify({ record, output }, null, 2)}\n`);
+    }
+    return record.state === 'succeeded' ? 0 : 1;
+  }
+
+  private async untilStopped(): Promise<number> {
+    await new Promise<void>((resolve) => this.stopping.signal.addEventListener('abort', () => resolve(), { once: true }));
+    return 0;
+  }
+
+  /** kill -9 of whichever instance holds the lease, then a replacement, as a crash would go. */
+  private async killLeader(): Promise<boolean> {
+    const holder = (await this.lease.read()).holder;
+    const victim = holder ? this.instances.get(holder) : undefined;
+    if (!victim?.alive) return false;
+    this.view.note(`kill -9 ${victim.name} (the leader, pid ${victim.proc.pid})`);
+    victim.proc.kill('SIGKILL');
+    this.spawnInstance();
+    return true;
+  }
+
+  private spawnInstance(): void {
+    const name = `instance-${this.next++}`;
+    const script = join(__dirname, `instance-main${__filename.endsWith('.ts') ? '.ts' : '.js'}`);
+    const args = __filename.endsWith('.ts') ? ['--import', 'tsx', script] : [script];
+    const proc = spawn(process.execPath, args, {
+      env: {
+        ...process.env,
+        AzureWebJobsStorage: this.azurite.connectionString,
+        BATON_HUB: this.options.hub,
+        BATON_INSTANCE: name,
+        BATON_COORDINATOR_SCHEDULE: this.options.coordinatorSchedule,
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let resolveExit!: () => void;
+    const instance: Instance = { name, alive: true, items: 0, proc, exited: new Promise<void>((r) => (resolveExit = r)) };
+    proc.on('exit', (code, signal) => {
+      instance.alive = false;
+      resolveExit();
+      if (!this.stopping.signal.aborted) this.view.note(`${name} exited (${signal ?? `code ${code}`})`);
+    });
+    createInterface({ input: proc.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+      const event = parseInstanceLine(line);
+      if (!event) return;
+      if (event.kind === 'worked') instance.items += event.items;
+      else if (event.kind === 'leader' && (event.type === 'acquired' || event.type === 'lost')) {
+        this.view.note(
+          `${name}: leadership ${event.type}${event.epoch !== undefined ? ` (epoch ${event.epoch})` : ''}${event.reason ? `: ${event.reason}` : ''}`,
+        );
+      } else if (event.kind === 'log' && event.level === 'warn') this.view.note(`${name}: ${event.message}`);
+    });
+    createInterface({ input: proc.stderr as NodeJS.ReadableStream }).on('line', (line) =>
+      this.view.note(`${name} stderr: ${redactSecrets(line)}`),
+    );
+    this.instances.set(name, instance);
+  }
+
+  private async refreshLoop(): Promise<void> {
+    while (!this.stopping.signal.aborted) {
+      try {
+        const [status, recent] = await Promise.all([readHubStatus(this.docs, this.lease), listRuns(this.docs, { limit: 20 })]);
+        this.view.update({
+          status,
+          instances: [...this.instances.values()],
+          finished: recent.filter((r) => isTerminal(r.state)),
+        });
+      } catch (err) {
+        this.view.update({
+          status: undefined,
+          instances: [...this.instances.values()],
+          finished: [],
+          error: err instanceof Error ? err.message : String(err),
+        });
+      }
+      await sleep(500);
+    }
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,27 @@
+import { z } from 'zod';
+
+/** What an instance process tells the cluster, one JSON object per stdout line. */
+export const instanceEventSchema = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('started'), pid: z.number() }),
+  z.object({ kind: z.literal('leader'), type: z.string(), epoch: z.number().optional(), reason: z.string().optional() }),
+  z.object({ kind: z.literal('worked'), items: z.number() }),
+  z.object({ kind: z.literal('log'), level: z.enum(['info', 'warn']), message: z.string() }),
+  z.object({ kind: z.literal('stopping'), why: z.string() }),
+  z.object({ kind: z.literal('stopped') }),
+]);
+export type InstanceEvent = z.infer<typeof instanceEventSchema>;
+
+export function emit(event: InstanceEvent): void {
+  process.stdout.write(`${JSON.stringify({ ...event, at: Date.now() })}\n`);
+}
+
+/** Parses one stdout line of an instance; anything else is passed on as plain output. */
+export function parseInstanceLine(line: string): (InstanceEvent & { at?: number }) | undefined {
+  if (!line.startsWith('{')) return undefined;
+  try {
+    const parsed = instanceEventSchema.safeParse(JSON.parse(line));
+    return parsed.success ? { ...parsed.data, at: (JSON.parse(line) as { at?: number }).at } : undefined;
+  } catch {
+    return undefined;
+  }
+}

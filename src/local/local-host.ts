@@ -1,0 +1,139 @@
+import { randomUUID } from 'node:crypto';
+import { InvocationContext, type Timer } from '@azure/functions';
+import { Cron } from 'croner';
+import type { QueueRegistration, Registration, TimerRegistration } from '../app/registrations';
+import type { QueuePort, ReceivedMessage } from '../queue/queue-port';
+import { redactSecrets } from '../storage/settings';
+import type { HostQueueConfig } from './host-config';
+import { pumpQueue } from './queue-pump';
+
+export interface LocalHostOptions {
+  registrations: readonly Registration[];
+  queues: (name: string) => QueuePort;
+  hostConfig: HostQueueConfig;
+  /** Where invocation logs go (level, text). */
+  log: (level: string, message: string) => void;
+  /** Visibility for received messages; renewed while a handler runs. Default 30 s. */
+  visibilityTimeoutSeconds?: number;
+}
+
+/**
+ * Runs a registration list the way the Functions host would, without it: timers on their
+ * NCRONTAB schedules (never overlapping themselves), queue triggers with the host.json batch,
+ * retry and poison settings, and every handler called with a real `InvocationContext`.
+ */
+export class LocalHost {
+  private readonly timers: Cron[] = [];
+  private readonly running = new Set<Promise<unknown>>();
+  private readonly stopping = new AbortController();
+  private readonly pumps: Promise<void>[] = [];
+
+  constructor(private readonly options: LocalHostOptions) {}
+
+  start(): void {
+    for (const registration of this.options.registrations) {
+      if (registration.kind === 'timer') this.startTimer(registration);
+      else this.startQueue(registration);
+    }
+  }
+
+  /** Stops timers and queue polling, then waits for the invocations in flight. */
+  async stop(): Promise<void> {
+    for (const timer of this.timers) timer.stop();
+    this.stopping.abort();
+    await Promise.allSettled([...this.pumps, ...this.running]);
+  }
+
+  private startTimer(registration: TimerRegistration): void {
+    let last: Date | undefined;
+    const cron = new Cron(registration.schedule, { timezone: 'UTC', protect: true }, async () => {
+      if (this.stopping.signal.aborted) return;
+      const now = new Date();
+      const timer: Timer = {
+        isPastDue: false,
+        schedule: { adjustForDST: false },
+        scheduleStatus: {
+          last: (last ?? now).toISOString(),
+          next: cron.nextRun()?.toISOString() ?? '',
+          lastUpdated: now.toISOString(),
+        },
+      };
+      last = now;
+      await this.invoke(registration.name, {}, (context) => registration.handler(timer, context));
+    });
+    this.timers.push(cron);
+  }
+
+  private startQueue(registration: QueueRegistration): void {
+    const queue = this.options.queues(registration.queueName);
+    const poison = this.options.queues(`${registration.queueName}-poison`);
+    const config = this.options.hostConfig;
+    const pump = pumpQueue(
+      queue,
+      poison,
+      async (message) => {
+        const entry = this.decode(message);
+        await this.invoke(registration.name, triggerMetadata(message), (context) => registration.handler(entry, context), true);
+      },
+      this.stopping.signal,
+      {
+        batchSize: config.batchSize,
+        newBatchThreshold: config.newBatchThreshold,
+        maxDequeueCount: config.maxDequeueCount,
+        retryDelaySeconds: config.retryDelaySeconds,
+        visibilityTimeoutSeconds: this.options.visibilityTimeoutSeconds ?? 30,
+        onError: (error, message) => {
+          if (!message) this.options.log('warn', `${registration.name}: receive failed: ${describe(error)}`);
+        },
+      },
+    );
+    this.pumps.push(queue.ensure().then(() => pump));
+  }
+
+  /** What the Node worker hands a queue handler: JSON bodies parsed, other text as a string. */
+  private decode(message: ReceivedMessage): unknown {
+    let text = message.text;
+    if (this.options.hostConfig.messageEncoding === 'base64') {
+      if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text))
+        throw new Error('message is not valid base64 (host.json messageEncoding is base64)');
+      text = Buffer.from(text, 'base64').toString('utf8');
+    }
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      return text;
+    }
+  }
+
+  private async invoke(
+    functionName: string,
+    metadata: Record<string, unknown>,
+    call: (context: InvocationContext) => Promise<unknown>,
+    rethrow = false,
+  ): Promise<void> {
+    const context = new InvocationContext({
+      functionName,
+      invocationId: randomUUID(),
+      triggerMetadata: metadata,
+      logHandler: (level, ...args) => this.options.log(level, `${functionName}: ${args.map(String).join(' ')}`),
+    });
+    const invocation = call(context);
+    this.running.add(invocation);
+    try {
+      await invocation;
+    } catch (error) {
+      this.options.log('error', `${functionName} failed: ${describe(error)}`);
+      if (rethrow) throw error;
+    } finally {
+      this.running.delete(invocation);
+    }
+  }
+}
+
+function triggerMetadata(message: ReceivedMessage): Record<string, unknown> {
+  return { id: message.id, popReceipt: message.popReceipt, dequeueCount: message.dequeueCount };
+}
+
+function describe(error: unknown): string {
+  return redactSecrets(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+}

@@ -1,0 +1,350 @@
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { resolveConnection } from '../../src/cli/connection';
+import type { RunsView, ShowView, StatusView } from '../../src/cli/format';
+import { pendingRequests, type EngineRequest } from '../../src/engine/requests';
+import type { DocumentStore } from '../../src/fencing/document-store';
+import { useAzurite } from '../support/azurite';
+import {
+  azuriteStyleConnection,
+  closedPort,
+  runCli,
+  seedHub,
+  silentServer,
+  tempCwd,
+  type CliResult,
+  type SeededHub,
+} from '../support/cli-harness';
+
+const azurite = useAzurite();
+let seed: SeededHub;
+let accountKey: string;
+const cwds: ReturnType<typeof tempCwd>[] = [];
+
+beforeAll(async () => {
+  seed = await seedHub(azurite.blobService, azurite.leaseBlobService, azurite.uniqueName('cli'));
+  accountKey = /AccountKey=([^;]+)/.exec(azurite.azurite.connectionString)?.[1] ?? '';
+  expect(accountKey).not.toBe('');
+});
+
+afterEach(() => {
+  for (const cwd of cwds.splice(0)) cwd.dispose();
+});
+
+function cwd(): ReturnType<typeof tempCwd> {
+  const dir = tempCwd();
+  cwds.push(dir);
+  return dir;
+}
+
+/** The CLI against the seeded hub, connected with --connection from an empty directory. */
+function cli(...argv: string[]): Promise<CliResult> {
+  return runCli(['--connection', azurite.azurite.connectionString, '--hub', seed.hub, ...argv], { env: {}, cwd: cwd().path });
+}
+
+function json<T>(result: CliResult): T {
+  expect(result.err).toBe('');
+  expect(result.code).toBe(0);
+  return JSON.parse(result.out) as T;
+}
+
+/** Exactly one non-empty line on stderr, with no key material in anything printed. */
+function expectOneErrorLine(result: CliResult): string {
+  expect(result.code).not.toBe(0);
+  expect(result.out).toBe('');
+  expect(result.err.endsWith('\n')).toBe(true);
+  const lines = result.err.split('\n').filter((l) => l !== '');
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toMatch(/^baton: /);
+  expectNoSecrets(result);
+  return lines[0] as string;
+}
+
+function expectNoSecrets(result: CliResult): void {
+  for (const text of [result.out, result.err]) {
+    expect(text).not.toContain(accountKey);
+    expect(text).not.toContain(accountKey.slice(0, 16));
+    expect(text).not.toMatch(/AccountKey=(?!\*\*\*)/i);
+  }
+}
+
+async function requests(docs: DocumentStore): Promise<EngineRequest[]> {
+  const out: EngineRequest[] = [];
+  for await (const { request } of pendingRequests(docs)) if (request) out.push(request);
+  return out;
+}
+
+describe('baton status', () => {
+  it('--json returns the leader identity and epoch and the active run with its counters', async () => {
+    const view = json<StatusView>(await cli('status', '--json'));
+    expect(view.hub).toBe(seed.hub);
+    expect(view.leader).toMatchObject({ identity: seed.leader, epoch: seed.epoch });
+    expect(view.leader?.ledForMs).toBeGreaterThanOrEqual(0);
+    expect(view.leader?.ledForMs).toBeLessThan(5 * 60_000);
+    expect(view.activeRuns).toHaveLength(1);
+    expect(view.activeRuns[0]).toMatchObject({
+      runId: seed.activeRunId,
+      state: 'running',
+      done: 7,
+      counters: { planned: 10, succeeded: 6, failed: 1 },
+    });
+    expect(view.jobs).toEqual([
+      expect.objectContaining({
+        job: seed.job,
+        active: [seed.activeRunId],
+        recent: { started: 2, skipped: 1, missed: 1, cancelled: 0 },
+        lastSkipOrMiss: expect.objectContaining({ outcome: 'missed', reason: 'no leader' }),
+      }),
+    ]);
+  });
+
+  it('prints compact text naming the leader, the epoch and the active run', async () => {
+    const result = await cli('status');
+    expect(result.code).toBe(0);
+    expect(result.err).toBe('');
+    expect(result.out).toContain(seed.leader);
+    expect(result.out).toContain(`epoch ${seed.epoch}`);
+    expect(result.out).toMatch(/leading for \d+s/);
+    expect(result.out).toContain(seed.activeRunId);
+    expect(result.out).toContain('7/10 70% (1 failed)');
+    expectNoSecrets(result);
+  });
+
+  it('says so when no one leads a hub', async () => {
+    const view = json<StatusView>(
+      await runCli(['--connection', azurite.azurite.connectionString, '--hub', azurite.uniqueName('empty'), 'status', '--json'], {
+        env: {},
+        cwd: cwd().path,
+      }),
+    );
+    expect(view).toMatchObject({ leader: null, activeRuns: [], jobs: [] });
+  });
+});
+
+describe('baton runs and show', () => {
+  it("runs --json lists the hub's runs newest first, filtered by job and limited", async () => {
+    const all = json<RunsView>(await cli('runs', '--json'));
+    expect(all.runs.map((r) => r.runId)).toEqual([seed.activeRunId, seed.finishedRunId]);
+    expect(all.runs[1]).toMatchObject({ state: 'succeeded', counters: { planned: 4, succeeded: 3, failed: 1 } });
+
+    const one = json<RunsView>(await cli('runs', '--job', seed.job, '--limit', '1', '--json'));
+    expect(one.runs.map((r) => r.runId)).toEqual([seed.activeRunId]);
+    expect(json<RunsView>(await cli('runs', '--job', 'other', '--json')).runs).toEqual([]);
+
+    const text = await cli('runs');
+    expect(text.out).toContain(seed.activeRunId);
+    expect(text.out).toContain(seed.finishedRunId);
+  });
+
+  it('show --json returns the counters of an open run, and the output and failures of a finished one', async () => {
+    const open = json<ShowView>(await cli('show', seed.activeRunId, '--json'));
+    expect(open.run).toMatchObject({
+      runId: seed.activeRunId,
+      state: 'running',
+      counters: { planned: 10, dispatched: 10, succeeded: 6, failed: 1 },
+    });
+    expect(open).toMatchObject({ output: null, failures: null, outputPath: null });
+
+    const done = json<ShowView>(await cli('show', seed.finishedRunId, '--json'));
+    expect(done.run).toMatchObject({ state: 'succeeded', counters: { planned: 4, succeeded: 3, failed: 1 } });
+    expect(done.output).toEqual({ blobs: 3, bytes: 300 });
+    expect(done.outputPath).toBe(`${seed.hub}-runs/runs/${seed.finishedRunId}/output.json`);
+    expect(done.failures).toEqual({
+      failed: [{ item: 2, reason: 'Content-MD5 mismatch', attempts: 5 }],
+      failedCount: 1,
+      missing: [],
+      missingCount: 0,
+    });
+  });
+
+  it('show prints the run id, counters, failures and output as text', async () => {
+    const result = await cli('show', seed.finishedRunId);
+    expect(result.code).toBe(0);
+    expect(result.out).toContain(seed.finishedRunId);
+    expect(result.out).toContain('planned 4');
+    expect(result.out).toContain('Content-MD5 mismatch');
+    expect(result.out).toContain('"bytes": 300');
+  });
+
+  it('show of an unknown run id is one line and exit 1', async () => {
+    const result = await cli('show', `${seed.job}/no-such-run`);
+    expect(result.code).toBe(1);
+    expect(expectOneErrorLine(result)).toContain(`no run ${seed.job}/no-such-run`);
+  });
+});
+
+describe('baton trigger and cancel', () => {
+  it('trigger writes a run request and prints the run id it will have', async () => {
+    const before = await requests(seed.docs);
+    const out = json<{ runId: string; job: string; requested: boolean }>(await cli('trigger', seed.job, '--json'));
+    const added = (await requests(seed.docs)).filter((r) => !before.some((b) => JSON.stringify(b) === JSON.stringify(r)));
+    expect(added).toHaveLength(1);
+    const request = added[0];
+    expect(request).toMatchObject({ kind: 'run', job: seed.job });
+    expect(out.runId).toBe(`${seed.job}/manual-${(request as Extract<EngineRequest, { kind: 'run' }>).id}`);
+
+    const text = await cli('trigger', seed.job);
+    expect(text.code).toBe(0);
+    expect(text.out).toMatch(new RegExp(`requested run ${seed.job}/manual-[0-9a-f-]{36}`));
+  });
+
+  it('trigger refuses a job the hub does not know, unless forced', async () => {
+    const refused = await cli('trigger', 'nope');
+    expect(refused.code).toBe(1);
+    expect(expectOneErrorLine(refused)).toContain(`no job nope (known: ${seed.job})`);
+    const forced = await cli('trigger', 'nope', '--force', '--json');
+    expect(json<{ runId: string }>(forced).runId).toMatch(/^nope\/manual-/);
+  });
+
+  it('cancel writes a cancel request for an open run', async () => {
+    const result = await cli('cancel', seed.activeRunId);
+    expect(result.code).toBe(0);
+    expect(result.out).toContain(seed.activeRunId);
+    expect(await requests(seed.docs)).toContainEqual({
+      kind: 'cancel',
+      runId: seed.activeRunId,
+      reason: 'cancelled with the baton CLI',
+    });
+  });
+
+  it('cancel of a finished run writes nothing; of an unknown run is one line and exit 1', async () => {
+    const done = json<{ requested: boolean; state: string }>(await cli('cancel', seed.finishedRunId, '--json'));
+    expect(done).toMatchObject({ requested: false, state: 'succeeded' });
+    expect((await requests(seed.docs)).some((r) => r.kind === 'cancel' && r.runId === seed.finishedRunId)).toBe(false);
+
+    const unknown = await cli('cancel', `${seed.job}/nothing`);
+    expect(unknown.code).toBe(1);
+    expect(expectOneErrorLine(unknown)).toContain(`no run ${seed.job}/nothing`);
+  });
+});
+
+describe('connection and hub resolution', () => {
+  const statusVia = (argv: string[], env: Record<string, string>, dir: string) =>
+    runCli([...argv, 'status', '--json'], { env, cwd: dir });
+
+  it('--connection beats the environment, which beats local.settings.json', async () => {
+    const [flagPort, envPort, filePort] = await Promise.all([closedPort(), closedPort(), closedPort()]);
+    const dir = cwd();
+    dir.writeLocalSettings({ AzureWebJobsStorage: azuriteStyleConnection(filePort, accountKey), BATON_HUB: seed.hub });
+    const env = { AzureWebJobsStorage: azuriteStyleConnection(envPort, accountKey) };
+
+    const viaFlag = await statusVia(['--connection', azuriteStyleConnection(flagPort, accountKey)], env, dir.path);
+    expect(expectOneErrorLine(viaFlag)).toContain(`127.0.0.1:${flagPort}`);
+    expect(viaFlag.err).toContain('check --connection');
+
+    const viaEnv = await statusVia([], env, dir.path);
+    expect(expectOneErrorLine(viaEnv)).toContain(`127.0.0.1:${envPort}`);
+
+    const viaFile = await statusVia([], {}, dir.path);
+    expect(expectOneErrorLine(viaFile)).toContain(`127.0.0.1:${filePort}`);
+    expect(viaFile.err).toContain('local.settings.json');
+
+    // And each source works when it points at storage: the file here, hub from the file too.
+    dir.writeLocalSettings({ AzureWebJobsStorage: azurite.azurite.connectionString, BATON_HUB: seed.hub });
+    const fromFile = json<StatusView>(await statusVia([], {}, dir.path));
+    expect(fromFile.leader).toMatchObject({ identity: seed.leader, epoch: seed.epoch });
+  });
+
+  it('takes the hub from --hub, then BATON_HUB, then local.settings.json, then baton', () => {
+    const dir = cwd();
+    dir.writeLocalSettings({ AzureWebJobsStorage: 'UseDevelopmentStorage=true', BATON_HUB: 'from-file' });
+    const resolve = (hub: string | undefined, env: Record<string, string>) => resolveConnection({ hub, env, cwd: dir.path }).hub;
+    expect(resolve('from-flag', { BATON_HUB: 'from-env' })).toBe('from-flag');
+    expect(resolve(undefined, { BATON_HUB: 'from-env' })).toBe('from-env');
+    expect(resolve(undefined, {})).toBe('from-file');
+    expect(resolveConnection({ env: { AzureWebJobsStorage: 'UseDevelopmentStorage=true' }, cwd: cwd().path }).hub).toBe('baton');
+  });
+
+  it('counts identity-based AzureWebJobsStorage__* settings as the environment source', () => {
+    const dir = cwd();
+    dir.writeLocalSettings({ AzureWebJobsStorage: 'UseDevelopmentStorage=true' });
+    const resolved = resolveConnection({
+      env: { AzureWebJobsStorage__accountName: 'batonprod' },
+      cwd: dir.path,
+    });
+    expect(resolved.source).toBe('AzureWebJobsStorage');
+    expect(resolved.storage).toMatchObject({ kind: 'identity', blobServiceUri: 'https://batonprod.blob.core.windows.net' });
+  });
+
+  it('with no settings anywhere: one line naming the three places and the fix', async () => {
+    const result = await runCli(['status'], { env: {}, cwd: cwd().path });
+    expect(result.code).toBe(1);
+    const line = expectOneErrorLine(result);
+    expect(line).toContain('--connection');
+    expect(line).toContain('AzureWebJobsStorage');
+    expect(line).toContain('local.settings.json');
+    expect(line).toContain('local.settings.sample.json');
+  });
+
+  it('a malformed connection string is one line that names its source and not its value', async () => {
+    const bad = `AccountName=devstoreaccount1;AccountKey=${accountKey.slice(0, -4)}!!!!`;
+    const result = await runCli(['status'], { env: { AzureWebJobsStorage: bad }, cwd: cwd().path });
+    expect(result.code).toBe(1);
+    const line = expectOneErrorLine(result);
+    expect(line).toContain('AzureWebJobsStorage is not a valid storage connection string');
+    expect(line).toContain('from the environment');
+  });
+});
+
+describe('unreachable storage', () => {
+  it('a closed port: exit 2, one line naming the endpoint, no key, within seconds', async () => {
+    const port = await closedPort();
+    const result = await runCli(['--connection', azuriteStyleConnection(port, accountKey), 'status', '--json'], {
+      env: {},
+      cwd: cwd().path,
+    });
+    expect(result.code).toBe(2);
+    const line = expectOneErrorLine(result);
+    expect(line).toBe(
+      `baton: cannot reach blob storage at http://127.0.0.1:${port}/devstoreaccount1 (ECONNREFUSED). ` +
+        "Is Azurite running? Start it with 'npm start' or check --connection.",
+    );
+    expect(result.ms).toBeLessThan(15_000);
+  });
+
+  it('an endpoint that accepts connections and never answers times out with the same one line', async () => {
+    const server = await silentServer();
+    try {
+      const result = await runCli(['--connection', azuriteStyleConnection(server.port, accountKey), 'runs'], {
+        env: {},
+        cwd: cwd().path,
+        callTimeoutMs: 1000,
+      });
+      expect(result.code).toBe(2);
+      expect(expectOneErrorLine(result)).toContain(
+        `cannot reach blob storage at http://127.0.0.1:${server.port}/devstoreaccount1 (no answer within 1 s)`,
+      );
+      expect(result.ms).toBeLessThan(5_000);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('as a process: exits non-zero with one stderr line, in under 15 s', async () => {
+    const port = await closedPort();
+    const root = join(__dirname, '..', '..');
+    const started = Date.now();
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(root, 'src', 'cli', 'main.ts'),
+        'status',
+        '--connection',
+        azuriteStyleConnection(port, accountKey),
+      ],
+      { cwd: root, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+    const result: CliResult = { code: code ?? -1, out, err, ms: Date.now() - started };
+    expect(result.code).toBe(2);
+    expect(expectOneErrorLine(result)).toContain(`http://127.0.0.1:${port}/devstoreaccount1 (ECONNREFUSED)`);
+    expect(result.ms).toBeLessThan(15_000);
+  });
+});

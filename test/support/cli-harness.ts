@@ -1,0 +1,186 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { BlobServiceClient } from '@azure/storage-blob';
+import { hubResources } from '../../src/app/runtime';
+import type { FailuresManifest, RunOutput } from '../../src/engine/finalizer';
+import { jobStateKey, newJobState, type JobState } from '../../src/engine/job-state';
+import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
+import { FencedDocuments } from '../../src/fencing/fenced-documents';
+import { BlobLeaseStore } from '../../src/lease/blob-lease-store';
+import { main, type CliOptions } from '../../src/cli/main';
+import { newRunRecord, runKeys, runRecordSchema, scheduledRunId, transition, type RunRecord } from '../../src/runs/run-record';
+import type { Env } from '../../src/storage/settings';
+
+export interface CliResult {
+  code: number;
+  out: string;
+  err: string;
+  ms: number;
+}
+
+/** Runs the CLI in-process and captures what it writes. */
+export async function runCli(argv: string[], options: CliOptions & { env: Env; cwd: string }): Promise<CliResult> {
+  let out = '';
+  let err = '';
+  const started = Date.now();
+  const code = await main(argv, { out: (s) => void (out += s), err: (s) => void (err += s) }, options);
+  return { code, out, err, ms: Date.now() - started };
+}
+
+/** An empty working directory (so no local.settings.json), removed by `dispose`. */
+export function tempCwd(): { path: string; writeLocalSettings(values: Record<string, string>): void; dispose(): void } {
+  const path = mkdtempSync(join(tmpdir(), 'baton-cli-'));
+  return {
+    path,
+    writeLocalSettings: (values) =>
+      writeFileSync(join(path, 'local.settings.json'), JSON.stringify({ IsEncrypted: false, Values: values }, null, 2)),
+    dispose: () => rmSync(path, { recursive: true, force: true }),
+  };
+}
+
+/** A TCP port nothing listens on (bound once, then closed). */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** A server that accepts connections and never answers, like a blackholed endpoint. */
+export async function silentServer(): Promise<{ port: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** A connection string with the public Azurite key, for an endpoint on `port`. */
+export function azuriteStyleConnection(port: number, accountKey: string): string {
+  const endpoint = `http://127.0.0.1:${port}/devstoreaccount1`;
+  return `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${accountKey};BlobEndpoint=${endpoint};QueueEndpoint=${endpoint};`;
+}
+
+export interface SeededHub {
+  hub: string;
+  leader: string;
+  epoch: number;
+  job: string;
+  activeRunId: string;
+  finishedRunId: string;
+  docs: BlobDocumentStore;
+}
+
+/**
+ * A hub as a leader leaves it mid-run: the lease held with a known holder and epoch, a job
+ * state listing an open run, that run's record, and an earlier run that finished with an
+ * output and a failures manifest. Written the way the engine writes them.
+ */
+export async function seedHub(
+  blobService: BlobServiceClient,
+  leaseBlobService: BlobServiceClient,
+  hub: string,
+): Promise<SeededHub> {
+  const job = 'audit';
+  const leader = 'instance-b';
+  const lease = new BlobLeaseStore(leaseBlobService, hub);
+  const leaseId = randomUUID();
+  // An infinite lease: the seed must not expire while the file's tests run.
+  await lease.acquire(leaseId, -1);
+  await lease.bumpEpoch(leaseId, 'instance-a');
+  const epoch = await lease.bumpEpoch(leaseId, leader);
+
+  const docs = new BlobDocumentStore(blobService.getContainerClient(hubResources(hub).container));
+  const records = new FencedDocuments<RunRecord>(docs, { parse: (v) => runRecordSchema.parse(v) });
+  const now = Date.now();
+
+  // The earlier run: ran to the end with one failed item.
+  const finishedAt = new Date(now - 10 * 60_000);
+  const finishedRunId = scheduledRunId(job, finishedAt);
+  let finished = newRunRecord({
+    runId: finishedRunId,
+    job,
+    trigger: 'schedule',
+    occurrence: finishedAt,
+    now: finishedAt,
+    timeoutSeconds: 3600,
+  });
+  for (const to of ['dispatching', 'running', 'finalizing', 'succeeded'] as const) {
+    finished = transition(finished, to, new Date(finishedAt.getTime() + 30_000));
+  }
+  finished = {
+    ...finished,
+    planEpoch: epoch,
+    counters: { planned: 4, dispatched: 4, succeeded: 3, failed: 1, duplicates: 0, rejected: 0 },
+    outputKey: runKeys.output(finishedRunId),
+    manifestKey: runKeys.manifest(finishedRunId),
+  };
+  await records.create(runKeys.record(finishedRunId), epoch, finished);
+  const output: RunOutput = {
+    runId: finishedRunId,
+    job,
+    occurrence: finished.occurrence,
+    state: 'succeeded',
+    counters: finished.counters,
+    output: { blobs: 3, bytes: 300 },
+  };
+  const manifest: FailuresManifest = {
+    runId: finishedRunId,
+    state: 'succeeded',
+    failed: [{ item: 2, reason: 'Content-MD5 mismatch', attempts: 5 }],
+    missing: [],
+    missingCount: 0,
+  };
+  await docs.write(runKeys.output(finishedRunId), JSON.stringify(output), { ifNoneMatch: '*' });
+  await docs.write(runKeys.manifest(finishedRunId), JSON.stringify(manifest), { ifNoneMatch: '*' });
+
+  // The open run: 7 of 10 items back, one of them failed.
+  const occurrence = new Date(now - 60_000);
+  const activeRunId = scheduledRunId(job, occurrence);
+  let active = newRunRecord({ runId: activeRunId, job, trigger: 'schedule', occurrence, now: occurrence, timeoutSeconds: 3600 });
+  active = transition(transition(active, 'dispatching', occurrence), 'running', occurrence);
+  active = {
+    ...active,
+    planEpoch: epoch,
+    counters: { planned: 10, dispatched: 10, succeeded: 6, failed: 1, duplicates: 0, rejected: 0 },
+  };
+  await records.create(runKeys.record(activeRunId), epoch, active);
+
+  const state: JobState = {
+    ...newJobState(job),
+    lastChecked: new Date(now - 5_000).toISOString(),
+    active: [activeRunId],
+    recent: [
+      { at: finishedAt.toISOString(), occurrence: finishedAt.toISOString(), outcome: 'started', runId: finishedRunId },
+      {
+        at: new Date(now - 5 * 60_000).toISOString(),
+        occurrence: new Date(now - 5 * 60_000).toISOString(),
+        outcome: 'skipped',
+        reason: 'overlap: a run is open',
+      },
+      {
+        at: new Date(now - 4 * 60_000).toISOString(),
+        occurrence: new Date(now - 4 * 60_000).toISOString(),
+        outcome: 'missed',
+        reason: 'no leader',
+      },
+      { at: occurrence.toISOString(), occurrence: occurrence.toISOString(), outcome: 'started', runId: activeRunId },
+    ],
+    totals: { started: 2, skipped: 1, missed: 1 },
+  };
+  await new FencedDocuments<JobState>(docs).create(jobStateKey(job), epoch, state);
+
+  return { hub, leader, epoch, job, activeRunId, finishedRunId, docs };
+}
