@@ -1,11 +1,16 @@
 import { app } from '@azure/functions';
+import { findHostJson, readHostQueueConfig } from '../src/local/host-config';
 import { batonRegistrations } from '../src/app/registrations';
 import { createBatonRuntime } from '../src/app/runtime';
 import { createJobs } from './jobs';
 
 // Settings and jobs are checked here, at start-up: a bad one stops the app with one line naming it.
 // Lease and engine events go to the console, which the Functions worker forwards to the host's logs.
-const runtime = createBatonRuntime(process.env, { jobs: createJobs(process.env), logger: console });
+const runtime = createBatonRuntime(process.env, {
+  jobs: createJobs(process.env),
+  logger: console,
+  hostQueueConfig: readHostQueueConfig(findHostJson(__dirname)),
+});
 
 for (const registration of batonRegistrations(runtime)) {
   if (registration.kind === 'timer') {

@@ -1,5 +1,6 @@
 import type { InvocationContext, Timer } from '@azure/functions';
 import { LeaseLostError } from '../errors';
+import { redactSecrets } from '../storage/settings';
 import type { Leadership } from '../lease/leader-elector';
 import type { BatonRuntime } from './runtime';
 
@@ -34,7 +35,8 @@ export function createCoordinatorTick(runtime: BatonRuntime, work: LeaderWork) {
       }
       // Shutting down: the leader stopped its work and gave the lease back.
       if (runtime.shutdownSignal.aborted) return { led: false, holder: undefined };
-      throw err;
+      // SDK errors carry request details (headers included); the host gets a clean one-liner.
+      throw new Error(redactSecrets(err instanceof Error ? `${err.name}: ${err.message}` : String(err)));
     }
   };
 }

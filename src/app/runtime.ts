@@ -4,7 +4,9 @@ import type { EngineLogger } from '../engine/engine-context';
 import { RunStateCache } from '../engine/run-state-cache';
 import type { WorkerDeps } from '../engine/worker';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
+import { InvalidSettingError } from '../errors';
 import { assertUniqueJobs } from '../jobs/define-job';
+import type { HostQueueConfig } from '../local/host-config';
 import type { JobDefinition } from '../jobs/job-definition';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import type { LeaderLogger } from '../lease/elector-options';
@@ -13,6 +15,22 @@ import type { LeaderEvent } from '../lease/leader-events';
 import { AzureQueue } from '../queue/azure-queue';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
 import { parseBatonSettings, parseStorageSettings, type BatonSettings, type Env } from '../storage/settings';
+
+/** The worker's last attempt must be the host's last delivery, and messages travel as plain JSON. */
+function assertHostAgrees(host: HostQueueConfig, settings: BatonSettings): void {
+  if (host.maxDequeueCount !== settings.maxAttempts) {
+    throw new InvalidSettingError(
+      'BATON_MAX_ATTEMPTS',
+      `BATON_MAX_ATTEMPTS (${settings.maxAttempts}) must equal host.json extensions.queues.maxDequeueCount (${host.maxDequeueCount})`,
+    );
+  }
+  if (host.messageEncoding !== 'none') {
+    throw new InvalidSettingError(
+      'host.json',
+      'host.json extensions.queues.messageEncoding must be "none": Baton sends plain JSON messages',
+    );
+  }
+}
 
 /** Names of the storage resources one hub uses. */
 export function hubResources(hub: string) {
@@ -39,6 +57,8 @@ export interface BatonRuntime {
 
 export interface RuntimeOptions {
   jobs?: readonly JobDefinition[];
+  /** The host.json queue settings the app runs under; checked against Baton's settings. */
+  hostQueueConfig?: HostQueueConfig;
   onLeaderEvent?: (event: LeaderEvent) => void;
   logger?: LeaderLogger & EngineLogger;
   identity?: string;
@@ -55,6 +75,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   const settings = parseBatonSettings(env);
   const jobs = options.jobs ?? [];
   assertUniqueJobs(jobs);
+  if (options.hostQueueConfig) assertHostAgrees(options.hostQueueConfig, settings);
   const clock = options.clock ?? systemClock;
   const log = options.logger ?? { info: () => undefined, warn: () => undefined };
   const resources = hubResources(settings.hub);

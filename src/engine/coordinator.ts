@@ -1,13 +1,16 @@
 import { setMaxListeners } from 'node:events';
 import { sleep } from '../clock/clock';
+import { ConcurrentUpdateError, LeaseLostError, StaleEpochError } from '../errors';
 import type { Leadership } from '../lease/leader-elector';
+import { runKeys, transition } from '../runs/run-record';
+import { redactSecrets } from '../storage/settings';
 import { DEFAULT_TUNING, type EngineContext, type EngineTuning, type TermContext } from './engine-context';
 import { dispatchSlice } from './dispatcher';
-import { drainPoison, drainResults } from './drain';
-import { abortRun, finalizeRun } from './finalizer';
-import { jobStateKey } from './job-state';
+import { drainPoison, drainResults, type DrainStats } from './drain';
+import { abortRun, failRun, finalizeRun } from './finalizer';
+import { jobStateSchema } from './job-state';
 import { planRun } from './planner';
-import { cancelRun, jobStates, reconcileJob, startManualRun } from './reconcile';
+import { adoptOpenRuns, cancelRun, forgetRun, jobStates, reconcileJob, startManualRun } from './reconcile';
 import { pendingRequests } from './requests';
 import { RunBook, type ActiveRun } from './run-book';
 
@@ -23,16 +26,21 @@ export interface LeadSummary {
   duplicates: number;
   stray: number;
   malformed: number;
+  /** Steps that failed and will be retried (a run failing this often in a row ends failed). */
+  stepErrors: number;
 }
 
 const RECONCILE_EVERY_MS = 1000;
 const REQUESTS_EVERY_MS = 2000;
+/** A run whose step fails this many times in a row ends failed instead of stalling every turn. */
+const MAX_STEP_FAILURES = 5;
 
 /**
  * The leader's work: on each turn it starts due runs, applies requests, moves every open run
  * one step (plan, dispatch, finalize, or end it on cancel or timeout), and drains results and
  * poison. It returns when the term is over, when its signal aborts, or as soon as there is
- * nothing open, so an idle leader does not sit on the lease.
+ * nothing open, so an idle leader does not sit on the lease. One run's trouble never stops the
+ * others: a failing step is retried on later turns and, if it keeps failing, ends that run.
  */
 export class Coordinator {
   readonly ctx: EngineContext;
@@ -47,11 +55,12 @@ export class Coordinator {
     const term: TermContext = { leadership, epoch: leadership.epoch, signal: leadership.signal };
     // Dispatch and drain pass this signal to dozens of storage calls at once.
     setMaxListeners(0, leadership.signal);
-    const summary: LeadSummary = { turns: 0, started: [], folded: 0, duplicates: 0, stray: 0, malformed: 0 };
+    const summary: LeadSummary = { turns: 0, started: [], folded: 0, duplicates: 0, stray: 0, malformed: 0, stepErrors: 0 };
     const endAt = ctx.clock.now() + options.termMs;
     await this.ensureQueues(term.signal);
     const book = new RunBook(ctx, term);
-    await this.loadOpenRuns(term, book);
+    const failures = new Map<string, number>();
+    await this.takeOver(term, book);
     let lastReconcile = Number.NEGATIVE_INFINITY;
     let lastRequests = Number.NEGATIVE_INFINITY;
     for (;;) {
@@ -60,39 +69,89 @@ export class Coordinator {
       summary.turns++;
       let busy = false;
       if (ctx.clock.now() - lastReconcile >= RECONCILE_EVERY_MS) {
-        for (const job of ctx.jobs.values()) summary.started.push(...(await reconcileJob(ctx, term, book, job)));
+        for (const job of ctx.jobs.values()) {
+          await this.guard(term, summary, `reconcile ${job.name}`, async () => {
+            summary.started.push(...(await reconcileJob(ctx, term, book, job)));
+          });
+        }
         lastReconcile = ctx.clock.now();
       }
       if (ctx.clock.now() - lastRequests >= REQUESTS_EVERY_MS) {
-        busy = (await this.applyRequests(term, book)) || busy;
+        await this.guard(term, summary, 'requests', async () => {
+          busy = (await this.applyRequests(term, book)) || busy;
+        });
         lastRequests = ctx.clock.now();
       }
-      for (const run of [...book.active.values()]) busy = (await this.step(term, book, run, endAt)) || busy;
-      for (const drain of [drainResults, drainPoison]) {
-        const stats = await drain(ctx, term, book);
-        summary.folded += stats.folded;
-        summary.duplicates += stats.duplicates;
-        summary.stray += stats.stray;
-        summary.malformed += stats.malformed;
-        busy = busy || stats.received > 0;
+      for (const runId of [...book.open]) {
+        const run = await book.get(runId);
+        if (!run || 'terminal' in run || 'unregistered' in run) continue;
+        const ok = await this.guard(term, summary, `run ${runId}`, async () => {
+          busy = (await this.step(term, book, run, endAt)) || busy;
+        });
+        if (ok) failures.delete(runId);
+        else await this.countFailure(term, book, runId, failures);
       }
-      if (book.active.size === 0 && !busy) return summary;
+      for (const drain of [drainResults, drainPoison]) {
+        await this.guard(term, summary, drain.name, async () => {
+          const stats: DrainStats = await drain(ctx, term, book);
+          summary.folded += stats.folded;
+          summary.duplicates += stats.duplicates;
+          summary.stray += stats.stray;
+          summary.malformed += stats.malformed;
+          busy = busy || stats.received > 0;
+        });
+      }
+      if (book.open.size === 0 && !busy) return summary;
       if (ctx.clock.now() >= endAt) return summary;
       if (!busy) await sleep(ctx.clock, ctx.tuning.idlePollMs, term.signal);
     }
+  }
+
+  /**
+   * Runs one piece of a turn. Losing the lease ends the term (rethrown); a record someone else
+   * wrote is reloaded next turn; anything else is logged and retried next turn. Returns
+   * whether the piece succeeded.
+   */
+  private async guard(term: TermContext, summary: LeadSummary, what: string, work: () => Promise<void>): Promise<boolean> {
+    try {
+      await work();
+      return true;
+    } catch (err) {
+      if (term.signal.aborted || err instanceof StaleEpochError || err instanceof LeaseLostError) throw err;
+      summary.stepErrors++;
+      const detail = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+      if (err instanceof ConcurrentUpdateError) this.ctx.log.info(`${what}: changed underneath; reloading`);
+      else this.ctx.log.warn(`${what} failed, will retry: ${redactSecrets(detail)}`);
+      return false;
+    }
+  }
+
+  private async countFailure(term: TermContext, book: RunBook, runId: string, failures: Map<string, number>): Promise<void> {
+    const count = (failures.get(runId) ?? 0) + 1;
+    failures.set(runId, count);
+    if (count < MAX_STEP_FAILURES) return;
+    failures.delete(runId);
+    const run = await book.get(runId);
+    if (!run || 'terminal' in run || 'unregistered' in run) return;
+    await this.guard(term, { stepErrors: 0 } as LeadSummary, `end run ${runId}`, () =>
+      failRun(this.ctx, term, book, run, `its step failed ${MAX_STEP_FAILURES} times in a row; see the leader's log`),
+    );
   }
 
   /** One step for one run; true if it did something. */
   private async step(term: TermContext, book: RunBook, run: ActiveRun, endAt: number): Promise<boolean> {
     const { ctx } = this;
     const record = run.doc.value;
-    if (record.cancelRequested) {
-      await abortRun(ctx, term, book, run, 'cancelled', record.endReason ?? 'cancelled');
-      return true;
-    }
-    if (ctx.clock.date().getTime() > Date.parse(record.deadlineAt)) {
-      await abortRun(ctx, term, book, run, 'timed-out', `still ${record.state} at its deadline ${record.deadlineAt}`);
-      return true;
+    // Once finalizing, the output may already exist: the run ends the way its output says.
+    if (record.state !== 'finalizing') {
+      if (record.cancelRequested) {
+        await abortRun(ctx, term, book, run, 'cancelled', record.endReason ?? 'cancelled');
+        return true;
+      }
+      if (ctx.clock.date().getTime() > Date.parse(record.deadlineAt)) {
+        await abortRun(ctx, term, book, run, 'timed-out', `still ${record.state} at its deadline ${record.deadlineAt}`);
+        return true;
+      }
     }
     switch (record.state) {
       case 'planning':
@@ -123,7 +182,7 @@ export class Coordinator {
         if (job) ctx.log.info(`manual run ${await startManualRun(ctx, term, book, job, request.id)} requested`);
         else ctx.log.warn(`ignored a run request for unknown job ${request.job}`);
       } else if (!(await cancelRun(ctx, book, request.runId, request.reason))) {
-        ctx.log.warn(`ignored a cancel request for ${request.runId}: not an open run`);
+        ctx.log.warn(`ignored a cancel request for ${request.runId}: not an open run this leader can end`);
       }
       await ctx.docs.delete(key, { abortSignal: term.signal });
       applied = true;
@@ -131,11 +190,46 @@ export class Coordinator {
     return applied;
   }
 
-  private async loadOpenRuns(term: TermContext, book: RunBook): Promise<void> {
-    const states = jobStates(this.ctx);
-    for (const job of this.ctx.jobs.values()) {
-      const state = await states.read(jobStateKey(job.name), { abortSignal: term.signal });
-      for (const runId of state?.value.active ?? []) await book.get(runId);
+  /**
+   * Start of a term: load every open run of every job in storage, and fence each registered
+   * one by writing it once with this term's epoch, so a stale leader's next write to it fails.
+   * Runs of jobs this leader does not have are left alone until past their deadline, then end
+   * timed-out: nobody else will end them.
+   */
+  private async takeOver(term: TermContext, book: RunBook): Promise<void> {
+    const { ctx } = this;
+    const states = jobStates(ctx);
+    for await (const key of ctx.docs.list('jobs/', { abortSignal: term.signal })) {
+      const state = await states.read(key, { abortSignal: term.signal }).catch(() => undefined);
+      if (!state || !jobStateSchema.safeParse(state.value).success) continue;
+      const job = ctx.jobs.get(state.value.job);
+      if (job) {
+        for (const runId of await adoptOpenRuns(ctx, book, job, state.value.active)) {
+          const run = await book.get(runId);
+          if (run && !('terminal' in run) && !('unregistered' in run)) {
+            await book.save(run, { ...run.doc.value, updatedAt: ctx.clock.date().toISOString() });
+          }
+        }
+        continue;
+      }
+      for (const runId of state.value.active) {
+        const found = await book.get(runId);
+        if (!found || !('unregistered' in found)) continue;
+        const record = found.unregistered;
+        if (ctx.clock.date().getTime() <= Date.parse(record.deadlineAt)) continue;
+        const reason = `job ${record.job} is not registered on the leader`;
+        await book.records.replace(
+          runKeys.record(runId),
+          term.epoch,
+          found.doc,
+          transition(record, 'timed-out', ctx.clock.date(), reason),
+          {
+            abortSignal: term.signal,
+          },
+        );
+        await forgetRun(ctx, term, record.job, runId);
+        ctx.log.warn(`run ${runId} timed out: its job ${record.job} is not registered here`);
+      }
     }
   }
 

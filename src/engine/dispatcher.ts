@@ -49,7 +49,9 @@ export async function dispatchSlice(
       lastCheckpoint = ctx.clock.now();
     }
   }
-  if (cursor > run.doc.value.cursor) await checkpoint(ctx, book, run, cursor, itemsPerMessage);
+  if (cursor > run.doc.value.cursor || (cursor >= record.messages && run.doc.value.state === 'dispatching')) {
+    await checkpoint(ctx, book, run, cursor, itemsPerMessage);
+  }
 }
 
 async function checkpoint(

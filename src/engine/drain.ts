@@ -1,9 +1,11 @@
-import type { ReceivedMessage } from '../queue/queue-port';
+import type { QueuePort, ReceivedMessage } from '../queue/queue-port';
 import { runKeys, type RunRecord } from '../runs/run-record';
+import { keepDeadLetter } from './dead-letters';
 import type { EngineContext, TermContext } from './engine-context';
 import { foldOutcomes, type FailureEntry } from './fold';
 import {
   ClaimMissingError,
+  describeIssue,
   itemOutcomeSchema,
   loadClaim,
   parseBody,
@@ -15,6 +17,10 @@ import {
 import type { RunBook } from './run-book';
 
 const BATCH = 32;
+/** Receives folded into one checkpoint: fewer rewrites of the bitset on big runs. */
+const BATCHES_PER_CHECKPOINT = 4;
+/** How soon a message the leader cannot count yet is offered again. */
+const DEFER_SECONDS = 5;
 
 /** What a drain pass did, for logs and tests. */
 export interface DrainStats {
@@ -34,50 +40,106 @@ interface Group {
   claims: string[];
 }
 
+type Parsed =
+  | { kind: 'group'; run: string; outcomes: ItemOutcome[]; rejected: number; claim?: string }
+  | { kind: 'dead'; reason: string; run?: string };
+
 /**
- * One batch from the results queue: fold each new item into its run, checkpoint, and only then
- * delete the messages. A crash in between redelivers them, and the dedupe set makes the second
- * fold a no-op, so every item counts exactly once.
+ * Up to a few batches from the results queue: fold each new item into its run, checkpoint once
+ * per run, and only then delete the messages. A crash in between redelivers them, and the dedupe
+ * set makes the second fold a no-op, so every item counts exactly once.
  */
-export async function drainResults(ctx: EngineContext, term: TermContext, book: RunBook): Promise<DrainStats> {
-  const messages = await ctx.results.receive(BATCH, ctx.tuning.drainVisibilitySeconds, { abortSignal: term.signal });
-  const stats: DrainStats = { received: messages.length, folded: 0, duplicates: 0, stray: 0, malformed: 0 };
-  const groups = new Map<string, Group>();
-  const discard: ReceivedMessage[] = [];
-  for (const message of messages) {
+export function drainResults(ctx: EngineContext, term: TermContext, book: RunBook): Promise<DrainStats> {
+  return drain(ctx, term, book, ctx.results, async (message) => {
     const body = parseBody(message.text);
     const parsed = body.ok ? resultMessageSchema.safeParse(body.value) : undefined;
-    if (!parsed?.success) {
-      ctx.log.warn(`deleted a malformed result message ${message.id}`);
-      stats.malformed++;
-      discard.push(message);
-      continue;
+    if (!parsed?.success)
+      return {
+        kind: 'dead',
+        reason: body.ok ? `malformed result: ${describeIssue(parsed!.error)}` : `malformed result: ${body.reason}`,
+      };
+    if (parsed.data.outcomes) return { kind: 'group', run: parsed.data.run, outcomes: parsed.data.outcomes, rejected: 0 };
+    const claim = parsed.data.claim as string;
+    try {
+      const claimed = itemOutcomeSchema.array().safeParse(await loadClaim(claim, ctx.docs, { abortSignal: term.signal }));
+      if (claimed.success) return { kind: 'group', run: parsed.data.run, outcomes: claimed.data, rejected: 0, claim };
+      return { kind: 'dead', reason: `claim-check blob ${claim} does not hold outcomes`, run: parsed.data.run };
+    } catch (err) {
+      if (err instanceof ClaimMissingError) return { kind: 'dead', reason: err.message, run: parsed.data.run };
+      if (err instanceof SyntaxError)
+        return { kind: 'dead', reason: `claim-check blob ${claim} is not JSON`, run: parsed.data.run };
+      throw err;
     }
-    let outcomes = parsed.data.outcomes;
-    if (parsed.data.claim) {
-      try {
-        const claimed = itemOutcomeSchema
-          .array()
-          .safeParse(await loadClaim(parsed.data.claim, ctx.docs, { abortSignal: term.signal }));
-        outcomes = claimed.success ? claimed.data : undefined;
-      } catch (err) {
-        if (!(err instanceof ClaimMissingError)) throw err;
+  });
+}
+
+/**
+ * Up to a few batches from the work poison queue. A worker's note about a malformed message
+ * counts as `rejected` on its run (the output is unaffected) and is kept as a dead letter. A raw
+ * work message moved there by the host after its last delivery means no worker ever reported
+ * those items: they fail.
+ */
+export function drainPoison(ctx: EngineContext, term: TermContext, book: RunBook): Promise<DrainStats> {
+  return drain(ctx, term, book, ctx.poison, async (message) => {
+    const body = parseBody(message.text);
+    const note = body.ok ? poisonNoteSchema.safeParse(body.value) : undefined;
+    if (note?.success) {
+      await keepDeadLetter(ctx, term, ctx.poison.name, message, note.data.reason, note.data.run, note.data.body);
+      ctx.log.warn(`poisoned work message: ${note.data.reason}`);
+      return note.data.run
+        ? { kind: 'group', run: note.data.run, outcomes: [], rejected: 1 }
+        : { kind: 'dead', reason: note.data.reason };
+    }
+    const work = body.ok ? workMessageSchema.safeParse(body.value) : undefined;
+    if (work?.success) {
+      const { run, first, count } = work.data;
+      const reason = `no result after ${message.dequeueCount} deliveries: the worker never finished this message`;
+      const outcomes: ItemOutcome[] = [];
+      for (let i = first; i < first + count; i++) outcomes.push({ i, ok: false, e: reason, a: ctx.tuning.maxAttempts });
+      return { kind: 'group', run, outcomes, rejected: 0 };
+    }
+    return { kind: 'dead', reason: 'unreadable message on the poison queue' };
+  });
+}
+
+async function drain(
+  ctx: EngineContext,
+  term: TermContext,
+  book: RunBook,
+  queue: QueuePort,
+  parse: (message: ReceivedMessage) => Promise<Parsed>,
+): Promise<DrainStats> {
+  const stats: DrainStats = { received: 0, folded: 0, duplicates: 0, stray: 0, malformed: 0 };
+  const groups = new Map<string, Group>();
+  const discard: ReceivedMessage[] = [];
+  for (let batch = 0; batch < BATCHES_PER_CHECKPOINT; batch++) {
+    const messages = await queue.receive(BATCH, ctx.tuning.drainVisibilitySeconds, { abortSignal: term.signal });
+    stats.received += messages.length;
+    for (const message of messages) {
+      const parsed = await parse(message);
+      if (parsed.kind === 'dead') {
+        if (queue !== ctx.poison) await keepDeadLetter(ctx, term, queue.name, message, parsed.reason, parsed.run);
+        ctx.log.warn(`set aside message ${message.id} from ${queue.name}: ${parsed.reason}`);
+        stats.malformed++;
+        discard.push(message);
+        continue;
       }
+      if (parsed.rejected) stats.malformed += parsed.rejected;
+      const group = groupFor(groups, parsed.run);
+      group.messages.push(message);
+      group.outcomes.push(...parsed.outcomes);
+      group.rejected += parsed.rejected;
+      if (parsed.claim) group.claims.push(parsed.claim);
     }
-    if (!outcomes) {
-      ctx.log.warn(`deleted result message ${message.id}: its claim-check blob is missing or malformed`);
-      stats.malformed++;
-      discard.push(message);
-      continue;
-    }
-    const group = groupFor(groups, parsed.data.run);
-    group.messages.push(message);
-    group.outcomes.push(...outcomes);
-    if (parsed.data.claim) group.claims.push(parsed.data.claim);
+    if (messages.length < BATCH) break;
   }
   for (const [runId, group] of groups) {
     const applied = await applyToRun(ctx, term, book, runId, group);
-    if (applied === 'defer') continue;
+    if (applied === 'defer') {
+      // Back on the queue in a few seconds rather than after the full drain visibility.
+      await Promise.all(group.messages.map((m) => queue.setVisibility(m, DEFER_SECONDS, { abortSignal: term.signal })));
+      continue;
+    }
     if (applied === 'stray') {
       stats.stray += group.messages.length;
       // The run's claims were cleared when it ended; these came later and would be left behind.
@@ -86,62 +148,9 @@ export async function drainResults(ctx: EngineContext, term: TermContext, book: 
       stats.folded += applied.folded;
       stats.duplicates += applied.duplicates;
     }
-    await deleteAll(ctx, term, group.messages, 'results');
+    await deleteAll(queue, term, group.messages);
   }
-  await deleteAll(ctx, term, discard, 'results');
-  return stats;
-}
-
-/**
- * One batch from the work poison queue. A worker's note about a malformed message counts as
- * `rejected` on its run (the output is unaffected). A raw work message moved there by the host
- * after its last delivery means no worker ever reported those items: they fail.
- */
-export async function drainPoison(ctx: EngineContext, term: TermContext, book: RunBook): Promise<DrainStats> {
-  const messages = await ctx.poison.receive(BATCH, ctx.tuning.drainVisibilitySeconds, { abortSignal: term.signal });
-  const stats: DrainStats = { received: messages.length, folded: 0, duplicates: 0, stray: 0, malformed: 0 };
-  const groups = new Map<string, Group>();
-  const discard: ReceivedMessage[] = [];
-  for (const message of messages) {
-    const body = parseBody(message.text);
-    const note = body.ok ? poisonNoteSchema.safeParse(body.value) : undefined;
-    if (note?.success) {
-      ctx.log.warn(`poisoned work message: ${note.data.reason}`);
-      if (note.data.run) {
-        const group = groupFor(groups, note.data.run);
-        group.messages.push(message);
-        group.rejected++;
-      } else discard.push(message);
-      stats.malformed++;
-      continue;
-    }
-    const work = body.ok ? workMessageSchema.safeParse(body.value) : undefined;
-    if (work?.success) {
-      const { run, first, count } = work.data;
-      const group = groupFor(groups, run);
-      group.messages.push(message);
-      for (let i = first; i < first + count; i++) {
-        group.outcomes.push({
-          i,
-          ok: false,
-          e: `no result after ${message.dequeueCount} deliveries: the worker never finished this message`,
-          a: ctx.tuning.maxAttempts,
-        });
-      }
-      continue;
-    }
-    ctx.log.warn(`deleted an unreadable poison message ${message.id}`);
-    stats.malformed++;
-    discard.push(message);
-  }
-  for (const [runId, group] of groups) {
-    const applied = await applyToRun(ctx, term, book, runId, group);
-    if (applied === 'defer') continue;
-    if (applied === 'stray') stats.stray += group.messages.length;
-    else stats.folded += applied.folded;
-    await deleteAll(ctx, term, group.messages, 'poison');
-  }
-  await deleteAll(ctx, term, discard, 'poison');
+  await deleteAll(queue, term, discard);
   return stats;
 }
 
@@ -153,7 +162,9 @@ async function applyToRun(
   group: Group,
 ): Promise<'stray' | 'defer' | { folded: number; duplicates: number }> {
   const run = await book.get(runId);
-  // Not planned yet: leave the messages for a later pass rather than lose them.
+  // Its job is not registered here, or it is not planned yet: leave the messages for a leader
+  // that can count them rather than lose them.
+  if (run && 'unregistered' in run) return 'defer';
   if (run && !('terminal' in run) && !run.seen) return 'defer';
   if (!run || 'terminal' in run || !run.seen) {
     ctx.log.info(`deleted ${group.messages.length} message(s) of ${run ? 'ended' : 'unknown'} run ${runId}`);
@@ -198,13 +209,7 @@ async function writeFailurePart(
   return key;
 }
 
-async function deleteAll(
-  ctx: EngineContext,
-  term: TermContext,
-  messages: ReceivedMessage[],
-  which: 'results' | 'poison',
-): Promise<void> {
-  const queue = which === 'results' ? ctx.results : ctx.poison;
+async function deleteAll(queue: QueuePort, term: TermContext, messages: ReceivedMessage[]): Promise<void> {
   await Promise.all(messages.map((m) => queue.delete(m, { abortSignal: term.signal })));
 }
 

@@ -27,6 +27,8 @@ export interface FailuresManifest {
   /** Items with no outcome at all (timed-out or cancelled runs). */
   missing: number[];
   missingCount: number;
+  /** Failure blobs the checkpoint named but storage no longer had. */
+  unreadableParts?: string[];
 }
 
 /**
@@ -77,13 +79,18 @@ export async function finalizeRun(ctx: EngineContext, term: TermContext, book: R
   });
 }
 
-/** Ends an open run early: cancelled on request, timed-out past its deadline. Lists what never came back. */
+/** Ends a run that cannot go on (its plan is gone, a step keeps failing), listing what never came back. */
+export function failRun(ctx: EngineContext, term: TermContext, book: RunBook, run: ActiveRun, reason: string): Promise<void> {
+  return abortRun(ctx, term, book, run, 'failed', reason);
+}
+
+/** Ends an open run early: cancelled on request, timed-out past its deadline, or failed. Lists what never came back. */
 export async function abortRun(
   ctx: EngineContext,
   term: TermContext,
   book: RunBook,
   run: ActiveRun,
-  state: 'cancelled' | 'timed-out',
+  state: 'cancelled' | 'timed-out' | 'failed',
   reason: string,
 ): Promise<void> {
   const record = run.doc.value;
@@ -110,8 +117,13 @@ async function endRun(
     endReason: fields.endReason ?? record.endReason,
   });
   await forgetRun(ctx, term, record.job, record.runId);
-  for await (const key of ctx.docs.list(runKeys.claimsPrefix(record.runId), { abortSignal: term.signal })) {
-    await ctx.docs.delete(key, { abortSignal: term.signal });
+  // Claims are only needed while the run is open; plans of abandoned planning attempts never were.
+  const keep = record.planEpoch === null ? undefined : `${runKeys.prefix(record.runId)}plan/e${record.planEpoch}/`;
+  for (const prefix of [runKeys.claimsPrefix(record.runId), `${runKeys.prefix(record.runId)}plan/`]) {
+    for await (const key of ctx.docs.list(prefix, { abortSignal: term.signal })) {
+      if (keep && key.startsWith(keep)) continue;
+      await ctx.docs.delete(key, { abortSignal: term.signal });
+    }
   }
   ctx.log.info(
     `run ${record.runId} ${state}: ${record.counters.succeeded} succeeded, ${record.counters.failed} failed of ${record.counters.planned}`,
@@ -127,13 +139,25 @@ async function writeManifest(
   missingCount = missing.length,
 ): Promise<void> {
   const failed: FailureEntry[] = [];
+  const unreadableParts: string[] = [];
   for (const part of record.failureParts) {
     const stored = await ctx.docs.read(part, { abortSignal: term.signal });
-    if (!stored) throw new Error(`failure part ${part} of run ${record.runId} is missing`);
+    // A part someone deleted is named rather than allowed to keep the run from ending.
+    if (!stored) {
+      unreadableParts.push(part);
+      continue;
+    }
     for (const line of stored.body.split('\n')) if (line) failed.push(JSON.parse(line) as FailureEntry);
   }
   failed.sort((a, b) => a.item - b.item);
-  const manifest: FailuresManifest = { runId: record.runId, state, failed, missing, missingCount };
+  const manifest: FailuresManifest = {
+    runId: record.runId,
+    state,
+    failed,
+    missing,
+    missingCount,
+    ...(unreadableParts.length ? { unreadableParts } : {}),
+  };
   await writeOnce(ctx, term, runKeys.manifest(record.runId), manifest);
 }
 

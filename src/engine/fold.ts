@@ -41,11 +41,21 @@ export function foldOutcomes(
     if (outcome.ok) {
       const checked = job.resultSchema ? job.resultSchema.safeParse(outcome.r) : { success: true as const, data: outcome.r };
       if (checked.success) {
-        acc = job.aggregate.add(acc, checked.data, { itemIndex: outcome.i });
-        counters.succeeded++;
-        continue;
+        try {
+          acc = job.aggregate.add(acc, checked.data, { itemIndex: outcome.i });
+          counters.succeeded++;
+          continue;
+        } catch (err) {
+          // A fold that throws on one result must not stop the run: that item fails instead.
+          failures.push({
+            item: outcome.i,
+            reason: `aggregate.add threw: ${err instanceof Error ? err.message : String(err)}`,
+            attempts: 1,
+          });
+        }
+      } else {
+        failures.push({ item: outcome.i, reason: "result does not match the job's result schema", attempts: 1 });
       }
-      failures.push({ item: outcome.i, reason: "result does not match the job's result schema", attempts: 1 });
     } else {
       failures.push({ item: outcome.i, reason: outcome.e, attempts: outcome.a });
     }

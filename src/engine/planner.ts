@@ -50,8 +50,10 @@ export async function planRun(ctx: EngineContext, term: TermContext, book: RunBo
     await book.save(run, transition(record, 'failed', ctx.clock.date(), reason));
     return;
   }
+  const dispatching = transition(record, 'dispatching', ctx.clock.date());
   const next: RunRecord = {
-    ...transition(record, 'dispatching', ctx.clock.date()),
+    // Nothing to send: straight on to running, where an empty run finalizes at once.
+    ...(planned === 0 ? transition(dispatching, 'running', ctx.clock.date()) : dispatching),
     planEpoch: term.epoch,
     planChunks: chunks,
     chunkItems,

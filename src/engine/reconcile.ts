@@ -19,9 +19,10 @@ export function jobStates(ctx: EngineContext): FencedDocuments<JobState> {
 }
 
 /**
- * Starts the job's due occurrences. The run is created before the job state records it, with
- * `If-None-Match: *` on an id made of job and occurrence: if a leader dies in between, the
- * next one finds the run already there and adopts it, and no occurrence ever gets two runs.
+ * Starts the job's due occurrences. The job state records a run as active *before* the run
+ * is created, and the run is created with `If-None-Match: *` on an id made of job and
+ * occurrence. A leader that dies in between leaves an active id without a record, which the
+ * next leader creates; so no run is ever lost to the job's view, and no occurrence gets two.
  */
 export async function reconcileJob(ctx: EngineContext, term: TermContext, book: RunBook, job: JobDefinition): Promise<string[]> {
   const states = jobStates(ctx);
@@ -35,48 +36,33 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
     startingDeadlineSeconds: job.startingDeadlineSeconds,
     catchUp: job.catchUp,
   });
+  const at = now.toISOString();
   const events: JobEvent[] = plan.missed.map((o) => ({
-    at: now.toISOString(),
+    at,
     occurrence: o.toISOString(),
     outcome: 'missed',
     reason: `not started within ${job.startingDeadlineSeconds} s, or superseded by a later occurrence`,
   }));
-  let active = await openRuns(book, current.active);
-  const cancelledNow = new Set<string>();
-  const started: string[] = [];
+  const active = await adoptOpenRuns(ctx, book, job, current.active);
+  const ended = new Set(current.active.filter((id) => !active.includes(id)));
+  const starting: Array<{ runId: string; occurrence: Date }> = [];
   let skipped = 0;
   for (const occurrence of plan.run) {
-    const decision = decideOverlap(job.overlap, active);
+    // Runs asked to cancel still count as active until they have ended.
+    const decision = decideOverlap(job.overlap, [...active, ...starting.map((s) => s.runId)]);
     if (!decision.start) {
       skipped++;
-      events.push({
-        at: now.toISOString(),
-        occurrence: occurrence.toISOString(),
-        outcome: 'skipped',
-        reason: decision.skippedBecause ?? 'overlap',
-      });
+      events.push({ at, occurrence: occurrence.toISOString(), outcome: 'skipped', reason: decision.skippedBecause ?? 'overlap' });
       continue;
     }
     for (const runId of decision.cancel) {
-      cancelledNow.add(runId);
-      await cancelRun(ctx, book, runId, `replaced by the occurrence at ${occurrence.toISOString()}`);
-      events.push({ at: now.toISOString(), occurrence: null, outcome: 'cancelled', runId, reason: 'overlap: replace' });
+      if (await cancelRun(ctx, book, runId, `replaced by the occurrence at ${occurrence.toISOString()}`)) {
+        events.push({ at, occurrence: null, outcome: 'cancelled', runId, reason: 'overlap: replace' });
+      }
     }
-    active = active.filter((id) => !decision.cancel.includes(id));
     const runId = scheduledRunId(job.name, occurrence);
-    const record = newRunRecord({
-      runId,
-      job: job.name,
-      trigger: 'schedule',
-      occurrence,
-      now,
-      timeoutSeconds: job.timeoutSeconds,
-    });
-    const created = await book.create(job, record);
-    if (created) ctx.log.info(`run ${runId} created (epoch ${term.epoch})`);
-    active.push(runId);
-    started.push(runId);
-    events.push({ at: now.toISOString(), occurrence: occurrence.toISOString(), outcome: 'started', runId });
+    starting.push({ runId, occurrence });
+    events.push({ at, occurrence: occurrence.toISOString(), outcome: 'started', runId });
   }
   const checkedUntil = plan.checkedUntil.toISOString();
   await states.update(
@@ -91,16 +77,13 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
       const fresh = events.filter((e) =>
         e.outcome === 'started' || e.outcome === 'cancelled' ? !known.has(`${e.outcome}:${e.runId}`) : !raced,
       );
-      const freshStarts = fresh.filter((e) => e.outcome === 'started').length;
       return withEvents(
         {
           ...base,
           lastChecked: base.lastChecked && base.lastChecked > checkedUntil ? base.lastChecked : checkedUntil,
-          active: [...new Set([...active, ...base.active.filter((id) => book.active.has(id))])].filter(
-            (id) => !cancelledNow.has(id),
-          ),
+          active: [...new Set([...base.active.filter((id) => !ended.has(id)), ...starting.map((s) => s.runId)])],
           totals: {
-            started: base.totals.started + freshStarts,
+            started: base.totals.started + fresh.filter((e) => e.outcome === 'started').length,
             skipped: base.totals.skipped + (raced ? 0 : skipped),
             missed: base.totals.missed + (raced ? 0 : plan.missedCount),
           },
@@ -110,7 +93,18 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
     },
     { abortSignal: term.signal },
   );
-  return started;
+  for (const { runId, occurrence } of starting) {
+    const record = newRunRecord({
+      runId,
+      job: job.name,
+      trigger: 'schedule',
+      occurrence,
+      now,
+      timeoutSeconds: job.timeoutSeconds,
+    });
+    if (await book.create(job, record)) ctx.log.info(`run ${runId} created (epoch ${term.epoch})`);
+  }
+  return starting.map((s) => s.runId);
 }
 
 /** A manual run: its own id, started whatever the overlap policy says. */
@@ -122,15 +116,7 @@ export async function startManualRun(
   requestId: string,
 ): Promise<string> {
   const runId = manualRunId(job.name, requestId || randomUUID());
-  const record = newRunRecord({
-    runId,
-    job: job.name,
-    trigger: 'manual',
-    occurrence: undefined,
-    now: ctx.clock.date(),
-    timeoutSeconds: job.timeoutSeconds,
-  });
-  await book.create(job, record);
+  const now = ctx.clock.date();
   await jobStates(ctx).update(
     jobStateKey(job.name),
     term.epoch,
@@ -139,10 +125,14 @@ export async function startManualRun(
       if (base.active.includes(runId)) return undefined;
       return withEvents(
         { ...base, active: [...base.active, runId], totals: { ...base.totals, started: base.totals.started + 1 } },
-        [{ at: ctx.clock.date().toISOString(), occurrence: null, outcome: 'started', runId, reason: 'manual' }],
+        [{ at: now.toISOString(), occurrence: null, outcome: 'started', runId, reason: 'manual' }],
       );
     },
     { abortSignal: term.signal },
+  );
+  await book.create(
+    job,
+    newRunRecord({ runId, job: job.name, trigger: 'manual', occurrence: undefined, now, timeoutSeconds: job.timeoutSeconds }),
   );
   return runId;
 }
@@ -158,19 +148,50 @@ export async function forgetRun(ctx: EngineContext, term: TermContext, job: stri
   );
 }
 
-async function openRuns(book: RunBook, ids: readonly string[]): Promise<string[]> {
+/**
+ * The job's runs that are still open, loaded into the book. An active id whose record is
+ * missing was recorded by a leader that died before creating it: create it now.
+ */
+export async function adoptOpenRuns(
+  ctx: EngineContext,
+  book: RunBook,
+  job: JobDefinition,
+  ids: readonly string[],
+): Promise<string[]> {
   const open: string[] = [];
   for (const id of ids) {
     const run = await book.get(id);
-    if (run && !('terminal' in run)) open.push(id);
+    if (run === undefined) {
+      const occurrence = occurrenceOf(job.name, id);
+      const record = newRunRecord({
+        runId: id,
+        job: job.name,
+        trigger: occurrence ? 'schedule' : 'manual',
+        occurrence,
+        now: ctx.clock.date(),
+        timeoutSeconds: job.timeoutSeconds,
+      });
+      await book.create(job, record);
+      ctx.log.warn(`run ${id} was recorded but never created; created it now`);
+      open.push(id);
+    } else if (!('terminal' in run)) open.push(id);
   }
   return open;
+}
+
+/** The scheduled occurrence in a run id, or undefined for a manual run. */
+function occurrenceOf(job: string, runId: string): Date | undefined {
+  const rest = runId.slice(job.length + 1);
+  const date = new Date(rest);
+  return runId.startsWith(`${job}/`) && !Number.isNaN(date.getTime()) && date.toISOString() === rest ? date : undefined;
 }
 
 /** Marks a run for cancellation; the run's next step ends it. */
 export async function cancelRun(ctx: EngineContext, book: RunBook, runId: string, reason: string): Promise<boolean> {
   const run = await book.get(runId);
-  if (!run || 'terminal' in run) return false;
-  await book.save(run, { ...run.doc.value, cancelRequested: true, endReason: reason, updatedAt: ctx.clock.date().toISOString() });
+  if (!run || 'terminal' in run || 'unregistered' in run) return false;
+  const record = run.doc.value;
+  if (record.cancelRequested || record.state === 'finalizing') return false;
+  await book.save(run, { ...record, cancelRequested: true, endReason: reason, updatedAt: ctx.clock.date().toISOString() });
   return true;
 }

@@ -1,5 +1,5 @@
-import { ConcurrentUpdateError } from '../errors';
 import { FencedDocuments, type FencedDocument } from '../fencing/fenced-documents';
+import { ConcurrentUpdateError } from '../errors';
 import type { JobDefinition } from '../jobs/job-definition';
 import { Bitset } from '../runs/bitset';
 import { isTerminal, runKeys, runRecordSchema, type RunRecord } from '../runs/run-record';
@@ -12,13 +12,24 @@ export interface ActiveRun {
   seen: Bitset | undefined;
 }
 
+/** What looking a run up can find. */
+export type RunLookup =
+  | ActiveRun
+  | { terminal: RunRecord }
+  /** Open, but its job is not in this leader's registration list (a rolling deploy, another app). */
+  | { unregistered: RunRecord; doc: FencedDocument<RunRecord> }
+  | undefined;
+
 /**
  * The leader's view of run records for one term. Every write goes through `FencedDocuments`
  * with the term's epoch, so a stale leader's write fails instead of landing.
  */
 export class RunBook {
   readonly records: FencedDocuments<RunRecord>;
+  /** Open runs loaded this term, by id. */
   readonly active = new Map<string, ActiveRun>();
+  /** Every run id this term looks after; one that drops out of `active` is reloaded next turn. */
+  readonly open = new Set<string>();
 
   constructor(
     private readonly ctx: EngineContext,
@@ -27,22 +38,27 @@ export class RunBook {
     this.records = new FencedDocuments(ctx.docs, { parse: (v) => runRecordSchema.parse(v) });
   }
 
-  /** The run, from this term's cache or storage; undefined if unknown. Terminal runs are not cached. */
-  async get(runId: string): Promise<ActiveRun | { terminal: RunRecord } | undefined> {
+  /** The run, from this term's cache or storage. Terminal runs are not cached. */
+  async get(runId: string): Promise<RunLookup> {
     const cached = this.active.get(runId);
     if (cached) return cached;
     const doc = await this.records.read(runKeys.record(runId), { abortSignal: this.term.signal });
     if (!doc) return undefined;
-    if (isTerminal(doc.value.state)) return { terminal: doc.value };
+    if (isTerminal(doc.value.state)) {
+      this.open.delete(runId);
+      return { terminal: doc.value };
+    }
     const job = this.ctx.jobs.get(doc.value.job);
-    if (!job) return undefined;
+    if (!job) return { unregistered: doc.value, doc };
     const run: ActiveRun = { job, doc, seen: decodeSeen(doc.value) };
     this.active.set(runId, run);
+    this.open.add(runId);
     return run;
   }
 
   /** Creates a run; false when a run with that id already exists (another tick made it). */
   async create(job: JobDefinition, record: RunRecord): Promise<boolean> {
+    this.open.add(record.runId);
     try {
       const doc = await this.records.create(runKeys.record(record.runId), this.term.epoch, record, {
         abortSignal: this.term.signal,
@@ -56,9 +72,10 @@ export class RunBook {
   }
 
   /**
-   * Replaces the run's record. If someone else wrote it since (another leader), the cached
-   * state is dropped and the error rethrown: the next turn reloads it and redoes the step,
-   * which is safe because every step is idempotent on the record it read.
+   * Replaces the run's record. If it fails (another leader wrote it, or the call failed after
+   * landing), the cached state is dropped and the error rethrown: the next turn reloads the
+   * record and redoes the step, which is safe because every step is idempotent on the record
+   * it read.
    */
   async save(run: ActiveRun, next: RunRecord): Promise<void> {
     const key = runKeys.record(next.runId);
@@ -68,7 +85,15 @@ export class RunBook {
       this.active.delete(next.runId);
       throw err;
     }
-    if (isTerminal(next.state)) this.active.delete(next.runId);
+    if (isTerminal(next.state)) {
+      this.active.delete(next.runId);
+      this.open.delete(next.runId);
+    }
+  }
+
+  /** Forgets the cached copy, so the next lookup reads storage again. */
+  drop(runId: string): void {
+    this.active.delete(runId);
   }
 }
 

@@ -17,7 +17,7 @@ export interface RunView {
 export class RunStateCache {
   private readonly records: FencedDocuments<RunRecord>;
   private readonly clock: Clock;
-  private readonly ttlMs: number;
+  readonly ttlMs: number;
   private readonly entries = new Map<string, { view: RunView | undefined; at: number }>();
 
   constructor(docs: DocumentStore, options: { clock?: Clock; ttlMs?: number } = {}) {

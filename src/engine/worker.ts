@@ -62,7 +62,9 @@ export async function handleWorkMessage(
   if (!parsed.success) return poison(`wrong shape: ${describeIssue(parsed.error)}`);
   const message = parsed.data;
   const job = deps.jobs.get(message.job);
-  if (!job) return poison(`unknown job ${message.job}`, message.run);
+  // Possibly a rolling deploy: another instance (or this one, updated) may know the job. Let the
+  // host retry; if nobody does, the host's poison queue tells the leader these items failed.
+  if (!job) return { kind: 'retry', failed: message.count, firstError: `job ${message.job} is not registered on this instance` };
   const run = await deps.runs.get(message.run, { abortSignal: signal });
   if (!run) return poison(`unknown run ${message.run}`, message.run);
   if (run.job !== message.job) return poison(`run ${message.run} belongs to job ${run.job}, not ${message.job}`, message.run);
@@ -89,11 +91,29 @@ export async function handleWorkMessage(
   const final = attempt >= deps.maxAttempts;
   const outcomes: ItemOutcome[] = [];
   let firstError: string | undefined;
-  for (const [offset, item] of items.entries()) {
-    const itemIndex = message.first + offset;
-    const outcome = await processItem(job, item, { runId: message.run, itemIndex, attempt, signal });
-    if (!outcome.ok) firstError ??= outcome.e;
-    outcomes.push(outcome);
+  // `process` sees its signal abort when the run is cancelled or times out meanwhile.
+  const stop = new AbortController();
+  const forward = () => stop.abort(signal.reason);
+  signal.addEventListener('abort', forward, { once: true });
+  const watch = setInterval(() => {
+    deps.runs.get(message.run).then(
+      (view) => {
+        if (view && isTerminal(view.state)) stop.abort(new Error(`run ${message.run} is ${view.state}`));
+      },
+      () => undefined,
+    );
+  }, deps.runs.ttlMs);
+  watch.unref?.();
+  try {
+    for (const [offset, item] of items.entries()) {
+      const itemIndex = message.first + offset;
+      const outcome = await processItem(job, item, { runId: message.run, itemIndex, attempt, signal: stop.signal });
+      if (!outcome.ok) firstError ??= outcome.e;
+      outcomes.push(outcome);
+    }
+  } finally {
+    clearInterval(watch);
+    signal.removeEventListener('abort', forward);
   }
   const failed = outcomes.filter((o) => !o.ok).length;
   // Before the last attempt only successes are reported; the failed items come back with the

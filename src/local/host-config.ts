@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { z } from 'zod';
 
 /** The parts of host.json the local host honours, with the Functions host's defaults. */
@@ -56,4 +57,13 @@ export function readHostQueueConfig(path = 'host.json'): HostQueueConfig {
     retryDelaySeconds: q.visibilityTimeout,
     messageEncoding: q.messageEncoding,
   };
+}
+
+/** The app's host.json: the nearest one at or above `from` (the app root, wherever the code was compiled to). */
+export function findHostJson(from: string): string {
+  for (let dir = from; ; dir = dirname(dir)) {
+    const candidate = join(dir, 'host.json');
+    if (existsSync(candidate)) return candidate;
+    if (dirname(dir) === dir) throw new Error(`no host.json found at or above ${from}`);
+  }
 }

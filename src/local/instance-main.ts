@@ -17,8 +17,10 @@ import { emit } from './instance-events';
 async function main(): Promise<void> {
   const env = process.env;
   const instance = env.BATON_INSTANCE ?? `instance-${process.pid}`;
+  const hostConfig = readHostQueueConfig(env.BATON_HOST_JSON ?? 'host.json');
   const runtime: BatonRuntime = createBatonRuntime(env, {
     jobs: createJobs(env),
+    hostQueueConfig: hostConfig,
     identity: instance,
     logger: {
       info: (message) => emit({ kind: 'log', level: 'info', message }),
@@ -38,7 +40,7 @@ async function main(): Promise<void> {
   const host = new LocalHost({
     registrations: batonRegistrations(runtime).map(countWork),
     queues: (name) => new AzureQueue(queueService, name),
-    hostConfig: readHostQueueConfig(env.BATON_HOST_JSON ?? 'host.json'),
+    hostConfig,
     log: (level, message) => {
       if (level === 'error' || level === 'warning') emit({ kind: 'log', level: 'warn', message });
     },

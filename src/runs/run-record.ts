@@ -17,11 +17,14 @@ export function isTerminal(state: RunState): state is TerminalRunState {
   return state === 'succeeded' || state === 'failed' || state === 'cancelled' || state === 'timed-out';
 }
 
-/** The forward path; cancelled and timed-out can also end any open state. */
+/**
+ * The forward path. Cancelled, timed-out and failed can also end any open state: failed is how
+ * a run ends that cannot go on (its split throws, its plan is gone, a step keeps failing).
+ */
 const NEXT: Record<RunState, readonly RunState[]> = {
   planning: ['dispatching', 'failed'],
-  dispatching: ['running'],
-  running: ['finalizing'],
+  dispatching: ['running', 'failed'],
+  running: ['finalizing', 'failed'],
   finalizing: ['succeeded', 'failed'],
   succeeded: [],
   failed: [],

@@ -95,7 +95,14 @@ describe('leader failover inside a run', () => {
       const output = await successor.readJson<RunOutput>(runKeys.output(runId));
       expect(output?.output).toEqual(expectedSum(items));
 
-      // The old leader comes back with its old epoch: its first fenced write is refused.
+      // The old leader's coordinator comes back, unaware it lost: its first fenced write fails
+      // and the record does not change.
+      const before = await successor.records.read(runKeys.record(runId));
+      const comeback = await stale.coordinator.lead(term(1).leadership, { termMs: 5000 }).catch((e: unknown) => e);
+      expect(comeback).toBeInstanceOf(StaleEpochError);
+      expect((await successor.records.read(runKeys.record(runId)))?.etag).toBe(before?.etag);
+
+      // And a direct write with the old epoch is refused too.
       const late = await successor.records
         .update(runKeys.record(runId), 1, (r) => r && { ...r, endReason: 'stale leader was here' })
         .catch((e: unknown) => e);

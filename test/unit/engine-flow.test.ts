@@ -1,24 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { defineJob } from '../../src/jobs/define-job';
-import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
-import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
-import { InMemoryQueue } from '../../src/queue/in-memory-queue';
 import { requestRun } from '../../src/engine/requests';
 import { runKeys } from '../../src/runs/run-record';
 import type { RunOutput } from '../../src/engine/finalizer';
-import { buildEngine, type EnginePorts } from '../support/engine-harness';
+import { buildEngine } from '../support/engine-harness';
+import { memoryPorts } from '../support/memory-ports';
 import { expectedSum, sumJob, type SumAcc } from '../support/sample-jobs';
-
-function memoryPorts(): EnginePorts {
-  const lease = new InMemoryLeaseStore();
-  return {
-    docs: new InMemoryDocumentStore(),
-    work: new InMemoryQueue('work'),
-    results: new InMemoryQueue('results'),
-    poison: new InMemoryQueue('work-poison'),
-    leases: () => lease,
-  };
-}
 
 describe('engine on in-memory ports', () => {
   it('calls finalize once per run with the output and the run id as idempotency key; a failing hook is recorded, not fatal', async () => {

@@ -164,7 +164,7 @@ describe('reconcileJob', () => {
     const first = `tick/${at(10)}`;
     const { book } = engine.book(1);
     const run = await book.get(first);
-    if (!run || 'terminal' in run) throw new Error('expected an open run');
+    if (!run || 'terminal' in run || 'unregistered' in run) throw new Error('expected an open run');
     await book.save(run, transition(run.doc.value, 'cancelled', engine.clock.date(), 'test'));
     await engine.clock.advance(10_000);
     expect(await reconcile(engine)).toEqual([`tick/${at(20)}`]);
@@ -239,7 +239,7 @@ describe('reconcileJob', () => {
     const { book } = engine.book(1);
     expect(await cancelRun(engine.ctx, book, 'tick/nope', 'x')).toBe(false);
     const run = await book.get(`tick/${at(10)}`);
-    if (!run || 'terminal' in run) throw new Error('expected an open run');
+    if (!run || 'terminal' in run || 'unregistered' in run) throw new Error('expected an open run');
     await book.save(run, transition(run.doc.value, 'timed-out', engine.clock.date()));
     expect(await cancelRun(engine.ctx, book, `tick/${at(10)}`, 'x')).toBe(false);
     const [stored] = await engine.runs('tick');

@@ -19,8 +19,8 @@ const T1 = new Date('2026-03-01T12:05:00.000Z');
 /** The state machine as the issue states it, written out pair by pair. */
 const ALLOWED: Record<RunState, RunState[]> = {
   planning: ['dispatching', 'failed', 'cancelled', 'timed-out'],
-  dispatching: ['running', 'cancelled', 'timed-out'],
-  running: ['finalizing', 'cancelled', 'timed-out'],
+  dispatching: ['running', 'failed', 'cancelled', 'timed-out'],
+  running: ['finalizing', 'failed', 'cancelled', 'timed-out'],
   finalizing: ['succeeded', 'failed', 'cancelled', 'timed-out'],
   succeeded: [],
   failed: [],

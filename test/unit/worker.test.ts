@@ -220,7 +220,6 @@ describe('handleWorkMessage', () => {
     ['a number body', 42, /not JSON/],
     ['the wrong shape', JSON.stringify({ v: 1, t: 'work', run: RUN }), /wrong shape/],
     ['an unknown run', JSON.stringify({ ...work(0, [0]), run: 'square/manual-nope' }), /unknown run/],
-    ['an unknown job', JSON.stringify({ ...work(0, [0]), job: 'cube' }), /unknown job/],
     ['items out of range', JSON.stringify(work(5, [5, 6])), /out of range/],
   ])('%s goes to poison with a reason', async (_name, raw, reason) => {
     const s = await setup({ planned: 6 });
@@ -231,6 +230,14 @@ describe('handleWorkMessage', () => {
     const notes = s.poison.peekAll().map((t) => poisonNoteSchema.parse(JSON.parse(t)));
     expect(notes).toHaveLength(1);
     expect(notes[0]?.reason).toMatch(reason);
+  });
+
+  it('a job this instance does not have is retried, not poisoned (another instance may have it)', async () => {
+    const s = await setup();
+    const outcome = await handleWorkMessage(JSON.stringify({ ...work(0, [0]), job: 'cube' }), { dequeueCount: 1 }, s.deps);
+    expect(outcome).toEqual({ kind: 'retry', failed: 1, firstError: 'job cube is not registered on this instance' });
+    expect(s.poison.peekAll()).toEqual([]);
+    expect(s.results.peekAll()).toEqual([]);
   });
 
   it('an item failing the item schema fails without calling process', async () => {

@@ -1,0 +1,18 @@
+import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition } from '../../src/fencing/document-store';
+
+/** Passes every call to another store; tests extend it to hide or break one kind of document. */
+export class ForwardingDocumentStore implements DocumentStore {
+  constructor(protected readonly inner: DocumentStore) {}
+  read(key: string, options?: DocumentCallOptions): Promise<StoredDocument | undefined> {
+    return this.inner.read(key, options);
+  }
+  write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions): Promise<{ etag: string }> {
+    return this.inner.write(key, body, condition, options);
+  }
+  delete(key: string, options?: DocumentCallOptions): Promise<boolean> {
+    return this.inner.delete(key, options);
+  }
+  list(prefix: string, options?: DocumentCallOptions): AsyncIterable<string> {
+    return this.inner.list(prefix, options);
+  }
+}

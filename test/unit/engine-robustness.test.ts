@@ -1,0 +1,217 @@
+import { describe, expect, it } from 'vitest';
+import { StaleEpochError } from '../../src/errors';
+import { DEAD_LETTER_PREFIX } from '../../src/engine/dead-letters';
+import type { FailuresManifest, RunOutput } from '../../src/engine/finalizer';
+import { jobStateKey, jobStateSchema, newJobState, type JobState } from '../../src/engine/job-state';
+import { requestRun } from '../../src/engine/requests';
+import type { DocumentCallOptions } from '../../src/fencing/document-store';
+import { FencedDocuments } from '../../src/fencing/fenced-documents';
+import { ForwardingDocumentStore } from '../support/forwarding-document-store';
+import { defineJob } from '../../src/jobs/define-job';
+import type { Leadership } from '../../src/lease/leader-elector';
+import { newRunRecord, runKeys, transition } from '../../src/runs/run-record';
+import { buildEngine } from '../support/engine-harness';
+import { memoryPorts } from '../support/memory-ports';
+import { expectedSum, sumJob } from '../support/sample-jobs';
+
+function leadership(epoch: number): Leadership {
+  const controller = new AbortController();
+  return { identity: `leader-${epoch}`, epoch, signal: controller.signal, heartbeat: () => undefined, remainingMs: () => 60_000 };
+}
+
+const terminal = (state: string | undefined) => ['succeeded', 'failed', 'cancelled', 'timed-out'].includes(state ?? '');
+
+describe('engine robustness (in memory)', () => {
+  it('a job whose split yields nothing ends succeeded with an empty output', async () => {
+    const ports = memoryPorts();
+    const engine = buildEngine(ports, [sumJob({ items: 0 })]);
+    const runId = await requestRun(ports.docs, 'sum');
+    const summaries = await engine.leadUntil('l', async () => terminal((await engine.readRun(runId))?.state), 10_000);
+    expect((await engine.readRun(runId))?.state).toBe('succeeded');
+    expect((await engine.readJson<RunOutput>(runKeys.output(runId)))?.output).toEqual(expectedSum(0));
+    expect(summaries.reduce((t, s) => t + s.turns, 0)).toBeLessThan(50);
+  });
+
+  it('an aggregate that throws on one result fails that item only', async () => {
+    const ports = memoryPorts();
+    const base = sumJob({ items: 10 });
+    const job = defineJob({
+      ...base,
+      aggregate: {
+        initial: base.aggregate.initial,
+        add: (acc, result, ref) => {
+          if (ref.itemIndex === 3) throw new Error('cannot fold item 3');
+          return base.aggregate.add(acc, result, ref);
+        },
+      },
+      failureTolerance: { count: 1 },
+    });
+    const engine = buildEngine(ports, [job]);
+    const stop = engine.startWorkers(1);
+    const runId = await requestRun(ports.docs, 'sum');
+    await engine.leadUntil('l', async () => terminal((await engine.readRun(runId))?.state), 10_000);
+    await stop();
+    const record = await engine.readRun(runId);
+    expect(record).toMatchObject({ state: 'succeeded', counters: { succeeded: 9, failed: 1 } });
+    const manifest = await engine.readJson<FailuresManifest>(runKeys.manifest(runId));
+    expect(manifest?.failed).toEqual([{ item: 3, reason: 'aggregate.add threw: cannot fold item 3', attempts: 1 }]);
+    expect((await engine.readJson<RunOutput>(runKeys.output(runId)))?.output).toEqual(expectedSum(10, (i) => i === 3));
+  });
+
+  it('a run whose plan vanished ends failed after repeated step failures, while another job still completes', async () => {
+    const base = memoryPorts();
+    // The broken run's plan chunks are written but can never be read back.
+    const docs = new (class extends ForwardingDocumentStore {
+      override read(key: string, options?: DocumentCallOptions) {
+        return key.startsWith('runs/broken/') && key.includes('/plan/') ? Promise.resolve(undefined) : super.read(key, options);
+      }
+    })(base.docs);
+    const ports = { ...base, docs };
+    const engine = buildEngine(ports, [sumJob({ name: 'broken', items: 50 }), sumJob({ name: 'healthy', items: 20 })]);
+    const stop = engine.startWorkers(1);
+    const broken = await requestRun(ports.docs, 'broken');
+    const healthy = await requestRun(ports.docs, 'healthy');
+    const deadline = Date.now() + 20_000;
+    while (
+      !(terminal((await engine.readRun(broken))?.state) && terminal((await engine.readRun(healthy))?.state)) &&
+      Date.now() < deadline
+    ) {
+      await engine.coordinator.lead(leadership(1), { termMs: 1000 });
+    }
+    await stop();
+    expect(await engine.readRun(healthy)).toMatchObject({ state: 'succeeded', counters: { succeeded: 20 } });
+    const failed = await engine.readRun(broken);
+    expect(failed?.state).toBe('failed');
+    expect(failed?.endReason).toMatch(/failed 5 times in a row/);
+  });
+
+  it('a run recorded in the job state but never created (the leader died in between) is created and completes', async () => {
+    const ports = memoryPorts();
+    const engine = buildEngine(ports, [sumJob({ items: 5 })]);
+    const states = new FencedDocuments<JobState>(ports.docs, { parse: (v) => jobStateSchema.parse(v) });
+    const orphan = 'sum/manual-orphan';
+    await states.create(jobStateKey('sum'), 1, { ...newJobState('sum'), active: [orphan] });
+    const stop = engine.startWorkers(1);
+    await engine.leadUntil('l', async () => terminal((await engine.readRun(orphan))?.state), 10_000);
+    await stop();
+    expect(await engine.readRun(orphan)).toMatchObject({ state: 'succeeded', trigger: 'manual', counters: { succeeded: 5 } });
+  });
+
+  it('a run already finalizing ends as its output says, even past its deadline', async () => {
+    const ports = memoryPorts();
+    const engine = buildEngine(ports, [sumJob({ items: 1, timeoutSeconds: 1 })]);
+    const runId = await requestRun(ports.docs, 'sum');
+    const stop = engine.startWorkers(1);
+    // Lead until the output exists, then stop the leader before it records the end.
+    await engine.leadUntil(
+      'l',
+      async () => (await ports.docs.read(runKeys.output(runId))) !== undefined || terminal((await engine.readRun(runId))?.state),
+      10_000,
+    );
+    await stop();
+    const record = await engine.readRun(runId);
+    if (record?.state !== 'succeeded') {
+      await new Promise((r) => setTimeout(r, 1100));
+      await engine.leadUntil('l2', async () => terminal((await engine.readRun(runId))?.state), 10_000);
+    }
+    expect((await engine.readRun(runId))?.state).toBe('succeeded');
+  });
+
+  it('a new leader fences every open run when it takes over: the old epoch cannot write even before the new one works', async () => {
+    const ports = memoryPorts();
+    const engine = buildEngine(ports, [sumJob({ items: 5 })]);
+    const runId = await requestRun(ports.docs, 'sum');
+    await engine.coordinator.lead(leadership(1), { termMs: 300 });
+    expect((await engine.readRun(runId))?.state).toBe('running');
+    // Epoch 2 takes over (no workers: nothing else to do) and ends its term.
+    await engine.coordinator.lead(leadership(2), { termMs: 100 });
+    const late = await engine.records
+      .update(runKeys.record(runId), 1, (r) => r && { ...r, endReason: 'stale' })
+      .catch((e: unknown) => e);
+    expect(late).toBeInstanceOf(StaleEpochError);
+  });
+
+  it('results of a job the leader does not have stay queued, and the run completes once a leader has it', async () => {
+    const ports = memoryPorts();
+    const withJob = buildEngine(ports, [sumJob({ items: 4 })]);
+    const runId = await requestRun(ports.docs, 'sum');
+    await withJob.coordinator.lead(leadership(1), { termMs: 300 });
+    const stop = withJob.startWorkers(1);
+    while ((await ports.results.approximateCount()) < 4) await new Promise((r) => setTimeout(r, 20));
+    await stop();
+    const without = buildEngine(ports, [sumJob({ name: 'other', items: 1 })]);
+    await without.coordinator.lead(leadership(2), { termMs: 300 });
+    expect(await ports.results.approximateCount()).toBe(4);
+    expect((await withJob.readRun(runId))?.counters.succeeded).toBe(0);
+    const deadline = Date.now() + 20_000;
+    while (!terminal((await withJob.readRun(runId))?.state) && Date.now() < deadline) {
+      await withJob.coordinator.lead(leadership(3), { termMs: 1000 });
+    }
+    expect(await withJob.readRun(runId)).toMatchObject({ state: 'succeeded', counters: { succeeded: 4 } });
+  });
+
+  it('a run of a job no leader has ends timed-out after its deadline, saying why', async () => {
+    const ports = memoryPorts();
+    const states = new FencedDocuments<JobState>(ports.docs, { parse: (v) => jobStateSchema.parse(v) });
+    const records = buildEngine(ports, []).records;
+    const runId = 'gone/manual-1';
+    const created = newRunRecord({
+      runId,
+      job: 'gone',
+      trigger: 'manual',
+      occurrence: undefined,
+      now: new Date(Date.now() - 10_000),
+      timeoutSeconds: 1,
+    });
+    await records.create(runKeys.record(runId), 1, transition(created, 'dispatching', new Date()));
+    await states.create(jobStateKey('gone'), 1, { ...newJobState('gone'), active: [runId] });
+    await buildEngine(ports, [sumJob({ items: 1 })]).coordinator.lead(leadership(2), { termMs: 100 });
+    const record = (await records.read(runKeys.record(runId)))?.value;
+    expect(record).toMatchObject({ state: 'timed-out', endReason: 'job gone is not registered on the leader' });
+    expect((await states.read(jobStateKey('gone')))?.value.active).toEqual([]);
+  });
+
+  it('keeps a dead letter with the reason for every poison note it consumes', async () => {
+    const ports = memoryPorts();
+    const engine = buildEngine(ports, [sumJob({ items: 3 })]);
+    const runId = await requestRun(ports.docs, 'sum');
+    const stop = engine.startWorkers(1);
+    await ports.work.send('{"v":1,"t":"work"');
+    await engine.leadUntil(
+      'l',
+      async () => terminal((await engine.readRun(runId))?.state) && (await ports.poison.approximateCount()) === 0,
+      10_000,
+    );
+    await stop();
+    const letters: string[] = [];
+    for await (const key of ports.docs.list(DEAD_LETTER_PREFIX)) letters.push((await ports.docs.read(key))?.body ?? '');
+    expect(letters).toHaveLength(1);
+    expect(JSON.parse(letters[0] ?? '{}')).toMatchObject({
+      reason: 'not JSON',
+      queue: 'work-poison',
+      body: expect.stringContaining('"t":"work"'),
+    });
+  });
+});
+
+describe('overlap on a live schedule (in memory)', () => {
+  it("'replace' ends the open run cancelled when the next occurrence starts", async () => {
+    const ports = memoryPorts();
+    const engine = buildEngine(ports, [sumJob({ name: 'tick', items: 3, overlap: 'replace', schedule: '* * * * * *' })]);
+    // No workers: every run stays open until something ends it.
+    const deadline = Date.now() + 4500;
+    while (Date.now() < deadline) await engine.coordinator.lead(leadership(1), { termMs: 500 });
+    const runs: Array<{ runId: string; state: string; endReason: string | null }> = [];
+    for await (const key of ports.docs.list('runs/tick/')) {
+      if (!key.endsWith('/run.json')) continue;
+      const run = await engine.records.read(key);
+      if (run) runs.push({ runId: run.value.runId, state: run.value.state, endReason: run.value.endReason });
+    }
+    runs.sort((a, b) => a.runId.localeCompare(b.runId));
+    expect(runs.length).toBeGreaterThanOrEqual(2);
+    const [older, ...rest] = runs;
+    expect(older).toMatchObject({ state: 'cancelled', endReason: expect.stringMatching(/^replaced by the occurrence at /) });
+    // Exactly one run is open: the newest.
+    expect(rest.filter((r) => r.state !== 'cancelled').map((r) => r.runId)).toEqual([runs.at(-1)?.runId]);
+  });
+});
