@@ -19,6 +19,8 @@ import type { RunBook } from './run-book';
 const BATCH = 32;
 /** Receives folded into one checkpoint: fewer rewrites of the bitset on big runs. */
 const BATCHES_PER_CHECKPOINT = 4;
+/** Failure blobs a checkpoint may name before they are merged into one. */
+const MAX_FAILURE_PARTS = 64;
 /** How soon a message the leader cannot count yet is offered again. */
 const DEFER_SECONDS = 5;
 
@@ -175,9 +177,7 @@ async function applyToRun(
   const folded = foldOutcomes(run.job, { acc: record.acc, seen: run.seen, counters: record.counters }, group.outcomes);
   const counters = { ...folded.counters, rejected: folded.counters.rejected + group.rejected };
   try {
-    const failureParts = folded.failures.length
-      ? [...record.failureParts, await writeFailurePart(ctx, term, record, folded.failures)]
-      : record.failureParts;
+    const failureParts = folded.failures.length ? await addFailurePart(ctx, term, record, folded.failures) : record.failureParts;
     await book.save(run, {
       ...record,
       acc: folded.acc,
@@ -196,17 +196,31 @@ async function applyToRun(
   };
 }
 
-async function writeFailurePart(
+/**
+ * Writes the new failures as one more part. Keyed by epoch and position: a stale leader's part
+ * can never take the place of one the checkpoint names. Past `MAX_FAILURE_PARTS` the parts are
+ * merged into one, so the checkpoint's list stays short however many batches had failures.
+ */
+async function addFailurePart(
   ctx: EngineContext,
   term: TermContext,
   record: RunRecord,
   failures: FailureEntry[],
-): Promise<string> {
-  // Keyed by epoch and position: a stale leader's part can never take the place of one the
-  // checkpoint names.
+): Promise<string[]> {
   const key = runKeys.failurePart(record.runId, term.epoch, record.failureParts.length);
-  await ctx.docs.write(key, `${failures.map((f) => JSON.stringify(f)).join('\n')}\n`, {}, { abortSignal: term.signal });
-  return key;
+  let body = failures.map((f) => JSON.stringify(f)).join('\n');
+  let parts = [...record.failureParts, key];
+  if (parts.length > MAX_FAILURE_PARTS) {
+    const earlier: string[] = [];
+    for (const part of record.failureParts) {
+      const stored = await ctx.docs.read(part, { abortSignal: term.signal });
+      if (stored) earlier.push(stored.body.trimEnd());
+    }
+    body = [...earlier, body].join('\n');
+    parts = [key];
+  }
+  await ctx.docs.write(key, `${body}\n`, {}, { abortSignal: term.signal });
+  return parts;
 }
 
 async function deleteAll(queue: QueuePort, term: TermContext, messages: ReceivedMessage[]): Promise<void> {

@@ -359,7 +359,7 @@ describe('job engine edges on Azurite: scale', () => {
     const mib = (b: number) => `${(b / 1024 / 1024).toFixed(1)} MiB`;
     console.log(
       `[engine scale] ${n} items / ${n / 100} messages in ${(elapsedMs / 1000).toFixed(1)} s; ` +
-        `leader peak heap ${mib(peakHeap)} (baseline ${mib(baselineHeap)}, +${mib(peakHeap - baselineHeap)}); ` +
+        `test-process peak heap (leader, 3 workers and Azurite together) ${mib(peakHeap)} (baseline ${mib(baselineHeap)}, +${mib(peakHeap - baselineHeap)}); ` +
         `checkpoint ${checkpointBytes} bytes`,
     );
 

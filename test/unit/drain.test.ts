@@ -98,3 +98,27 @@ describe('drain', () => {
     expect(JSON.parse(part?.body.trim() ?? '{}')).toMatchObject({ item: 1, reason: expect.stringContaining('no result after') });
   });
 });
+
+describe('failure parts', () => {
+  it('merges failure parts past 64 so the checkpoint names one, losing no failure', async () => {
+    const engine = unitEngine([sumJob({ items: 100 })]);
+    const records = await seedRun(engine, 'sum/manual-e', 100, 'running');
+    const { book, term } = engine.book(2);
+    // 70 drains, each with one failure: 70 parts without merging.
+    for (let i = 0; i < 70; i++) {
+      await engine.ctx.results.send(
+        JSON.stringify({ v: 1, t: 'result', run: 'sum/manual-e', job: 'sum', outcomes: [{ i, ok: false, e: `bad ${i}`, a: 3 }] }),
+      );
+      await drainResults(engine.ctx, term, book);
+    }
+    const record = (await records.read(runKeys.record('sum/manual-e')))?.value;
+    expect(record?.counters.failed).toBe(70);
+    expect(record?.failureParts.length).toBeLessThanOrEqual(64);
+    const items: number[] = [];
+    for (const part of record?.failureParts ?? []) {
+      for (const line of ((await engine.docs.read(part))?.body ?? '').split('\n'))
+        if (line) items.push((JSON.parse(line) as { item: number }).item);
+    }
+    expect(items.sort((a, b) => a - b)).toEqual(Array.from({ length: 70 }, (_, i) => i));
+  });
+});
