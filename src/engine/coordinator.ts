@@ -17,6 +17,12 @@ import { RunBook, type ActiveRun } from './run-book';
 export interface LeadOptions {
   /** Longest time to lead before giving the lease back (the next tick may take it again). */
   termMs: number;
+  /**
+   * Give the lease back as soon as nothing is open instead of holding it, idle, for the rest
+   * of the term. Default false: a leader that stays leads without re-election churn, polling
+   * less and less often while idle.
+   */
+  returnWhenIdle?: boolean;
 }
 
 export interface LeadSummary {
@@ -32,6 +38,8 @@ export interface LeadSummary {
 
 const RECONCILE_EVERY_MS = 1000;
 const REQUESTS_EVERY_MS = 2000;
+/** An idle leader's polls back off to this, so holding the lease costs few storage calls. */
+const MAX_IDLE_POLL_MS = 5000;
 /** A run whose step fails this many times in a row ends failed instead of stalling every turn. */
 const MAX_STEP_FAILURES = 5;
 
@@ -63,12 +71,14 @@ export class Coordinator {
     await this.takeOver(term, book);
     let lastReconcile = Number.NEGATIVE_INFINITY;
     let lastRequests = Number.NEGATIVE_INFINITY;
+    let idlePoll = ctx.tuning.idlePollMs;
     for (;;) {
       term.signal.throwIfAborted();
       leadership.heartbeat();
       summary.turns++;
       let busy = false;
-      if (ctx.clock.now() - lastReconcile >= RECONCILE_EVERY_MS) {
+      const every = (ms: number) => Math.max(ms, idlePoll);
+      if (ctx.clock.now() - lastReconcile >= every(RECONCILE_EVERY_MS)) {
         for (const job of ctx.jobs.values()) {
           await this.guard(term, summary, `reconcile ${job.name}`, async () => {
             summary.started.push(...(await reconcileJob(ctx, term, book, job)));
@@ -76,7 +86,7 @@ export class Coordinator {
         }
         lastReconcile = ctx.clock.now();
       }
-      if (ctx.clock.now() - lastRequests >= REQUESTS_EVERY_MS) {
+      if (ctx.clock.now() - lastRequests >= every(REQUESTS_EVERY_MS)) {
         await this.guard(term, summary, 'requests', async () => {
           busy = (await this.applyRequests(term, book)) || busy;
         });
@@ -101,9 +111,14 @@ export class Coordinator {
           busy = busy || stats.received > 0;
         });
       }
-      if (book.open.size === 0 && !busy) return summary;
+      const idle = book.open.size === 0 && !busy;
+      if (idle && options.returnWhenIdle) return summary;
       if (ctx.clock.now() >= endAt) return summary;
-      if (!busy) await sleep(ctx.clock, ctx.tuning.idlePollMs, term.signal);
+      if (busy) idlePoll = ctx.tuning.idlePollMs;
+      else {
+        await sleep(ctx.clock, Math.min(idlePoll, Math.max(0, endAt - ctx.clock.now())), term.signal);
+        if (idle) idlePoll = Math.min(MAX_IDLE_POLL_MS, idlePoll * 2);
+      }
     }
   }
 

@@ -65,6 +65,10 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
     events.push({ at, occurrence: occurrence.toISOString(), outcome: 'started', runId });
   }
   const checkedUntil = plan.checkedUntil.toISOString();
+  // Nothing happened and the job has been checked before: leave the state as it is (the next
+  // check covers the longer window just the same) and save a write on every idle turn.
+  const nothingNew = events.length === 0 && starting.length === 0 && ended.size === 0 && current.lastChecked !== null;
+  if (nothingNew) return [];
   await states.update(
     key,
     term.epoch,

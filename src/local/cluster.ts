@@ -55,7 +55,7 @@ const STOP_GRACE_MS = 8000;
  */
 export async function runCluster(options: ClusterOptions): Promise<number> {
   const view = createView(options.out, options.tty);
-  const azurite = await startAzurite(options.data ? { persistTo: options.data } : {});
+  const azurite = await startOnUsualPorts(options.data);
   const cluster = new Cluster(options, azurite, view);
   try {
     return await cluster.run();
@@ -237,6 +237,20 @@ class Cluster {
       }
       await sleep(500);
     }
+  }
+}
+
+/**
+ * Azurite on its usual ports (10000, 10001), so `UseDevelopmentStorage=true` and the CLI find
+ * it; on free ports when those are taken (another Azurite, or clusters side by side in tests).
+ */
+async function startOnUsualPorts(data: string | undefined): Promise<RunningAzurite> {
+  const persist = data ? { persistTo: data } : {};
+  try {
+    return await startAzurite({ ...persist, blobPort: 10000, queuePort: 10001 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+    return startAzurite(persist);
   }
 }
 

@@ -26,7 +26,7 @@ async function leadUntilTerminal(engine: Engine, runId: string, timeoutMs: numbe
     if (state === 'succeeded' || state === 'failed' || state === 'cancelled' || state === 'timed-out') return lost;
     if (Date.now() - started > timeoutMs) throw new Error(`run ${runId} still ${state} after ${timeoutMs} ms`);
     try {
-      await elector.runIfLeader((l) => engine.coordinator.lead(l, { termMs: 5000 }));
+      await elector.runIfLeader((l) => engine.coordinator.lead(l, { termMs: 5000, returnWhenIdle: true }));
     } catch (err) {
       if (!(err instanceof LeaseLostError)) throw err;
       lost++;

@@ -39,7 +39,7 @@ async function claimKeys(docs: { list(prefix: string): AsyncIterable<string> }, 
 
 /** One more leader term after the run ended, to drain whatever came in late. */
 async function lateTerm(engine: Engine): Promise<LeadSummary> {
-  return engine.elector('late-leader').runWhenLeader((l) => engine.coordinator.lead(l, { termMs: 3000 }));
+  return engine.elector('late-leader').runWhenLeader((l) => engine.coordinator.lead(l, { termMs: 3000, returnWhenIdle: true }));
 }
 
 const range = (from: number, to: number) => Array.from({ length: to - from }, (_, k) => from + k);

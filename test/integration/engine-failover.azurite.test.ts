@@ -77,7 +77,9 @@ describe('leader failover inside a run', () => {
       const stopWorkers = successor.startWorkers(2);
       const runId = await requestRun(ports.docs, 'sum');
 
-      const staleOutcome = await stale.coordinator.lead(first.leadership, { termMs: 60_000 }).catch((err: unknown) => err);
+      const staleOutcome = await stale.coordinator
+        .lead(first.leadership, { termMs: 60_000, returnWhenIdle: true })
+        .catch((err: unknown) => err);
       expect(staleOutcome).toBeInstanceOf(Error);
       const afterLoss = await successor.readRun(runId);
       expect(afterLoss?.state).not.toBe('succeeded');
@@ -85,7 +87,7 @@ describe('leader failover inside a run', () => {
       const second = term(2);
       const deadline = Date.now() + 60_000;
       while (!['succeeded', 'failed'].includes((await successor.readRun(runId))?.state ?? '') && Date.now() < deadline) {
-        await successor.coordinator.lead(second.leadership, { termMs: 5000 });
+        await successor.coordinator.lead(second.leadership, { termMs: 5000, returnWhenIdle: true });
       }
       await stopWorkers();
 
@@ -98,7 +100,9 @@ describe('leader failover inside a run', () => {
       // The old leader's coordinator comes back, unaware it lost: its first fenced write fails
       // and the record does not change.
       const before = await successor.records.read(runKeys.record(runId));
-      const comeback = await stale.coordinator.lead(term(1).leadership, { termMs: 5000 }).catch((e: unknown) => e);
+      const comeback = await stale.coordinator
+        .lead(term(1).leadership, { termMs: 5000, returnWhenIdle: true })
+        .catch((e: unknown) => e);
       expect(comeback).toBeInstanceOf(StaleEpochError);
       expect((await successor.records.read(runKeys.record(runId)))?.etag).toBe(before?.etag);
 

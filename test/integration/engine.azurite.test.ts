@@ -31,7 +31,7 @@ describe('job engine on Azurite', () => {
       instances.map(async (engine, i) => {
         const elector = engine.elector(`instance-${i}`);
         while (!(await done())) {
-          const result = await elector.runIfLeader((l) => engine.coordinator.lead(l, { termMs: 3000 }));
+          const result = await elector.runIfLeader((l) => engine.coordinator.lead(l, { termMs: 3000, returnWhenIdle: true }));
           if (result.led) leaders.add(`instance-${i}`);
           await new Promise((r) => setTimeout(r, 100));
         }

@@ -103,7 +103,7 @@ export function buildEngine(
       const started = Date.now();
       while (!(await done())) {
         if (Date.now() - started > timeoutMs) throw new Error(`not done after ${timeoutMs} ms`);
-        const result = await elector.runIfLeader((l) => coordinator.lead(l, { termMs: 5000 }));
+        const result = await elector.runIfLeader((l) => coordinator.lead(l, { termMs: 5000, returnWhenIdle: true }));
         if (result.led) summaries.push(result.value);
         await new Promise((r) => setTimeout(r, 20));
       }

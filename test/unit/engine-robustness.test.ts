@@ -215,3 +215,20 @@ describe('overlap on a live schedule (in memory)', () => {
     expect(rest.filter((r) => r.state !== 'cancelled').map((r) => r.runId)).toEqual([runs.at(-1)?.runId]);
   });
 });
+
+describe('an idle leader', () => {
+  it('holds the lease for its term, polling less and less often, unless told to return when idle', async () => {
+    const ports = memoryPorts();
+    const engine = buildEngine(ports, [sumJob({ items: 1 })]);
+    const started = Date.now();
+    const held = await engine.coordinator.lead(leadership(1), { termMs: 1500 });
+    const heldMs = Date.now() - started;
+    expect(heldMs).toBeGreaterThanOrEqual(1400);
+    // 20 ms doubling: about seven turns in 1.5 s, not seventy.
+    expect(held.turns).toBeLessThanOrEqual(10);
+    const quick = Date.now();
+    const returned = await engine.coordinator.lead(leadership(2), { termMs: 1500, returnWhenIdle: true });
+    expect(returned.turns).toBe(1);
+    expect(Date.now() - quick).toBeLessThan(500);
+  });
+});
