@@ -100,6 +100,8 @@ describe('leader failover inside a run', () => {
       // The old leader's coordinator comes back, unaware it lost: its first fenced write fails
       // and the record does not change.
       const before = await successor.records.read(runKeys.record(runId));
+      // Give it something to write: a request it will try to apply with its old epoch.
+      await requestRun(ports.docs, 'sum');
       const comeback = await stale.coordinator
         .lead(term(1).leadership, { termMs: 5000, returnWhenIdle: true })
         .catch((e: unknown) => e);
