@@ -103,8 +103,11 @@ class Cluster {
       await this.seed();
       for (let i = 0; i < this.options.instances; i++) this.spawnInstance();
       this.view.note(
-        `cluster up: ${this.options.instances} instances, hub ${this.options.hub}, Azurite blob ${this.azurite.blobEndpoint}`,
+        `cluster up: ${this.options.instances} instances, hub ${this.options.hub}, Azurite blob ${this.azurite.blobEndpoint} queue ${this.azurite.queueEndpoint}`,
       );
+      if (this.azurite.blobPort === 10000 && this.azurite.queuePort === 10001) {
+        this.view.note(`look inside from another terminal: npm run baton -- status --connection UseDevelopmentStorage=true --hub ${this.options.hub}`);
+      }
       const refresh = this.refreshLoop();
       const code = this.options.once ? await this.once() : await this.untilStopped();
       this.stopping.abort();
