@@ -8,7 +8,7 @@ import { requestRun } from '../engine/requests';
 import { listRuns, readHubStatus, readRunDetails } from '../engine/status';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
-import { isTerminal, type RunRecord } from '../runs/run-record';
+import { isTerminal, runKeys, type RunRecord } from '../runs/run-record';
 import { seedDemoBlobs } from '../sample/demo-seed';
 import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
 import { redactSecrets } from '../storage/settings';
@@ -106,7 +106,9 @@ class Cluster {
         `cluster up: ${this.options.instances} instances, hub ${this.options.hub}, Azurite blob ${this.azurite.blobEndpoint} queue ${this.azurite.queueEndpoint}`,
       );
       if (this.azurite.blobPort === 10000 && this.azurite.queuePort === 10001) {
-        this.view.note(`look inside from another terminal: npm run baton -- status --connection UseDevelopmentStorage=true --hub ${this.options.hub}`);
+        this.view.note(
+          `look inside from another terminal: npm run baton -- status --connection UseDevelopmentStorage=true --hub ${this.options.hub}`,
+        );
       }
       const refresh = this.refreshLoop();
       const code = this.options.once ? await this.once() : await this.untilStopped();
@@ -144,7 +146,13 @@ class Cluster {
     for (;;) {
       if (this.stopping.signal.aborted) return 130;
       const details = await readRunDetails(this.docs, runId).catch(() => undefined);
-      if (details && isTerminal(details.record.state)) return this.summarize(details.record, details.output);
+      if (details && isTerminal(details.record.state)) {
+        // One last frame with the finished run, then the summary below it.
+        this.stopping.abort();
+        await this.refreshOnce();
+        this.view.stop();
+        return await this.summarize(details.record, details.output);
+      }
       if (
         !killed &&
         this.options.killLeaderAfterSeconds !== undefined &&
@@ -156,8 +164,11 @@ class Cluster {
     }
   }
 
-  private summarize(record: RunRecord, output: unknown): number {
+  private async summarize(record: RunRecord, output: unknown): Promise<number> {
     const { planned, succeeded, failed, duplicates } = record.counters;
+    // A job may leave a readable report beside its output (the sample does): show it.
+    const report = await this.docs.read(`${runKeys.prefix(record.runId)}report.md`).catch(() => undefined);
+    if (report) this.view.note(`\n${report.body.trimEnd()}\n`);
     this.view.note(
       `run ${record.runId} ${record.state}: ${succeeded} succeeded, ${failed} failed of ${planned} (${duplicates} duplicates ignored)`,
     );
@@ -223,22 +234,18 @@ class Cluster {
 
   private async refreshLoop(): Promise<void> {
     while (!this.stopping.signal.aborted) {
-      try {
-        const [status, recent] = await Promise.all([readHubStatus(this.docs, this.lease), listRuns(this.docs, { limit: 20 })]);
-        this.view.update({
-          status,
-          instances: [...this.instances.values()],
-          finished: recent.filter((r) => isTerminal(r.state)),
-        });
-      } catch (err) {
-        this.view.update({
-          status: undefined,
-          instances: [...this.instances.values()],
-          finished: [],
-          error: err instanceof Error ? err.message : String(err),
-        });
-      }
+      await this.refreshOnce();
       await sleep(500);
+    }
+  }
+
+  private async refreshOnce(): Promise<void> {
+    const instances = [...this.instances.values()];
+    try {
+      const [status, recent] = await Promise.all([readHubStatus(this.docs, this.lease), listRuns(this.docs, { limit: 20 })]);
+      this.view.update({ status, instances, finished: recent.filter((r) => isTerminal(r.state)) });
+    } catch (err) {
+      this.view.update({ status: undefined, instances, finished: [], error: err instanceof Error ? err.message : String(err) });
     }
   }
 }

@@ -48,7 +48,9 @@ class LiveView implements ClusterView {
   private readonly lines: Array<{ kind: Row['kind']; bar: cliProgress.SingleBar }> = [];
   private readonly rates = new Map<string, RateSample[]>();
 
-  constructor(stream: NodeJS.WriteStream) {
+  private stopped = false;
+
+  constructor(private readonly stream: NodeJS.WriteStream) {
     this.bars = new cliProgress.MultiBar(
       {
         stream,
@@ -65,6 +67,7 @@ class LiveView implements ClusterView {
   }
 
   update(state: ViewState): void {
+    if (this.stopped) return;
     const rows = this.render(state);
     // Rows keep their place; a row that changes kind gets a bar of the other format.
     rows.forEach((row, i) => {
@@ -87,10 +90,14 @@ class LiveView implements ClusterView {
   }
 
   note(message: string): void {
-    this.bars.log(`${message}\n`);
+    // Once stopped, the bars are gone: notes are plain lines below the last frame.
+    if (this.stopped) this.stream.write(`${message}\n`);
+    else this.bars.log(`${message}\n`);
   }
 
   stop(): void {
+    if (this.stopped) return;
+    this.stopped = true;
     this.bars.stop();
   }
 
