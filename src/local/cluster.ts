@@ -48,6 +48,8 @@ interface Instance extends InstanceView {
 }
 
 const STOP_GRACE_MS = 8000;
+/** How long `--once` waits for its run before giving up. */
+const ONCE_DEADLINE_MS = 10 * 60_000;
 
 /**
  * The local cluster: Azurite in this process, demo data seeded, and N instance processes that
@@ -145,6 +147,14 @@ class Cluster {
     let killed = false;
     for (;;) {
       if (this.stopping.signal.aborted) return 130;
+      if (![...this.instances.values()].some((i) => i.alive)) {
+        this.view.note(`every instance has exited; run ${runId} cannot finish (see the instance output above)`);
+        return 1;
+      }
+      if (Date.now() - started > ONCE_DEADLINE_MS) {
+        this.view.note(`run ${runId} did not finish within ${ONCE_DEADLINE_MS / 1000} s`);
+        return 1;
+      }
       const details = await readRunDetails(this.docs, runId).catch(() => undefined);
       if (details && isTerminal(details.record.state)) {
         // One last frame with the finished run, then the summary below it.

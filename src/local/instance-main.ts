@@ -5,7 +5,7 @@ import { AzureQueue } from '../queue/azure-queue';
 import { createQueueServiceClient } from '../storage/client-factory';
 import { parseStorageSettings } from '../storage/settings';
 import { createJobs } from '../../functions/jobs';
-import { readHostQueueConfig } from './host-config';
+import { findHostJson, readHostQueueConfig } from './host-config';
 import { LocalHost } from './local-host';
 import { emit } from './instance-events';
 
@@ -17,7 +17,7 @@ import { emit } from './instance-events';
 async function main(): Promise<void> {
   const env = process.env;
   const instance = env.BATON_INSTANCE ?? `instance-${process.pid}`;
-  const hostConfig = readHostQueueConfig(env.BATON_HOST_JSON ?? 'host.json');
+  const hostConfig = readHostQueueConfig(env.BATON_HOST_JSON ?? findHostJson(__dirname));
   const runtime: BatonRuntime = createBatonRuntime(env, {
     jobs: createJobs(env),
     hostQueueConfig: hostConfig,

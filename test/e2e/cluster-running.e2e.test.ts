@@ -1,0 +1,176 @@
+/**
+ * Issue 4, acceptance 3 and 4 against one running `baton start --instances 3` (no --once):
+ * `baton status --json` finds its leader, `baton trigger` + `baton show --json` follow a
+ * blob-audit run to its counters and exact output, and SIGTERM then takes the cluster down
+ * within 10 s with no instance process left and no Azurite port listening.
+ */
+import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { expectedAudit } from '../../src/sample/demo-seed';
+import {
+  acceptsConnections,
+  childPids,
+  CLUSTER_UP,
+  clusterConnection,
+  isRunning,
+  killAllSpawned,
+  leadershipAcquired,
+  markDistInUse,
+  parseClusterUp,
+  runBaton,
+  spawnBaton,
+  type ClusterUp,
+  type CliRun,
+  type SpawnedProcess,
+} from '../support/cluster-process';
+import { closedPort } from '../support/cli-harness';
+
+let cluster: SpawnedProcess;
+let up: ClusterUp;
+let connection = '';
+/** Instance pids seen while the cluster ran (pgrep -P). */
+const instancePids = new Set<number>();
+const timings: string[] = [];
+
+function dumpOnFailure(): void {
+  onTestFailed(() => {
+    if (cluster) process.stderr.write(`\n${cluster.dump()}\n`);
+  });
+}
+
+function json<T>(run: CliRun, what: string): T {
+  if (run.code !== 0) throw new Error(`${what} exited ${run.code}: ${run.err}`);
+  return JSON.parse(run.out) as T;
+}
+
+interface StatusJson {
+  hub: string;
+  leader: { identity: string | null; epoch: number; acquiredAt: string | null; ledForMs: number | null } | null;
+}
+
+interface ShowJson {
+  run: { runId: string; state: string; done: number; counters: Record<string, number> };
+  outputPath: string | null;
+  output: unknown;
+  failures: { failedCount: number; missingCount: number } | null;
+}
+
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'timed-out']);
+
+let releaseDist: (() => void) | undefined;
+
+beforeAll(async () => {
+  releaseDist = markDistInUse();
+  cluster = spawnBaton('cluster', ['start', '--instances', '3']);
+  up = parseClusterUp((await cluster.waitForLine(CLUSTER_UP, 50_000)).match);
+  connection = clusterConnection(up);
+}, 60_000);
+
+afterAll(async () => {
+  await killAllSpawned();
+  releaseDist?.();
+  if (timings.length) console.log(`running-cluster e2e timings:\n  ${timings.join('\n  ')}`);
+});
+
+describe('a running local cluster and the baton CLI', () => {
+  it(
+    'status --json returns the leader; trigger, then show --json returns the run counters and output',
+    { timeout: 110_000 },
+    async () => {
+      dumpOnFailure();
+      expect(up.instances).toBe(3);
+      expect(up.hub).toBe('baton');
+      const base = ['--connection', connection, '--hub', 'baton'];
+
+      // The leader, once there is one.
+      const t0 = Date.now();
+      let status: StatusJson | undefined;
+      for (;;) {
+        status = json<StatusJson>(await runBaton(['status', '--json', ...base]), 'status');
+        if (status.leader) break;
+        if (Date.now() - t0 > 40_000) throw new Error('no leader in status --json within 40 s');
+        await sleep(500);
+      }
+      timings.push(`leader visible in status --json after ${Date.now() - t0} ms`);
+      expect(status.hub).toBe('baton');
+      expect(status.leader!.identity).toMatch(/^instance-[123]$/);
+      expect(status.leader!.epoch).toBeGreaterThanOrEqual(1);
+      expect(status.leader!.ledForMs).toBeGreaterThanOrEqual(0);
+      // It is the instance that announced leadership with that epoch.
+      const announced = leadershipAcquired(cluster.lines).find((a) => a.epoch === status!.leader!.epoch);
+      if (announced) expect(announced.instance).toBe(status.leader!.identity);
+
+      // Instances as child processes of the cluster, while it runs.
+      for (const pid of childPids(cluster.pid)) instancePids.add(pid);
+      expect(instancePids.size).toBe(3);
+
+      const trigger = json<{ job: string; runId: string; requested: boolean }>(
+        await runBaton(['trigger', 'blob-audit', '--json', ...base]),
+        'trigger',
+      );
+      expect(trigger).toMatchObject({ job: 'blob-audit', requested: true });
+      expect(trigger.runId).toMatch(/^blob-audit\//);
+
+      const t1 = Date.now();
+      let show: ShowJson | undefined;
+      for (;;) {
+        const run = await runBaton(['show', trigger.runId, '--json', ...base]);
+        // Exit 1 "no run …" until the leader's next tick creates the record.
+        if (run.code === 0) {
+          show = JSON.parse(run.out) as ShowJson;
+          if (TERMINAL.has(show.run.state)) break;
+        } else expect(run.err).toMatch(/no run/);
+        if (Date.now() - t1 > 80_000) throw new Error(`run ${trigger.runId} did not finish within 80 s`);
+        await sleep(1_000);
+      }
+      timings.push(`triggered run finished (seen by show --json) after ${Date.now() - t1} ms`);
+      expect(show.run.runId).toBe(trigger.runId);
+      expect(show.run.state).toBe('succeeded');
+      expect(show.run.counters).toMatchObject({ planned: 40, dispatched: 40, succeeded: 40, failed: 0, rejected: 0 });
+      expect(show.run.done).toBe(40);
+      expect(show.output).toEqual(expectedAudit());
+      expect(show.outputPath).toMatch(/^baton-runs\/runs\/blob-audit\/.+\/output\.json$/);
+      expect(show.failures).toMatchObject({ failedCount: 0, missingCount: 0 });
+    },
+  );
+
+  it('the CLI against an unreachable endpoint exits non-zero with one line on stderr', { timeout: 30_000 }, async () => {
+    const port = await closedPort();
+    const endpoint = `http://127.0.0.1:${port}/devstoreaccount1`;
+    const run = await runBaton([
+      'status',
+      '--json',
+      '--connection',
+      clusterConnection({ blobEndpoint: endpoint, queueEndpoint: endpoint }),
+    ]);
+    expect(run.code).not.toBe(0);
+    expect(run.code).not.toBeNull();
+    expect(run.out).toBe('');
+    const lines = run.err.split('\n').filter((l) => l.trim() !== '' && !/^npm warn/i.test(l));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^baton: /);
+    expect(lines[0]).toContain(endpoint);
+  });
+
+  it('SIGTERM stops it within 10 s: no instance process left, no Azurite port listening', { timeout: 60_000 }, async () => {
+    dumpOnFailure();
+    for (const pid of childPids(cluster.pid)) instancePids.add(pid);
+    expect(instancePids.size).toBeGreaterThanOrEqual(3);
+    expect(await acceptsConnections(up.blobPort)).toBe(true);
+    expect(await acceptsConnections(up.queuePort)).toBe(true);
+
+    const t0 = Date.now();
+    process.kill(cluster.pid, 'SIGTERM');
+    const exit = await cluster.waitExit(10_000);
+    const stopMs = Date.now() - t0;
+    timings.push(`SIGTERM to exit: ${stopMs} ms`);
+    expect(stopMs).toBeLessThan(10_000);
+    expect(exit).toEqual({ code: 0, signal: null });
+    expect(cluster.indexOf(/^SIGTERM: stopping the cluster/)).toBeGreaterThanOrEqual(0);
+
+    const left = [...instancePids].filter(isRunning);
+    expect(left, `instance processes still running: ${left.join(', ')}`).toEqual([]);
+    expect(await acceptsConnections(up.blobPort)).toBe(false);
+    expect(await acceptsConnections(up.queuePort)).toBe(false);
+  });
+});

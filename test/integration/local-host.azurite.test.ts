@@ -1,0 +1,211 @@
+/**
+ * Issue 4, acceptance 5, and the local host's Functions-host behaviour, in process on Azurite:
+ * a work message whose handler always throws moves to `<hub>-work-poison` after maxDequeueCount
+ * attempts, the handler having seen dequeueCount 1..N; a per-second timer fires with a real
+ * InvocationContext and stops on stop(); base64 message encoding is decoded; and a handler that
+ * runs past the visibility timeout keeps its message hidden (renewal), so it is not redelivered.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { InvocationContext, type Timer } from '@azure/functions';
+import { hubResources } from '../../src/app/runtime';
+import type { QueueRegistration, Registration, TimerRegistration } from '../../src/app/registrations';
+import type { HostQueueConfig } from '../../src/local/host-config';
+import { LocalHost } from '../../src/local/local-host';
+import { AzureQueue } from '../../src/queue/azure-queue';
+import { useAzurite } from '../support/azurite';
+
+const fx = useAzurite();
+
+const HOST_CONFIG: HostQueueConfig = {
+  batchSize: 16,
+  newBatchThreshold: 8,
+  maxDequeueCount: 3,
+  retryDelaySeconds: 0,
+  messageEncoding: 'none',
+};
+
+const hosts: LocalHost[] = [];
+const logs: string[] = [];
+
+function startHost(
+  registrations: Registration[],
+  options: { hostConfig?: HostQueueConfig; visibilityTimeoutSeconds?: number } = {},
+) {
+  const host = new LocalHost({
+    registrations,
+    queues: (name) => new AzureQueue(fx.queueService, name),
+    hostConfig: options.hostConfig ?? HOST_CONFIG,
+    log: (level, message) => void logs.push(`${level}: ${message}`),
+    ...(options.visibilityTimeoutSeconds !== undefined ? { visibilityTimeoutSeconds: options.visibilityTimeoutSeconds } : {}),
+  });
+  hosts.push(host);
+  host.start();
+  return host;
+}
+
+afterEach(async () => {
+  await Promise.all(hosts.splice(0).map((h) => h.stop()));
+  logs.length = 0;
+});
+
+/** Texts currently visible in a queue (peek; a queue that does not exist yet has none). */
+async function peekTexts(queueName: string): Promise<string[]> {
+  try {
+    const peeked = await fx.queueService.getQueueClient(queueName).peekMessages({ numberOfMessages: 32 });
+    return peeked.peekedMessageItems.map((m) => m.messageText);
+  } catch {
+    return [];
+  }
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+interface Seen {
+  entry: unknown;
+  context: InvocationContext;
+  dequeueCount: unknown;
+  at: number;
+}
+
+function queueRegistration(
+  queueName: string,
+  handler: (entry: unknown, context: InvocationContext) => Promise<unknown>,
+): QueueRegistration {
+  return { kind: 'queue', name: 'test-worker', queueName, connection: 'AzureWebJobsStorage', handler };
+}
+
+describe('LocalHost on Azurite', () => {
+  it('moves a message that always throws to <hub>-work-poison after maxDequeueCount attempts, dequeueCount 1..N', async () => {
+    const resources = hubResources(fx.uniqueName('hub'));
+    const seen: Seen[] = [];
+    startHost([
+      queueRegistration(resources.workQueue, async (entry, context) => {
+        seen.push({ entry, context, dequeueCount: context.triggerMetadata?.dequeueCount, at: Date.now() });
+        throw new Error('always fails');
+      }),
+    ]);
+    const body = JSON.stringify({ runId: 'job/run-1', item: 7 });
+    await new AzureQueue(fx.queueService, resources.workQueue).send(body);
+
+    const poisoned = await until(
+      `a message in ${resources.poisonQueue}`,
+      async () => {
+        const texts = await peekTexts(resources.poisonQueue);
+        return texts.length > 0 ? texts : undefined;
+      },
+      20_000,
+    );
+    expect(poisoned).toEqual([body]);
+    expect(seen.map((s) => s.dequeueCount)).toEqual([1, 2, 3]);
+    // The handler got the parsed body and a real InvocationContext each time.
+    for (const s of seen) {
+      expect(s.entry).toEqual({ runId: 'job/run-1', item: 7 });
+      expect(s.context).toBeInstanceOf(InvocationContext);
+      expect(s.context.functionName).toBe('test-worker');
+    }
+    expect(new Set(seen.map((s) => s.context.invocationId)).size).toBe(3);
+    expect(logs.filter((l) => l.includes('always fails'))).toHaveLength(3);
+
+    // Nothing left on the work queue, and no fourth attempt.
+    await sleep(1_000);
+    expect(seen).toHaveLength(3);
+    expect(await peekTexts(resources.workQueue)).toEqual([]);
+    expect(await new AzureQueue(fx.queueService, resources.workQueue).approximateCount()).toBe(0);
+  });
+
+  it('fires a * * * * * * timer about once a second with a real InvocationContext, and stop() stops it', async () => {
+    const ticks: Array<{ at: number; timer: Timer; context: InvocationContext }> = [];
+    const registration: TimerRegistration = {
+      kind: 'timer',
+      name: 'every-second',
+      schedule: '* * * * * *',
+      handler: async (timer, context) => {
+        ticks.push({ at: Date.now(), timer, context });
+      },
+    };
+    const host = startHost([registration]);
+    await sleep(4_300);
+    await host.stop();
+    const count = ticks.length;
+    expect(count).toBeGreaterThanOrEqual(3);
+    expect(count).toBeLessThanOrEqual(5);
+    const gaps = ticks.slice(1).map((t, i) => t.at - ticks[i]!.at);
+    for (const gap of gaps) {
+      expect(gap).toBeGreaterThan(500);
+      expect(gap).toBeLessThan(1_600);
+    }
+    for (const tick of ticks) {
+      expect(tick.context).toBeInstanceOf(InvocationContext);
+      expect(tick.context.functionName).toBe('every-second');
+      expect(tick.timer.isPastDue).toBe(false);
+      expect(Date.parse(tick.timer.scheduleStatus!.next)).toBeGreaterThan(tick.at - 1_000);
+    }
+    expect(new Set(ticks.map((t) => t.context.invocationId)).size).toBe(count);
+
+    await sleep(2_500);
+    expect(ticks).toHaveLength(count);
+  });
+
+  it('decodes message bodies when host.json says messageEncoding base64', async () => {
+    const queueName = fx.uniqueName('b64');
+    const seen: unknown[] = [];
+    startHost(
+      [
+        queueRegistration(queueName, async (entry) => {
+          seen.push(entry);
+        }),
+      ],
+      { hostConfig: { ...HOST_CONFIG, messageEncoding: 'base64' } },
+    );
+    const queue = new AzureQueue(fx.queueService, queueName);
+    await queue.ensure();
+    await queue.send(Buffer.from(JSON.stringify({ greeting: 'grüße', n: 1 }), 'utf8').toString('base64'));
+    await queue.send(Buffer.from('plain text, not JSON', 'utf8').toString('base64'));
+
+    await until('both messages handled', () => (seen.length >= 2 ? true : undefined), 10_000);
+    expect(seen).toHaveLength(2);
+    expect(seen).toContainEqual({ greeting: 'grüße', n: 1 });
+    expect(seen).toContainEqual('plain text, not JSON');
+    await until('the queue to be empty', async () => ((await peekTexts(queueName)).length === 0 ? true : undefined), 5_000);
+  });
+
+  it('renews visibility while a handler runs past the visibility timeout: no redelivery, dequeueCount stays 1', async () => {
+    const queueName = fx.uniqueName('long');
+    const calls: Array<{ dequeueCount: unknown; startedAt: number; endedAt?: number }> = [];
+    startHost(
+      [
+        queueRegistration(queueName, async (_entry, context) => {
+          const call: { dequeueCount: unknown; startedAt: number; endedAt?: number } = {
+            dequeueCount: context.triggerMetadata?.dequeueCount,
+            startedAt: Date.now(),
+          };
+          calls.push(call);
+          await sleep(5_000);
+          call.endedAt = Date.now();
+        }),
+      ],
+      { visibilityTimeoutSeconds: 2 },
+    );
+    const queue = new AzureQueue(fx.queueService, queueName);
+    await queue.ensure();
+    await queue.send(JSON.stringify({ slow: true }));
+
+    const first = await until('the first call to finish', () => (calls[0]?.endedAt ? calls[0] : undefined), 15_000);
+    expect(first.endedAt! - first.startedAt).toBeGreaterThanOrEqual(4_900);
+    // Past the point where an unrenewed message would have come back (2 s), and a bit beyond.
+    await sleep(1_500);
+    expect(calls.map((c) => c.dequeueCount)).toEqual([1]);
+    expect(await peekTexts(queueName)).toEqual([]);
+    expect(await queue.approximateCount()).toBe(0);
+    expect(logs.filter((l) => l.startsWith('error'))).toEqual([]);
+  });
+});
