@@ -1,6 +1,9 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { DEFAULT_CLUSTER, runCluster } from '../local/cluster';
+import { CliError } from './connection';
 import { ExitWith } from './context';
+import { EXIT } from './failure';
+import { parseBatonSettings } from '../storage/settings';
 
 function positiveInt(what: string, max: number) {
   return (value: string): number => {
@@ -35,7 +38,19 @@ export function registerStart(program: Command): void {
         job: string;
         output?: string;
       }) => {
-        const hub = (program.opts() as { hub?: string }).hub ?? DEFAULT_CLUSTER.hub;
+        const globals = program.opts() as { hub?: string; connection?: string };
+        if (globals.connection)
+          throw new CliError('start runs its own Azurite; --connection applies to the other commands', EXIT.failed);
+        if (!opts.once && (opts.killLeaderAfter !== undefined || opts.output)) {
+          throw new CliError('--kill-leader-after and --output need --once', EXIT.failed);
+        }
+        const hub = globals.hub ?? DEFAULT_CLUSTER.hub;
+        try {
+          parseBatonSettings({ BATON_HUB: hub });
+        } catch (err) {
+          // The same rule the instances apply, checked before anything starts; one line, as --hub.
+          throw new CliError(`--hub: ${(err as Error).message.replace(/^BATON_HUB /, '')}`, EXIT.failed);
+        }
         const code = await runCluster({
           ...DEFAULT_CLUSTER,
           instances: opts.instances,

@@ -59,12 +59,27 @@ export async function runCluster(options: ClusterOptions): Promise<number> {
   const view = createView(options.out, options.tty);
   const azurite = await startOnUsualPorts(options.data);
   const cluster = new Cluster(options, azurite, view);
+  // Installed until everything is closed: a second Ctrl-C during shutdown still forces it.
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (!cluster.stopRequested) {
+      view.note(`${signal}: stopping the cluster (press Ctrl-C again to force)`);
+      cluster.requestStop();
+      return;
+    }
+    view.note(`${signal} again: killing every instance now`);
+    cluster.killAll();
+    void azurite.close().finally(() => process.exit(130));
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   try {
     return await cluster.run();
   } finally {
     await cluster.shutdown();
     view.stop();
     await azurite.close();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
   }
 }
 
@@ -88,39 +103,38 @@ class Cluster {
     this.lease = new BlobLeaseStore(createBlobServiceClient(settings, { retryOptions: LEASE_RETRY_OPTIONS }), options.hub);
   }
 
+  get stopRequested(): boolean {
+    return this.stopping.signal.aborted;
+  }
+
+  requestStop(): void {
+    this.stopping.abort();
+  }
+
+  /** SIGKILL for every instance still alive: the forced way out. */
+  killAll(): void {
+    this.forced = true;
+    for (const instance of this.instances.values()) if (instance.alive) instance.proc.kill('SIGKILL');
+  }
+
   async run(): Promise<number> {
-    const onSignal = (signal: NodeJS.Signals): void => {
-      if (this.stopping.signal.aborted) {
-        // A second Ctrl-C: stop waiting for anyone.
-        this.forced = true;
-        for (const instance of this.instances.values()) instance.proc.kill('SIGKILL');
-        return;
-      }
-      this.view.note(`${signal}: stopping the cluster (press Ctrl-C again to force)`);
-      this.stopping.abort();
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-    try {
-      await this.seed();
-      for (let i = 0; i < this.options.instances; i++) this.spawnInstance();
+    await this.seed();
+    // Stopped while seeding: nothing was started, nothing to wait for.
+    if (this.stopRequested) return 130;
+    for (let i = 0; i < this.options.instances; i++) this.spawnInstance();
+    this.view.note(
+      `cluster up: ${this.options.instances} instances, hub ${this.options.hub}, Azurite blob ${this.azurite.blobEndpoint} queue ${this.azurite.queueEndpoint}`,
+    );
+    if (this.azurite.blobPort === 10000 && this.azurite.queuePort === 10001) {
       this.view.note(
-        `cluster up: ${this.options.instances} instances, hub ${this.options.hub}, Azurite blob ${this.azurite.blobEndpoint} queue ${this.azurite.queueEndpoint}`,
+        `look inside from another terminal: npm run -s baton -- status --connection UseDevelopmentStorage=true --hub ${this.options.hub}`,
       );
-      if (this.azurite.blobPort === 10000 && this.azurite.queuePort === 10001) {
-        this.view.note(
-          `look inside from another terminal: npm run baton -- status --connection UseDevelopmentStorage=true --hub ${this.options.hub}`,
-        );
-      }
-      const refresh = this.refreshLoop();
-      const code = this.options.once ? await this.once() : await this.untilStopped();
-      this.stopping.abort();
-      await refresh;
-      return code;
-    } finally {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
     }
+    const refresh = this.refreshLoop();
+    const code = this.options.once ? await this.once() : await this.untilStopped();
+    this.stopping.abort();
+    await refresh;
+    return code;
   }
 
   /** Stops every instance: SIGTERM, a grace period, then SIGKILL. */
@@ -136,11 +150,18 @@ class Cluster {
   private async seed(): Promise<void> {
     const container = this.blobs.getContainerClient('audit-demo');
     if (await container.exists()) return;
-    const expected = await seedDemoBlobs(container);
+    const expected = await Promise.race([
+      seedDemoBlobs(container),
+      new Promise<undefined>((resolve) =>
+        this.stopping.signal.addEventListener('abort', () => resolve(undefined), { once: true }),
+      ),
+    ]);
+    if (!expected) return;
     this.view.note(`seeded ${expected.blobs} demo blobs into audit-demo (${expected.mismatchCount} corrupted)`);
   }
 
   private async once(): Promise<number> {
+    if (this.stopping.signal.aborted) return 130;
     const runId = await requestRun(this.docs, this.options.job);
     this.view.note(`requested run ${runId}`);
     const started = Date.now();
@@ -190,7 +211,16 @@ class Cluster {
   }
 
   private async untilStopped(): Promise<number> {
-    await new Promise<void>((resolve) => this.stopping.signal.addEventListener('abort', () => resolve(), { once: true }));
+    while (!this.stopping.signal.aborted) {
+      if (![...this.instances.values()].some((i) => i.alive)) {
+        this.view.note('every instance has exited (see their output above); stopping the cluster');
+        return 1;
+      }
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 500);
+        this.stopping.signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+      });
+    }
     return 0;
   }
 
@@ -228,7 +258,10 @@ class Cluster {
     });
     createInterface({ input: proc.stdout as NodeJS.ReadableStream }).on('line', (line) => {
       const event = parseInstanceLine(line);
-      if (!event) return;
+      if (!event) {
+        if (line.trim()) this.view.note(`${name}: ${redactSecrets(line)}`);
+        return;
+      }
       if (event.kind === 'worked') instance.items += event.items;
       else if (event.kind === 'leader' && (event.type === 'acquired' || event.type === 'lost')) {
         this.view.note(

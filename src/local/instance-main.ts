@@ -42,7 +42,7 @@ async function main(): Promise<void> {
     queues: (name) => new AzureQueue(queueService, name),
     hostConfig,
     log: (level, message) => {
-      if (level === 'error' || level === 'warning') emit({ kind: 'log', level: 'warn', message });
+      if (level === 'error' || level === 'warning' || level === 'critical') emit({ kind: 'log', level: 'warn', message });
     },
   });
   let stopping: Promise<void> | undefined;

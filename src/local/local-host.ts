@@ -13,7 +13,10 @@ export interface LocalHostOptions {
   hostConfig: HostQueueConfig;
   /** Where invocation logs go (level, text). */
   log: (level: string, message: string) => void;
-  /** Visibility for received messages; renewed while a handler runs. Default 30 s. */
+  /**
+   * Visibility for received messages; renewed while a handler runs. Default 30 s: shorter than
+   * the Functions host's 10 minutes, so a killed instance's messages come back sooner locally.
+   */
   visibilityTimeoutSeconds?: number;
 }
 
@@ -68,26 +71,37 @@ export class LocalHost {
     const queue = this.options.queues(registration.queueName);
     const poison = this.options.queues(`${registration.queueName}-poison`);
     const config = this.options.hostConfig;
-    const pump = pumpQueue(
-      queue,
-      poison,
-      async (message) => {
-        const entry = this.decode(message);
-        await this.invoke(registration.name, triggerMetadata(message), (context) => registration.handler(entry, context), true);
-      },
-      this.stopping.signal,
-      {
-        batchSize: config.batchSize,
-        newBatchThreshold: config.newBatchThreshold,
-        maxDequeueCount: config.maxDequeueCount,
-        retryDelaySeconds: config.retryDelaySeconds,
-        visibilityTimeoutSeconds: this.options.visibilityTimeoutSeconds ?? 30,
-        onError: (error, message) => {
-          if (!message) this.options.log('warn', `${registration.name}: receive failed: ${describe(error)}`);
-        },
-      },
-    );
-    this.pumps.push(queue.ensure().then(() => pump));
+    // Create the queue first if it can be; if not, the pump's receives report the problem and retry.
+    const pump = queue
+      .ensure()
+      .catch((err: unknown) => this.options.log('warning', `${registration.name}: cannot create ${queue.name}: ${describe(err)}`))
+      .then(() =>
+        pumpQueue(
+          queue,
+          poison,
+          async (message) => {
+            const entry = this.decode(message);
+            await this.invoke(
+              registration.name,
+              triggerMetadata(message),
+              (context) => registration.handler(entry, context),
+              true,
+            );
+          },
+          this.stopping.signal,
+          {
+            batchSize: config.batchSize,
+            newBatchThreshold: config.newBatchThreshold,
+            maxDequeueCount: config.maxDequeueCount,
+            retryDelaySeconds: config.retryDelaySeconds,
+            visibilityTimeoutSeconds: this.options.visibilityTimeoutSeconds ?? 30,
+            onError: (error, message) => {
+              if (!message) this.options.log('warning', `${registration.name}: receive failed: ${describe(error)}`);
+            },
+          },
+        ),
+      );
+    this.pumps.push(pump);
   }
 
   /** What the Node worker hands a queue handler: JSON bodies parsed, other text as a string. */

@@ -41,6 +41,14 @@ export async function pumpQueue(
   const inFlight = new Set<Promise<void>>();
 
   const run = async (message: ReceivedMessage): Promise<void> => {
+    // Delivered more often than allowed (its handler's process died mid-run, again and again):
+    // the host moves it to poison without running it once more.
+    if (message.dequeueCount > maxDequeueCount) {
+      await poison.ensure();
+      await poison.send(message.text);
+      await queue.delete(message);
+      return;
+    }
     let receipt: MessageReceipt = message;
     const done = new AbortController();
     // Keep the message hidden while the handler works, as the host does for long functions.

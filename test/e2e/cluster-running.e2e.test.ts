@@ -174,3 +174,33 @@ describe('a running local cluster and the baton CLI', () => {
     expect(await acceptsConnections(up.queuePort)).toBe(false);
   });
 });
+
+describe('stopping a cluster at awkward moments', () => {
+  it('SIGINT while seeding: exits without starting instances, nothing left listening', { timeout: 60_000 }, async () => {
+    const early = spawnBaton('cluster stopped while seeding', ['start', '--instances', '2', '--hub', 'seeding']);
+    // Azurite is up once the process has loaded it; seeding 2,000 blobs takes a few seconds more.
+    await sleep(2500);
+    process.kill(early.pid, 'SIGINT');
+    const exit = await early.waitExit(15_000);
+    expect(exit.code).toBe(130);
+    expect(early.indexOf(/^SIGINT: stopping the cluster/)).toBeGreaterThanOrEqual(0);
+    expect(early.indexOf(/^cluster up/)).toBe(-1);
+    expect(childPids(early.pid)).toEqual([]);
+  });
+
+  it('a second SIGINT kills an instance that does not stop (here: SIGSTOPped) and exits', { timeout: 60_000 }, async () => {
+    const stuck = spawnBaton('cluster with a frozen instance', ['start', '--instances', '2', '--hub', 'frozen']);
+    await stuck.waitForLine(/^cluster up/, 30_000);
+    await sleep(1500);
+    const pids = childPids(stuck.pid);
+    expect(pids.length).toBe(2);
+    process.kill(pids[0]!, 'SIGSTOP');
+    process.kill(stuck.pid, 'SIGINT');
+    await sleep(1000);
+    process.kill(stuck.pid, 'SIGINT');
+    const exit = await stuck.waitExit(15_000);
+    expect(exit.code).toBe(130);
+    expect(stuck.indexOf(/^SIGINT again: killing every instance now/)).toBeGreaterThan(0);
+    expect(pids.filter(isRunning)).toEqual([]);
+  });
+});
