@@ -209,3 +209,48 @@ describe('LocalHost on Azurite', () => {
     expect(logs.filter((l) => l.startsWith('error'))).toEqual([]);
   });
 });
+
+describe('local host batching', () => {
+  it('runs a batch of 16 at once, and fetches the next batch only when 8 or fewer are left running', async () => {
+    const queueName = fx.uniqueName('batch');
+    const queue = new AzureQueue(fx.queueService, queueName);
+    await queue.ensure();
+    for (let i = 0; i < 40; i++) await queue.send(JSON.stringify({ i }));
+    let running = 0;
+    let peak = 0;
+    let holding = true;
+    const gates: Array<() => void> = [];
+    const registration: QueueRegistration = {
+      kind: 'queue',
+      name: 'held',
+      queueName,
+      connection: 'AzureWebJobsStorage',
+      handler: async () => {
+        if (!holding) return;
+        running++;
+        peak = Math.max(peak, running);
+        await new Promise<void>((release) => gates.push(release));
+        running--;
+      },
+    };
+    startHost([registration]);
+    const settle = async (want: number) => {
+      for (let t = 0; t < 100 && running !== want; t++) await sleep(50);
+      await sleep(500); // and nothing more arrives
+    };
+    await settle(16);
+    expect(running).toBe(16);
+    // Releasing 7 leaves 9 running: still above the threshold, so no new batch.
+    for (const release of gates.splice(0, 7)) release();
+    await settle(9);
+    expect(running).toBe(9);
+    // One more leaves 8: the threshold, so the next batch of 16 arrives.
+    gates.shift()?.();
+    await settle(24);
+    expect(running).toBe(24);
+    expect(peak).toBe(24);
+    // Let everything go, including messages still to come, so stop() has nothing to wait for.
+    holding = false;
+    for (const release of gates.splice(0)) release();
+  });
+});
