@@ -27,6 +27,15 @@ async function reconcile(engine: UnitEngine, epoch = 1): Promise<string[]> {
   return reconcileJob(engine.ctx, term, book, definition);
 }
 
+/** An engine whose job has just started its first run (the 00:00:10 occurrence). */
+async function withFirstRun(overlap: 'skip' | 'allow' | 'replace') {
+  const engine = unitEngine([job({ overlap })], START);
+  await reconcile(engine);
+  await engine.clock.advance(10_000);
+  await reconcile(engine);
+  return engine;
+}
+
 describe('reconcileJob', () => {
   it('the first check starts nothing and records lastChecked', async () => {
     const engine = unitEngine([job()], START);
@@ -138,10 +147,7 @@ describe('reconcileJob', () => {
   });
 
   it("overlap 'skip' with an active run: no new run, and a skipped event naming the active run", async () => {
-    const engine = unitEngine([job({ overlap: 'skip' })], START);
-    await reconcile(engine);
-    await engine.clock.advance(10_000);
-    await reconcile(engine);
+    const engine = await withFirstRun('skip');
     await engine.clock.advance(10_000);
     expect(await reconcile(engine, 2)).toEqual([]);
     expect((await engine.runs('tick')).map((r) => r.runId)).toEqual([`tick/${at(10)}`]);
@@ -157,10 +163,7 @@ describe('reconcileJob', () => {
   });
 
   it("overlap 'skip' starts the next occurrence once the earlier run has ended", async () => {
-    const engine = unitEngine([job({ overlap: 'skip' })], START);
-    await reconcile(engine);
-    await engine.clock.advance(10_000);
-    await reconcile(engine);
+    const engine = await withFirstRun('skip');
     const first = `tick/${at(10)}`;
     const { book } = engine.book(1);
     const run = await book.get(first);
@@ -173,10 +176,7 @@ describe('reconcileJob', () => {
   });
 
   it("overlap 'allow' starts a second run beside the active one", async () => {
-    const engine = unitEngine([job({ overlap: 'allow' })], START);
-    await reconcile(engine);
-    await engine.clock.advance(10_000);
-    await reconcile(engine);
+    const engine = await withFirstRun('allow');
     await engine.clock.advance(10_000);
     expect(await reconcile(engine)).toEqual([`tick/${at(20)}`]);
     const runs = await engine.runs('tick');
@@ -188,10 +188,7 @@ describe('reconcileJob', () => {
   });
 
   it("overlap 'replace' asks the old run to cancel, records it, and starts the new one", async () => {
-    const engine = unitEngine([job({ overlap: 'replace' })], START);
-    await reconcile(engine);
-    await engine.clock.advance(10_000);
-    await reconcile(engine);
+    const engine = await withFirstRun('replace');
     await engine.clock.advance(10_000);
     expect(await reconcile(engine)).toEqual([`tick/${at(20)}`]);
     const runs = new Map((await engine.runs('tick')).map((r) => [r.runId, r]));
