@@ -40,7 +40,7 @@ export interface EngineTuning {
 export const DEFAULT_TUNING: EngineTuning = {
   dispatchConcurrency: 16,
   planChunkItems: 1000,
-  drainVisibilitySeconds: 60,
+  drainVisibilitySeconds: 30,
   idlePollMs: 500,
   sliceMs: 2000,
   maxAttempts: 5,

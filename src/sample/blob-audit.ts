@@ -78,8 +78,9 @@ export interface BlobAuditOptions {
   /** Mismatching names kept in the output and report. Default 100. */
   maxListedMismatches?: number;
   /**
-   * Blobs of one item read at once. Default 4. The host already runs many messages at once
-   * (its batchSize per instance), so keep this small.
+   * Blobs of one item read at once. Default 2. The host already runs up to 24 messages at once
+   * per instance (batchSize plus newBatchThreshold), so keep this small: against one local
+   * Azurite, 4 starved the leader's lease renewals.
    */
   downloadConcurrency?: number;
 }
@@ -283,7 +284,7 @@ export function createBlobAuditJob(options: BlobAuditOptions): JobDefinition<Aud
   const name = options.name ?? 'blob-audit';
   const batchSize = positiveInt(options.batchSize, 50, `${name}.batchSize`, 1);
   const maxListed = positiveInt(options.maxListedMismatches, 100, `${name}.maxListedMismatches`, 0);
-  const concurrency = positiveInt(options.downloadConcurrency, 4, `${name}.downloadConcurrency`, 1);
+  const concurrency = positiveInt(options.downloadConcurrency, 2, `${name}.downloadConcurrency`, 1);
   const { target, reports } = options;
 
   return defineJob<AuditItem, AuditPartial, AuditOutput, AuditOutput>({

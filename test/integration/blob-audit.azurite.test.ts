@@ -55,35 +55,39 @@ describe('blob-audit on Azurite', () => {
     expect(expected).toEqual(expectedAudit({ count: 60, corrupt: 3, withoutMd5: 4 }));
   });
 
-  it('audits 2,000 seeded blobs on three workers: exactly the output and report the seed predicts', async () => {
-    const ports = azuritePorts(fixture, 'audit');
-    const target = fixture.blobService.getContainerClient(fixture.uniqueName('target'));
-    const expected = await seedDemoBlobs(target);
-    expect(expected).toEqual(expectedAudit());
+  it(
+    'audits 2,000 seeded blobs on three workers: exactly the output and report the seed predicts',
+    { timeout: 180_000 },
+    async () => {
+      const ports = azuritePorts(fixture, 'audit');
+      const target = fixture.blobService.getContainerClient(fixture.uniqueName('target'));
+      const expected = await seedDemoBlobs(target);
+      expect(expected).toEqual(expectedAudit());
 
-    const job = createBlobAuditJob({ target, reports: ports.docs });
-    const engine = buildEngine(ports, [job], { workerVisibilitySeconds: 30 });
-    const stop = engine.startWorkers(3);
-    try {
-      const runId = await requestRun(ports.docs, job.name);
-      const lost = await leadUntilTerminal(engine, runId, 60_000);
-      if (lost > 0) console.warn(`blob-audit: leadership lost ${lost} time(s) on a busy machine; the run went on`);
-      const record = await engine.readRun(runId);
-      expect(record?.state).toBe('succeeded');
-      expect(record?.finalizeError).toBeNull();
-      expect(record?.counters).toMatchObject({ planned: 40, succeeded: 40, failed: 0 });
+      const job = createBlobAuditJob({ target, reports: ports.docs });
+      const engine = buildEngine(ports, [job], { workerVisibilitySeconds: 30 });
+      const stop = engine.startWorkers(3);
+      try {
+        const runId = await requestRun(ports.docs, job.name);
+        const lost = await leadUntilTerminal(engine, runId, 150_000);
+        if (lost > 0) console.warn(`blob-audit: leadership lost ${lost} time(s) on a busy machine; the run went on`);
+        const record = await engine.readRun(runId);
+        expect(record?.state).toBe('succeeded');
+        expect(record?.finalizeError).toBeNull();
+        expect(record?.counters).toMatchObject({ planned: 40, succeeded: 40, failed: 0 });
 
-      const output = await engine.readJson<RunOutput>(runKeys.output(runId));
-      expect(output?.output as AuditOutput).toEqual(expected);
+        const output = await engine.readJson<RunOutput>(runKeys.output(runId));
+        expect(output?.output as AuditOutput).toEqual(expected);
 
-      const report = (await ports.docs.read(auditReportKey(runId)))?.body;
-      expect(report).toBeDefined();
-      expect(expected.mismatches).toHaveLength(7);
-      for (const { name } of expected.mismatches) expect(report).toContain(`\`${name}\``);
-      expect(report).toContain(`| **Total** | **2,000** | **${expected.bytes.toLocaleString('en-US')}** |`);
-      expect(report).toContain('Blobs without a stored MD5: 5');
-    } finally {
-      await stop();
-    }
-  });
+        const report = (await ports.docs.read(auditReportKey(runId)))?.body;
+        expect(report).toBeDefined();
+        expect(expected.mismatches).toHaveLength(7);
+        for (const { name } of expected.mismatches) expect(report).toContain(`\`${name}\``);
+        expect(report).toContain(`| **Total** | **2,000** | **${expected.bytes.toLocaleString('en-US')}** |`);
+        expect(report).toContain('Blobs without a stored MD5: 5');
+      } finally {
+        await stop();
+      }
+    },
+  );
 });
