@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import type { QueueClient, QueueServiceClient } from '@azure/storage-queue';
 import { systemClock } from '../../src/clock/clock';
 import { dispatchSlice } from '../../src/engine/dispatcher';
@@ -7,15 +8,17 @@ import type { WorkMessage } from '../../src/engine/messages';
 import { planRun } from '../../src/engine/planner';
 import { RunBook, type ActiveRun } from '../../src/engine/run-book';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
-import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition } from '../../src/fencing/document-store';
+import type { DocumentCallOptions, StoredDocument, WriteCondition } from '../../src/fencing/document-store';
 import { defineJob } from '../../src/jobs/define-job';
 import type { JobDefinition } from '../../src/jobs/job-definition';
 import type { Leadership } from '../../src/lease/leader-elector';
 import { startAzurite } from '../../src/local/azurite';
 import { AzureQueue } from '../../src/queue/azure-queue';
-import type { MessageReceipt, QueueCallOptions, QueuePort, ReceivedMessage } from '../../src/queue/queue-port';
+import type { QueuePort } from '../../src/queue/queue-port';
 import { newRunRecord } from '../../src/runs/run-record';
 import { createBlobServiceClient, createQueueServiceClient } from '../../src/storage/client-factory';
+import { ForwardingDocumentStore } from '../../test/support/forwarding-document-store';
+import { ForwardingQueue, type SendOptions } from '../../test/support/forwarding-queue';
 import { median, printLine, writeResult } from '../lib/report';
 
 /**
@@ -90,18 +93,14 @@ class Lanes {
 }
 
 /** A QueuePort that counts and tracks the sends of the one it wraps. */
-class TrackedQueue implements QueuePort {
+class TrackedQueue extends ForwardingQueue {
   constructor(
-    private readonly inner: QueuePort,
+    inner: QueuePort,
     readonly lanes: Lanes,
-  ) {}
-  get name(): string {
-    return this.inner.name;
+  ) {
+    super(inner);
   }
-  ensure(options?: QueueCallOptions): Promise<void> {
-    return this.inner.ensure(options);
-  }
-  async send(text: string, options?: QueueCallOptions & { visibilityTimeoutSeconds?: number }): Promise<void> {
+  override async send(text: string, options?: SendOptions): Promise<void> {
     this.lanes.enter();
     if (TRACE && this.lanes.sends % 1000 === 0) console.error(`    send ${this.lanes.sends} at ${Math.round(performance.now())}`);
     try {
@@ -110,22 +109,10 @@ class TrackedQueue implements QueuePort {
       this.lanes.exit();
     }
   }
-  receive(max: number, visibilityTimeoutSeconds: number, options?: QueueCallOptions): Promise<ReceivedMessage[]> {
-    return this.inner.receive(max, visibilityTimeoutSeconds, options);
-  }
-  delete(message: MessageReceipt, options?: QueueCallOptions): Promise<boolean> {
-    return this.inner.delete(message, options);
-  }
-  setVisibility(message: MessageReceipt, seconds: number, options?: QueueCallOptions): Promise<MessageReceipt | undefined> {
-    return this.inner.setVisibility(message, seconds, options);
-  }
-  approximateCount(options?: QueueCallOptions): Promise<number> {
-    return this.inner.approximateCount(options);
-  }
 }
 
 /** A DocumentStore that counts what the dispatcher does with documents while `on`. */
-class CountingDocs implements DocumentStore {
+class CountingDocs extends ForwardingDocumentStore {
   on = false;
   recordWrites = 0;
   claimWrites = 0;
@@ -134,12 +121,11 @@ class CountingDocs implements DocumentStore {
   otherReads = 0;
   readMs = 0;
   writeMs = 0;
-  constructor(private readonly inner: DocumentStore) {}
   reset(): void {
     this.recordWrites = this.claimWrites = this.otherWrites = this.chunkReads = this.otherReads = 0;
     this.readMs = this.writeMs = 0;
   }
-  async read(key: string, options?: DocumentCallOptions): Promise<StoredDocument | undefined> {
+  override async read(key: string, options?: DocumentCallOptions): Promise<StoredDocument | undefined> {
     const t0 = performance.now();
     if (TRACE && this.on) console.error(`    read ${key} at ${Math.round(t0)}`);
     try {
@@ -152,7 +138,12 @@ class CountingDocs implements DocumentStore {
       }
     }
   }
-  async write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions): Promise<{ etag: string }> {
+  override async write(
+    key: string,
+    body: string,
+    condition: WriteCondition,
+    options?: DocumentCallOptions,
+  ): Promise<{ etag: string }> {
     const t0 = performance.now();
     if (TRACE && this.on) console.error(`    write ${key} at ${Math.round(t0)}`);
     try {
@@ -166,16 +157,12 @@ class CountingDocs implements DocumentStore {
       }
     }
   }
-  delete(key: string, options?: DocumentCallOptions): Promise<boolean> {
-    return this.inner.delete(key, options);
-  }
-  list(prefix: string, options?: DocumentCallOptions): AsyncIterable<string> {
-    return this.inner.list(prefix, options);
-  }
 }
 
 function handTerm(epoch: number): TermContext {
   const controller = new AbortController();
+  // The dispatcher passes this signal to 16 sends at once, as the coordinator's term does.
+  setMaxListeners(0, controller.signal);
   const leadership: Leadership = {
     identity: `bench-leader-${epoch}`,
     epoch,
