@@ -216,9 +216,11 @@ class Cluster {
         this.view.note('every instance has exited (see their output above); stopping the cluster');
         return 1;
       }
+      // One listener per wait, removed when the wait ends, so a long session does not pile them up.
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, 500);
-        this.stopping.signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+        const onStop = (): void => (clearTimeout(timer), resolve());
+        const timer = setTimeout(() => (this.stopping.signal.removeEventListener('abort', onStop), resolve()), 500);
+        this.stopping.signal.addEventListener('abort', onStop, { once: true });
       });
     }
     return 0;

@@ -172,6 +172,8 @@ describe('a running local cluster and the baton CLI', () => {
     expect(left, `instance processes still running: ${left.join(', ')}`).toEqual([]);
     expect(await acceptsConnections(up.blobPort)).toBe(false);
     expect(await acceptsConnections(up.queuePort)).toBe(false);
+    // A minute-long session must not pile listeners onto a long-lived signal (it once added one per 500 ms wait).
+    expect(cluster.stderr.join('')).not.toMatch(/MaxListenersExceededWarning/);
   });
 });
 
