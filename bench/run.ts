@@ -8,7 +8,7 @@ import { pathToFileURL } from 'node:url';
  */
 interface Benchmark {
   name: string;
-  run(): Promise<void>;
+  run(options?: { smoke?: boolean }): Promise<unknown>;
 }
 
 const DIR = join(__dirname, 'benchmarks');

@@ -2,6 +2,7 @@ import { hubResources } from '../src/app/runtime';
 import { BlobDocumentStore } from '../src/fencing/blob-document-store';
 import type { JobDefinition } from '../src/jobs/job-definition';
 import { createBlobAuditJob } from '../src/sample/blob-audit';
+import { createSyntheticJob, parseSyntheticJobs } from '../src/sample/synthetic-job';
 import { createBlobServiceClient } from '../src/storage/client-factory';
 import { parseBatonSettings, parseStorageSettings, type Env } from '../src/storage/settings';
 
@@ -20,5 +21,7 @@ export function createJobs(env: Env = process.env): JobDefinition[] {
       reports: new BlobDocumentStore(blobs.getContainerClient(hubResources(hub).container)),
       downloadConcurrency: 2,
     }),
+    // Optional jobs with known output, for benchmarks and soak tests (BATON_SYNTHETIC_JOBS).
+    ...parseSyntheticJobs(env).map(createSyntheticJob),
   ];
 }

@@ -19,7 +19,7 @@ import { newRunRecord } from '../../src/runs/run-record';
 import { createBlobServiceClient, createQueueServiceClient } from '../../src/storage/client-factory';
 import { ForwardingDocumentStore } from '../../test/support/forwarding-document-store';
 import { ForwardingQueue, type SendOptions } from '../../test/support/forwarding-queue';
-import { median, printLine, writeResult } from '../lib/report';
+import { median, report, type BenchOptions, type BenchResult } from '../lib/report';
 
 /**
  * dispatch: the leader's enqueue rate (dispatchSlice from a planned run to `running`) against a
@@ -30,12 +30,12 @@ import { median, printLine, writeResult } from '../lib/report';
  */
 export const name = 'dispatch';
 
-const ITEMS = Number(process.env.BENCH_DISPATCH_ITEMS ?? 10_000);
-const TRIALS = Number(process.env.BENCH_DISPATCH_TRIALS ?? 3);
+let ITEMS = Number(process.env.BENCH_DISPATCH_ITEMS ?? 10_000);
+let TRIALS = Number(process.env.BENCH_DISPATCH_TRIALS ?? 3);
 const VERBOSE = process.env.BENCH_VERBOSE === '1';
 const TRACE = process.env.BENCH_TRACE === '1';
 const AZURITE_OPTIONS = process.env.BENCH_AZURITE_MEM ? { memoryLimitBytes: Number(process.env.BENCH_AZURITE_MEM) } : {};
-const WARMUP_ITEMS = Math.min(500, ITEMS);
+const warmupItems = (): number => Math.min(500, ITEMS);
 const CONCURRENCY = DEFAULT_TUNING.dispatchConcurrency;
 const WINDOW = CONCURRENCY * 4; // as in src/engine/dispatcher.ts
 const GOAL = { ratio: 0.9, direction: 'atLeast' as const };
@@ -343,7 +343,8 @@ async function withAzurite<T>(fn: (env: Env) => Promise<T>): Promise<T> {
   }
 }
 
-export async function run(): Promise<void> {
+export async function run(options: BenchOptions = {}): Promise<BenchResult> {
+  if (options.smoke) [ITEMS, TRIALS] = [200, 1];
   const started = performance.now();
   const samples: Sample[] = [];
   const record = (s: Sample): void => {
@@ -353,8 +354,8 @@ export async function run(): Promise<void> {
   for (let round = 1; round <= TRIALS; round++) {
     await withAzurite(async (env) => {
       // Warm-up, not recorded: JIT, sockets, containers.
-      await floorTrial(env, 0, WARMUP_ITEMS, false);
-      await oursTrial(env, 0, WARMUP_ITEMS);
+      await floorTrial(env, 0, warmupItems(), false);
+      await oursTrial(env, 0, warmupItems());
       record(await floorTrial(env, round, ITEMS, false));
       record(await oursTrial(env, round, ITEMS));
       record(await floorTrial(env, round, ITEMS, true));
@@ -399,7 +400,6 @@ export async function run(): Promise<void> {
       azurite: 'one in-process Azurite per round (floor, ours and windowed of a round share it); see withAzurite',
       wallSeconds: (performance.now() - started) / 1000,
     };
-    writeResult(name, { samples, summary, ours, floor, unit: 'items/s', goal: GOAL });
-    printLine({ name, ours, floor, unit: 'items/s', goal: GOAL });
+    return report(name, { samples, summary, ours, floor, unit: 'items/s', goal: GOAL }, options);
   }
 }

@@ -65,11 +65,25 @@ export function goalMet(ratio: number, goal: Goal): boolean {
   return goal.direction === 'atLeast' ? ratio >= goal.ratio : ratio <= goal.ratio;
 }
 
-/** Writes bench/results/<name>.json (pretty) and returns what it wrote. */
-export function writeResult(name: string, input: ResultInput): BenchResult {
+/**
+ * What every benchmark's `run(options)` takes. `smoke` runs a tiny version (N small, one trial)
+ * so `npm test` keeps each benchmark working; a smoke run writes no results.
+ */
+export interface BenchOptions {
+  smoke?: boolean;
+}
+
+/** Writes the result (unless a smoke run), prints the one line, and returns the result. */
+export function report(name: string, input: ResultInput, options: BenchOptions = {}): BenchResult {
+  const result = options.smoke ? buildResult(name, input) : writeResult(name, input);
+  printLine(result);
+  return result;
+}
+
+function buildResult(name: string, input: ResultInput): BenchResult {
   const ratio = ratioOf(input.ours, input.floor);
   const machine = machineInfo();
-  const result: BenchResult = {
+  return {
     name,
     date: machine.date,
     machine,
@@ -82,6 +96,11 @@ export function writeResult(name: string, input: ResultInput): BenchResult {
     summary: input.summary,
     samples: input.samples,
   };
+}
+
+/** Writes bench/results/<name>.json (pretty) and returns what it wrote. */
+export function writeResult(name: string, input: ResultInput): BenchResult {
+  const result = buildResult(name, input);
   mkdirSync(RESULTS_DIR, { recursive: true });
   writeFileSync(join(RESULTS_DIR, `${name}.json`), `${JSON.stringify(result, null, 2)}\n`);
   return result;

@@ -14,6 +14,7 @@ import { LeaderElector } from '../lease/leader-elector';
 import type { LeaderEvent } from '../lease/leader-events';
 import { AzureQueue } from '../queue/azure-queue';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
+import { StorageRequestCounter } from '../storage/request-counter';
 import { parseBatonSettings, parseStorageSettings, type BatonSettings, type Env } from '../storage/settings';
 
 /** The worker's last attempt must be the host's last delivery, and messages travel as plain JSON. */
@@ -53,6 +54,8 @@ export interface BatonRuntime {
   coordinator: Coordinator;
   worker: WorkerDeps;
   resources: ReturnType<typeof hubResources>;
+  /** Every storage request this runtime's clients sent, by operation: Baton's cost metric. */
+  storageRequests: StorageRequestCounter;
 }
 
 export interface RuntimeOptions {
@@ -63,6 +66,8 @@ export interface RuntimeOptions {
   logger?: LeaderLogger & EngineLogger;
   identity?: string;
   clock?: Clock;
+  /** Counts this runtime's storage requests; pass one to share it with other clients of the process. */
+  storageRequests?: StorageRequestCounter;
 }
 
 /**
@@ -79,9 +84,10 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   const clock = options.clock ?? systemClock;
   const log = options.logger ?? { info: () => undefined, warn: () => undefined };
   const resources = hubResources(settings.hub);
-  const leaseClient = createBlobServiceClient(storage, { retryOptions: LEASE_RETRY_OPTIONS });
-  const blobService = createBlobServiceClient(storage);
-  const queueService = createQueueServiceClient(storage);
+  const storageRequests = options.storageRequests ?? new StorageRequestCounter();
+  const leaseClient = createBlobServiceClient(storage, { retryOptions: LEASE_RETRY_OPTIONS, requestCounter: storageRequests });
+  const blobService = createBlobServiceClient(storage, { requestCounter: storageRequests });
+  const queueService = createQueueServiceClient(storage, { requestCounter: storageRequests });
   const docs = new BlobDocumentStore(blobService.getContainerClient(resources.container));
   const work = new AzureQueue(queueService, resources.workQueue);
   const results = new AzureQueue(queueService, resources.resultsQueue);
@@ -115,5 +121,14 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     maxAttempts: settings.maxAttempts,
     log: (level, message) => log[level](message),
   };
-  return { settings, elector, coordinator, worker, resources, shutdownSignal: stopping.signal, shutdown: () => stopping.abort() };
+  return {
+    settings,
+    elector,
+    coordinator,
+    worker,
+    resources,
+    storageRequests,
+    shutdownSignal: stopping.signal,
+    shutdown: () => stopping.abort(),
+  };
 }

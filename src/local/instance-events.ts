@@ -6,6 +6,15 @@ export const instanceEventSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('leader'), type: z.string(), epoch: z.number().optional(), reason: z.string().optional() }),
   z.object({ kind: z.literal('worked'), items: z.number() }),
   z.object({ kind: z.literal('log'), level: z.enum(['info', 'warn']), message: z.string() }),
+  z.object({ kind: z.literal('requests'), total: z.number(), byOperation: z.record(z.string(), z.number()) }),
+  z.object({
+    kind: z.literal('memory'),
+    rss: z.number(),
+    heapUsed: z.number(),
+    /** Peaks since the process started (RSS from the OS, heap sampled every 200 ms). */
+    peakRss: z.number(),
+    peakHeapUsed: z.number(),
+  }),
   z.object({ kind: z.literal('stopping'), why: z.string() }),
   z.object({ kind: z.literal('stopped') }),
 ]);

@@ -36,7 +36,8 @@ async function main(): Promise<void> {
       });
     },
   });
-  const queueService = createQueueServiceClient(parseStorageSettings(env));
+  // The host's queue polling is counted with the app's own requests: both are this instance's cost.
+  const queueService = createQueueServiceClient(parseStorageSettings(env), { requestCounter: runtime.storageRequests });
   const host = new LocalHost({
     registrations: batonRegistrations(runtime).map(countWork),
     queues: (name) => new AzureQueue(queueService, name),
@@ -45,12 +46,14 @@ async function main(): Promise<void> {
       if (level === 'error' || level === 'warning' || level === 'critical') emit({ kind: 'log', level: 'warn', message });
     },
   });
+  const metrics = reportMetrics(runtime);
   let stopping: Promise<void> | undefined;
   const stop = (why: string): Promise<void> =>
     (stopping ??= (async () => {
       emit({ kind: 'stopping', why });
       runtime.shutdown();
       await host.stop();
+      metrics.stop();
       emit({ kind: 'stopped' });
       process.exit(0);
     })());
@@ -61,6 +64,36 @@ async function main(): Promise<void> {
   process.stdin.resume();
   host.start();
   emit({ kind: 'started', pid: process.pid });
+}
+
+/**
+ * Every second: the storage requests so far (when they changed) and memory with its peaks, for
+ * the benchmarks and anyone watching the cluster's events.
+ */
+function reportMetrics(runtime: BatonRuntime): { stop(): void } {
+  let peakHeapUsed = 0;
+  let reported = -1;
+  let ticks = 0;
+  const report = (): void => {
+    const requests = runtime.storageRequests;
+    if (requests.total !== reported) {
+      reported = requests.total;
+      emit({ kind: 'requests', total: requests.total, byOperation: requests.snapshot() });
+    }
+    const { rss, heapUsed } = process.memoryUsage();
+    emit({ kind: 'memory', rss, heapUsed, peakRss: process.resourceUsage().maxRSS * 1024, peakHeapUsed });
+  };
+  const timer = setInterval(() => {
+    peakHeapUsed = Math.max(peakHeapUsed, process.memoryUsage().heapUsed);
+    if (++ticks % 5 === 0) report();
+  }, 200);
+  timer.unref();
+  return {
+    stop: () => {
+      clearInterval(timer);
+      report();
+    },
+  };
 }
 
 /** Reports items processed per message, so the live view can show work per instance. */

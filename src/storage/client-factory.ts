@@ -1,12 +1,15 @@
 import { DefaultAzureCredential, ManagedIdentityCredential, type TokenCredential } from '@azure/identity';
-import { BlobServiceClient, type StorageRetryOptions } from '@azure/storage-blob';
-import { QueueServiceClient } from '@azure/storage-queue';
+import { BlobServiceClient, newPipeline as newBlobPipeline, type StorageRetryOptions } from '@azure/storage-blob';
+import { newPipeline as newQueuePipeline, QueueServiceClient } from '@azure/storage-queue';
+import type { StorageRequestCounter } from './request-counter.js';
 import type { StorageSettings } from './settings.js';
 
 export interface StorageClientOptions {
   retryOptions?: StorageRetryOptions;
   /** Replaces the credential built from settings (identity connections only); for tests. */
   credential?: TokenCredential;
+  /** Counts every request these clients send, by operation. */
+  requestCounter?: StorageRequestCounter;
 }
 
 /**
@@ -28,14 +31,27 @@ function credentialFor(settings: Extract<StorageSettings, { kind: 'identity' }>,
 
 export function createBlobServiceClient(settings: StorageSettings, options: StorageClientOptions = {}): BlobServiceClient {
   const pipeline = { retryOptions: options.retryOptions };
-  return settings.kind === 'connectionString'
-    ? BlobServiceClient.fromConnectionString(settings.connectionString, pipeline)
-    : new BlobServiceClient(settings.blobServiceUri, credentialFor(settings, options), pipeline);
+  const client =
+    settings.kind === 'connectionString'
+      ? BlobServiceClient.fromConnectionString(settings.connectionString, pipeline)
+      : new BlobServiceClient(settings.blobServiceUri, credentialFor(settings, options), pipeline);
+  if (!options.requestCounter) return client;
+  // Rebuilt on the same URL and credential (a connection string's key or SAS included) with the counter in its pipeline.
+  const counted = newBlobPipeline(client.credential, pipeline);
+  counted.factories.push(options.requestCounter.policyFactory('blob'));
+  return new BlobServiceClient(client.url, counted);
 }
 
 export function createQueueServiceClient(settings: StorageSettings, options: StorageClientOptions = {}): QueueServiceClient {
   const pipeline = { retryOptions: options.retryOptions };
-  return settings.kind === 'connectionString'
-    ? QueueServiceClient.fromConnectionString(settings.connectionString, pipeline)
-    : new QueueServiceClient(settings.queueServiceUri, credentialFor(settings, options), pipeline);
+  const client =
+    settings.kind === 'connectionString'
+      ? QueueServiceClient.fromConnectionString(settings.connectionString, pipeline)
+      : new QueueServiceClient(settings.queueServiceUri, credentialFor(settings, options), pipeline);
+  if (!options.requestCounter) return client;
+  // The queue client keeps `credential` protected in its typings; it is the same public field at run time.
+  const { credential } = client as unknown as { credential: Parameters<typeof newQueuePipeline>[0] };
+  const counted = newQueuePipeline(credential, pipeline);
+  counted.factories.push(options.requestCounter.policyFactory('queue'));
+  return new QueueServiceClient(client.url, counted);
 }

@@ -1,0 +1,218 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { hubResources } from '../../src/app/runtime';
+import { requestRun } from '../../src/engine/requests';
+import { readRunDetails, type RunDetails } from '../../src/engine/status';
+import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
+import { startAzurite, type RunningAzurite } from '../../src/local/azurite';
+import { parseInstanceLine, type InstanceEvent } from '../../src/local/instance-events';
+import { isTerminal } from '../../src/runs/run-record';
+import { createBlobServiceClient } from '../../src/storage/client-factory';
+import { sumRequestCounts } from '../../src/storage/request-counter';
+import type { SyntheticJobSpec } from '../../src/sample/synthetic-job';
+
+/**
+ * A local cluster for benchmarks: Azurite in this process (in memory, free ports) and N real
+ * instance processes (the compiled `instance-main`, as `baton start` runs them), each reporting
+ * its leader events, storage requests and memory as JSON lines. kill -9, SIGTERM and SIGSTOP go
+ * to real processes.
+ */
+export interface BenchClusterOptions {
+  instances: number;
+  hub?: string;
+  /** Registered on every instance (BATON_SYNTHETIC_JOBS). */
+  jobs?: SyntheticJobSpec[];
+  coordinatorSchedule?: string;
+  leaseSeconds?: number;
+  /** More app settings for every instance. */
+  env?: Record<string, string>;
+}
+
+export type TimedEvent = InstanceEvent & { at: number };
+
+export interface BenchInstance {
+  name: string;
+  proc: ChildProcess;
+  alive: boolean;
+  events: TimedEvent[];
+  /** The last cumulative request counts the instance reported. */
+  requests: { total: number; byOperation: Record<string, number> };
+  memory?: Extract<InstanceEvent, { kind: 'memory' }>;
+  exited: Promise<void>;
+  stderr: string[];
+}
+
+const ROOT = resolve(__dirname, '..', '..');
+const INSTANCE_MAIN = join(ROOT, 'dist', 'src', 'local', 'instance-main.js');
+
+export class BenchCluster {
+  readonly instances: BenchInstance[] = [];
+  readonly docs: BlobDocumentStore;
+  private next = 1;
+  private waiters: (() => void)[] = [];
+
+  private constructor(
+    readonly azurite: RunningAzurite,
+    private readonly options: BenchClusterOptions,
+  ) {
+    const blobs = createBlobServiceClient({ kind: 'connectionString', connectionString: azurite.connectionString });
+    this.docs = new BlobDocumentStore(blobs.getContainerClient(hubResources(this.hub).container));
+  }
+
+  static async start(options: BenchClusterOptions): Promise<BenchCluster> {
+    if (!existsSync(INSTANCE_MAIN)) throw new Error(`${INSTANCE_MAIN} is missing: run npm run build first`);
+    const cluster = new BenchCluster(await startAzurite(), options);
+    for (let i = 0; i < options.instances; i++) cluster.spawn();
+    return cluster;
+  }
+
+  get hub(): string {
+    return this.options.hub ?? 'bench';
+  }
+
+  get connectionString(): string {
+    return this.azurite.connectionString;
+  }
+
+  spawn(): BenchInstance {
+    const name = `instance-${this.next++}`;
+    const proc = spawn(process.execPath, [INSTANCE_MAIN], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        AzureWebJobsStorage: this.azurite.connectionString,
+        BATON_HUB: this.hub,
+        BATON_INSTANCE: name,
+        BATON_COORDINATOR_SCHEDULE: this.options.coordinatorSchedule ?? '*/2 * * * * *',
+        ...(this.options.leaseSeconds ? { BATON_LEASE_SECONDS: String(this.options.leaseSeconds) } : {}),
+        ...(this.options.jobs ? { BATON_SYNTHETIC_JOBS: JSON.stringify(this.options.jobs) } : {}),
+        ...this.options.env,
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let exited!: () => void;
+    const instance: BenchInstance = {
+      name,
+      proc,
+      alive: true,
+      events: [],
+      requests: { total: 0, byOperation: {} },
+      exited: new Promise<void>((r) => (exited = r)),
+      stderr: [],
+    };
+    proc.on('exit', () => {
+      instance.alive = false;
+      exited();
+      this.wake();
+    });
+    createInterface({ input: proc.stdout! }).on('line', (line) => {
+      const event = parseInstanceLine(line);
+      if (!event) return;
+      const timed = { ...event, at: event.at ?? Date.now() } as TimedEvent;
+      instance.events.push(timed);
+      if (timed.kind === 'requests') instance.requests = { total: timed.total, byOperation: timed.byOperation };
+      if (timed.kind === 'memory') instance.memory = timed;
+      this.wake();
+    });
+    createInterface({ input: proc.stderr! }).on('line', (line) => instance.stderr.push(line));
+    this.instances.push(instance);
+    return instance;
+  }
+
+  /** Resolves when `check` returns a value, re-checked on every event; rejects after `timeoutMs`. */
+  async waitFor<T>(check: () => T | undefined, timeoutMs: number, what: string): Promise<T> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const value = check();
+      if (value !== undefined) return value;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${this.dump()}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, Math.min(left, 250));
+        this.waiters.push(() => (clearTimeout(timer), resolve()));
+      });
+    }
+  }
+
+  /** The first leader `acquired` event after `since` (ms since epoch), on any live instance but `except`. */
+  acquiredSince(since: number, except?: BenchInstance): { instance: BenchInstance; at: number; epoch: number } | undefined {
+    let first: { instance: BenchInstance; at: number; epoch: number } | undefined;
+    for (const instance of this.instances) {
+      if (instance === except) continue;
+      for (const e of instance.events) {
+        if (e.kind === 'leader' && e.type === 'acquired' && e.at >= since && (!first || e.at < first.at)) {
+          first = { instance, at: e.at, epoch: e.epoch ?? 0 };
+        }
+      }
+    }
+    return first;
+  }
+
+  /** The live instance whose last leader event is `acquired`: the one leading now. */
+  leader(): BenchInstance | undefined {
+    return this.instances.find((i) => {
+      if (!i.alive) return false;
+      const last = [...i.events].reverse().find((e) => e.kind === 'leader' && e.type !== 'renewed');
+      return last?.kind === 'leader' && last.type === 'acquired';
+    });
+  }
+
+  async trigger(job: string): Promise<string> {
+    return requestRun(this.docs, job);
+  }
+
+  async waitForRun(runId: string, timeoutMs: number): Promise<RunDetails> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const details = await readRunDetails(this.docs, runId).catch(() => undefined);
+      if (details && isTerminal(details.record.state)) return details;
+      if (Date.now() > deadline) throw new Error(`run ${runId} did not finish within ${timeoutMs} ms\n${this.dump()}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /** Request counts summed over every instance this cluster started (dead ones at their last report). */
+  totalRequests(): { total: number; byOperation: Record<string, number> } {
+    const byOperation = sumRequestCounts(...this.instances.map((i) => i.requests.byOperation));
+    return { total: Object.values(byOperation).reduce((a, b) => a + b, 0), byOperation };
+  }
+
+  /** Waits until every live instance has reported its requests after `since`. */
+  async freshRequestReports(since: number, timeoutMs = 5000): Promise<void> {
+    await this.waitFor(
+      () =>
+        this.instances.filter((i) => i.alive).every((i) => i.events.some((e) => e.kind === 'memory' && e.at >= since))
+          ? true
+          : undefined,
+      timeoutMs,
+      'fresh metric reports',
+    );
+  }
+
+  /** SIGTERM to every instance, then SIGKILL after `graceMs`; closes Azurite. */
+  async stop(graceMs = 10_000): Promise<void> {
+    for (const i of this.instances) if (i.alive) i.proc.kill('SIGCONT');
+    for (const i of this.instances) if (i.alive) i.proc.kill('SIGTERM');
+    const all = Promise.all(this.instances.map((i) => i.exited));
+    const timer = setTimeout(() => {
+      for (const i of this.instances) if (i.alive) i.proc.kill('SIGKILL');
+    }, graceMs);
+    await all;
+    clearTimeout(timer);
+    await this.azurite.close();
+  }
+
+  dump(): string {
+    return this.instances
+      .map((i) => `--- ${i.name} (pid ${i.proc.pid}, ${i.alive ? 'alive' : 'exited'})\n${i.stderr.slice(-20).join('\n')}`)
+      .join('\n');
+  }
+
+  private wake(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+}
