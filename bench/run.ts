@@ -1,6 +1,7 @@
 import { readdirSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { writeBenchmarksMarkdown } from './lib/benchmarks-md';
 
 /**
  * Runs every benchmark in bench/benchmarks/*.ts in order, or only those named:
@@ -42,6 +43,13 @@ async function main(): Promise<number> {
       console.error(`${bench.name ?? name}: failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
       failed++;
     }
+  }
+  // BENCHMARKS.md and the throughput chart, from every result present (not only those just run).
+  try {
+    writeBenchmarksMarkdown();
+  } catch (err) {
+    console.error(`BENCHMARKS.md: not regenerated: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    failed++;
   }
   return failed > 0 ? 1 : 0;
 }

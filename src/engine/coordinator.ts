@@ -40,6 +40,12 @@ const RECONCILE_EVERY_MS = 1000;
 const REQUESTS_EVERY_MS = 2000;
 /** An idle leader's polls back off to this, so holding the lease costs few storage calls. */
 const MAX_IDLE_POLL_MS = 5000;
+/**
+ * With no run open there is nothing to fold, only late duplicates and malformed messages to
+ * clear away, so an idle leader drains its two queues this seldom: two requests per 30 s rather
+ * than per turn.
+ */
+const IDLE_DRAIN_EVERY_MS = 30_000;
 /** A run whose step fails this many times in a row ends failed instead of stalling every turn. */
 const MAX_STEP_FAILURES = 5;
 
@@ -71,6 +77,7 @@ export class Coordinator {
     await this.takeOver(term, book);
     let lastReconcile = Number.NEGATIVE_INFINITY;
     let lastRequests = Number.NEGATIVE_INFINITY;
+    let lastDrain = Number.NEGATIVE_INFINITY;
     let idlePoll = ctx.tuning.idlePollMs;
     for (;;) {
       term.signal.throwIfAborted();
@@ -101,7 +108,9 @@ export class Coordinator {
         if (ok) failures.delete(runId);
         else await this.countFailure(term, book, runId, failures);
       }
-      for (const drain of [drainResults, drainPoison]) {
+      const drainNow = book.open.size > 0 || ctx.clock.now() - lastDrain >= IDLE_DRAIN_EVERY_MS;
+      if (drainNow) lastDrain = ctx.clock.now();
+      for (const drain of drainNow ? [drainResults, drainPoison] : []) {
         await this.guard(term, summary, drain.name, async () => {
           const stats: DrainStats = await drain(ctx, term, book);
           summary.folded += stats.folded;
@@ -219,6 +228,7 @@ export class Coordinator {
       if (!state || !jobStateSchema.safeParse(state.value).success) continue;
       const job = ctx.jobs.get(state.value.job);
       if (job) {
+        book.jobStates.set(job.name, state.value);
         for (const runId of await adoptOpenRuns(ctx, book, job, state.value.active)) {
           const run = await book.get(runId);
           if (run && !('terminal' in run) && !('unregistered' in run)) {
@@ -242,6 +252,7 @@ export class Coordinator {
             abortSignal: term.signal,
           },
         );
+        book.jobStates.delete(record.job);
         await forgetRun(ctx, term, record.job, runId);
         ctx.log.warn(`run ${runId} timed out: its job ${record.job} is not registered here`);
       }

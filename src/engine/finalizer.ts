@@ -116,6 +116,7 @@ async function endRun(
     ...fields,
     endReason: fields.endReason ?? record.endReason,
   });
+  book.jobStates.delete(record.job);
   await forgetRun(ctx, term, record.job, record.runId);
   // Claims are only needed while the run is open; plans of abandoned planning attempts never were.
   const keep = record.planEpoch === null ? undefined : `${runKeys.prefix(record.runId)}plan/e${record.planEpoch}/`;

@@ -27,7 +27,9 @@ export function jobStates(ctx: EngineContext): FencedDocuments<JobState> {
 export async function reconcileJob(ctx: EngineContext, term: TermContext, book: RunBook, job: JobDefinition): Promise<string[]> {
   const states = jobStates(ctx);
   const key = jobStateKey(job.name);
-  const current = (await states.read(key, { abortSignal: term.signal }))?.value ?? newJobState(job.name);
+  const cached = book.jobStates.get(job.name);
+  const current = cached ?? (await states.read(key, { abortSignal: term.signal }))?.value ?? newJobState(job.name);
+  if (!cached) book.jobStates.set(job.name, current);
   const now = ctx.clock.date();
   const plan = planOccurrences({
     schedule: scheduleOf(job),
@@ -69,7 +71,8 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
   // check covers the longer window just the same) and save a write on every idle turn.
   const nothingNew = events.length === 0 && starting.length === 0 && ended.size === 0 && current.lastChecked !== null;
   if (nothingNew) return [];
-  await states.update(
+  book.jobStates.delete(job.name);
+  const written = await states.update(
     key,
     term.epoch,
     (latest) => {
@@ -97,6 +100,7 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
     },
     { abortSignal: term.signal },
   );
+  if (written) book.jobStates.set(job.name, written.value);
   for (const { runId, occurrence } of starting) {
     const record = newRunRecord({
       runId,
@@ -121,6 +125,7 @@ export async function startManualRun(
 ): Promise<string> {
   const runId = manualRunId(job.name, requestId || randomUUID());
   const now = ctx.clock.date();
+  book.jobStates.delete(job.name);
   await jobStates(ctx).update(
     jobStateKey(job.name),
     term.epoch,

@@ -1,4 +1,5 @@
 import { FencedDocuments, type FencedDocument } from '../fencing/fenced-documents';
+import type { JobState } from './job-state';
 import { ConcurrentUpdateError } from '../errors';
 import type { JobDefinition } from '../jobs/job-definition';
 import { Bitset } from '../runs/bitset';
@@ -30,6 +31,12 @@ export class RunBook {
   readonly active = new Map<string, ActiveRun>();
   /** Every run id this term looks after; one that drops out of `active` is reloaded next turn. */
   readonly open = new Set<string>();
+  /**
+   * Job states as this term last read or wrote them. Only the leader writes job states, and a
+   * newer leader's write ends this term, so an idle turn can plan from memory instead of
+   * reading every job's state again.
+   */
+  readonly jobStates = new Map<string, JobState>();
 
   constructor(
     private readonly ctx: EngineContext,

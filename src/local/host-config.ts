@@ -10,6 +10,8 @@ export interface HostQueueConfig {
   /** Delay before a failed message is retried (host.json `visibilityTimeout`), in seconds. */
   retryDelaySeconds: number;
   messageEncoding: 'base64' | 'none';
+  /** Longest wait between polls of an idle queue (host.json `maxPollingInterval`; the host's default is 1 minute). */
+  maxPollingIntervalMs?: number;
 }
 
 const timespan = z
@@ -30,10 +32,22 @@ const hostJsonSchema = z.object({
           maxDequeueCount: z.number().int().min(1).default(5),
           visibilityTimeout: timespan.default(0),
           messageEncoding: z.enum(['base64', 'none']).default('base64'),
+          // A time span, or milliseconds as a number, as the host accepts both.
+          maxPollingInterval: z
+            .union([timespan.transform((seconds) => seconds * 1000), z.number().int().min(100)])
+            .default(60_000),
         })
-        .default({ batchSize: 16, maxDequeueCount: 5, visibilityTimeout: 0, messageEncoding: 'base64' }),
+        .default({
+          batchSize: 16,
+          maxDequeueCount: 5,
+          visibilityTimeout: 0,
+          messageEncoding: 'base64',
+          maxPollingInterval: 60_000,
+        }),
     })
-    .default({ queues: { batchSize: 16, maxDequeueCount: 5, visibilityTimeout: 0, messageEncoding: 'base64' } }),
+    .default({
+      queues: { batchSize: 16, maxDequeueCount: 5, visibilityTimeout: 0, messageEncoding: 'base64', maxPollingInterval: 60_000 },
+    }),
 });
 
 /** Reads the queue settings from a host.json; a malformed one fails with the path and the problem. */
@@ -56,6 +70,7 @@ export function readHostQueueConfig(path = 'host.json'): HostQueueConfig {
     maxDequeueCount: q.maxDequeueCount,
     retryDelaySeconds: q.visibilityTimeout,
     messageEncoding: q.messageEncoding,
+    maxPollingIntervalMs: q.maxPollingInterval,
   };
 }
 

@@ -94,6 +94,7 @@ export class LocalHost {
             newBatchThreshold: config.newBatchThreshold,
             maxDequeueCount: config.maxDequeueCount,
             retryDelaySeconds: config.retryDelaySeconds,
+            ...(config.maxPollingIntervalMs !== undefined ? { maxPollingIntervalMs: config.maxPollingIntervalMs } : {}),
             visibilityTimeoutSeconds: this.options.visibilityTimeoutSeconds ?? 30,
             onError: (error, message) => {
               if (!message) this.options.log('warning', `${registration.name}: receive failed: ${describe(error)}`);

@@ -12,8 +12,15 @@ export interface QueuePumpOptions {
   retryDelaySeconds?: number;
   /** A message whose handler failed this many times moves to the poison queue. Default 5. */
   maxDequeueCount?: number;
-  /** Wait when the queue was empty. Default 250 ms. */
-  idlePollMs?: number;
+  /**
+   * After an empty receive the pump waits, doubling from `minPollingIntervalMs` (default 100 ms)
+   * up to this (host.json `maxPollingInterval`, the host's default 1 minute), and starts again
+   * from the minimum once a receive brings messages, as the host's queue listener does. Idle
+   * queues then cost one receive per interval, not one per 100 ms.
+   */
+  maxPollingIntervalMs?: number;
+  minPollingIntervalMs?: number;
+  random?: () => number;
   clock?: Clock;
   onError?: (error: unknown, message: ReceivedMessage | undefined) => void;
 }
@@ -36,7 +43,16 @@ export async function pumpQueue(
   const visibility = options.visibilityTimeoutSeconds ?? 30;
   const retryDelay = options.retryDelaySeconds ?? 0;
   const maxDequeueCount = options.maxDequeueCount ?? 5;
-  const idlePollMs = options.idlePollMs ?? 250;
+  const maxPoll = options.maxPollingIntervalMs ?? 60_000;
+  const minPoll = Math.min(options.minPollingIntervalMs ?? 100, maxPoll);
+  const random = options.random ?? Math.random;
+  let idleDelay = 0;
+  // Doubling with a little jitter so idle instances drift apart, never past the maximum: an
+  // idle queue costs exactly one receive per maxPollingInterval.
+  const backOff = (): number => {
+    idleDelay = Math.min(maxPoll, Math.max(minPoll, idleDelay * 2));
+    return Math.min(maxPoll, idleDelay * (1 + 0.1 * random()));
+  };
   const clock = options.clock ?? systemClock;
   const inFlight = new Set<Promise<void>>();
 
@@ -97,7 +113,7 @@ export async function pumpQueue(
     } catch (error) {
       if (signal.aborted) break;
       options.onError?.(error, undefined);
-      await sleep(clock, idlePollMs, signal).catch(() => undefined);
+      await sleep(clock, backOff(), signal).catch(() => undefined);
       continue;
     }
     for (const message of batch) {
@@ -106,7 +122,8 @@ export async function pumpQueue(
         .finally(() => inFlight.delete(tracked));
       inFlight.add(tracked);
     }
-    if (batch.length === 0) await sleep(clock, idlePollMs, signal).catch(() => undefined);
+    if (batch.length === 0) await sleep(clock, backOff(), signal).catch(() => undefined);
+    else idleDelay = 0;
   }
   await Promise.allSettled(inFlight);
 }

@@ -23,6 +23,7 @@ const HOST_CONFIG: HostQueueConfig = {
   maxDequeueCount: 3,
   retryDelaySeconds: 0,
   messageEncoding: 'none',
+  maxPollingIntervalMs: 250,
 };
 
 const hosts: LocalHost[] = [];

@@ -7,6 +7,7 @@ import { requestRun } from '../../src/engine/requests';
 import type { DocumentCallOptions } from '../../src/fencing/document-store';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { ForwardingDocumentStore } from '../support/forwarding-document-store';
+import { ForwardingQueue } from '../support/forwarding-queue';
 import { defineJob } from '../../src/jobs/define-job';
 import type { Leadership } from '../../src/lease/leader-elector';
 import { newRunRecord, runKeys, transition } from '../../src/runs/run-record';
@@ -230,5 +231,55 @@ describe('an idle leader', () => {
     const returned = await engine.coordinator.lead(leadership(2), { termMs: 1500, returnWhenIdle: true });
     expect(returned.turns).toBe(1);
     expect(Date.now() - quick).toBeLessThan(500);
+  });
+
+  it('costs few requests: job states read once per term, the result queues drained once per 30 s', async () => {
+    const ports = memoryPorts();
+    const reads: string[] = [];
+    const receives: string[] = [];
+    class CountingDocs extends ForwardingDocumentStore {
+      override read(key: string, options?: DocumentCallOptions) {
+        reads.push(key);
+        return super.read(key, options);
+      }
+    }
+    class CountingQueue extends ForwardingQueue {
+      constructor(
+        inner: ForwardingQueue['inner'],
+        private readonly label: string,
+      ) {
+        super(inner);
+      }
+      override receive(...args: Parameters<ForwardingQueue['receive']>) {
+        receives.push(this.label);
+        return super.receive(...args);
+      }
+    }
+    const counted = {
+      ...ports,
+      docs: new CountingDocs(ports.docs),
+      results: new CountingQueue(ports.results, 'results'),
+      poison: new CountingQueue(ports.poison, 'poison'),
+    };
+    const engine = buildEngine(counted, [sumJob({ items: 1 }), sumJob({ name: 'other', items: 1 })]);
+    await engine.coordinator.lead(leadership(1), { termMs: 200 });
+    reads.length = 0;
+    receives.length = 0;
+    const held = await engine.coordinator.lead(leadership(2), { termMs: 1500 });
+    expect(held.turns).toBeGreaterThanOrEqual(5);
+    // One read per job for the whole term (the leader is their only writer), not one per turn.
+    expect(reads.filter((k) => k === jobStateKey('sum')).length).toBe(1);
+    expect(reads.filter((k) => k === jobStateKey('other')).length).toBe(1);
+    // Nothing open: the first turn drains, the next drain is 30 s away.
+    expect(receives.sort()).toEqual(['poison', 'results']);
+
+    // A manual run makes the leader drain every turn again until the run ends.
+    const runId = await requestRun(ports.docs, 'sum');
+    receives.length = 0;
+    const stopWorkers = engine.startWorkers(1);
+    await engine.leadUntil('l', async () => terminal((await engine.readRun(runId))?.state), 10_000);
+    await stopWorkers();
+    expect((await engine.readRun(runId))?.state).toBe('succeeded');
+    expect(receives.filter((r) => r === 'results').length).toBeGreaterThan(1);
   });
 });

@@ -1,0 +1,131 @@
+import { BenchCluster } from '../lib/bench-cluster';
+import { report, type BenchOptions, type BenchResult } from '../lib/report';
+import { runFloor, runOurs, type MeasuredRun } from '../lib/throughput-run';
+
+/**
+ * throughput: a fan-out/fan-in of N items with a trivial `process` on three instance processes,
+ * end to end (run record created → output written and the run ended), against a plain-SDK
+ * floor on the same Azurite with the same total concurrency (3 consumers × batches of 16, 16
+ * send lanes): send N work messages, receive and delete them while sending N results, receive
+ * and delete the N results, all at once. Then the same job with itemsPerMessage 50.
+ *
+ * The run's storage request counts are kept for the transactions benchmark, which reuses this
+ * run when both run in one `npm run bench`.
+ */
+export const name = 'throughput';
+
+const GOAL = { ratio: 0.8, direction: 'atLeast' as const };
+const INSTANCES = 3;
+
+export interface ThroughputMeasurement {
+  items: number;
+  floor: MeasuredRun & { emptyReceives: number };
+  ours: MeasuredRun;
+  packed: MeasuredRun;
+  idle: { windowMs: number; tickMs: number; perInstance: { name: string; leader: boolean; requests: Record<string, number> }[] };
+}
+
+let lastMeasurement: ThroughputMeasurement | undefined;
+
+/** The measurement of the last throughput run in this process, if any (for transactions). */
+export function lastThroughputMeasurement(items: number): ThroughputMeasurement | undefined {
+  return lastMeasurement?.items === items ? lastMeasurement : undefined;
+}
+
+const TICK = '*/2 * * * * *';
+
+/** Starts the cluster, warms it up, measures idle cost, the floor and both runs of ours. */
+export async function measureThroughput(items: number, idleWindowMs: number): Promise<ThroughputMeasurement> {
+  const cluster = await BenchCluster.start({
+    instances: INSTANCES,
+    coordinatorSchedule: TICK,
+    jobs: [
+      { name: 'warm', items: 50 },
+      { name: 'sum', items, itemsPerMessage: 1 },
+      { name: 'sum50', items, itemsPerMessage: 50 },
+    ],
+  });
+  try {
+    await cluster.waitFor(() => cluster.leader(), 60_000, 'a leader');
+    // Warm-up, not measured: JIT, sockets, queues and containers in every process.
+    await runOurs(cluster, 'warm', 50);
+    const idle = await measureIdle(cluster, idleWindowMs);
+    const floor = await runFloor(cluster.connectionString, items, INSTANCES);
+    const ours = await runOurs(cluster, 'sum', items);
+    const packed = await runOurs(cluster, 'sum50', items);
+    lastMeasurement = { items, floor, ours, packed, idle: { ...idle, tickMs: 2000 } };
+    return lastMeasurement;
+  } finally {
+    await cluster.stop();
+  }
+}
+
+/** Every instance's requests over a window with no run open: what idle ticks cost. */
+async function measureIdle(cluster: BenchCluster, windowMs: number) {
+  // Let the warm-up's tail (drains, visibility renewals) settle first.
+  await new Promise((r) => setTimeout(r, 3000));
+  await cluster.freshRequestReports(Date.now());
+  const before = cluster.instances.map((i) => ({ ...i.requests.byOperation }));
+  const started = Date.now();
+  await new Promise((r) => setTimeout(r, windowMs));
+  await cluster.freshRequestReports(Date.now());
+  const windowActual = Date.now() - started;
+  const leader = cluster.leader();
+  return {
+    windowMs: windowActual,
+    perInstance: cluster.instances
+      .filter((i) => i.alive)
+      .map((i, k) => ({
+        name: i.name,
+        leader: i === leader,
+        requests: Object.fromEntries(
+          Object.entries(i.requests.byOperation)
+            .map(([op, n]) => [op, n - (before[k]![op] ?? 0)] as const)
+            .filter(([, n]) => n > 0),
+        ),
+      })),
+  };
+}
+
+export async function run(options: BenchOptions = {}): Promise<BenchResult> {
+  const items = options.smoke ? 100 : 2000;
+  const started = Date.now();
+  const m = await measureThroughput(items, options.smoke ? 4000 : 20_000);
+  const ours = m.ours.itemsPerSecond;
+  const floor = m.floor.itemsPerSecond;
+  return report(
+    name,
+    {
+      samples: { floor: m.floor, ours: m.ours, itemsPerMessage50: m.packed },
+      summary: {
+        items,
+        instances: INSTANCES,
+        oursItemsPerSecond: ours,
+        floorItemsPerSecond: floor,
+        ratio: ours / floor,
+        oursSeconds: m.ours.ms / 1000,
+        floorSeconds: m.floor.ms / 1000,
+        itemsPerMessage50: {
+          itemsPerSecond: m.packed.itemsPerSecond,
+          seconds: m.packed.ms / 1000,
+          ratioToFloor: m.packed.itemsPerSecond / floor,
+        },
+        requestsPerItem: {
+          ours: m.ours.requestsTotal / items,
+          floor: m.floor.requestsTotal / items,
+          itemsPerMessage50: m.packed.requestsTotal / items,
+        },
+        measuredFrom: 'ours: run record createdAt → endedAt (output written first); floor: first send → last result deleted',
+        floorShape: `${INSTANCES} consumers × receive 16, per message send result + delete; 16 send lanes; one results drainer (32 per receive); all concurrent; own process`,
+        coordinatorTick: TICK,
+        series: { ours: m.ours.series, floor: m.floor.series },
+        wallSeconds: (Date.now() - started) / 1000,
+      },
+      ours,
+      floor,
+      unit: 'items/s',
+      goal: GOAL,
+    },
+    options,
+  );
+}

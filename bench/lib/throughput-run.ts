@@ -1,0 +1,116 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { runKeys } from '../../src/runs/run-record';
+import type { BenchCluster } from './bench-cluster';
+import type { FloorProgress, FloorSummary } from './throughput-floor';
+
+/** [seconds since start, items/s over the preceding window] */
+export type SeriesPoint = [number, number];
+
+export interface MeasuredRun {
+  items: number;
+  ms: number;
+  itemsPerSecond: number;
+  series: SeriesPoint[];
+  /** Storage requests by operation while it ran, summed over every process that took part. */
+  requests: Record<string, number>;
+  requestsTotal: number;
+}
+
+const total = (counts: Record<string, number>): number => Object.values(counts).reduce((a, b) => a + b, 0);
+
+/** Turns cumulative (ms, done) samples into items/s per window. */
+export function rateSeries(samples: readonly { atMs: number; done: number }[]): SeriesPoint[] {
+  const series: SeriesPoint[] = [[0, 0]];
+  for (let i = 1; i < samples.length; i++) {
+    const a = samples[i - 1]!;
+    const b = samples[i]!;
+    const dt = (b.atMs - a.atMs) / 1000;
+    if (dt > 0) series.push([Number((b.atMs / 1000).toFixed(3)), Number(((b.done - a.done) / dt).toFixed(1))]);
+  }
+  return series;
+}
+
+/** The plain-SDK floor in its own process, against the same Azurite. */
+export async function runFloor(
+  connectionString: string,
+  items: number,
+  workers: number,
+): Promise<MeasuredRun & { emptyReceives: number }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'throughput-floor.ts')], {
+    env: { ...process.env, BENCH_CONNECTION: connectionString, BENCH_ITEMS: String(items), BENCH_WORKERS: String(workers) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const progress: { atMs: number; done: number }[] = [{ atMs: 0, done: 0 }];
+  let summary: FloorSummary | undefined;
+  const stderr: string[] = [];
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    const parsed = JSON.parse(line) as FloorProgress | FloorSummary;
+    if (parsed.kind === 'progress') progress.push({ atMs: parsed.atMs, done: parsed.done });
+    else summary = parsed;
+  });
+  child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  if (code !== 0 || !summary) throw new Error(`throughput floor exited ${code}: ${stderr.join('')}`);
+  progress.push({ atMs: summary.ms, done: summary.items });
+  return {
+    items: summary.items,
+    ms: summary.ms,
+    itemsPerSecond: summary.itemsPerSecond,
+    series: rateSeries(progress),
+    requests: summary.requests,
+    requestsTotal: total(summary.requests),
+    emptyReceives: summary.emptyReceives,
+  };
+}
+
+/**
+ * One run of `job` on the cluster, end to end: from the run record's creation to its end
+ * (the output is written before the record turns terminal). Progress is sampled from the run
+ * record every 250 ms; requests are the instances' own counts before and after.
+ */
+export async function runOurs(cluster: BenchCluster, job: string, items: number, timeoutMs = 300_000): Promise<MeasuredRun> {
+  await cluster.freshRequestReports(Date.now());
+  const before = cluster.totalRequests().byOperation;
+  const runId = await cluster.trigger(job);
+  const samples: { at: number; done: number }[] = [];
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const details = await cluster.waitForRun(runId, 0).catch(() => undefined);
+    if (details) break;
+    const record = await cluster.docs.read(runKeys.record(runId)).catch(() => undefined);
+    if (record) {
+      const value = (JSON.parse(record.body) as { value: { counters: { succeeded: number; failed: number } } }).value;
+      samples.push({ at: Date.now(), done: value.counters.succeeded + value.counters.failed });
+    }
+    if (Date.now() > deadline) throw new Error(`run ${runId} did not finish within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  const { record } = await cluster.waitForRun(runId, 10_000);
+  if (record.state !== 'succeeded' || record.counters.succeeded !== items) {
+    throw new Error(`run ${runId} ended ${record.state} with ${JSON.stringify(record.counters)}`);
+  }
+  await cluster.freshRequestReports(Date.now());
+  const after = cluster.totalRequests().byOperation;
+  const requests = Object.fromEntries(
+    Object.entries(after)
+      .map(([op, n]) => [op, n - (before[op] ?? 0)] as const)
+      .filter(([, n]) => n > 0),
+  );
+  const createdAt = Date.parse(record.createdAt);
+  const ms = Date.parse(record.endedAt!) - createdAt;
+  const progress = [
+    { atMs: 0, done: 0 },
+    ...samples.filter((s) => s.at >= createdAt).map((s) => ({ atMs: s.at - createdAt, done: s.done })),
+    { atMs: ms, done: items },
+  ];
+  return {
+    items,
+    ms,
+    itemsPerSecond: (items / ms) * 1000,
+    series: rateSeries(progress),
+    requests,
+    requestsTotal: total(requests),
+  };
+}
