@@ -15,6 +15,7 @@ import type { LeaderEvent } from '../lease/leader-events';
 import { AzureQueue } from '../queue/azure-queue';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
 import { StorageRequestCounter } from '../storage/request-counter';
+import { Schedule } from '../schedule/schedule';
 import { parseBatonSettings, parseStorageSettings, type BatonSettings, type Env } from '../storage/settings';
 
 /** The worker's last attempt must be the host's last delivery, and messages travel as plain JSON. */
@@ -96,6 +97,9 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   const elector = new LeaderElector({
     store: new BlobLeaseStore(leaseClient, settings.hub, { containerName: settings.leaseContainer }),
     leaseDurationSeconds: settings.leaseDurationSeconds,
+    // Every instance's coordinator timer is a follower's chance to take over; on a fixed grid,
+    // the leader's lease is timed to expire just before one of them.
+    ...alignmentFor(settings.coordinatorSchedule),
     clock,
     ...(options.identity ? { identity: options.identity } : {}),
     ...(options.logger ? { logger: options.logger } : {}),
@@ -131,4 +135,9 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     shutdownSignal: stopping.signal,
     shutdown: () => stopping.abort(),
   };
+}
+
+function alignmentFor(schedule: string): { expiryAlignment?: { periodMs: number; offsetMs: number } } {
+  const grid = Schedule.parse(schedule, 'BATON_COORDINATOR_SCHEDULE').fixedPeriod();
+  return grid ? { expiryAlignment: grid } : {};
 }

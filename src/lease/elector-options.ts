@@ -24,6 +24,15 @@ export interface LeaderElectorOptions {
   acquireRetryMs?: number;
   /** Stop renewing when the task has not called `heartbeat()` for this long. Default twice the lease. */
   stallTimeoutMs?: number;
+  /**
+   * When the other candidates try to acquire on a fixed grid of wall-clock instants (every
+   * instance's coordinator timer fires at t ≡ offsetMs mod periodMs), the leader times each
+   * renewal, up to half a renew interval early, so that its lease would expire `marginMs`
+   * (default 300) before one of those instants. A crashed leader's successor then takes over on
+   * the first tick after expiry instead of up to a whole period later. Renewing early never
+   * shortens the lease, so safety is unchanged; it costs no extra requests.
+   */
+  expiryAlignment?: { periodMs: number; offsetMs?: number; marginMs?: number };
   clock?: Clock;
   /** Source of jitter, in [0, 1). Default `Math.random`. */
   random?: () => number;
@@ -47,6 +56,7 @@ export interface ResolvedElectorOptions {
   renewDeadlineMs: number;
   acquireRetryMs: number;
   stallTimeoutMs: number;
+  expiryAlignment: { periodMs: number; offsetMs: number; marginMs: number } | undefined;
   clock: Clock;
   random: () => number;
   onEvent: ((event: LeaderEvent) => void) | undefined;
@@ -100,6 +110,24 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
       `stallTimeoutMs (${stallTimeoutMs}) must be at least renewIntervalMs (${renewIntervalMs}); the watchdog checks on each renewal`,
     );
   }
+  let expiryAlignment: ResolvedElectorOptions['expiryAlignment'];
+  if (options.expiryAlignment) {
+    const { periodMs, offsetMs = 0, marginMs = 300 } = options.expiryAlignment;
+    positive('expiryAlignment.periodMs', periodMs);
+    if (!Number.isFinite(offsetMs) || offsetMs < 0 || offsetMs >= periodMs) {
+      throw new InvalidConfigError(
+        'expiryAlignment.offsetMs',
+        `expiryAlignment.offsetMs must be in [0, periodMs), got ${offsetMs}`,
+      );
+    }
+    if (!Number.isFinite(marginMs) || marginMs < 0 || marginMs >= periodMs) {
+      throw new InvalidConfigError(
+        'expiryAlignment.marginMs',
+        `expiryAlignment.marginMs must be in [0, periodMs), got ${marginMs}`,
+      );
+    }
+    expiryAlignment = { periodMs, offsetMs, marginMs };
+  }
   return {
     store,
     identity,
@@ -109,6 +137,7 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
     renewDeadlineMs,
     acquireRetryMs,
     stallTimeoutMs,
+    expiryAlignment,
     clock: options.clock ?? systemClock,
     random: options.random ?? Math.random,
     onEvent: options.onEvent,

@@ -203,7 +203,7 @@ export class LeaderElector {
   private async keepRenewing(term: ActiveTerm): Promise<void> {
     const { clock, store, renewIntervalMs, stallTimeoutMs, identity } = this.options;
     // Count from the start of the acquire: a slow epoch bump must not push the first renewal late.
-    let delay = Math.max(0, term.lastRenewAt + renewIntervalMs - clock.now());
+    let delay = this.alignedDelay(Math.max(0, term.lastRenewAt + renewIntervalMs - clock.now()));
     for (;;) {
       try {
         await sleep(clock, delay, term.stopSignal);
@@ -223,7 +223,7 @@ export class LeaderElector {
         const latencyMs = clock.now() - startedAt;
         term.renewed(startedAt);
         this.emit({ type: 'renewed', identity, epoch: term.epoch, latencyMs });
-        delay = Math.max(0, renewIntervalMs - latencyMs);
+        delay = this.alignedDelay(Math.max(0, renewIntervalMs - latencyMs));
       } catch (error) {
         if (term.stopSignal.aborted) return;
         if (error instanceof LeaseLostError) return this.lose(term, error.reason, error);
@@ -234,6 +234,19 @@ export class LeaderElector {
         bound.dispose();
       }
     }
+  }
+
+  /**
+   * The wait before the next renewal: `delay`, or a little less so that the renewed lease would
+   * expire just before one of the followers' tick instants (see `expiryAlignment`).
+   */
+  private alignedDelay(delay: number): number {
+    const { expiryAlignment: grid, clock, leaseMs, renewIntervalMs } = this.options;
+    if (!grid) return delay;
+    const wallNow = clock.date().getTime();
+    const target = wallNow + delay;
+    const early = mod(target + leaseMs + grid.marginMs - grid.offsetMs, grid.periodMs);
+    return early <= renewIntervalMs / 2 && early <= delay ? delay - early : delay;
   }
 
   private lose(term: ActiveTerm, reason: LeaseLossReason, error?: unknown): void {
@@ -384,4 +397,8 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
 
 function holderOf(record: LeaseRecord): LeaderInfo {
   return { identity: record.holder, epoch: record.epoch, acquiredAt: record.acquiredAt };
+}
+
+function mod(value: number, period: number): number {
+  return ((value % period) + period) % period;
 }

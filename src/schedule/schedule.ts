@@ -97,6 +97,24 @@ export class Schedule {
     }
   }
 
+  /**
+   * When the schedule fires at a fixed period that divides a day (every 2 s, every 5 minutes),
+   * that period and its offset: occurrences are the instants t with t mod periodMs = offsetMs.
+   * Undefined for irregular schedules.
+   */
+  fixedPeriod(): { periodMs: number; offsetMs: number } | undefined {
+    const start = new Date(Date.UTC(2000, 0, 1));
+    const end = new Date(start.getTime() + DAY_MS);
+    const first = this.next(new Date(start.getTime() - 1));
+    const second = first && this.next(first);
+    if (!first || !second) return undefined;
+    const periodMs = second.getTime() - first.getTime();
+    if (periodMs <= 0 || DAY_MS % periodMs !== 0) return undefined;
+    // Every occurrence of a whole day must be on the grid, which is so when the count matches.
+    if (this.count(new Date(start.getTime() - 1), new Date(end.getTime() - 1)) !== DAY_MS / periodMs) return undefined;
+    return { periodMs, offsetMs: first.getTime() % periodMs };
+  }
+
   /** The first occurrence strictly after `after`, or undefined if there is none (e.g. `0 0 0 30 2 *`). */
   next(after: Date): Date | undefined {
     return this.cron.nextRun(after) ?? undefined;

@@ -542,3 +542,64 @@ describe('LeaderElector configuration', () => {
     expect(() => new LeaderElector({ store, stallTimeoutMs: 5000 })).not.toThrow();
   });
 });
+
+describe('expiryAlignment: a crashed leader is replaced on the first follower tick after expiry', () => {
+  // Renewal instants on the wall clock, for a leader that leads for a minute.
+  async function renewalsWith(options: Partial<LeaderElectorOptions>, startAtMs: number): Promise<number[]> {
+    const { clock, elector, events } = setup();
+    clock.jump(startAtMs);
+    const wallStart = clock.date().getTime() - clock.now();
+    let done = false;
+    const leading = elector('a', options).runIfLeader(busyTask(clock, () => done));
+    await clock.advance(60_000);
+    done = true;
+    await clock.advance(2000);
+    await leading;
+    return events.filter((e) => e.type === 'renewed').map((e) => wallStart + e.at);
+  }
+
+  it.each([
+    // tick period, tick offset, start of the term (ms past a period boundary)
+    [2000, 0, 0],
+    [2000, 0, 1337],
+    [2000, 500, 250],
+    [1000, 0, 900],
+  ])(
+    'ticks every %i ms (offset %i), term starting %i ms in: every renewal leaves the lease ending 300 ms before a tick',
+    async (periodMs, offsetMs, start) => {
+      const renewals = await renewalsWith({ expiryAlignment: { periodMs, offsetMs } }, start);
+      expect(renewals.length).toBeGreaterThanOrEqual(12);
+      for (const at of renewals) expect((((at + 15_000 + 300 - offsetMs) % periodMs) + periodMs) % periodMs).toBe(0);
+      const gaps = renewals.slice(1).map((t, i) => t - renewals[i]!);
+      // Never later than the renew interval, never more than half an interval early.
+      for (const gap of gaps) {
+        expect(gap).toBeLessThanOrEqual(5000);
+        expect(gap).toBeGreaterThanOrEqual(2500);
+      }
+    },
+  );
+
+  it('with ticks further apart than half a renew interval, aligns only the renewals it can reach', async () => {
+    const renewals = await renewalsWith({ expiryAlignment: { periodMs: 10_000 } }, 0);
+    const aligned = renewals.filter((at) => (at + 15_300) % 10_000 === 0);
+    expect(aligned.length).toBeGreaterThanOrEqual(Math.floor(renewals.length / 2) - 1);
+    const gaps = renewals.slice(1).map((t, i) => t - renewals[i]!);
+    for (const gap of gaps) expect(gap).toBeLessThanOrEqual(5000);
+  });
+
+  it('without it, renews every renew interval from the acquire', async () => {
+    const renewals = await renewalsWith({}, 1337);
+    const gaps = renewals.slice(1).map((t, i) => t - renewals[i]!);
+    expect(new Set(gaps)).toEqual(new Set([5000]));
+  });
+
+  it.each([
+    [{ periodMs: 0 }, 'expiryAlignment.periodMs'],
+    [{ periodMs: 2000, offsetMs: 2000 }, 'expiryAlignment.offsetMs'],
+    [{ periodMs: 2000, marginMs: -1 }, 'expiryAlignment.marginMs'],
+  ])('rejects %j naming %s', (expiryAlignment, option) => {
+    const { elector } = setup();
+    expect(() => elector('a', { expiryAlignment })).toThrow(InvalidConfigError);
+    expect(() => elector('a', { expiryAlignment })).toThrow(option);
+  });
+});

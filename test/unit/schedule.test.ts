@@ -259,3 +259,20 @@ describe('decideOverlap', () => {
     expect(decideOverlap('replace', active).cancel).not.toBe(active);
   });
 });
+
+describe('Schedule.fixedPeriod', () => {
+  it.each([
+    ['*/2 * * * * *', { periodMs: 2000, offsetMs: 0 }],
+    ['*/10 * * * * *', { periodMs: 10_000, offsetMs: 0 }],
+    ['* * * * * *', { periodMs: 1000, offsetMs: 0 }],
+    ['5/10 * * * * *', { periodMs: 10_000, offsetMs: 5000 }],
+    ['0 */5 * * * *', { periodMs: 300_000, offsetMs: 0 }],
+    ['0 0 * * * *', { periodMs: 3_600_000, offsetMs: 0 }],
+  ])('%s fires on a fixed grid %j', (expression, grid) => {
+    expect(Schedule.parse(expression).fixedPeriod()).toEqual(grid);
+  });
+
+  it.each(['*/7 * * * * *', '0,10 * * * * *', '0 0 9 * * 1-5', '0 0 0 1 1 *'])('%s does not', (expression) => {
+    expect(Schedule.parse(expression).fixedPeriod()).toBeUndefined();
+  });
+});
