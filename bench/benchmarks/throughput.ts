@@ -1,3 +1,5 @@
+import { DEFAULT_CLUSTER } from '../../src/local/cluster';
+import { Schedule } from '../../src/schedule/schedule';
 import { BenchCluster } from '../lib/bench-cluster';
 import { report, type BenchOptions, type BenchResult } from '../lib/report';
 import { runFloor, runOurs, type MeasuredRun } from '../lib/throughput-run';
@@ -32,7 +34,8 @@ export function lastThroughputMeasurement(items: number): ThroughputMeasurement 
   return lastMeasurement?.items === items ? lastMeasurement : undefined;
 }
 
-const TICK = '*/2 * * * * *';
+const TICK = DEFAULT_CLUSTER.coordinatorSchedule;
+const TICK_MS = Schedule.parse(TICK).fixedPeriod()!.periodMs;
 
 /** Starts the cluster, warms it up, measures idle cost, the floor and both runs of ours. */
 export async function measureThroughput(items: number, idleWindowMs: number): Promise<ThroughputMeasurement> {
@@ -53,7 +56,7 @@ export async function measureThroughput(items: number, idleWindowMs: number): Pr
     const floor = await runFloor(cluster.connectionString, items, INSTANCES);
     const ours = await runOurs(cluster, 'sum', items);
     const packed = await runOurs(cluster, 'sum50', items);
-    lastMeasurement = { items, floor, ours, packed, idle: { ...idle, tickMs: 2000 } };
+    lastMeasurement = { items, floor, ours, packed, idle: { ...idle, tickMs: TICK_MS } };
     return lastMeasurement;
   } finally {
     await cluster.stop();

@@ -7,6 +7,7 @@ import { requestRun } from '../../src/engine/requests';
 import { readRunDetails, type RunDetails } from '../../src/engine/status';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import { startAzurite, type RunningAzurite } from '../../src/local/azurite';
+import { DEFAULT_CLUSTER } from '../../src/local/cluster';
 import { parseInstanceLine, type InstanceEvent } from '../../src/local/instance-events';
 import { isTerminal } from '../../src/runs/run-record';
 import { createBlobServiceClient } from '../../src/storage/client-factory';
@@ -24,6 +25,7 @@ export interface BenchClusterOptions {
   hub?: string;
   /** Registered on every instance (BATON_SYNTHETIC_JOBS). */
   jobs?: SyntheticJobSpec[];
+  /** Default: the local cluster's (`baton start`). */
   coordinatorSchedule?: string;
   leaseSeconds?: number;
   /** More app settings for every instance. */
@@ -85,7 +87,7 @@ export class BenchCluster {
         AzureWebJobsStorage: this.azurite.connectionString,
         BATON_HUB: this.hub,
         BATON_INSTANCE: name,
-        BATON_COORDINATOR_SCHEDULE: this.options.coordinatorSchedule ?? '*/2 * * * * *',
+        BATON_COORDINATOR_SCHEDULE: this.options.coordinatorSchedule ?? DEFAULT_CLUSTER.coordinatorSchedule,
         ...(this.options.leaseSeconds ? { BATON_LEASE_SECONDS: String(this.options.leaseSeconds) } : {}),
         ...(this.options.jobs ? { BATON_SYNTHETIC_JOBS: JSON.stringify(this.options.jobs) } : {}),
         ...this.options.env,

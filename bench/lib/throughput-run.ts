@@ -20,12 +20,17 @@ export interface MeasuredRun {
 
 const total = (counts: Record<string, number>): number => Object.values(counts).reduce((a, b) => a + b, 0);
 
-/** Turns cumulative (ms, done) samples into items/s per window. */
-export function rateSeries(samples: readonly { atMs: number; done: number }[]): SeriesPoint[] {
+/**
+ * Turns cumulative (ms, done) samples into items/s over the trailing `windowMs` (default 1 s):
+ * the leader checkpoints its counts in bursts, so a shorter window shows the bursts, not the rate.
+ */
+export function rateSeries(samples: readonly { atMs: number; done: number }[], windowMs = 1000): SeriesPoint[] {
   const series: SeriesPoint[] = [[0, 0]];
+  let from = 0;
   for (let i = 1; i < samples.length; i++) {
-    const a = samples[i - 1]!;
     const b = samples[i]!;
+    while (from < i - 1 && b.atMs - samples[from + 1]!.atMs >= windowMs) from++;
+    const a = samples[from]!;
     const dt = (b.atMs - a.atMs) / 1000;
     if (dt > 0) series.push([Number((b.atMs / 1000).toFixed(3)), Number(((b.done - a.done) / dt).toFixed(1))]);
   }

@@ -3,7 +3,13 @@ import { z } from 'zod';
 /** What an instance process tells the cluster, one JSON object per stdout line. */
 export const instanceEventSchema = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('started'), pid: z.number() }),
-  z.object({ kind: z.literal('leader'), type: z.string(), epoch: z.number().optional(), reason: z.string().optional() }),
+  z.object({
+    kind: z.literal('leader'),
+    type: z.string(),
+    epoch: z.number().optional(),
+    reason: z.string().optional(),
+    latencyMs: z.number().optional(),
+  }),
   z.object({ kind: z.literal('worked'), items: z.number() }),
   z.object({ kind: z.literal('log'), level: z.enum(['info', 'warn']), message: z.string() }),
   z.object({ kind: z.literal('requests'), total: z.number(), byOperation: z.record(z.string(), z.number()) }),

@@ -27,12 +27,14 @@ async function main(): Promise<void> {
       warn: (message) => emit({ kind: 'log', level: 'warn', message }),
     },
     onLeaderEvent: (event) => {
-      if (event.type === 'renewed' || event.type === 'renew-failed') return;
+      if (event.type === 'renew-failed') return;
       emit({
         kind: 'leader',
         type: event.type,
         epoch: 'epoch' in event ? event.epoch : undefined,
         ...(event.type === 'lost' ? { reason: event.reason } : {}),
+        // When the renewal started, so a watcher knows when this lease would expire.
+        ...(event.type === 'renewed' ? { latencyMs: event.latencyMs } : {}),
       });
     },
   });
