@@ -20,10 +20,15 @@ export function createCoordinatorTick(runtime: BatonRuntime, work: LeaderWork) {
     if (timer.isPastDue) context.info('coordinator tick is past due; leading once for it');
     try {
       if (runtime.shutdownSignal.aborted) return { led: false, holder: undefined };
+      const before = runtime.storageRequests.total;
       const result = await runtime.elector.runIfLeader((leadership) => work(leadership, context), {
         signal: runtime.shutdownSignal,
       });
-      if (result.led) return { led: true, epoch: result.epoch };
+      if (result.led) {
+        // The cost metric, once per term: every storage request this instance sent meanwhile.
+        context.info(`led epoch ${result.epoch}: ${runtime.storageRequests.total - before} storage requests this term`);
+        return { led: true, epoch: result.epoch };
+      }
       const holder = result.holder?.identity;
       context.debug(`not leading this tick: held by ${holder ?? 'another candidate'}`);
       return { led: false, holder };

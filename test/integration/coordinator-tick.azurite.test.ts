@@ -44,6 +44,10 @@ describe('coordinator tick', () => {
     // The follower either lost the acquire race (no holder known yet) or read the holder.
     expect(follower?.led).toBe(false);
     expect(lines).toContain('information leading at epoch 1');
+    // The term's storage cost is logged once it ends: at least the read, acquire, epoch bump and release.
+    const cost = lines.find((l) => l.startsWith('information led epoch 1: '));
+    expect(cost).toMatch(/^information led epoch 1: \d+ storage requests this term$/);
+    expect(Number(/: (\d+) storage/.exec(cost!)![1])).toBeGreaterThanOrEqual(4);
   });
 
   it('an overlapping tick on the leading instance does not run the work again', async () => {
