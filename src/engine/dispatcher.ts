@@ -1,4 +1,5 @@
 import { runKeys, transition } from '../runs/run-record';
+import { inLanes } from './lanes';
 import type { EngineContext, TermContext } from './engine-context';
 import { encodeWithClaimCheck, type WorkMessage } from './messages';
 import type { ActiveRun, RunBook } from './run-book';
@@ -41,7 +42,7 @@ export async function dispatchSlice(
       };
       texts.push(await encodeWithClaimCheck(message, 'items', ctx.docs, { abortSignal: term.signal }));
     }
-    await sendAll(texts, ctx.tuning.dispatchConcurrency, (text) => ctx.work.send(text, { abortSignal: term.signal }));
+    await inLanes(texts, ctx.tuning.dispatchConcurrency, (text) => ctx.work.send(text, { abortSignal: term.signal }));
     cursor = end;
     term.leadership.heartbeat();
     if (cursor === record.messages || ctx.clock.now() - lastCheckpoint >= CHECKPOINT_EVERY_MS) {
@@ -71,17 +72,6 @@ async function checkpoint(
     cursor,
     counters: { ...current.counters, dispatched: Math.min(current.counters.planned, cursor * itemsPerMessage) },
   });
-}
-
-async function sendAll(texts: string[], concurrency: number, send: (text: string) => Promise<void>): Promise<void> {
-  let next = 0;
-  const lanes = Array.from({ length: Math.min(concurrency, texts.length) }, async () => {
-    while (next < texts.length) {
-      const text = texts[next++] as string;
-      await send(text);
-    }
-  });
-  await Promise.all(lanes);
 }
 
 /** Reads plan chunks in order, keeping one chunk in memory. */
