@@ -246,6 +246,10 @@ export class LeaderElector {
     const wallNow = clock.date().getTime();
     const target = wallNow + delay;
     const early = mod(target + leaseMs + grid.marginMs - grid.offsetMs, grid.periodMs);
+    // Just short of an aligned instant: wait the few ms for it rather than renewing a whole
+    // period early (a renewal a little late is harmless; the deadline is seconds away).
+    const late = grid.periodMs - early;
+    if (late <= ALIGN_LATE_MS) return delay + late;
     return early <= renewIntervalMs / 2 && early <= delay ? delay - early : delay;
   }
 
@@ -398,6 +402,9 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
 function holderOf(record: LeaseRecord): LeaderInfo {
   return { identity: record.holder, epoch: record.epoch, acquiredAt: record.acquiredAt };
 }
+
+/** How late a renewal may come to land on the followers' grid. */
+const ALIGN_LATE_MS = 100;
 
 function mod(value: number, period: number): number {
   return ((value % period) + period) % period;
