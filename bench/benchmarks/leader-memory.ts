@@ -192,7 +192,7 @@ const mib = (bytes: number | undefined): string => `${((bytes ?? Number.NaN) / M
 export async function run(options: BenchOptions = {}): Promise<BenchResult> {
   const small = options.smoke ? 1_000 : Number(process.env.BENCH_MEMORY_SMALL ?? 10_000);
   const large = options.smoke ? 2_000 : Number(process.env.BENCH_MEMORY_LARGE ?? 100_000);
-  const trials = options.smoke ? 1 : Number(process.env.BENCH_MEMORY_TRIALS ?? 2);
+  const trials = options.smoke ? 1 : Number(process.env.BENCH_MEMORY_TRIALS ?? 1);
   const started = performance.now();
   const samples: Sample[] = [];
   // Sizes and arms alternate, so drift on the machine falls on all alike.

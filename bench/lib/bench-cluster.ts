@@ -7,7 +7,7 @@ import { requestRun } from '../../src/engine/requests';
 import { readRunDetails, type RunDetails } from '../../src/engine/status';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import { startAzurite, type RunningAzurite } from '../../src/local/azurite';
-import { DEFAULT_CLUSTER } from '../../src/local/cluster';
+import { DEFAULT_CLUSTER, LOCAL_MAX_IN_FLIGHT } from '../../src/local/cluster';
 import { parseInstanceLine, type InstanceEvent } from '../../src/local/instance-events';
 import { isTerminal } from '../../src/runs/run-record';
 import { createBlobServiceClient } from '../../src/storage/client-factory';
@@ -88,6 +88,7 @@ export class BenchCluster {
         BATON_HUB: this.hub,
         BATON_INSTANCE: name,
         BATON_COORDINATOR_SCHEDULE: this.options.coordinatorSchedule ?? DEFAULT_CLUSTER.coordinatorSchedule,
+        BATON_MAX_IN_FLIGHT: LOCAL_MAX_IN_FLIGHT,
         ...(this.options.leaseSeconds ? { BATON_LEASE_SECONDS: String(this.options.leaseSeconds) } : {}),
         ...(this.options.jobs ? { BATON_SYNTHETIC_JOBS: JSON.stringify(this.options.jobs) } : {}),
         ...this.options.env,

@@ -114,7 +114,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     poison,
     clock,
     log,
-    tuning: { maxAttempts: settings.maxAttempts },
+    tuning: { maxAttempts: settings.maxAttempts, maxInFlightMessages: settings.maxInFlightMessages },
   });
   const worker: WorkerDeps = {
     jobs: jobMap,

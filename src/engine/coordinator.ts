@@ -182,8 +182,8 @@ export class Coordinator {
         await planRun(ctx, term, book, run);
         return true;
       case 'dispatching':
-        await dispatchSlice(ctx, term, book, run, Math.min(endAt, ctx.clock.now() + ctx.tuning.sliceMs));
-        return true;
+        // Nothing sent means the in-flight window is full: not busy, so an empty drain may wait.
+        return (await dispatchSlice(ctx, term, book, run, Math.min(endAt, ctx.clock.now() + ctx.tuning.sliceMs))) > 0;
       case 'running':
       case 'finalizing':
         if (record.state === 'finalizing' || (run.seen && run.seen.count() === record.counters.planned)) {

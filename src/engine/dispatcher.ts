@@ -9,7 +9,8 @@ const CHECKPOINT_EVERY_MS = 1000;
 /**
  * Sends the run's messages from its cursor, in windows of parallel sends, checkpointing the
  * cursor as it goes. Everything before the cursor was surely sent; a new leader resends from
- * there, and the duplicates that makes are counted once by the fold. Stops at `until`.
+ * there, and the duplicates that makes are counted once by the fold. Stops at `until`, or
+ * when `maxInFlightMessages` are out; returns how many messages it sent.
  */
 export async function dispatchSlice(
   ctx: EngineContext,
@@ -17,7 +18,7 @@ export async function dispatchSlice(
   book: RunBook,
   run: ActiveRun,
   until: number,
-): Promise<void> {
+): Promise<number> {
   const record = run.doc.value;
   const { itemsPerMessage } = run.job;
   const planned = record.counters.planned;
@@ -26,7 +27,12 @@ export async function dispatchSlice(
   let cursor = record.cursor;
   let lastCheckpoint = ctx.clock.now();
   while (cursor < record.messages && ctx.clock.now() < until) {
-    const end = Math.min(record.messages, cursor + window);
+    // Messages whose items are not all counted yet: sent, being worked on, or results not drained.
+    const counted = run.doc.value.counters.succeeded + run.doc.value.counters.failed;
+    const inFlight = cursor - Math.floor(counted / itemsPerMessage);
+    const room = ctx.tuning.maxInFlightMessages - inFlight;
+    if (room <= 0) break;
+    const end = Math.min(record.messages, cursor + Math.min(window, room));
     const texts: string[] = [];
     for (let m = cursor; m < end; m++) {
       const first = m * itemsPerMessage;
@@ -50,9 +56,11 @@ export async function dispatchSlice(
       lastCheckpoint = ctx.clock.now();
     }
   }
+  const sent = cursor - record.cursor;
   if (cursor > run.doc.value.cursor || (cursor >= record.messages && run.doc.value.state === 'dispatching')) {
     await checkpoint(ctx, book, run, cursor, itemsPerMessage);
   }
+  return sent;
 }
 
 async function checkpoint(

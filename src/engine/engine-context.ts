@@ -35,6 +35,12 @@ export interface EngineTuning {
   sliceMs: number;
   /** Attempts a worker makes (the host's maxDequeueCount). */
   maxAttempts: number;
+  /**
+   * Dispatch pauses while this many of a run's work messages are sent but not yet counted,
+   * and goes on as the leader folds results. It keeps queues short, which matters on Azurite
+   * (its receive and delete slow down as a queue grows) and bounds the work a cancel wastes.
+   */
+  maxInFlightMessages: number;
 }
 
 export const DEFAULT_TUNING: EngineTuning = {
@@ -44,6 +50,7 @@ export const DEFAULT_TUNING: EngineTuning = {
   idlePollMs: 500,
   sliceMs: 2000,
   maxAttempts: 5,
+  maxInFlightMessages: 4096,
 };
 
 /** What a step of leader work needs from the term: the fence and the way to stop. */

@@ -29,6 +29,8 @@ export interface BatonSettings {
   termSeconds: number;
   /** Deliveries of a work message before its failures are final; equals host.json maxDequeueCount. */
   maxAttempts: number;
+  /** Most work messages of one run the leader lets be in flight (sent, not yet counted). */
+  maxInFlightMessages: number;
 }
 
 // App settings left blank in the portal arrive as empty strings; treat them as unset.
@@ -274,6 +276,11 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
     ),
     termSeconds: parseSetting(wholeNumber(5, 3600, 'seconds'), 'BATON_TERM_SECONDS', read(env, 'BATON_TERM_SECONDS') ?? '60'),
     maxAttempts: parseSetting(wholeNumber(1, 100, 'attempts'), 'BATON_MAX_ATTEMPTS', read(env, 'BATON_MAX_ATTEMPTS') ?? '5'),
+    maxInFlightMessages: parseSetting(
+      wholeNumber(16, 1_000_000, 'messages'),
+      'BATON_MAX_IN_FLIGHT',
+      read(env, 'BATON_MAX_IN_FLIGHT') ?? '4096',
+    ),
   };
 }
 

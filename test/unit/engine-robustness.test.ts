@@ -283,3 +283,40 @@ describe('an idle leader', () => {
     expect(receives.filter((r) => r === 'results').length).toBeGreaterThan(1);
   });
 });
+
+describe('the in-flight window', () => {
+  async function maxOutstanding(maxInFlightMessages: number | undefined): Promise<{ max: number; output: unknown }> {
+    const ports = memoryPorts();
+    let outstanding = 0;
+    let max = 0;
+    class TrackedWork extends ForwardingQueue {
+      override async send(...args: Parameters<ForwardingQueue['send']>) {
+        await super.send(...args);
+        max = Math.max(max, ++outstanding);
+      }
+      override async delete(...args: Parameters<ForwardingQueue['delete']>) {
+        const deleted = await super.delete(...args);
+        if (deleted) outstanding--;
+        return deleted;
+      }
+    }
+    const engine = buildEngine({ ...ports, work: new TrackedWork(ports.work) }, [sumJob({ items: 300 })], {
+      tuning: maxInFlightMessages === undefined ? {} : { maxInFlightMessages },
+    });
+    const runId = await requestRun(ports.docs, 'sum');
+    const stop = engine.startWorkers(2);
+    await engine.leadUntil('l', async () => terminal((await engine.readRun(runId))?.state), 30_000);
+    await stop();
+    return { max, output: (await engine.readJson<RunOutput>(runKeys.output(runId)))?.output };
+  }
+
+  it('keeps at most maxInFlightMessages work messages out, and the output stays exact', async () => {
+    const bounded = await maxOutstanding(16);
+    expect(bounded.output).toEqual(expectedSum(300));
+    expect(bounded.max).toBeLessThanOrEqual(16);
+    const unbounded = await maxOutstanding(undefined);
+    expect(unbounded.output).toEqual(expectedSum(300));
+    // Without the window the leader sends ahead of the workers (the check above can fail).
+    expect(unbounded.max).toBeGreaterThan(16);
+  });
+});

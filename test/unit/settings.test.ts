@@ -224,6 +224,7 @@ describe('parseBatonSettings', () => {
       coordinatorSchedule: '*/10 * * * * *',
       termSeconds: 60,
       maxAttempts: 5,
+      maxInFlightMessages: 4096,
     });
   });
 
@@ -235,6 +236,7 @@ describe('parseBatonSettings', () => {
       BATON_COORDINATOR_SCHEDULE: '0 * * * * *',
       BATON_TERM_SECONDS: '120',
       BATON_MAX_ATTEMPTS: '3',
+      BATON_MAX_IN_FLIGHT: '256',
     };
     expect(parseBatonSettings(env)).toEqual({
       hub: 'nightly-1',
@@ -243,6 +245,7 @@ describe('parseBatonSettings', () => {
       coordinatorSchedule: '0 * * * * *',
       termSeconds: 120,
       maxAttempts: 3,
+      maxInFlightMessages: 256,
     });
   });
 
@@ -257,6 +260,8 @@ describe('parseBatonSettings', () => {
     ['BATON_TERM_SECONDS', '2', 'BATON_TERM_SECONDS must be at least 5'],
     ['BATON_MAX_ATTEMPTS', '0', 'BATON_MAX_ATTEMPTS must be at least 1'],
     ['BATON_MAX_ATTEMPTS', 'five', 'BATON_MAX_ATTEMPTS must be a whole number'],
+    ['BATON_MAX_IN_FLIGHT', '8', 'BATON_MAX_IN_FLIGHT must be at least 16'],
+    ['BATON_MAX_IN_FLIGHT', 'lots', 'BATON_MAX_IN_FLIGHT must be a whole number'],
     ['BATON_LEASE_SECONDS', '14', 'BATON_LEASE_SECONDS must be at least 15'],
     ['BATON_LEASE_SECONDS', '61', 'BATON_LEASE_SECONDS must be at most 60'],
     ['BATON_LEASE_SECONDS', '-1', 'BATON_LEASE_SECONDS must be a whole number of seconds from 15 to 60'],
