@@ -19,7 +19,17 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], sequence: { groupOrder: 1 } },
+        test: {
+          name: 'e2e',
+          include: ['test/e2e/**/*.test.ts'],
+          exclude: ['test/e2e/bench-smoke.e2e.test.ts'],
+          sequence: { groupOrder: 1 },
+        },
+      },
+      {
+        // Each benchmark, small: clusters of real processes again, so after the timed e2e files.
+        extends: true,
+        test: { name: 'bench-smoke', include: ['test/e2e/bench-smoke.e2e.test.ts'], sequence: { groupOrder: 2 } },
       },
     ],
   },
