@@ -25,8 +25,10 @@ export function createCoordinatorTick(runtime: BatonRuntime, work: LeaderWork) {
         signal: runtime.shutdownSignal,
       });
       if (result.led) {
-        // The cost metric, once per term: every storage request this instance sent meanwhile.
-        context.info(`led epoch ${result.epoch}: ${runtime.storageRequests.total - before} storage requests this term`);
+        // The cost metric, once per term: every storage request this instance sent meanwhile, its worker's too.
+        context.info(
+          `led epoch ${result.epoch}: this instance sent ${runtime.storageRequests.total - before} storage requests during the term (leader and worker)`,
+        );
         return { led: true, epoch: result.epoch };
       }
       const holder = result.holder?.identity;

@@ -36,8 +36,9 @@ export interface EngineTuning {
   /** Attempts a worker makes (the host's maxDequeueCount). */
   maxAttempts: number;
   /**
-   * Dispatch pauses while this many of a run's work messages are sent but not yet counted,
-   * and goes on as the leader folds results. It keeps queues short, which matters on Azurite
+   * Dispatch pauses while this many of a run's work messages are sent but not yet counted
+   * (uncounted items ÷ itemsPerMessage), and goes on as the leader folds results. Failing items
+   * count as in flight until their last attempt. It keeps queues short, which matters on Azurite
    * (its receive and delete slow down as a queue grows) and bounds the work a cancel wastes.
    */
   maxInFlightMessages: number;

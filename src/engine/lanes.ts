@@ -5,8 +5,17 @@
  */
 export async function inLanes<T>(items: readonly T[], concurrency: number, work: (item: T) => Promise<unknown>): Promise<void> {
   let next = 0;
+  let failed = false;
   const lanes = Array.from({ length: Math.min(Math.max(1, concurrency), items.length) }, async () => {
-    while (next < items.length) await work(items[next++] as T);
+    // After a failure no lane takes a new item: the caller's retry starts from its checkpoint.
+    while (!failed && next < items.length) {
+      try {
+        await work(items[next++] as T);
+      } catch (err) {
+        failed = true;
+        throw err;
+      }
+    }
   });
   await Promise.all(lanes);
 }

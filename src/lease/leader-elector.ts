@@ -249,7 +249,8 @@ export class LeaderElector {
     // Just short of an aligned instant: wait the few ms for it rather than renewing a whole
     // period early (a renewal a little late is harmless; the deadline is seconds away).
     const late = grid.periodMs - early;
-    if (late <= ALIGN_LATE_MS) return delay + late;
+    // Never when the renewal is already due: only an on-time renewal may wait for the grid.
+    if (delay > 0 && late <= ALIGN_LATE_MS) return delay + late;
     return early <= renewIntervalMs / 2 && early <= delay ? delay - early : delay;
   }
 

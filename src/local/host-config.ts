@@ -34,7 +34,8 @@ const hostJsonSchema = z.object({
           messageEncoding: z.enum(['base64', 'none']).default('base64'),
           // A time span, or milliseconds as a number, as the host accepts both.
           maxPollingInterval: z
-            .union([timespan.transform((seconds) => seconds * 1000), z.number().int().min(100)])
+            .union([timespan.transform((seconds) => seconds * 1000), z.number().int()])
+            .refine((ms) => ms >= 100, 'must be at least 100 ms')
             .default(60_000),
         })
         .default({

@@ -8,9 +8,12 @@ import type { Env } from '../storage/settings';
 
 /**
  * A synthetic job whose output is known in advance, for benchmarks, soak tests and trying Baton
- * out: items 0..n-1, each result 2i, folded to a count, a sum and a sum of squares (an
- * order-independent fingerprint). Items can fail deterministically or run slowly.
+ * out: items 0..n-1, each result 2i, folded to a count, a sum and a sum of squares modulo a
+ * prime (an order-independent fingerprint that stays exact: plain float sums past 2^53 are
+ * not). Items can fail deterministically or run slowly.
  */
+const SQUARES_MODULUS = 2_147_483_647;
+const addSquare = (squares: number, v: number): number => (squares + ((v * v) % SQUARES_MODULUS)) % SQUARES_MODULUS;
 export const syntheticJobSpecSchema = z
   .object({
     name: z.string().min(1).max(63),
@@ -60,7 +63,7 @@ export function createSyntheticJob(spec: SyntheticJobSpec): JobDefinition {
     },
     aggregate: {
       initial: () => ({ count: 0, sum: 0, squares: 0 }),
-      add: (acc, result) => ({ count: acc.count + 1, sum: acc.sum + result.v, squares: acc.squares + result.v * result.v }),
+      add: (acc, result) => ({ count: acc.count + 1, sum: acc.sum + result.v, squares: addSquare(acc.squares, result.v) }),
     },
   });
 }
@@ -77,7 +80,7 @@ export function expectedSynthetic(spec: SyntheticJobSpec): { output: SyntheticOu
     }
     output.count++;
     output.sum += 2 * i;
-    output.squares += 4 * i * i;
+    output.squares = addSquare(output.squares, 2 * i);
   }
   return { output, failed };
 }

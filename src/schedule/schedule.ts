@@ -110,9 +110,14 @@ export class Schedule {
     if (!first || !second) return undefined;
     const periodMs = second.getTime() - first.getTime();
     if (periodMs <= 0 || DAY_MS % periodMs !== 0) return undefined;
-    // Every occurrence of a whole day must be on the grid, which is so when the count matches.
+    // As many occurrences in a day as the grid has, and the first hour's all on it (a schedule
+    // like 0,15,20,45 has the count of a 15 s grid but not its instants).
     if (this.count(new Date(start.getTime() - 1), new Date(end.getTime() - 1)) !== DAY_MS / periodMs) return undefined;
-    return { periodMs, offsetMs: first.getTime() % periodMs };
+    const offsetMs = first.getTime() % periodMs;
+    for (let at: Date | undefined = first; at && at.getTime() < start.getTime() + HOUR_MS; at = this.next(at)) {
+      if (at.getTime() % periodMs !== offsetMs) return undefined;
+    }
+    return { periodMs, offsetMs };
   }
 
   /** The first occurrence strictly after `after`, or undefined if there is none (e.g. `0 0 0 30 2 *`). */

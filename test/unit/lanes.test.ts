@@ -25,6 +25,19 @@ describe('inLanes', () => {
     expect(peak).toBe(Math.min(count, concurrency));
   });
 
+  it('takes no new item after a failure', async () => {
+    const started: number[] = [];
+    await expect(
+      inLanes([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 2, async (i) => {
+        started.push(i);
+        await new Promise((r) => setTimeout(r, 5));
+        if (i === 1) throw new Error('one');
+      }),
+    ).rejects.toThrow('one');
+    await new Promise((r) => setTimeout(r, 50));
+    expect(started).toEqual([0, 1, 2]);
+  });
+
   it('rejects with the first failure', async () => {
     await expect(inLanes([1, 2, 3], 2, async (i) => (i === 2 ? Promise.reject(new Error('two')) : undefined))).rejects.toThrow(
       'two',

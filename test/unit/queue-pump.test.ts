@@ -90,8 +90,8 @@ describe('host.json maxPollingInterval', () => {
     expect(readHostQueueConfig(write(queues)).maxPollingIntervalMs).toBe(ms);
   });
 
-  it('rejects a malformed value, naming it', () => {
-    expect(() => readHostQueueConfig(write({ maxPollingInterval: 'two seconds' }))).toThrow(/maxPollingInterval/);
+  it.each(['two seconds', '00:00:00', 50])('rejects %j, naming maxPollingInterval', (value) => {
+    expect(() => readHostQueueConfig(write({ maxPollingInterval: value }))).toThrow(/maxPollingInterval/);
   });
 
   it("the app's host.json polls an idle queue at most every 2 s", () => {

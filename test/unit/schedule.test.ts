@@ -272,7 +272,10 @@ describe('Schedule.fixedPeriod', () => {
     expect(Schedule.parse(expression).fixedPeriod()).toEqual(grid);
   });
 
-  it.each(['*/7 * * * * *', '0,10 * * * * *', '0 0 9 * * 1-5', '0 0 0 1 1 *'])('%s does not', (expression) => {
-    expect(Schedule.parse(expression).fixedPeriod()).toBeUndefined();
-  });
+  it.each(['*/7 * * * * *', '0,10 * * * * *', '0,15,20,45 * * * * *', '0 0 9 * * 1-5', '0 0 0 1 1 *'])(
+    '%s does not',
+    (expression) => {
+      expect(Schedule.parse(expression).fixedPeriod()).toBeUndefined();
+    },
+  );
 });
