@@ -30,8 +30,8 @@ import { median, report, type BenchOptions, type BenchResult } from '../lib/repo
  */
 export const name = 'dispatch';
 
-let ITEMS = Number(process.env.BENCH_DISPATCH_ITEMS ?? 10_000);
-let TRIALS = Number(process.env.BENCH_DISPATCH_TRIALS ?? 2);
+const ITEMS = Number(process.env.BENCH_DISPATCH_ITEMS ?? 10_000);
+const TRIALS = Number(process.env.BENCH_DISPATCH_TRIALS ?? 2);
 /** The diagnostic third arm costs a third of the run time; on request only. */
 const WINDOWED = process.env.BENCH_DISPATCH_WINDOWED === '1';
 const VERBOSE = process.env.BENCH_VERBOSE === '1';
@@ -42,7 +42,7 @@ const AZURITE_OPTIONS = {
   gcIntervalMs: 60_000,
   ...(process.env.BENCH_AZURITE_MEM ? { memoryLimitBytes: Number(process.env.BENCH_AZURITE_MEM) } : {}),
 };
-const warmupItems = (): number => Math.min(500, ITEMS);
+const warmupItems = (items: number): number => Math.min(500, items);
 const CONCURRENCY = DEFAULT_TUNING.dispatchConcurrency;
 const WINDOW = CONCURRENCY * 4; // as in src/engine/dispatcher.ts
 const GOAL = { ratio: 0.9, direction: 'atLeast' as const };
@@ -336,7 +336,7 @@ async function oursTrial(env: Env, round: number, items: number): Promise<Sample
  * memoryLimitBytes is: a plain SDK loop of 10,000-message queues stalls at the same point. So each
  * round gets its own in-process Azurite; floor and ours within a round share it.
  */
-async function withAzurite<T>(fn: (env: Env) => Promise<T>): Promise<T> {
+async function withAzurite<T>(items: number, fn: (env: Env) => Promise<T>): Promise<T> {
   const azurite = await startAzurite(AZURITE_OPTIONS);
   try {
     const settings = { kind: 'connectionString', connectionString: azurite.connectionString } as const;
@@ -345,28 +345,28 @@ async function withAzurite<T>(fn: (env: Env) => Promise<T>): Promise<T> {
     const docs = new CountingDocs(
       new BlobDocumentStore(blobService.getContainerClient(`bench-${randomUUID().slice(0, 8)}-runs`)),
     );
-    return await fn({ queueService, docs, job: benchJob(ITEMS) });
+    return await fn({ queueService, docs, job: benchJob(items) });
   } finally {
     await azurite.close();
   }
 }
 
 export async function run(options: BenchOptions = {}): Promise<BenchResult> {
-  if (options.smoke) [ITEMS, TRIALS] = [200, 1];
+  const [items, trials] = options.smoke ? [200, 1] : [ITEMS, TRIALS];
   const started = performance.now();
   const samples: Sample[] = [];
   const record = (s: Sample): void => {
     samples.push(s);
     if (VERBOSE) console.error(`  ${s.arm} round ${s.round}: ${Math.round(s.itemsPerSecond)} items/s in ${Math.round(s.ms)} ms`);
   };
-  for (let round = 1; round <= TRIALS; round++) {
-    await withAzurite(async (env) => {
+  for (let round = 1; round <= trials; round++) {
+    await withAzurite(items, async (env) => {
       // Warm-up, not recorded: JIT, sockets, containers.
-      await floorTrial(env, 0, warmupItems(), false);
-      await oursTrial(env, 0, warmupItems());
-      record(await floorTrial(env, round, ITEMS, false));
-      record(await oursTrial(env, round, ITEMS));
-      if (WINDOWED) record(await floorTrial(env, round, ITEMS, true));
+      await floorTrial(env, 0, warmupItems(items), false);
+      await oursTrial(env, 0, warmupItems(items));
+      record(await floorTrial(env, round, items, false));
+      record(await oursTrial(env, round, items));
+      if (WINDOWED) record(await floorTrial(env, round, items, true));
     });
   }
   {
@@ -376,11 +376,11 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
     const windowed = median(of('windowed').map((s) => s.itemsPerSecond));
     const med = (arm: Sample['arm'], key: string) => median(of(arm).map((s) => Number(s[key])));
     const summary = {
-      items: ITEMS,
+      items,
       itemsPerMessage: 1,
       concurrency: CONCURRENCY,
       window: WINDOW,
-      trials: TRIALS,
+      trials,
       order: `per round: floor, ours${WINDOWED ? ', windowed (diagnostic)' : ''}; fresh queue each, deleted after`,
       oursItemsPerSecond: ours,
       floorItemsPerSecond: floor,

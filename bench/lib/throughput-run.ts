@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { runKeys } from '../../src/runs/run-record';
+import { isTerminal, runKeys, type RunRecord } from '../../src/runs/run-record';
 import type { BenchCluster } from './bench-cluster';
 import type { FloorProgress, FloorSummary } from './throughput-floor';
 
@@ -82,12 +82,12 @@ export async function runOurs(cluster: BenchCluster, job: string, items: number,
   const samples: { at: number; done: number }[] = [];
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const details = await cluster.waitForRun(runId, 0).catch(() => undefined);
-    if (details) break;
-    const record = await cluster.docs.read(runKeys.record(runId)).catch(() => undefined);
-    if (record) {
-      const value = (JSON.parse(record.body) as { value: { counters: { succeeded: number; failed: number } } }).value;
-      samples.push({ at: Date.now(), done: value.counters.succeeded + value.counters.failed });
+    // One read per sample: the record carries both the progress and whether the run ended.
+    const stored = await cluster.docs.read(runKeys.record(runId)).catch(() => undefined);
+    if (stored) {
+      const { state, counters } = (JSON.parse(stored.body) as { value: RunRecord }).value;
+      samples.push({ at: Date.now(), done: counters.succeeded + counters.failed });
+      if (isTerminal(state)) break;
     }
     if (Date.now() > deadline) throw new Error(`run ${runId} did not finish within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 250));

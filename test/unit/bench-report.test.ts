@@ -170,16 +170,17 @@ describe('renderLineChartSvg', () => {
     [2.4, 251.3],
     [3.6, 247],
   ];
-  const svg = renderLineChartSvg({
+  const input = {
     title: 'Throughput <items> & more',
     xLabel: 'seconds',
     yLabel: 'items/s',
     series: [
       { name: 'ours', points: ours },
       { name: 'floor', points: floor },
-      { name: 'third', points: [[6, 100]] },
+      { name: 'third', points: [[6, 100]] as [number, number][] },
     ],
-  });
+  };
+  const svg = renderLineChartSvg(input);
 
   it('is well-formed, one <svg> root with a viewBox of about 720 × 360, text escaped', () => {
     const tags = checkWellFormed(svg);
@@ -241,16 +242,7 @@ describe('renderLineChartSvg', () => {
   });
 
   it('is the same text for the same input', () => {
-    const again = renderLineChartSvg({
-      title: 'Throughput <items> & more',
-      xLabel: 'seconds',
-      yLabel: 'items/s',
-      series: [
-        { name: 'ours', points: ours },
-        { name: 'floor', points: floor },
-        { name: 'third', points: [[6, 100]] },
-      ],
-    });
+    const again = renderLineChartSvg(input);
     expect(again).toBe(svg);
   });
 
