@@ -12,6 +12,7 @@ import {
   parseBody,
   poisonNoteSchema,
   resultMessageSchema,
+  runIdSchema,
   workMessageSchema,
   type ItemOutcome,
 } from './messages';
@@ -66,7 +67,10 @@ export function drainResults(ctx: EngineContext, term: TermContext, book: RunBoo
     if (parsed.data.outcomes) return { kind: 'group', run: parsed.data.run, outcomes: parsed.data.outcomes, rejected: 0 };
     const claim = parsed.data.claim as string;
     try {
-      const claimed = itemOutcomeSchema.array().safeParse(await loadClaim(claim, ctx.docs, { abortSignal: term.signal }));
+      const claimed = itemOutcomeSchema
+        .array()
+        .min(1)
+        .safeParse(await loadClaim(claim, ctx.docs, { abortSignal: term.signal }));
       if (claimed.success) return { kind: 'group', run: parsed.data.run, outcomes: claimed.data, rejected: 0, claim };
       return { kind: 'dead', reason: `claim-check blob ${claim} does not hold outcomes`, run: parsed.data.run };
     } catch (err) {
@@ -91,19 +95,28 @@ export function drainPoison(ctx: EngineContext, term: TermContext, book: RunBook
     if (note?.success) {
       await keepDeadLetter(ctx, term, ctx.poison.name, message, note.data.reason, note.data.run, note.data.body);
       ctx.log.warn(`poisoned work message: ${note.data.reason}`);
-      return note.data.run
+      return note.data.run && runIdSchema.safeParse(note.data.run).success
         ? { kind: 'group', run: note.data.run, outcomes: [], rejected: 1 }
         : { kind: 'dead', reason: note.data.reason };
     }
     const work = body.ok ? workMessageSchema.safeParse(body.value) : undefined;
     if (work?.success) {
       const { run, first, count } = work.data;
+      // Only items of the plan can fail; a malformed count (up to 2^53) must not become that many
+      // outcomes in memory. Past the plan the message is rejected once, as a worker's note would be.
+      const found = await book.get(run);
+      const planned = found && 'seen' in found ? found.seen?.size : undefined;
+      const end = Math.min(first + count, planned ?? first);
       const reason = `no result after ${message.dequeueCount} deliveries: the worker never finished this message`;
       const outcomes: ItemOutcome[] = [];
-      for (let i = first; i < first + count; i++) outcomes.push({ i, ok: false, e: reason, a: ctx.tuning.maxAttempts });
-      return { kind: 'group', run, outcomes, rejected: 0 };
+      for (let i = first; i < end; i++) outcomes.push({ i, ok: false, e: reason, a: ctx.tuning.maxAttempts });
+      return { kind: 'group', run, outcomes, rejected: planned !== undefined && first + count > planned ? 1 : 0 };
     }
-    return { kind: 'dead', reason: 'unreadable message on the poison queue' };
+    const why = !body.ok ? body.reason : work ? describeIssue(work.error) : 'unreadable';
+    const reason = `unreadable message on the poison queue: ${why}`;
+    // Neither a note nor a work message: nothing else keeps its reason once it is deleted.
+    await keepDeadLetter(ctx, term, ctx.poison.name, message, reason);
+    return { kind: 'dead', reason };
   });
 }
 
@@ -145,8 +158,13 @@ async function drain(
       await Promise.all(group.messages.map((m) => queue.setVisibility(m, DEFER_SECONDS, { abortSignal: term.signal })));
       continue;
     }
-    if (applied === 'stray') {
+    if (applied === 'stray' || applied === 'unknown') {
       stats.stray += group.messages.length;
+      // No run ever had this id (records are never deleted): made-up input, kept with its reason
+      // like other malformed messages. A worker's note already has its letter; a second is a no-op.
+      if (applied === 'unknown') {
+        for (const m of group.messages) await keepDeadLetter(ctx, term, queue.name, m, `unknown run ${runId}`, runId);
+      }
       // The run's claims were cleared when it ended; these came later and would be left behind.
       await Promise.all(group.claims.map((key) => ctx.docs.delete(key, { abortSignal: term.signal })));
     } else {
@@ -165,7 +183,7 @@ async function applyToRun(
   book: RunBook,
   runId: string,
   group: Group,
-): Promise<'stray' | 'defer' | { folded: number; duplicates: number }> {
+): Promise<'stray' | 'unknown' | 'defer' | { folded: number; duplicates: number }> {
   const run = await book.get(runId);
   // Its job is not registered here, or it is not planned yet: leave the messages for a leader
   // that can count them rather than lose them.
@@ -173,7 +191,7 @@ async function applyToRun(
   if (run && !('terminal' in run) && !run.seen) return 'defer';
   if (!run || 'terminal' in run || !run.seen) {
     ctx.log.info(`deleted ${group.messages.length} message(s) of ${run ? 'ended' : 'unknown'} run ${runId}`);
-    return 'stray';
+    return run ? 'stray' : 'unknown';
   }
   const record = run.doc.value;
   const before = run.seen.clone();

@@ -4,12 +4,37 @@ import type { DocumentStore } from '../fencing/document-store';
 import { MAX_QUEUE_MESSAGE_BYTES } from '../queue/queue-port';
 import { runKeys } from '../runs/run-record';
 
+/**
+ * A run id names blobs (`runs/<run>/…`), so it must name its own: storage resolves `.` and `..`
+ * segments (`sum/../sum/manual-x` reads run `sum/manual-x`), and a name past the blob limit, or
+ * a poison note repeating it, fits nowhere. Real ids are `<job>/<occurrence or manual-uuid>`.
+ */
+export const runIdSchema = z
+  .string()
+  .min(1)
+  .max(512)
+  .refine((id) => id.split('/').every((segment) => segment !== '' && segment !== '.' && segment !== '..'), {
+    message: 'not a run id (an empty, "." or ".." segment)',
+  });
+
+/**
+ * A claim check points into its own run's claims: the leader deletes the claims of messages of
+ * ended runs, so one pointing elsewhere would delete a blob another run still needs.
+ */
+function ownClaim(m: { run: string; claim?: string | undefined }): boolean {
+  if (m.claim === undefined) return true;
+  const prefix = runKeys.claimsPrefix(m.run);
+  const name = m.claim.slice(prefix.length);
+  return m.claim.startsWith(prefix) && name !== '' && name !== '.' && name !== '..' && !name.includes('/');
+}
+const OWN_CLAIM = { message: "must name a blob under its run's claims/", path: ['claim'] };
+
 /** One work message: items `first … first + count − 1` of a run, inline or behind a claim check. */
 export const workMessageSchema = z
   .object({
     v: z.literal(1),
     t: z.literal('work'),
-    run: z.string().min(1),
+    run: runIdSchema,
     job: z.string().min(1),
     first: z.number().int().nonnegative(),
     count: z.number().int().positive(),
@@ -17,7 +42,8 @@ export const workMessageSchema = z
     claim: z.string().optional(),
   })
   .refine((m) => (m.items === undefined) !== (m.claim === undefined), 'exactly one of items and claim')
-  .refine((m) => m.items === undefined || m.items.length === m.count, 'items.length must equal count');
+  .refine((m) => m.items === undefined || m.items.length === m.count, 'items.length must equal count')
+  .refine(ownClaim, OWN_CLAIM);
 export type WorkMessage = z.infer<typeof workMessageSchema>;
 
 export const itemOutcomeSchema = z.discriminatedUnion('ok', [
@@ -31,19 +57,22 @@ export const resultMessageSchema = z
   .object({
     v: z.literal(1),
     t: z.literal('result'),
-    run: z.string().min(1),
+    run: runIdSchema,
     job: z.string().min(1),
-    outcomes: z.array(itemOutcomeSchema).optional(),
+    // A worker sends a result only when it has outcomes; an empty one would be consumed without a trace.
+    outcomes: z.array(itemOutcomeSchema).min(1).optional(),
     claim: z.string().optional(),
   })
-  .refine((m) => (m.outcomes === undefined) !== (m.claim === undefined), 'exactly one of outcomes and claim');
+  .refine((m) => (m.outcomes === undefined) !== (m.claim === undefined), 'exactly one of outcomes and claim')
+  .refine(ownClaim, OWN_CLAIM);
 export type ResultMessage = z.infer<typeof resultMessageSchema>;
 
 /** What a worker puts on the poison queue for a message it cannot use. */
 export const poisonNoteSchema = z.object({
   v: z.literal(1),
   t: z.literal('poison'),
-  reason: z.string(),
+  // A note is kept for its reason; one without is unreadable, and kept as that.
+  reason: z.string().min(1),
   /** The original body, cut to fit. */
   body: z.string(),
   run: z.string().optional(),
@@ -95,7 +124,24 @@ export function parseBody(raw: unknown): { ok: true; value: unknown } | { ok: fa
   try {
     return { ok: true, value: JSON.parse(raw) as unknown };
   } catch {
-    return { ok: false, reason: 'not JSON' };
+    return { ok: false, reason: isBase64Json(raw) ? NOT_JSON_BUT_BASE64 : 'not JSON' };
+  }
+}
+
+const NOT_JSON_BUT_BASE64 =
+  'not JSON: the body is base64-encoded JSON; Baton sends and reads plain JSON (host.json messageEncoding "none")';
+
+/**
+ * Base64 is the Functions host's default message encoding, and the portal's and Storage
+ * Explorer's: a sender or host left on it turns a good message into this. Saying so saves a hunt.
+ */
+function isBase64Json(text: string): boolean {
+  if (text.length < 4 || text.length % 4 !== 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(text)) return false;
+  try {
+    const value: unknown = JSON.parse(Buffer.from(text, 'base64').toString('utf8'));
+    return value !== null && typeof value === 'object';
+  } catch {
+    return false;
   }
 }
 

@@ -84,6 +84,8 @@ export async function handleWorkMessage(
     items = message.items ?? (await loadClaimedItems(message.claim as string, message.count, deps.docs, signal));
   } catch (err) {
     if (err instanceof ClaimMissingError || err instanceof ClaimShapeError) return poison(err.message, message.run);
+    // Unreadable now means unreadable on every delivery: retrying would only hide the reason.
+    if (err instanceof SyntaxError) return poison(`claim-check blob ${message.claim} is not JSON`, message.run);
     throw err;
   }
 
