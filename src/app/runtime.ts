@@ -97,6 +97,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   const elector = new LeaderElector({
     store: new BlobLeaseStore(leaseClient, settings.hub, { containerName: settings.leaseContainer }),
     leaseDurationSeconds: settings.leaseDurationSeconds,
+    renewDeadlineMs: settings.renewDeadlineMs,
     // Every instance's coordinator timer is a follower's chance to take over; on a fixed grid,
     // the leader's lease is timed to expire just before one of them.
     ...alignmentFor(settings.coordinatorSchedule),

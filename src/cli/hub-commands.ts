@@ -1,10 +1,10 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { jobStateKey } from '../engine/job-state';
-import { requestCancel, requestRun } from '../engine/requests';
-import { listRuns, readHubStatus, readRunDetails } from '../engine/status';
+import { pendingRequests, requestCancel, requestRun } from '../engine/requests';
+import { listRuns, readHubStatus, readRunDetails, type RunDetails } from '../engine/status';
 import { isTerminal } from '../runs/run-record';
 import { CliError } from './connection';
 import { withHub, type CliContext } from './context';
+import type { HubHandle } from './hub';
 import { renderRuns, renderShow, renderStatus, runView, showView, statusView, toJson, type RunsView } from './format';
 
 const DEFAULT_LIMIT = 20;
@@ -18,6 +18,43 @@ function parseLimit(value: string): number {
 }
 
 const unknownRun = (runId: string, hub: string) => new CliError(`no run ${runId} in hub ${hub}; list runs with 'baton runs'`);
+
+/** The jobs leaders have recorded in the hub (each has a job state), sorted. */
+async function recordedJobs(hub: HubHandle): Promise<string[]> {
+  const names: string[] = [];
+  for await (const key of hub.docs.list('jobs/')) names.push(key.replace(/^jobs\//, '').replace(/\.json$/, ''));
+  return names.sort();
+}
+
+/**
+ * What to say about a run id with no record. A manual run's request may still wait for the
+ * leader, or the leader may have dropped it: it drops a request for a job it does not run, and
+ * says so only in its own log, so this is where a user learns of it.
+ */
+async function missingRun(hub: HubHandle, runId: string): Promise<CliError> {
+  const manual = /^(.+)\/manual-([0-9a-f-]{36})$/.exec(runId);
+  if (!manual) return unknownRun(runId, hub.hub);
+  const [, job, id] = manual as unknown as [string, string, string];
+  for await (const { request } of pendingRequests(hub.docs)) {
+    if (request?.kind === 'run' && request.id === id) {
+      return new CliError(`no run ${runId} in hub ${hub.hub} yet: its request waits for the leader's next tick`);
+    }
+  }
+  const known = await recordedJobs(hub);
+  if (known.includes(job)) return unknownRun(runId, hub.hub);
+  return new CliError(
+    `no run ${runId} in hub ${hub.hub}, and no request for it waits: the leader drops a request for a job it does not run, ` +
+      `and hub ${hub.hub} has no job ${job} (known: ${known.length > 0 ? known.join(', ') : 'none yet'})`,
+  );
+}
+
+async function lateRunOrWhyMissing(hub: HubHandle, runId: string): Promise<RunDetails> {
+  const why = await missingRun(hub, runId);
+  // The leader may have started the run while we looked for its request.
+  const late = await readRunDetails(hub.docs, runId);
+  if (late) return late;
+  throw why;
+}
 
 /** `status`, `runs`, `show`, `trigger` and `cancel`: the commands that read or steer a hub. */
 export function registerHubCommands(program: Command, ctx: CliContext): void {
@@ -59,8 +96,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .option('--json', 'print one JSON document')
     .action(async (runId: string, options: { json?: boolean }, command: Command) => {
       await withHub(ctx, command, async (hub) => {
-        const details = await readRunDetails(hub.docs, runId);
-        if (!details) throw unknownRun(runId, hub.hub);
+        const details = (await readRunDetails(hub.docs, runId)) ?? (await lateRunOrWhyMissing(hub, runId));
         const view = showView(hub.hub, hub.resources.container, details);
         io.out(options.json ? toJson(view) : renderShow(view, ctx.now()));
       });
@@ -74,22 +110,26 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .option('--json', 'print one JSON document')
     .action(async (job: string, options: { force?: boolean; json?: boolean }, command: Command) => {
       await withHub(ctx, command, async (hub) => {
+        let checked = false;
         if (!options.force) {
-          const known: string[] = [];
-          for await (const key of hub.docs.list('jobs/')) known.push(key);
+          const known = await recordedJobs(hub);
           // A hub no leader has ticked on yet has no job records; then the request just waits.
-          if (known.length > 0 && !known.includes(jobStateKey(job))) {
-            const names = known.map((k) => k.replace(/^jobs\//, '').replace(/\.json$/, '')).sort();
+          if (known.length > 0 && !known.includes(job)) {
             throw new CliError(
-              `hub ${hub.hub} has no job ${job} (known: ${names.join(', ')}); pass --force to request it anyway`,
+              `hub ${hub.hub} has no job ${job} (known: ${known.join(', ')}); pass --force to request it anyway`,
             );
           }
+          checked = known.length > 0;
         }
         const runId = await requestRun(hub.docs, job);
+        const unchecked = checked
+          ? ''
+          : `job ${job} was not checked (${options.force ? '--force' : `no leader has recorded the jobs of hub ${hub.hub} yet`}): ` +
+            `a leader that does not run it drops the request, logging "ignored a run request for unknown job ${job}", and baton show then says so\n`;
         io.out(
           options.json
-            ? toJson({ hub: hub.hub, job, runId, requested: true })
-            : `requested run ${runId}\nthe leader starts it on its next tick; follow it with: baton show ${runId}\n`,
+            ? toJson({ hub: hub.hub, job, runId, requested: true, jobChecked: checked })
+            : `requested run ${runId}\nthe leader starts it on its next tick; follow it with: baton show ${runId}\n${unchecked}`,
         );
       });
     });

@@ -1,9 +1,13 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { DEFAULT_CLUSTER, runCluster } from '../local/cluster';
+import { createJobs } from '../../functions/jobs';
+import { createBatonRuntime } from '../app/runtime';
+import { isBatonError } from '../errors';
+import { DEFAULT_CLUSTER, LOCAL_MAX_IN_FLIGHT, runCluster } from '../local/cluster';
+import { findHostJson, readHostQueueConfig, type HostQueueConfig } from '../local/host-config';
 import { CliError } from './connection';
 import { ExitWith } from './context';
 import { EXIT } from './failure';
-import { parseBatonSettings } from '../storage/settings';
+import { parseBatonSettings, redactSecrets, type Env } from '../storage/settings';
 
 function positiveInt(what: string, max: number) {
   return (value: string): number => {
@@ -12,6 +16,36 @@ function positiveInt(what: string, max: number) {
       throw new InvalidArgumentError(`${what} must be a whole number from 1 to ${max}`);
     return n;
   };
+}
+
+/**
+ * The start-up checks every instance makes, on the settings the cluster gives it, run before
+ * Azurite starts: a bad setting is then one line and exit 1, not a line per instance and a
+ * cluster that stops when all of them have died. Returns the app's job names.
+ */
+function checkInstanceSettings(hub: string): string[] {
+  const env: Env = {
+    ...process.env,
+    // What the cluster sets for each instance (see spawnInstance); storage is its own Azurite.
+    AzureWebJobsStorage: 'UseDevelopmentStorage=true',
+    BATON_HUB: hub,
+    BATON_COORDINATOR_SCHEDULE: DEFAULT_CLUSTER.coordinatorSchedule,
+    BATON_MAX_IN_FLIGHT: process.env.BATON_MAX_IN_FLIGHT ?? LOCAL_MAX_IN_FLIGHT,
+  };
+  let hostQueueConfig: HostQueueConfig | undefined;
+  try {
+    hostQueueConfig = readHostQueueConfig(env.BATON_HOST_JSON?.trim() || findHostJson(__dirname));
+  } catch {
+    // An unreadable host.json is each instance's to report; the cluster stops once all have exited.
+  }
+  try {
+    const jobs = createJobs(env);
+    createBatonRuntime(env, { jobs, ...(hostQueueConfig ? { hostQueueConfig } : {}) });
+    return jobs.map((job) => job.name);
+  } catch (err) {
+    if (!isBatonError(err, 'InvalidSetting') && !isBatonError(err, 'InvalidConfig')) throw err;
+    throw new CliError(redactSecrets(err.message), EXIT.failed);
+  }
 }
 
 /** `baton start`: the local cluster on embedded Azurite (what `npm start` runs). */
@@ -50,6 +84,11 @@ export function registerStart(program: Command): void {
         } catch (err) {
           // The same rule the instances apply, checked before anything starts; one line, as --hub.
           throw new CliError(`--hub: ${(err as Error).message.replace(/^BATON_HUB /, '')}`, EXIT.failed);
+        }
+        const jobs = checkInstanceSettings(hub);
+        // Otherwise the leader drops the request and --once waits for a run that never comes.
+        if (!jobs.includes(opts.job)) {
+          throw new CliError(`--job ${opts.job} is not a job of this app (jobs: ${jobs.join(', ')})`, EXIT.failed);
         }
         const code = await runCluster({
           ...DEFAULT_CLUSTER,

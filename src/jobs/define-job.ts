@@ -17,8 +17,17 @@ const jobOptionsSchema = z.object({
   timeoutSeconds: z.number().int('must be whole seconds').positive('must be positive').default(3600),
   failureTolerance: z
     .object({
-      count: z.number().int('count must be a whole number').nonnegative('count must be 0 or more').optional(),
-      percent: z.number().min(0, 'percent must be 0-100').max(100, 'percent must be 0-100').optional(),
+      // The path already names the field: `job x: failureTolerance.count must be 0 or more`.
+      count: z
+        .number({ message: 'must be a number of failed items' })
+        .int('must be a whole number of failed items')
+        .nonnegative('must be 0 or more (failed items a run may have and still succeed)')
+        .optional(),
+      percent: z
+        .number({ message: 'must be a percentage' })
+        .min(0, 'must be 0-100 (percent of planned items)')
+        .max(100, 'must be 0-100 (percent of planned items)')
+        .optional(),
     })
     .strict()
     .default({}),

@@ -70,6 +70,10 @@ export interface ResolvedElectorOptions {
 /** client-go's rule: the lease outlasts the renew deadline, which allows more than one renew try. */
 export const RENEW_JITTER_FACTOR = 1.2;
 
+// Exported so app settings that override them default, and check, exactly as the elector does.
+export const defaultRenewIntervalMs = (leaseMs: number): number => Math.round(leaseMs / 3);
+export const defaultRenewDeadlineMs = (leaseMs: number): number => Math.round((leaseMs * 2) / 3);
+
 export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedElectorOptions {
   if (!options || typeof options !== 'object') throw new InvalidConfigError('options', 'LeaderElector needs an options object');
   const { store } = options;
@@ -88,9 +92,9 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
     );
   }
   const leaseMs = leaseDurationSeconds * 1000;
-  const renewIntervalMs = options.renewIntervalMs ?? Math.round(leaseMs / 3);
+  const renewIntervalMs = options.renewIntervalMs ?? defaultRenewIntervalMs(leaseMs);
   positive('renewIntervalMs', renewIntervalMs);
-  const renewDeadlineMs = options.renewDeadlineMs ?? Math.round((leaseMs * 2) / 3);
+  const renewDeadlineMs = options.renewDeadlineMs ?? defaultRenewDeadlineMs(leaseMs);
   positive('renewDeadlineMs', renewDeadlineMs);
   if (renewDeadlineMs >= leaseMs) {
     throw new InvalidConfigError(

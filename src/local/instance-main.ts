@@ -3,9 +3,10 @@ import { batonRegistrations, type QueueRegistration, type Registration } from '.
 import { createBatonRuntime, type BatonRuntime } from '../app/runtime';
 import { AzureQueue } from '../queue/azure-queue';
 import { createQueueServiceClient } from '../storage/client-factory';
-import { parseStorageSettings } from '../storage/settings';
+import { InvalidSettingError } from '../errors';
+import { parseStorageSettings, redactSecrets } from '../storage/settings';
 import { createJobs } from '../../functions/jobs';
-import { findHostJson, readHostQueueConfig } from './host-config';
+import { findHostJson, readHostQueueConfig, type HostQueueConfig } from './host-config';
 import { LocalHost } from './local-host';
 import { emit } from './instance-events';
 
@@ -16,8 +17,11 @@ import { emit } from './instance-events';
  */
 async function main(): Promise<void> {
   const env = process.env;
-  const instance = env.BATON_INSTANCE ?? `instance-${process.pid}`;
-  const hostConfig = readHostQueueConfig(env.BATON_HOST_JSON ?? findHostJson(__dirname));
+  const instance = env.BATON_INSTANCE?.trim() || `instance-${process.pid}`;
+  if (instance.length > 256) {
+    throw new InvalidSettingError('BATON_INSTANCE', 'BATON_INSTANCE must be at most 256 characters: it names the lease holder');
+  }
+  const hostConfig = readHostConfig(env.BATON_HOST_JSON?.trim());
   const runtime: BatonRuntime = createBatonRuntime(env, {
     jobs: createJobs(env),
     hostQueueConfig: hostConfig,
@@ -68,6 +72,16 @@ async function main(): Promise<void> {
   emit({ kind: 'started', pid: process.pid });
 }
 
+/** host.json from `BATON_HOST_JSON` (a path), else the app's own; a bad one names where it came from. */
+function readHostConfig(fromSetting: string | undefined): HostQueueConfig {
+  if (!fromSetting) return readHostQueueConfig(findHostJson(__dirname));
+  try {
+    return readHostQueueConfig(fromSetting);
+  } catch (err) {
+    throw new InvalidSettingError('BATON_HOST_JSON', `BATON_HOST_JSON: ${(err as Error).message}`);
+  }
+}
+
 /**
  * Every second: the storage requests so far (when they changed) and memory with its peaks, for
  * the benchmarks and anyone watching the cluster's events.
@@ -114,7 +128,13 @@ function countWork(registration: Registration): Registration {
 }
 
 main().catch((err: unknown) => {
-  // One line: settings errors already say which setting and how to fix it.
-  process.stderr.write(`${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}\n`);
+  // One line: settings errors already say which setting and how to fix it. Anything else is
+  // flattened and masked too, since a library's message can span lines or quote a key.
+  const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  process.stderr.write(
+    `${redactSecrets(text)
+      .replace(/\s*\n\s*/g, ' ')
+      .trim()}\n`,
+  );
   process.exit(1);
 });

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { InvalidSettingError } from '../errors';
+import { InvalidSettingError, isBatonError } from '../errors';
 import { defineJob } from '../jobs/define-job';
 import type { JobDefinition } from '../jobs/job-definition';
 import { Schedule } from '../schedule/schedule';
@@ -27,7 +27,11 @@ export const syntheticJobSpecSchema = z
     slowEvery: z.number().int().min(1).optional(),
     slowMs: z.number().int().min(0).max(600_000).default(0),
     failureTolerance: z
-      .object({ count: z.number().int().min(0).optional(), percent: z.number().min(0).max(100).optional() })
+      .object({
+        count: z.number().int().min(0, { error: 'must be 0 or more (failed items a run may have and still succeed)' }).optional(),
+        percent: z.number().min(0, { error: 'must be 0-100' }).max(100, { error: 'must be 0-100' }).optional(),
+      })
+      .strict()
       .optional(),
     timeoutSeconds: z.number().int().min(1).optional(),
   })
@@ -92,24 +96,42 @@ export function expectedSynthetic(spec: SyntheticJobSpec): { output: SyntheticOu
 export function parseSyntheticJobs(env: Env): SyntheticJobSpec[] {
   const raw = env.BATON_SYNTHETIC_JOBS?.trim();
   if (!raw) return [];
+  const setting = 'BATON_SYNTHETIC_JOBS';
+  const fail = (message: string): never => {
+    throw new InvalidSettingError(setting, message.replace(/\s+/g, ' '));
+  };
   let json: unknown;
   try {
     json = JSON.parse(raw);
   } catch {
-    throw new InvalidSettingError('BATON_SYNTHETIC_JOBS', 'BATON_SYNTHETIC_JOBS must be a JSON array of job specs');
+    // The parser's message quotes the text; say only what is wrong.
+    return fail(`${setting} must be a JSON array of job specs such as [{"name":"sum","items":2000}]; it is not valid JSON`);
+  }
+  if (!Array.isArray(json)) {
+    return fail(`${setting} is invalid: it must be a JSON array of job specs such as [{"name":"sum","items":2000}]`);
   }
   const parsed = z.array(syntheticJobSpecSchema).safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
-    const where = issue.path.length > 0 ? ` at ${issue.path.join('.')}` : '';
-    throw new InvalidSettingError('BATON_SYNTHETIC_JOBS', `BATON_SYNTHETIC_JOBS is invalid${where}: ${issue.message}`);
+    const [index, ...path] = issue.path;
+    const name = typeof index === 'number' ? (json[index] as { name?: unknown } | null)?.name : undefined;
+    const job = typeof name === 'string' && /^[a-z0-9-]{1,63}$/.test(name) ? ` (job ${name})` : '';
+    return fail(`${setting} is invalid at ${[index, ...path].join('.')}${job}: ${issue.message}`);
   }
+  const seen = new Set<string>();
   for (const [index, spec] of parsed.data.entries()) {
     try {
-      Schedule.parse(spec.schedule, `BATON_SYNTHETIC_JOBS.${index}.schedule`);
+      Schedule.parse(spec.schedule, `${setting}.${index}.schedule`);
+      // The job's own rules (its name, its tolerance), so a bad spec stops start-up here, naming the setting.
+      createSyntheticJob(spec);
     } catch (err) {
-      throw new InvalidSettingError('BATON_SYNTHETIC_JOBS', err instanceof Error ? err.message : String(err));
+      if (!isBatonError(err, 'InvalidConfig')) throw err;
+      return fail(err.message.startsWith(setting) ? err.message : `${setting} is invalid at ${index}: ${err.message}`);
     }
+    if (seen.has(spec.name)) {
+      return fail(`${setting} is invalid at ${index}: job ${spec.name} is listed twice; names must be unique`);
+    }
+    seen.add(spec.name);
   }
   return parsed.data;
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { InvalidSettingError } from '../errors.js';
+import { defaultRenewDeadlineMs, defaultRenewIntervalMs, RENEW_JITTER_FACTOR } from '../lease/elector-options.js';
 import { Schedule } from '../schedule/schedule.js';
 
 export type Env = Record<string, string | undefined>;
@@ -22,6 +23,11 @@ export type StorageSettings =
 export interface BatonSettings {
   hub: string;
   leaseDurationSeconds: number;
+  /**
+   * How long after its last successful renewal a leader keeps trying before it gives up:
+   * `BATON_RENEW_DEADLINE_SECONDS`, or two thirds of the lease (in ms, rounded as the elector does).
+   */
+  renewDeadlineMs: number;
   leaseContainer: string;
   /** NCRONTAB of the coordinator timer. */
   coordinatorSchedule: string;
@@ -31,6 +37,8 @@ export interface BatonSettings {
   maxAttempts: number;
   /** Most work messages of one run the leader lets be in flight (sent, not yet counted). */
   maxInFlightMessages: number;
+  /** The container the sample blob-audit job scrubs. */
+  auditContainer: string;
 }
 
 // App settings left blank in the portal arrive as empty strings; treat them as unset.
@@ -263,11 +271,41 @@ const containerSchema = z
     error: 'must be a container name: lowercase letters, digits and single hyphens, starting and ending with a letter or digit',
   });
 
+const renewDeadlineSchema = z
+  .string()
+  .regex(/^\d+$/, { error: 'must be a whole number of seconds, less than BATON_LEASE_SECONDS' })
+  .transform(Number);
+
+/** The elector's two rules on the deadline, checked here so each is one line naming the setting. */
+function parseRenewDeadlineMs(env: Env, leaseDurationSeconds: number): number {
+  const name = 'BATON_RENEW_DEADLINE_SECONDS';
+  const leaseMs = leaseDurationSeconds * 1000;
+  const value = read(env, name);
+  if (value === undefined) return defaultRenewDeadlineMs(leaseMs);
+  const deadlineMs = parseSetting(renewDeadlineSchema, name, value) * 1000;
+  if (deadlineMs >= leaseMs) {
+    // Otherwise storage could give the lease away while this leader still believes it leads.
+    throw new InvalidSettingError(name, `${name} must be less than BATON_LEASE_SECONDS (${leaseDurationSeconds})`);
+  }
+  const floorMs = RENEW_JITTER_FACTOR * defaultRenewIntervalMs(leaseMs);
+  if (deadlineMs <= floorMs) {
+    throw new InvalidSettingError(
+      name,
+      `${name} must be greater than ${Number((floorMs / 1000).toFixed(3))}: ${RENEW_JITTER_FACTOR} × the renew interval, ` +
+        `which is a third of BATON_LEASE_SECONDS (${leaseDurationSeconds}), so a failed renewal can be retried in time`,
+    );
+  }
+  return deadlineMs;
+}
+
 export function parseBatonSettings(env: Env = process.env): BatonSettings {
   // Parsed in a fixed order so several bad settings still produce one predictable error.
+  const hub = parseSetting(hubSchema, 'BATON_HUB', read(env, 'BATON_HUB') ?? 'baton');
+  const leaseDurationSeconds = parseSetting(leaseSecondsSchema, 'BATON_LEASE_SECONDS', read(env, 'BATON_LEASE_SECONDS') ?? '15');
   return {
-    hub: parseSetting(hubSchema, 'BATON_HUB', read(env, 'BATON_HUB') ?? 'baton'),
-    leaseDurationSeconds: parseSetting(leaseSecondsSchema, 'BATON_LEASE_SECONDS', read(env, 'BATON_LEASE_SECONDS') ?? '15'),
+    hub,
+    leaseDurationSeconds,
+    renewDeadlineMs: parseRenewDeadlineMs(env, leaseDurationSeconds),
     leaseContainer: parseSetting(containerSchema, 'BATON_LEASE_CONTAINER', read(env, 'BATON_LEASE_CONTAINER') ?? 'leases'),
     coordinatorSchedule: parseSetting(
       scheduleSchema,
@@ -281,6 +319,7 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
       'BATON_MAX_IN_FLIGHT',
       read(env, 'BATON_MAX_IN_FLIGHT') ?? '4096',
     ),
+    auditContainer: parseSetting(containerSchema, 'BATON_AUDIT_CONTAINER', read(env, 'BATON_AUDIT_CONTAINER') ?? 'audit-demo'),
   };
 }
 

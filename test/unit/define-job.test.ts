@@ -137,6 +137,21 @@ describe('defineJob', () => {
     expect(e.message).toMatch(/itemsPerMessage/);
   });
 
+  it.each<[string, Record<string, unknown>, string]>([
+    [
+      'count',
+      { count: -1 },
+      'job tally: failureTolerance.count must be 0 or more (failed items a run may have and still succeed)',
+    ],
+    ['count', { count: -0.5 }, 'job tally: failureTolerance.count must be a whole number of failed items'],
+    ['percent', { percent: -1 }, 'job tally: failureTolerance.percent must be 0-100 (percent of planned items)'],
+    ['count', { count: '2' }, 'job tally: failureTolerance.count must be a number of failed items'],
+  ])('a bad failureTolerance.%s is one line naming the job and the option once: %j', (field, tolerance, message) => {
+    const e = configError(() => defineJob(base({ failureTolerance: tolerance })));
+    expect(e.option).toBe(`tally.failureTolerance.${field}`);
+    expect(e.message).toBe(message);
+  });
+
   it('reports an invalid schedule even when every other option is fine, with the expression quoted', () => {
     const e = configError(() => defineJob(base({ schedule: '0 0 25 * * *' })));
     expect(e.option).toBe('tally.schedule');

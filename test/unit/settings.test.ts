@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidSettingError } from '../../src/errors.js';
+import { resolveElectorOptions } from '../../src/lease/elector-options.js';
+import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store.js';
 import { parseBatonSettings, parseStorageSettings, redactSecrets, type Env } from '../../src/storage/settings.js';
 import { oneLineError } from '../support/errors';
 
@@ -220,11 +222,13 @@ describe('parseBatonSettings', () => {
     expect(parseBatonSettings({})).toEqual({
       hub: 'baton',
       leaseDurationSeconds: 15,
+      renewDeadlineMs: 10_000,
       leaseContainer: 'leases',
       coordinatorSchedule: '*/10 * * * * *',
       termSeconds: 60,
       maxAttempts: 5,
       maxInFlightMessages: 4096,
+      auditContainer: 'audit-demo',
     });
   });
 
@@ -232,21 +236,94 @@ describe('parseBatonSettings', () => {
     const env = {
       BATON_HUB: 'nightly-1',
       BATON_LEASE_SECONDS: '60',
+      BATON_RENEW_DEADLINE_SECONDS: '40',
       BATON_LEASE_CONTAINER: 'my-leases',
       BATON_COORDINATOR_SCHEDULE: '0 * * * * *',
       BATON_TERM_SECONDS: '120',
       BATON_MAX_ATTEMPTS: '3',
       BATON_MAX_IN_FLIGHT: '256',
+      BATON_AUDIT_CONTAINER: 'my-audit',
     };
     expect(parseBatonSettings(env)).toEqual({
       hub: 'nightly-1',
       leaseDurationSeconds: 60,
+      renewDeadlineMs: 40_000,
       leaseContainer: 'my-leases',
       coordinatorSchedule: '0 * * * * *',
       termSeconds: 120,
       maxAttempts: 3,
       maxInFlightMessages: 256,
+      auditContainer: 'my-audit',
     });
+  });
+
+  it.each([15, 16, 17, 30, 44, 60])('defaults the renew deadline to what the elector defaults to, with a %i s lease', (lease) => {
+    const settings = parseBatonSettings({ BATON_LEASE_SECONDS: String(lease) });
+    const elector = resolveElectorOptions({ store: new InMemoryLeaseStore(), leaseDurationSeconds: lease });
+    expect(settings.renewDeadlineMs).toBe(elector.renewDeadlineMs);
+    expect(settings.renewDeadlineMs).toBe(Math.round((lease * 2000) / 3));
+  });
+
+  it.each<[number, number, number]>([
+    [15, 7, 14],
+    [16, 7, 15],
+    [30, 13, 29],
+    [60, 25, 59],
+  ])('with a %i s lease, accepts renew deadlines from %i to %i s, as the elector does', (lease, lowest, highest) => {
+    const accepts = (seconds: number) => {
+      try {
+        parseBatonSettings({ BATON_LEASE_SECONDS: String(lease), BATON_RENEW_DEADLINE_SECONDS: String(seconds) });
+        return true;
+      } catch (err) {
+        expect(err).toBeInstanceOf(InvalidSettingError);
+        return false;
+      }
+    };
+    const electorAccepts = (seconds: number) => {
+      try {
+        resolveElectorOptions({ store: new InMemoryLeaseStore(), leaseDurationSeconds: lease, renewDeadlineMs: seconds * 1000 });
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const accepted = Array.from({ length: lease + 5 }, (_, i) => i).filter(accepts);
+    expect(accepted[0]).toBe(lowest);
+    expect(accepted.at(-1)).toBe(highest);
+    expect(accepted).toHaveLength(highest - lowest + 1);
+    for (let seconds = 1; seconds < lease + 5; seconds++) expect(accepts(seconds)).toBe(electorAccepts(seconds));
+  });
+
+  it.each<[Env, string]>([
+    [{ BATON_RENEW_DEADLINE_SECONDS: '15' }, 'BATON_RENEW_DEADLINE_SECONDS must be less than BATON_LEASE_SECONDS (15)'],
+    [
+      { BATON_LEASE_SECONDS: '30', BATON_RENEW_DEADLINE_SECONDS: '45' },
+      'BATON_RENEW_DEADLINE_SECONDS must be less than BATON_LEASE_SECONDS (30)',
+    ],
+    [
+      { BATON_RENEW_DEADLINE_SECONDS: '6' },
+      'BATON_RENEW_DEADLINE_SECONDS must be greater than 6: 1.2 × the renew interval, which is a third of BATON_LEASE_SECONDS (15), so a failed renewal can be retried in time',
+    ],
+    [
+      { BATON_LEASE_SECONDS: '16', BATON_RENEW_DEADLINE_SECONDS: '6' },
+      'BATON_RENEW_DEADLINE_SECONDS must be greater than 6.4: 1.2 × the renew interval, which is a third of BATON_LEASE_SECONDS (16), so a failed renewal can be retried in time',
+    ],
+    [
+      { BATON_RENEW_DEADLINE_SECONDS: 'ten' },
+      'BATON_RENEW_DEADLINE_SECONDS must be a whole number of seconds, less than BATON_LEASE_SECONDS',
+    ],
+    [
+      { BATON_RENEW_DEADLINE_SECONDS: '7.5' },
+      'BATON_RENEW_DEADLINE_SECONDS must be a whole number of seconds, less than BATON_LEASE_SECONDS',
+    ],
+    [
+      { BATON_RENEW_DEADLINE_SECONDS: '-8' },
+      'BATON_RENEW_DEADLINE_SECONDS must be a whole number of seconds, less than BATON_LEASE_SECONDS',
+    ],
+  ])('rejects the renew deadline in %j', (env, message) => {
+    const err = settingError(() => parseBatonSettings(env));
+    expect(err.setting).toBe('BATON_RENEW_DEADLINE_SECONDS');
+    expect(err.message).toBe(message);
   });
 
   it.each<[string, string, string]>([
@@ -272,6 +349,8 @@ describe('parseBatonSettings', () => {
     ['BATON_LEASE_CONTAINER', 'Leases', 'BATON_LEASE_CONTAINER must be a container name: lowercase'],
     ['BATON_LEASE_CONTAINER', 'my--leases', 'BATON_LEASE_CONTAINER must be a container name: lowercase'],
     ['BATON_LEASE_CONTAINER', 'leases-', 'BATON_LEASE_CONTAINER must be a container name: lowercase'],
+    ['BATON_AUDIT_CONTAINER', 'Audit_Demo', 'BATON_AUDIT_CONTAINER must be a container name: lowercase'],
+    ['BATON_AUDIT_CONTAINER', 'ab', 'BATON_AUDIT_CONTAINER must be a container name of at least 3 characters'],
   ])('rejects %s=%s', (setting, value, message) => {
     const err = settingError(() => parseBatonSettings({ [setting]: value }));
     expect(err.setting).toBe(setting);
@@ -285,6 +364,12 @@ describe('parseBatonSettings', () => {
     expect(settingError(() => parseBatonSettings({ ...all, BATON_HUB: 'ok' })).setting).toBe('BATON_LEASE_SECONDS');
     expect(settingError(() => parseBatonSettings({ ...all, BATON_HUB: 'ok', BATON_LEASE_SECONDS: '30' })).setting).toBe(
       'BATON_LEASE_CONTAINER',
+    );
+    // The deadline is checked against the lease, so it comes after it, and before the rest.
+    const withDeadline = { ...all, BATON_HUB: 'ok', BATON_RENEW_DEADLINE_SECONDS: '60' };
+    expect(settingError(() => parseBatonSettings(withDeadline)).setting).toBe('BATON_LEASE_SECONDS');
+    expect(settingError(() => parseBatonSettings({ ...withDeadline, BATON_LEASE_SECONDS: '30' })).setting).toBe(
+      'BATON_RENEW_DEADLINE_SECONDS',
     );
   });
 });
