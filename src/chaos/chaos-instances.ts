@@ -1,0 +1,88 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { redactSecrets } from '../storage/settings';
+import { parseInstanceLine } from '../local/instance-events';
+
+export interface ChaosInstance {
+  name: string;
+  proc: ChildProcess;
+  alive: boolean;
+  exited: Promise<void>;
+}
+
+/**
+ * The soak's instance processes: the compiled `instance-main`, as `baton start` runs them, with
+ * their leader events, warnings and stderr appended to one log file (secrets redacted).
+ */
+export class ChaosInstances {
+  readonly all: ChaosInstance[] = [];
+  leaderChanges = 0;
+  private next = 1;
+
+  constructor(
+    private readonly env: () => NodeJS.ProcessEnv,
+    private readonly logFile: string,
+  ) {}
+
+  get alive(): ChaosInstance[] {
+    return this.all.filter((i) => i.alive);
+  }
+
+  byName(name: string | undefined): ChaosInstance | undefined {
+    return this.all.find((i) => i.name === name && i.alive);
+  }
+
+  spawn(): ChaosInstance {
+    const name = `instance-${this.next++}`;
+    const script = join(__dirname, '..', 'local', `instance-main${__filename.endsWith('.ts') ? '.ts' : '.js'}`);
+    const args = __filename.endsWith('.ts') ? ['--import', 'tsx', script] : [script];
+    const proc = spawn(process.execPath, args, {
+      env: { ...this.env(), BATON_INSTANCE: name },
+      // stdin stays open: an instance stops when its stdin ends, so it cannot outlive the soak.
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let resolveExit!: () => void;
+    const instance: ChaosInstance = { name, proc, alive: true, exited: new Promise<void>((r) => (resolveExit = r)) };
+    proc.on('exit', (code, signal) => {
+      instance.alive = false;
+      this.log(`${name} exited (${signal ?? `code ${code}`})`);
+      resolveExit();
+    });
+    createInterface({ input: proc.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+      const event = parseInstanceLine(line);
+      if (!event) {
+        if (line.trim()) this.log(`${name}: ${line}`);
+        return;
+      }
+      if (event.kind === 'stopping') this.log(`${name} stopping: ${event.why}`);
+      if (event.kind === 'leader' && (event.type === 'acquired' || event.type === 'lost')) {
+        if (event.type === 'acquired') this.leaderChanges++;
+        this.log(`${name} leadership ${event.type} epoch ${event.epoch ?? '?'}${event.reason ? ` (${event.reason})` : ''}`);
+      } else if (event.kind === 'log' && event.level === 'warn') this.log(`${name} warn: ${event.message}`);
+    });
+    createInterface({ input: proc.stderr as NodeJS.ReadableStream }).on('line', (line) => this.log(`${name} stderr: ${line}`));
+    this.all.push(instance);
+    this.log(`${name} started (pid ${proc.pid})`);
+    return instance;
+  }
+
+  /** SIGTERM to every live instance, then SIGKILL for any still alive after `graceMs`. */
+  async stopAll(graceMs = 10_000): Promise<void> {
+    const live = this.alive;
+    for (const instance of live) {
+      // A paused instance cannot act on SIGTERM until it runs again.
+      instance.proc.kill('SIGCONT');
+      instance.proc.kill('SIGTERM');
+    }
+    const timer = new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref());
+    await Promise.race([Promise.all(live.map((i) => i.exited)), timer]);
+    for (const instance of live) if (instance.alive) instance.proc.kill('SIGKILL');
+    await Promise.all(live.map((i) => i.exited));
+  }
+
+  log(line: string): void {
+    appendFileSync(this.logFile, `${new Date().toISOString()} ${redactSecrets(line)}\n`);
+  }
+}

@@ -1,0 +1,296 @@
+import type { FailuresManifest, RunOutput } from '../engine/finalizer';
+import { isTerminal, type RunRecord } from '../runs/run-record';
+import type { AuditEntry } from './audit-trail';
+
+/** A run as it stands in storage at the end. */
+export interface CheckedRun {
+  record: RunRecord;
+  output?: RunOutput;
+  manifest?: FailuresManifest;
+}
+
+/** A message still on a queue at the end, with the run it names (if it names one). */
+export interface Leftover {
+  queue: string;
+  id: string;
+  run?: string;
+}
+
+/** What every run of one job must come to, known in advance. */
+export interface Expectation {
+  planned: number;
+  output: unknown;
+  /** Item indexes that fail on every attempt, ascending. */
+  failed: readonly number[];
+}
+
+export const INVARIANTS = {
+  'one-output': 'at most one output per run',
+  'output-correct': 'the output equals the expected aggregate',
+  'counts-add-up': 'succeeded + failed = planned, and failed is exactly the deterministic failures',
+  'one-run-per-occurrence': 'no occurrence has two runs',
+  'epoch-order': 'no accepted write carries an epoch lower than one accepted before it on the same document',
+  'conditional-writes': 'every write to a fenced document names the version it replaces (or creates)',
+  'queues-drained': 'no message is left in the work or results queues for a terminal run',
+  'terminal-in-time': 'every run is terminal within its timeout after the faults stop',
+} as const;
+export type InvariantRule = keyof typeof INVARIANTS;
+
+export interface Violation {
+  rule: InvariantRule;
+  /** The run or document it is about. */
+  subject: string;
+  evidence: string;
+}
+
+export interface CheckInput {
+  runs: readonly CheckedRun[];
+  leftovers: readonly Leftover[];
+  /** By job name; runs of other jobs get the checks that need no expectation. */
+  expectations: ReadonlyMap<string, Expectation>;
+  /** Accepted and refused blob writes as storage answered them; without it, the write-order checks are skipped. */
+  audit?: readonly AuditEntry[];
+  /** When the faults stopped (ms since the epoch); default: the runs' own creation times. */
+  faultsStoppedAt?: number;
+  /** Allowed on top of a run's timeout for a leader to notice it. Default 15 s. */
+  graceMs?: number;
+}
+
+export interface CheckResult {
+  runsChecked: number;
+  /** Runs by state. */
+  states: Record<string, number>;
+  violations: Violation[];
+  /** What could not be checked, and why. */
+  notes: string[];
+  audit?: { writes: number; accepted: number; refused: number; documents: number };
+}
+
+/**
+ * Checks the reliability invariants over everything a hub wrote. Pure: the caller reads storage
+ * (and the audit trail) and passes it in, so the same rules run on a soak's end state, on any
+ * storage account, and in table tests.
+ */
+export function checkInvariants(input: CheckInput): CheckResult {
+  const violations: Violation[] = [];
+  const notes: string[] = [];
+  const states: Record<string, number> = {};
+  for (const run of input.runs) {
+    states[run.record.state] = (states[run.record.state] ?? 0) + 1;
+    violations.push(...checkRun(run, input));
+  }
+  violations.push(...checkOccurrences(input.runs));
+  violations.push(...checkLeftovers(input.runs, input.leftovers, notes));
+  let audit: CheckResult['audit'];
+  if (input.audit) {
+    violations.push(...checkOutputWrites(input.audit), ...checkCreates(input.audit), ...checkEpochOrder(input.audit));
+    const accepted = input.audit.filter((e) => e.status < 300).length;
+    audit = {
+      writes: input.audit.length,
+      accepted,
+      refused: input.audit.filter((e) => e.status === 409 || e.status === 412).length,
+      documents: new Set(input.audit.map((e) => e.key)).size,
+    };
+  } else {
+    notes.push('no audit trail: write order and the count of output writes were not checked');
+  }
+  const unexpected = [...new Set(input.runs.map((r) => r.record.job))].filter((job) => !input.expectations.has(job));
+  if (unexpected.length) notes.push(`no expected output for job(s) ${unexpected.join(', ')}: their outputs were not compared`);
+  return { runsChecked: input.runs.length, states, violations, notes, ...(audit ? { audit } : {}) };
+}
+
+function checkRun(run: CheckedRun, input: CheckInput): Violation[] {
+  const { record, output, manifest } = run;
+  const out: Violation[] = [];
+  const v = (rule: InvariantRule, evidence: string) => out.push({ rule, subject: record.runId, evidence });
+  const expected = input.expectations.get(record.job);
+  const { planned, succeeded, failed } = record.counters;
+
+  const timeoutMs = Date.parse(record.deadlineAt) - Date.parse(record.createdAt);
+  const from = Math.max(Date.parse(record.createdAt), input.faultsStoppedAt ?? 0);
+  const bound = from + timeoutMs + (input.graceMs ?? 15_000);
+  if (!isTerminal(record.state)) {
+    v('terminal-in-time', `still ${record.state} at the end (created ${record.createdAt}, timeout ${timeoutMs / 1000} s)`);
+    return out;
+  }
+  const endedAt = record.endedAt ? Date.parse(record.endedAt) : Number.NaN;
+  if (!(endedAt <= bound)) {
+    v('terminal-in-time', `${record.state} at ${record.endedAt}, later than ${new Date(bound).toISOString()}`);
+  }
+
+  if (output) {
+    if (output.runId !== record.runId) v('one-output', `output.json names run ${output.runId}`);
+    if (record.state !== 'succeeded' && record.state !== 'failed') v('one-output', `an output exists for a ${record.state} run`);
+    if (JSON.stringify(output.counters) !== JSON.stringify(record.counters)) {
+      v(
+        'counts-add-up',
+        `output counters ${JSON.stringify(output.counters)} differ from the record's ${JSON.stringify(record.counters)}`,
+      );
+    }
+  } else if (record.state === 'succeeded') {
+    v('one-output', 'succeeded without an output document');
+  }
+
+  const failedItems = manifest ? manifest.failed.map((f) => f.item) : undefined;
+  if (record.state === 'succeeded' || record.state === 'failed') {
+    if (succeeded + failed !== planned) v('counts-add-up', `succeeded ${succeeded} + failed ${failed} ≠ planned ${planned}`);
+  } else if (manifest && succeeded + failed + manifest.missingCount !== planned) {
+    v('counts-add-up', `succeeded ${succeeded} + failed ${failed} + missing ${manifest.missingCount} ≠ planned ${planned}`);
+  }
+  if (failedItems && failedItems.length !== failed) {
+    v('counts-add-up', `the manifest lists ${failedItems.length} failed items, the counters ${failed}`);
+  }
+  if (!expected) return out;
+
+  // A run that failed before planning has planned 0; anything else must plan every item.
+  if (planned !== expected.planned && !(record.state !== 'succeeded' && planned === 0)) {
+    v('counts-add-up', `planned ${planned}, expected ${expected.planned}`);
+  }
+  if (failedItems) {
+    const deterministic = new Set(expected.failed);
+    const extra = failedItems.filter((i) => !deterministic.has(i));
+    if (extra.length) v('counts-add-up', `items failed that never fail by design: ${sample(extra)}`);
+    if (record.state === 'succeeded' || record.state === 'failed') {
+      const seen = new Set(failedItems);
+      const missed = expected.failed.filter((i) => !seen.has(i));
+      if (missed.length) v('counts-add-up', `items that always fail are not listed as failed: ${sample(missed)}`);
+    }
+  } else if (record.state === 'succeeded' || record.state === 'failed') {
+    v('counts-add-up', `${record.state} without a failures manifest`);
+  }
+  if (record.state === 'succeeded' && output && JSON.stringify(output.output) !== JSON.stringify(expected.output)) {
+    v('output-correct', `output ${JSON.stringify(output.output)}, expected ${JSON.stringify(expected.output)}`);
+  }
+  return out;
+}
+
+function checkOccurrences(runs: readonly CheckedRun[]): Violation[] {
+  const byOccurrence = new Map<string, string[]>();
+  for (const { record } of runs) {
+    if (record.occurrence === null) continue;
+    const key = `${record.job} @ ${record.occurrence}`;
+    byOccurrence.set(key, [...(byOccurrence.get(key) ?? []), record.runId]);
+  }
+  return [...byOccurrence]
+    .filter(([, ids]) => ids.length > 1)
+    .map(([key, ids]) => ({ rule: 'one-run-per-occurrence', subject: key, evidence: `runs ${ids.join(', ')}` }));
+}
+
+function checkLeftovers(runs: readonly CheckedRun[], leftovers: readonly Leftover[], notes: string[]): Violation[] {
+  const byId = new Map(runs.map((r) => [r.record.runId, r.record]));
+  const out: Violation[] = [];
+  const perRun = new Map<string, Leftover[]>();
+  let unknown = 0;
+  for (const left of leftovers) {
+    const record = left.run ? byId.get(left.run) : undefined;
+    if (!record) {
+      unknown++;
+      continue;
+    }
+    if (isTerminal(record.state)) perRun.set(record.runId, [...(perRun.get(record.runId) ?? []), left]);
+  }
+  for (const [runId, left] of perRun) {
+    const queues = [...new Set(left.map((l) => l.queue))].join(', ');
+    out.push({
+      rule: 'queues-drained',
+      subject: runId,
+      evidence: `${left.length} message(s) left on ${queues} after the run ended`,
+    });
+  }
+  if (unknown) notes.push(`${unknown} message(s) left on the queues name no known run`);
+  return out;
+}
+
+const accepted = (e: AuditEntry): boolean => e.status >= 200 && e.status < 300;
+const runOf = (key: string, leaf: string): string | undefined =>
+  key.startsWith('runs/') && key.endsWith(`/${leaf}`) ? key.slice('runs/'.length, -leaf.length - 1) : undefined;
+
+function checkOutputWrites(audit: readonly AuditEntry[]): Violation[] {
+  const counts = new Map<string, number>();
+  for (const entry of audit) {
+    const run = runOf(entry.key, 'output.json');
+    if (run !== undefined && accepted(entry)) counts.set(run, (counts.get(run) ?? 0) + 1);
+  }
+  return [...counts]
+    .filter(([, n]) => n > 1)
+    .map(([run, n]) => ({ rule: 'one-output', subject: run, evidence: `storage accepted ${n} writes of its output` }));
+}
+
+function checkCreates(audit: readonly AuditEntry[]): Violation[] {
+  const counts = new Map<string, number>();
+  for (const entry of audit) {
+    const run = runOf(entry.key, 'run.json');
+    if (run !== undefined && accepted(entry) && entry.ifNoneMatch === '*') counts.set(run, (counts.get(run) ?? 0) + 1);
+  }
+  return [...counts]
+    .filter(([, n]) => n > 1)
+    .map(([run, n]) => ({ rule: 'one-run-per-occurrence', subject: run, evidence: `its run record was created ${n} times` }));
+}
+
+/**
+ * Puts each fenced document's accepted writes in storage's order, by following the version
+ * each one replaced (`If-Match`) from the one that created it, then checks that the epochs
+ * never go down. A write with no condition at all cannot be fenced, so it is reported too.
+ */
+export function checkEpochOrder(audit: readonly AuditEntry[]): Violation[] {
+  const byKey = new Map<string, AuditEntry[]>();
+  for (const entry of audit) {
+    if (!accepted(entry) || entry.epoch === undefined) continue;
+    byKey.set(entry.key, [...(byKey.get(entry.key) ?? []), entry]);
+  }
+  const out: Violation[] = [];
+  for (const [key, writes] of byKey) {
+    for (const w of writes) {
+      if (!w.ifMatch && !w.ifNoneMatch) {
+        out.push({
+          rule: 'conditional-writes',
+          subject: key,
+          evidence: `a write with epoch ${w.epoch} at ${new Date(w.at).toISOString()} had no If-Match or If-None-Match`,
+        });
+      }
+    }
+    let highest: AuditEntry | undefined;
+    for (const w of storageOrder(writes)) {
+      if (highest && (w.epoch as number) < (highest.epoch as number)) {
+        out.push({
+          rule: 'epoch-order',
+          subject: key,
+          evidence:
+            `epoch ${w.epoch} (${w.state ?? 'write'} at ${new Date(w.at).toISOString()}) accepted after ` +
+            `epoch ${highest.epoch} (${highest.state ?? 'write'} at ${new Date(highest.at).toISOString()})`,
+        });
+      }
+      if (!highest || (w.epoch as number) > (highest.epoch as number)) highest = w;
+    }
+  }
+  return out;
+}
+
+/** Writes linked by ETag in chain order; anything the chain cannot place goes in by the time storage answered. */
+function storageOrder(writes: readonly AuditEntry[]): AuditEntry[] {
+  const byTime = [...writes].sort((a, b) => a.at - b.at);
+  const next = new Map<string, AuditEntry[]>();
+  for (const w of byTime) if (w.ifMatch) next.set(w.ifMatch, [...(next.get(w.ifMatch) ?? []), w]);
+  const placed = new Set<AuditEntry>();
+  const chained: AuditEntry[] = [];
+  for (const start of byTime.filter((w) => w.ifNoneMatch === '*')) {
+    for (let cur: AuditEntry | undefined = start; cur && !placed.has(cur);) {
+      placed.add(cur);
+      chained.push(cur);
+      cur = cur.etag ? next.get(cur.etag)?.find((w) => !placed.has(w)) : undefined;
+    }
+  }
+  const rest = byTime.filter((w) => !placed.has(w));
+  // Merge by time, keeping the chain's own order.
+  const merged: AuditEntry[] = [];
+  let i = 0;
+  for (const w of chained) {
+    while (i < rest.length && (rest[i] as AuditEntry).at < w.at) merged.push(rest[i++] as AuditEntry);
+    merged.push(w);
+  }
+  return [...merged, ...rest.slice(i)];
+}
+
+function sample(items: readonly number[]): string {
+  return items.length <= 10 ? items.join(', ') : `${items.slice(0, 10).join(', ')} … (${items.length})`;
+}

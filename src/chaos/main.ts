@@ -1,0 +1,102 @@
+#!/usr/bin/env node
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { hubResources } from '../app/runtime';
+import { BlobDocumentStore } from '../fencing/blob-document-store';
+import { parseSyntheticJobs } from '../sample/synthetic-job';
+import { createBlobServiceClient, createQueueServiceClient } from '../storage/client-factory';
+import { parseStorageSettings, redactSecrets } from '../storage/settings';
+import { readAuditTrail } from './audit-trail';
+import { FAULT_KINDS, type FaultKind } from './fault-plan';
+import { checkInvariants } from './invariants';
+import { formatCheck, formatSoakReport } from './report';
+import { chaosExpectations, runSoak } from './soak';
+import { readHubSnapshot } from './snapshot';
+
+const positive = (what: string) => (value: string) => {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${what} must be a positive number`);
+  return n;
+};
+const wholeNumber = (what: string) => (value: string) => {
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`${what} must be a whole number`);
+  return Number(value);
+};
+const faultKinds = (value: string): FaultKind[] => {
+  const kinds = value.split(',').map((k) => k.trim());
+  const unknown = kinds.filter((k) => !(FAULT_KINDS as readonly string[]).includes(k));
+  if (unknown.length)
+    throw new InvalidArgumentError(`unknown fault kind ${unknown.join(', ')} (known: ${FAULT_KINDS.join(', ')})`);
+  return kinds as FaultKind[];
+};
+
+export function chaosProgram(): Command {
+  const program = new Command('chaos')
+    .description('Chaos soak: real instances, a restartable Azurite, seeded faults, then an invariant check')
+    .option('--minutes <m>', 'how long faults are injected', positive('--minutes'), 10)
+    .option('--instances <n>', 'instance processes', wholeNumber('--instances'), 5)
+    .option('--seed <s>', 'seed of the fault schedule (default: random, printed)', wholeNumber('--seed'))
+    .addOption(
+      new Option('--faults <kinds>', `fault kinds, comma-separated (default all: ${FAULT_KINDS.join(',')})`).argParser(
+        faultKinds,
+      ),
+    )
+    .option('--data <dir>', 'folder for Azurite, the audit trail, logs and report.json (kept)')
+    .option('--keep', 'keep the data folder even when nothing was found', false)
+    .option('--json', 'print report.json instead of the table', false)
+    .action(
+      async (opts: {
+        minutes: number;
+        instances: number;
+        seed?: number;
+        faults?: FaultKind[];
+        data?: string;
+        keep: boolean;
+        json: boolean;
+      }) => {
+        const seed = opts.seed ?? Math.floor(Math.random() * 2 ** 31);
+        const report = await runSoak({
+          minutes: opts.minutes,
+          instances: opts.instances,
+          seed,
+          ...(opts.faults ? { kinds: opts.faults } : {}),
+          ...(opts.data ? { data: opts.data } : {}),
+          keep: opts.keep,
+          log: (line) => process.stderr.write(`${line}\n`),
+        });
+        process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatSoakReport(report)}\n`);
+        process.exitCode = report.check.violations.length ? 1 : 0;
+      },
+    );
+
+  program
+    .command('check')
+    .description('Check the invariants over a hub in any storage account (hides queued messages for 30 s while counting them)')
+    .option('--connection <setting>', 'name of the environment variable holding the connection', 'AzureWebJobsStorage')
+    .option('--hub <hub>', 'the hub to check', 'baton')
+    .option('--audit <file>', 'an audit trail (audit.ndjson from a soak) for the write-order checks')
+    .option('--synthetic', 'compare outputs against BATON_SYNTHETIC_JOBS (default: the soak jobs)', false)
+    .action(async (opts: { connection: string; hub: string; audit?: string; synthetic: boolean }) => {
+      const settings = parseStorageSettings(process.env, { prefix: opts.connection });
+      const blobs = createBlobServiceClient(settings);
+      const docs = new BlobDocumentStore(blobs.getContainerClient(hubResources(opts.hub).container));
+      const snapshot = await readHubSnapshot(docs, createQueueServiceClient(settings), opts.hub);
+      const specs = opts.synthetic ? parseSyntheticJobs(process.env) : undefined;
+      const check = checkInvariants({
+        ...snapshot,
+        expectations: chaosExpectations(specs),
+        ...(opts.audit ? { audit: readAuditTrail(opts.audit) } : {}),
+      });
+      process.stdout.write(`${formatCheck(check).join('\n')}\n`);
+      process.exitCode = check.violations.length ? 1 : 0;
+    });
+  return program;
+}
+
+if (require.main === module) {
+  chaosProgram()
+    .parseAsync(process.argv)
+    .catch((err: unknown) => {
+      process.stderr.write(`chaos: ${redactSecrets(err instanceof Error ? err.message : String(err))}\n`);
+      process.exitCode = 2;
+    });
+}

@@ -1,0 +1,39 @@
+/**
+ * The soak must be able to catch something. With fencing turned off in the instances
+ * (`BATON_UNSAFE_DISABLE_FENCING=1`, set only here), a leader whose lease was broken keeps
+ * overwriting its successor's run records until its next renewal fails; the checker must see
+ * those stale writes in the audit trail and the soak must exit non-zero.
+ */
+import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
+import { join } from 'node:path';
+import type { SoakReport } from '../../src/chaos/soak';
+import { killAllSpawned, markDistInUse, projectRoot, spawnTracked } from '../support/cluster-process';
+
+const release = markDistInUse();
+afterAll(async () => {
+  await killAllSpawned();
+  release();
+});
+
+describe('the chaos soak against a build without fencing', () => {
+  it('reports stale writes that storage accepted, and exits non-zero', { timeout: 300_000 }, async () => {
+    const chaos = spawnTracked(
+      'chaos (fencing off)',
+      process.execPath,
+      [
+        join(projectRoot, 'dist', 'src', 'chaos', 'main.js'),
+        ...['--minutes', '1', '--instances', '3', '--seed', '8', '--faults', 'lease-break', '--json'],
+      ],
+      { ...process.env, BATON_UNSAFE_DISABLE_FENCING: '1' },
+    );
+    onTestFailed(() => void process.stderr.write(`\n${chaos.dump()}\n`));
+    const exit = await chaos.waitExit(270_000);
+    const report = JSON.parse(chaos.lines.map((l) => l.text).join('\n')) as SoakReport;
+
+    expect(report.faults['lease-break']).toBeGreaterThanOrEqual(5);
+    const staleWrites = report.check.violations.filter((v) => v.rule === 'epoch-order');
+    expect(staleWrites.length).toBeGreaterThan(0);
+    expect(staleWrites[0]?.evidence).toMatch(/^epoch \d+ .* accepted after epoch \d+/);
+    expect(exit.code).toBe(1);
+  });
+});

@@ -1,0 +1,43 @@
+/**
+ * The 90-second chaos smoke: `npm run chaos` with 3 real instance processes on a persisted
+ * Azurite behind the fault proxies, every fault kind at least once (kill -9, SIGSTOP of the
+ * leader past its lease, an Azurite restart, proxy faults, a lease broken from outside), then
+ * the invariant checker over every run, with the audit trail taken off the wire.
+ */
+import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
+import { join } from 'node:path';
+import { FAULT_KINDS } from '../../src/chaos/fault-plan';
+import type { SoakReport } from '../../src/chaos/soak';
+import { killAllSpawned, markDistInUse, projectRoot, spawnTracked } from '../support/cluster-process';
+
+const release = markDistInUse();
+afterAll(async () => {
+  await killAllSpawned();
+  release();
+});
+
+describe('the chaos smoke', () => {
+  it('injects every fault kind into a 3-instance cluster and finds no violation', { timeout: 360_000 }, async () => {
+    const chaos = spawnTracked('chaos', process.execPath, [
+      join(projectRoot, 'dist', 'src', 'chaos', 'main.js'),
+      ...['--minutes', '1.5', '--instances', '3', '--seed', '90', '--json'],
+    ]);
+    onTestFailed(() => void process.stderr.write(`\n${chaos.dump()}\n`));
+    const exit = await chaos.waitExit(330_000);
+    const report = JSON.parse(chaos.lines.map((l) => l.text).join('\n')) as SoakReport;
+
+    for (const kind of FAULT_KINDS) expect(report.faults[kind], kind).toBeGreaterThanOrEqual(1);
+    expect(report.check.violations).toEqual([]);
+    expect(exit.code).toBe(0);
+    // Runs of both test jobs, each one checked to the item.
+    expect(report.check.runsChecked).toBeGreaterThanOrEqual(3);
+    expect(report.check.states.succeeded ?? 0).toBeGreaterThanOrEqual(2);
+    // The faults did bite: leadership moved, the proxy disturbed requests, storage refused stale writes or restarts.
+    expect(report.leaderChanges).toBeGreaterThanOrEqual(3);
+    expect(report.proxy.unavailable + report.proxy.resetBefore + report.proxy.resetAfter + report.proxy.latency).toBeGreaterThan(
+      0,
+    );
+    expect(report.proxy.refused).toBeGreaterThan(0);
+    expect(report.check.audit?.accepted).toBeGreaterThan(20);
+  });
+});

@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { FAULT_KINDS, planFaults, stepDurationMs, type FaultKind } from '../../src/chaos/fault-plan';
+import { SeededRandom } from '../../src/chaos/rng';
+
+const count = (steps: ReturnType<typeof planFaults>, kind: FaultKind) => steps.filter((s) => s.kind === kind).length;
+
+describe('the fault plan', () => {
+  it('is the same for the same seed and differs for another', () => {
+    const a = planFaults({ seed: 7, durationMs: 600_000, leaseSeconds: 15 });
+    expect(planFaults({ seed: 7, durationMs: 600_000, leaseSeconds: 15 })).toEqual(a);
+    expect(planFaults({ seed: 8, durationMs: 600_000, leaseSeconds: 15 })).not.toEqual(a);
+  });
+
+  it.each([
+    // minutes, kinds, least of each kind
+    [10, FAULT_KINDS, 5],
+    [1.5, FAULT_KINDS, 1],
+    [0.75, ['lease-break'] as const, 5],
+  ])('over %s min injects every kind at least %s times, in order and within the time', (minutes, kinds, least) => {
+    for (const seed of [1, 2, 3, 42, 20261121]) {
+      const durationMs = minutes * 60_000;
+      const steps = planFaults({ seed, durationMs, kinds, leaseSeconds: 15 });
+      for (const kind of kinds) expect(count(steps, kind)).toBeGreaterThanOrEqual(least);
+      for (const kind of FAULT_KINDS.filter((k) => !kinds.includes(k as never))) expect(count(steps, kind)).toBe(0);
+      for (let i = 1; i < steps.length; i++) {
+        const previous = steps[i - 1]!;
+        // Faults never overlap: each starts after the previous one is over.
+        expect(steps[i]!.atMs).toBeGreaterThanOrEqual(previous.atMs + stepDurationMs(previous));
+      }
+      const last = steps[steps.length - 1]!;
+      expect(last.atMs).toBeLessThanOrEqual(durationMs);
+    }
+  });
+
+  it('pauses the leader for longer than its lease', () => {
+    const pauses = planFaults({ seed: 5, durationMs: 600_000, leaseSeconds: 15 }).filter((s) => s.kind === 'pause');
+    expect(pauses.length).toBeGreaterThan(0);
+    for (const pause of pauses) expect(pause.kind === 'pause' && pause.pauseMs).toBeGreaterThan(15_000);
+  });
+
+  it('refuses an empty list of kinds', () => {
+    expect(() => planFaults({ seed: 1, durationMs: 60_000, kinds: [], leaseSeconds: 15 })).toThrow(/at least one fault kind/);
+  });
+});
+
+describe('the seeded random source', () => {
+  it('repeats for a seed, stays in range and shuffles without losing anything', () => {
+    const a = new SeededRandom(99);
+    const b = new SeededRandom(99);
+    const drawn = Array.from({ length: 1000 }, () => a.next());
+    expect(Array.from({ length: 1000 }, () => b.next())).toEqual(drawn);
+    expect(drawn.every((x) => x >= 0 && x < 1)).toBe(true);
+    // Roughly uniform: each tenth of [0, 1) gets 5-15% of the draws.
+    for (let d = 0; d < 10; d++) {
+      const share = drawn.filter((x) => Math.floor(x * 10) === d).length / drawn.length;
+      expect(share).toBeGreaterThan(0.05);
+      expect(share).toBeLessThan(0.15);
+    }
+    const ints = Array.from({ length: 200 }, () => a.int(3, 5));
+    expect(new Set(ints)).toEqual(new Set([3, 4, 5]));
+    expect(a.shuffle([1, 2, 3, 4, 5]).sort()).toEqual([1, 2, 3, 4, 5]);
+    expect(() => a.pick([])).toThrow(RangeError);
+  });
+});
