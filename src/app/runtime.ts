@@ -16,7 +16,13 @@ import { AzureQueue } from '../queue/azure-queue';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
 import { StorageRequestCounter } from '../storage/request-counter';
 import { Schedule } from '../schedule/schedule';
-import { parseBatonSettings, parseStorageSettings, type BatonSettings, type Env } from '../storage/settings';
+import {
+  parseBatonSettings,
+  parseStorageSettings,
+  type BatonSettings,
+  type Env,
+  type StorageSettings,
+} from '../storage/settings';
 
 /** The worker's last attempt must be the host's last delivery, and messages travel as plain JSON. */
 function assertHostAgrees(host: HostQueueConfig, settings: BatonSettings): void {
@@ -72,6 +78,24 @@ export interface RuntimeOptions {
 }
 
 /**
+ * The chaos suite's broken-build switch (see `fenced-documents.ts`) must never reach real
+ * storage: it is refused unless storage is the local emulator, and loud when on.
+ */
+function checkFencingSwitch(env: Env, storage: StorageSettings, log: { warn(message: string): void }): void {
+  if (!env.BATON_UNSAFE_DISABLE_FENCING) return;
+  const local =
+    storage.kind === 'connectionString' &&
+    /(^|;)(UseDevelopmentStorage=true|BlobEndpoint=https?:\/\/(127\.0\.0\.1|localhost)[:/])/i.test(storage.connectionString);
+  if (!local) {
+    throw new InvalidSettingError(
+      'BATON_UNSAFE_DISABLE_FENCING',
+      'BATON_UNSAFE_DISABLE_FENCING is a test-only switch and is refused unless storage is the local emulator',
+    );
+  }
+  log.warn('fencing is OFF (BATON_UNSAFE_DISABLE_FENCING): a stale leader can overwrite run records; for the chaos suite only');
+}
+
+/**
  * Builds the process-wide runtime from app settings. Throws `InvalidSettingError` (one line,
  * naming the setting) on the first bad setting, so a misconfigured app fails at start-up rather
  * than on its first tick.
@@ -84,6 +108,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   if (options.hostQueueConfig) assertHostAgrees(options.hostQueueConfig, settings);
   const clock = options.clock ?? systemClock;
   const log = options.logger ?? { info: () => undefined, warn: () => undefined };
+  checkFencingSwitch(env, storage, log);
   const resources = hubResources(settings.hub);
   const storageRequests = options.storageRequests ?? new StorageRequestCounter();
   const leaseClient = createBlobServiceClient(storage, { retryOptions: LEASE_RETRY_OPTIONS, requestCounter: storageRequests });

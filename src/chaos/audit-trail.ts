@@ -10,7 +10,10 @@ import type { Exchange } from './fault-proxy';
  */
 export const auditEntrySchema = z.object({
   at: z.number(),
+  /** The proxy's answer order; writes are ordered by it, not by the wall clock. */
+  seq: z.number().optional(),
   key: z.string(),
+  /** Storage's status; 0 when the request reached storage and no answer came back. */
   status: z.number(),
   ifMatch: z.string().optional(),
   ifNoneMatch: z.string().optional(),
@@ -27,8 +30,9 @@ export function isAuditedWrite(method: string, url: string, container: string): 
   if (method !== 'PUT') return false;
   const parsed = new URL(url, 'http://proxy');
   if (parsed.searchParams.has('comp')) return false;
-  const [, , target] = parsed.pathname.split('/');
-  return target === container;
+  const [, , target, ...blob] = parsed.pathname.split('/');
+  // Creating the container itself (`?restype=container`) names no document.
+  return target === container && blob.join('/') !== '';
 }
 
 /** The audit entry for one exchange, or undefined when it is not a write into `container`. */
@@ -41,7 +45,7 @@ export function auditEntryOf(exchange: Exchange, container: string): AuditEntry 
     const value = exchange.requestHeaders[name];
     return Array.isArray(value) ? value[0] : value;
   };
-  const entry: AuditEntry = { at: exchange.at, key, status: exchange.status };
+  const entry: AuditEntry = { at: exchange.at, seq: exchange.seq, key, status: exchange.status };
   const ifMatch = header('if-match');
   const ifNoneMatch = header('if-none-match');
   if (ifMatch) entry.ifMatch = ifMatch;
@@ -49,6 +53,7 @@ export function auditEntryOf(exchange: Exchange, container: string): AuditEntry 
   const etag = exchange.responseHeaders.etag;
   if (etag && exchange.status < 300) entry.etag = etag;
   if (exchange.hiddenFromClient) entry.hidden = true;
+  // Refused writes carry no document; unanswered ones might have landed, so their epoch matters.
   if (exchange.body && exchange.status < 300) Object.assign(entry, fencedFields(exchange.body));
   return entry;
 }

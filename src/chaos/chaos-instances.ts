@@ -9,6 +9,8 @@ export interface ChaosInstance {
   name: string;
   proc: ChildProcess;
   alive: boolean;
+  /** When this instance last renewed the lease (ms since the epoch, as it reported). */
+  lastRenewedAt?: number;
   exited: Promise<void>;
 }
 
@@ -57,7 +59,8 @@ export class ChaosInstances {
         return;
       }
       if (event.kind === 'stopping') this.log(`${name} stopping: ${event.why}`);
-      if (event.kind === 'leader' && (event.type === 'acquired' || event.type === 'lost')) {
+      if (event.kind === 'leader' && event.type === 'renewed') instance.lastRenewedAt = event.at ?? Date.now();
+      else if (event.kind === 'leader' && (event.type === 'acquired' || event.type === 'lost')) {
         if (event.type === 'acquired') this.leaderChanges++;
         this.log(`${name} leadership ${event.type} epoch ${event.epoch ?? '?'}${event.reason ? ` (${event.reason})` : ''}`);
       } else if (event.kind === 'log' && event.level === 'warn') this.log(`${name} warn: ${event.message}`);
@@ -80,6 +83,14 @@ export class ChaosInstances {
     await Promise.race([Promise.all(live.map((i) => i.exited)), timer]);
     for (const instance of live) if (instance.alive) instance.proc.kill('SIGKILL');
     await Promise.all(live.map((i) => i.exited));
+  }
+
+  /** SIGCONT and SIGKILL to every live instance, synchronously (for a process that is exiting). */
+  killAllNow(): void {
+    for (const instance of this.alive) {
+      instance.proc.kill('SIGCONT');
+      instance.proc.kill('SIGKILL');
+    }
   }
 
   log(line: string): void {

@@ -11,10 +11,13 @@ export interface Exchange {
   requestHeaders: IncomingMessage['headers'];
   /** The request body, kept only when `captureBody` asked for it. */
   body?: Buffer;
+  /** Storage's status code; 0 when the request went to storage and no answer came back (outcome unknown). */
   status: number;
   responseHeaders: IncomingMessage['headers'];
   /** When the proxy received storage's answer (ms since the epoch). */
   at: number;
+  /** Order in which the proxy received answers: unlike the wall clock, it never steps back. */
+  seq: number;
   /** The client never got the answer: the proxy reset the connection after storage applied it. */
   hiddenFromClient: boolean;
 }
@@ -26,7 +29,7 @@ export interface FaultProxyOptions {
   upstreamPort: number;
   /** Seeds the choice of which requests a profile disturbs. */
   seed: number;
-  /** Called for every answered request; keep it cheap. */
+  /** Called for every request that reached storage, answered or not; keep it cheap. */
   onExchange?: (exchange: Exchange) => void;
   /** Whether to keep a request's body for `onExchange`. */
   captureBody?: (method: string, url: string) => boolean;
@@ -44,6 +47,8 @@ const BUSY_BODY =
 export class FaultProxy {
   readonly counts: Record<ProxyAction, number> = { latency: 0, unavailable: 0, resetBefore: 0, resetAfter: 0, refused: 0 };
   forwarded = 0;
+  private seq = 0;
+  private inFlight = 0;
   private profile: ProxyProfile | undefined;
   private upstreamDown = false;
   private readonly rng: SeededRandom;
@@ -81,13 +86,18 @@ export class FaultProxy {
     this.profile = profile;
   }
 
-  /** While down, every request is refused, and pooled connections to storage are dropped. */
-  setUpstreamDown(down: boolean): void {
+  /**
+   * While down, every new request is refused. Going down waits (up to `drainMs`) for requests
+   * already at storage to be answered, so a restart does not swallow writes the audit must see;
+   * then pooled connections to storage are dropped.
+   */
+  async setUpstreamDown(down: boolean, drainMs = 5000): Promise<void> {
     this.upstreamDown = down;
-    if (down) {
-      this.agent.destroy();
-      this.agent = new Agent({ keepAlive: true, maxSockets: 256 });
-    }
+    if (!down) return;
+    const until = Date.now() + drainMs;
+    while (this.inFlight > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 10));
+    this.agent.destroy();
+    this.agent = new Agent({ keepAlive: true, maxSockets: 256 });
   }
 
   async close(): Promise<void> {
@@ -131,7 +141,11 @@ export class FaultProxy {
         const [min, max] = this.profile?.latencyMs ?? [0, 0];
         const delay = min + Math.floor(this.rng.next() * (max - min + 1));
         req.pause();
-        setTimeout(() => this.forward(req, res, false), delay);
+        setTimeout(() => {
+          // The client gave up meanwhile: forwarding a dead stream would hold a pooled socket forever.
+          if (req.destroyed) return;
+          this.forward(req, res, false);
+        }, delay);
         return;
       }
       default:
@@ -143,6 +157,35 @@ export class FaultProxy {
     const method = req.method ?? 'GET';
     const url = req.url ?? '/';
     const chunks: Buffer[] | undefined = this.options.captureBody?.(method, url) ? [] : undefined;
+    let answered = false;
+    let reported = false;
+    const report = (status: number, responseHeaders: IncomingMessage['headers']): void => {
+      if (reported) return;
+      reported = true;
+      try {
+        this.options.onExchange?.({
+          method,
+          url,
+          requestHeaders: req.headers,
+          ...(chunks ? { body: Buffer.concat(chunks) } : {}),
+          status,
+          responseHeaders,
+          at: Date.now(),
+          seq: ++this.seq,
+          hiddenFromClient: resetAfter,
+        });
+      } catch {
+        // The audit is the caller's; a failure there must not take storage's traffic down with it.
+      }
+    };
+    this.inFlight++;
+    const settle = (() => {
+      let done = false;
+      return () => {
+        if (!done) this.inFlight--;
+        done = true;
+      };
+    })();
     const upstream = httpRequest(
       {
         host: this.options.upstreamHost,
@@ -151,20 +194,13 @@ export class FaultProxy {
         path: url,
         headers: req.headers,
         agent: this.agent,
+        timeout: 60_000,
       },
       (answer) => {
+        answered = true;
+        settle();
         this.forwarded++;
-        const at = Date.now();
-        this.options.onExchange?.({
-          method,
-          url,
-          requestHeaders: req.headers,
-          ...(chunks ? { body: Buffer.concat(chunks) } : {}),
-          status: answer.statusCode ?? 0,
-          responseHeaders: answer.headers,
-          at,
-          hiddenFromClient: resetAfter,
-        });
+        report(answer.statusCode ?? 0, answer.headers);
         if (resetAfter) {
           answer.resume();
           req.socket.resetAndDestroy();
@@ -175,9 +211,18 @@ export class FaultProxy {
         answer.on('error', () => req.socket.destroy());
       },
     );
-    // Storage went away mid-request: the client sees its connection drop, as it would.
-    upstream.on('error', () => req.socket.destroy());
+    upstream.on('timeout', () => upstream.destroy(new Error('no answer from storage within 60 s')));
+    // Storage went away mid-request: the client sees its connection drop, as it would. A write
+    // that was sent may still have been applied, so it is reported with status 0 (unknown).
+    upstream.on('error', () => {
+      settle();
+      if (!answered && upstream.writableFinished) report(0, {});
+      req.socket.destroy();
+    });
     req.on('error', () => upstream.destroy());
+    req.once('close', () => {
+      if (!req.complete) upstream.destroy();
+    });
     if (chunks) req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.pipe(upstream);
     req.resume();

@@ -5,6 +5,8 @@ import type { AuditEntry } from './audit-trail';
 /** A run as it stands in storage at the end. */
 export interface CheckedRun {
   record: RunRecord;
+  /** The record's version in storage, to match against the audit trail. */
+  etag?: string;
   output?: RunOutput;
   manifest?: FailuresManifest;
 }
@@ -22,6 +24,8 @@ export interface Expectation {
   output: unknown;
   /** Item indexes that fail on every attempt, ascending. */
   failed: readonly number[];
+  /** How every run of the job must end, when its failures are known to be within its tolerance. */
+  state?: 'succeeded';
 }
 
 export const INVARIANTS = {
@@ -33,6 +37,9 @@ export const INVARIANTS = {
   'conditional-writes': 'every write to a fenced document names the version it replaces (or creates)',
   'queues-drained': 'no message is left in the work or results queues for a terminal run',
   'terminal-in-time': 'every run is terminal within its timeout after the faults stop',
+  'expected-state': 'every run of a test job ends the way its design says (succeeded), and each job has runs',
+  'audit-complete': 'the audit trail holds every write of every run record, so the order checks saw them all',
+  readable: 'every run record, output and manifest can be read',
 } as const;
 export type InvariantRule = keyof typeof INVARIANTS;
 
@@ -54,6 +61,11 @@ export interface CheckInput {
   faultsStoppedAt?: number;
   /** Allowed on top of a run's timeout for a leader to notice it. Default 15 s. */
   graceMs?: number;
+  /** When the check runs (ms since the epoch); a run still open before its bound is noted, not a violation. Default now. */
+  now?: number;
+  unreadable?: ReadonlyArray<{ key: string; reason: string }>;
+  /** Messages on the queues the snapshot could not see. */
+  unseenMessages?: number;
 }
 
 export interface CheckResult {
@@ -79,11 +91,25 @@ export function checkInvariants(input: CheckInput): CheckResult {
     states[run.record.state] = (states[run.record.state] ?? 0) + 1;
     violations.push(...checkRun(run, input));
   }
+  for (const { key, reason } of input.unreadable ?? []) violations.push({ rule: 'readable', subject: key, evidence: reason });
+  for (const [job, expected] of input.expectations) {
+    if (expected.state && !input.runs.some((r) => r.record.job === job)) {
+      violations.push({ rule: 'expected-state', subject: job, evidence: 'no run of this job was found' });
+    }
+  }
+  const open = input.runs.filter((r) => !isTerminal(r.record.state) && !pastBound(r.record, input)).length;
+  if (open) notes.push(`${open} run(s) still open within their timeout: not yet judged`);
+  if (input.unseenMessages) notes.push(`${input.unseenMessages} queued message(s) were hidden or past a peek, so not checked`);
   violations.push(...checkOccurrences(input.runs));
   violations.push(...checkLeftovers(input.runs, input.leftovers, notes));
   let audit: CheckResult['audit'];
   if (input.audit) {
-    violations.push(...checkOutputWrites(input.audit), ...checkCreates(input.audit), ...checkEpochOrder(input.audit));
+    violations.push(
+      ...checkOutputWrites(input.audit),
+      ...checkCreates(input.audit),
+      ...checkEpochOrder(input.audit),
+      ...checkAuditComplete(input.runs, input.audit, notes),
+    );
     const accepted = input.audit.filter((e) => e.status < 300).length;
     audit = {
       writes: input.audit.length,
@@ -99,6 +125,13 @@ export function checkInvariants(input: CheckInput): CheckResult {
   return { runsChecked: input.runs.length, states, violations, notes, ...(audit ? { audit } : {}) };
 }
 
+/** The latest a run may end: its timeout counted from when it was created or the faults stopped, plus grace. */
+function boundOf(record: RunRecord, input: CheckInput): number {
+  const timeoutMs = Date.parse(record.deadlineAt) - Date.parse(record.createdAt);
+  return Math.max(Date.parse(record.createdAt), input.faultsStoppedAt ?? 0) + timeoutMs + (input.graceMs ?? 15_000);
+}
+const pastBound = (record: RunRecord, input: CheckInput): boolean => (input.now ?? Date.now()) > boundOf(record, input);
+
 function checkRun(run: CheckedRun, input: CheckInput): Violation[] {
   const { record, output, manifest } = run;
   const out: Violation[] = [];
@@ -106,39 +139,51 @@ function checkRun(run: CheckedRun, input: CheckInput): Violation[] {
   const expected = input.expectations.get(record.job);
   const { planned, succeeded, failed } = record.counters;
 
-  const timeoutMs = Date.parse(record.deadlineAt) - Date.parse(record.createdAt);
-  const from = Math.max(Date.parse(record.createdAt), input.faultsStoppedAt ?? 0);
-  const bound = from + timeoutMs + (input.graceMs ?? 15_000);
+  const bound = boundOf(record, input);
   if (!isTerminal(record.state)) {
-    v('terminal-in-time', `still ${record.state} at the end (created ${record.createdAt}, timeout ${timeoutMs / 1000} s)`);
+    if (pastBound(record, input)) {
+      v(
+        'terminal-in-time',
+        `still ${record.state} at the end, past ${new Date(bound).toISOString()} (created ${record.createdAt})`,
+      );
+    }
     return out;
   }
   const endedAt = record.endedAt ? Date.parse(record.endedAt) : Number.NaN;
   if (!(endedAt <= bound)) {
     v('terminal-in-time', `${record.state} at ${record.endedAt}, later than ${new Date(bound).toISOString()}`);
   }
+  if (expected?.state && record.state !== expected.state) {
+    v('expected-state', `${record.state}, expected ${expected.state}${record.endReason ? `: ${record.endReason}` : ''}`);
+  }
 
+  // Finalized: every item was counted before the output was written (succeeded, or failed beyond tolerance).
+  const finalized = record.state === 'succeeded' || (record.state === 'failed' && record.outputKey !== null);
   if (output) {
     if (output.runId !== record.runId) v('one-output', `output.json names run ${output.runId}`);
-    if (record.state !== 'succeeded' && record.state !== 'failed') v('one-output', `an output exists for a ${record.state} run`);
-    if (JSON.stringify(output.counters) !== JSON.stringify(record.counters)) {
+    if (!finalized) v('one-output', `an output exists for a ${record.state} run that was not finalized`);
+    // Duplicates may still be counted after the output is written; the item counts may not change.
+    const counted = (c: RunRecord['counters']) => `${c.planned}/${c.succeeded}/${c.failed}`;
+    if (counted(output.counters) !== counted(record.counters)) {
       v(
         'counts-add-up',
-        `output counters ${JSON.stringify(output.counters)} differ from the record's ${JSON.stringify(record.counters)}`,
+        `output counts (planned/succeeded/failed) ${counted(output.counters)} differ from the record's ${counted(record.counters)}`,
       );
     }
-  } else if (record.state === 'succeeded') {
-    v('one-output', 'succeeded without an output document');
+  } else if (finalized) {
+    v('one-output', `${record.state} without an output document`);
   }
 
   const failedItems = manifest ? manifest.failed.map((f) => f.item) : undefined;
-  if (record.state === 'succeeded' || record.state === 'failed') {
+  if (finalized) {
     if (succeeded + failed !== planned) v('counts-add-up', `succeeded ${succeeded} + failed ${failed} ≠ planned ${planned}`);
-  } else if (manifest && succeeded + failed + manifest.missingCount !== planned) {
-    v('counts-add-up', `succeeded ${succeeded} + failed ${failed} + missing ${manifest.missingCount} ≠ planned ${planned}`);
-  }
-  if (failedItems && failedItems.length !== failed) {
-    v('counts-add-up', `the manifest lists ${failedItems.length} failed items, the counters ${failed}`);
+    if (!failedItems) v('counts-add-up', `${record.state} without a failures manifest`);
+    else if (failedItems.length !== failed)
+      v('counts-add-up', `the manifest lists ${failedItems.length} failed items, the counters ${failed}`);
+  } else if (manifest && succeeded + failed + manifest.missingCount < planned) {
+    // Ended early (timed out, cancelled, or failed by repeated step errors): every item is
+    // counted or listed missing. Results folded after the manifest can only add to the counts.
+    v('counts-add-up', `succeeded ${succeeded} + failed ${failed} + missing ${manifest.missingCount} < planned ${planned}`);
   }
   if (!expected) return out;
 
@@ -150,13 +195,11 @@ function checkRun(run: CheckedRun, input: CheckInput): Violation[] {
     const deterministic = new Set(expected.failed);
     const extra = failedItems.filter((i) => !deterministic.has(i));
     if (extra.length) v('counts-add-up', `items failed that never fail by design: ${sample(extra)}`);
-    if (record.state === 'succeeded' || record.state === 'failed') {
+    if (finalized) {
       const seen = new Set(failedItems);
       const missed = expected.failed.filter((i) => !seen.has(i));
       if (missed.length) v('counts-add-up', `items that always fail are not listed as failed: ${sample(missed)}`);
     }
-  } else if (record.state === 'succeeded' || record.state === 'failed') {
-    v('counts-add-up', `${record.state} without a failures manifest`);
   }
   if (record.state === 'succeeded' && output && JSON.stringify(output.output) !== JSON.stringify(expected.output)) {
     v('output-correct', `output ${JSON.stringify(output.output)}, expected ${JSON.stringify(expected.output)}`);
@@ -266,9 +309,40 @@ export function checkEpochOrder(audit: readonly AuditEntry[]): Violation[] {
   return out;
 }
 
-/** Writes linked by ETag in chain order; anything the chain cannot place goes in by the time storage answered. */
+/**
+ * Every version of a run record must come from an audited write: its create, each `If-Match`
+ * it replaced, and the version storage holds now. A version nobody audited is a hole the order
+ * checks could not see into, unless a write whose answer was lost (status 0) accounts for it.
+ */
+function checkAuditComplete(runs: readonly CheckedRun[], audit: readonly AuditEntry[], notes: string[]): Violation[] {
+  const byKey = new Map<string, AuditEntry[]>();
+  for (const entry of audit) byKey.set(entry.key, [...(byKey.get(entry.key) ?? []), entry]);
+  const out: Violation[] = [];
+  let explained = 0;
+  for (const run of runs) {
+    const key = `runs/${run.record.runId}/run.json`;
+    const writes = byKey.get(key) ?? [];
+    const versions = new Set(writes.filter(accepted).map((w) => w.etag));
+    const lost = writes.filter((w) => w.status === 0).length;
+    const holes: string[] = [];
+    if (!writes.some((w) => accepted(w) && w.ifNoneMatch === '*')) holes.push('no audited create');
+    for (const w of writes.filter(accepted)) {
+      if (w.ifMatch && !versions.has(w.ifMatch)) holes.push(`a write replaced version ${w.ifMatch}, which no audited write made`);
+    }
+    if (run.etag && !versions.has(run.etag)) holes.push(`the stored version ${run.etag} was made by no audited write`);
+    if (holes.length > lost) out.push({ rule: 'audit-complete', subject: run.record.runId, evidence: holes.join('; ') });
+    else if (holes.length) explained += holes.length;
+  }
+  if (explained)
+    notes.push(`${explained} version(s) of run records came from writes whose answer storage never gave (a restart)`);
+  return out;
+}
+
+const order = (e: AuditEntry): number => e.seq ?? e.at;
+
+/** Writes linked by ETag in chain order; anything the chain cannot place goes in by the order storage answered. */
 function storageOrder(writes: readonly AuditEntry[]): AuditEntry[] {
-  const byTime = [...writes].sort((a, b) => a.at - b.at);
+  const byTime = [...writes].sort((a, b) => order(a) - order(b));
   const next = new Map<string, AuditEntry[]>();
   for (const w of byTime) if (w.ifMatch) next.set(w.ifMatch, [...(next.get(w.ifMatch) ?? []), w]);
   const placed = new Set<AuditEntry>();
@@ -285,7 +359,7 @@ function storageOrder(writes: readonly AuditEntry[]): AuditEntry[] {
   const merged: AuditEntry[] = [];
   let i = 0;
   for (const w of chained) {
-    while (i < rest.length && (rest[i] as AuditEntry).at < w.at) merged.push(rest[i++] as AuditEntry);
+    while (i < rest.length && order(rest[i] as AuditEntry) < order(w)) merged.push(rest[i++] as AuditEntry);
     merged.push(w);
   }
   return [...merged, ...rest.slice(i)];

@@ -70,29 +70,39 @@ export function chaosProgram(): Command {
 
   program
     .command('check')
-    .description('Check the invariants over a hub in any storage account (hides queued messages for 30 s while counting them)')
+    .description(
+      'Check the invariants over a hub in any storage account; it only peeks at the queues, so a live app is undisturbed',
+    )
     .option('--connection <setting>', 'name of the environment variable holding the connection', 'AzureWebJobsStorage')
     .option('--hub <hub>', 'the hub to check', 'baton')
     .option('--audit <file>', 'an audit trail (audit.ndjson from a soak) for the write-order checks')
-    .option('--synthetic', 'compare outputs against BATON_SYNTHETIC_JOBS (default: the soak jobs)', false)
-    .action(async (opts: { connection: string; hub: string; audit?: string; synthetic: boolean }) => {
+    .addOption(
+      new Option('--expect <jobs>', 'expected outputs: the soak jobs, BATON_SYNTHETIC_JOBS, or none')
+        .choices(['soak', 'synthetic', 'none'])
+        .default('none'),
+    )
+    .action(async (opts: { connection: string; hub: string; audit?: string; expect: 'soak' | 'synthetic' | 'none' }) => {
       const settings = parseStorageSettings(process.env, { prefix: opts.connection });
       const blobs = createBlobServiceClient(settings);
       const docs = new BlobDocumentStore(blobs.getContainerClient(hubResources(opts.hub).container));
-      const snapshot = await readHubSnapshot(docs, createQueueServiceClient(settings), opts.hub);
-      const specs = opts.synthetic ? parseSyntheticJobs(process.env) : undefined;
-      const check = checkInvariants({
-        ...snapshot,
-        expectations: chaosExpectations(specs),
-        ...(opts.audit ? { audit: readAuditTrail(opts.audit) } : {}),
-      });
+      const snapshot = await readHubSnapshot(docs, createQueueServiceClient(settings), opts.hub, { leftovers: 'peek' });
+      const expectations =
+        opts.expect === 'soak'
+          ? chaosExpectations()
+          : opts.expect === 'synthetic'
+            ? chaosExpectations(parseSyntheticJobs(process.env))
+            : new Map();
+      const check = checkInvariants({ ...snapshot, expectations, ...(opts.audit ? { audit: readAuditTrail(opts.audit) } : {}) });
       process.stdout.write(`${formatCheck(check).join('\n')}\n`);
-      process.exitCode = check.violations.length ? 1 : 0;
+      if (check.runsChecked === 0) process.stderr.write(`chaos check: hub ${opts.hub} has no runs: nothing was checked\n`);
+      process.exitCode = check.violations.length || check.runsChecked === 0 ? 1 : 0;
     });
   return program;
 }
 
 if (require.main === module) {
+  // Exiting runs the soak's exit hook, which kills every instance (a paused one included).
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
   chaosProgram()
     .parseAsync(process.argv)
     .catch((err: unknown) => {

@@ -1,65 +1,101 @@
 import type { QueueServiceClient } from '@azure/storage-queue';
 import { hubResources } from '../app/runtime';
-import { readRunDetails } from '../engine/status';
+import type { FailuresManifest, RunOutput } from '../engine/finalizer';
 import type { DocumentStore } from '../fencing/document-store';
+import { FencedDocuments } from '../fencing/fenced-documents';
 import { AzureQueue } from '../queue/azure-queue';
+import { runKeys, runRecordSchema, type RunRecord } from '../runs/run-record';
 import { storageErrorOf } from '../storage/rest-error';
 import type { CheckedRun, Leftover } from './invariants';
 
 export interface HubSnapshot {
   runs: CheckedRun[];
+  /** Run documents that could not be read or parsed, with why. */
+  unreadable: Array<{ key: string; reason: string }>;
   leftovers: Leftover[];
+  /** Messages on the queues that were not seen (hidden by a receive, or past what a peek shows). */
+  unseenMessages: number;
 }
 
-/** How long `readHubSnapshot` hides each queued message while it counts them. */
-export const LEFTOVER_HIDE_SECONDS = 30;
+export interface SnapshotOptions {
+  abortSignal?: AbortSignal;
+  /**
+   * How to look at the queues. `receive` (for a stopped app) sees every visible message and
+   * hides each for 30 s; `peek` (for a live one) changes nothing but sees at most 32 per queue.
+   */
+  leftovers?: 'receive' | 'peek';
+}
+
+const HIDE_SECONDS = 30;
 
 /**
- * Everything the invariant checker needs from a hub: every run record with its output and
- * failures manifest, and every message still on the work and results queues. Counting the
- * messages means receiving them, so each is hidden for `LEFTOVER_HIDE_SECONDS` (not deleted):
- * run it with the app stopped, or accept that delay for the messages it saw.
+ * Everything the invariant checker needs from a hub: every run record (with its ETag) with its
+ * output and failures manifest, and the messages still on the work and results queues.
  */
 export async function readHubSnapshot(
   docs: DocumentStore,
   queues: QueueServiceClient,
   hub: string,
-  options: { abortSignal?: AbortSignal } = {},
+  options: SnapshotOptions = {},
 ): Promise<HubSnapshot> {
+  const records = new FencedDocuments<RunRecord>(docs, { parse: (v) => runRecordSchema.parse(v) });
   const runs: CheckedRun[] = [];
+  const unreadable: HubSnapshot['unreadable'] = [];
   for await (const key of docs.list('runs/', options)) {
     if (!key.endsWith('/run.json')) continue;
-    const runId = key.slice('runs/'.length, -'/run.json'.length);
-    const details = await readRunDetails(docs, runId, options);
-    if (details) {
-      runs.push({
-        record: details.record,
-        ...(details.output ? { output: details.output } : {}),
-        ...(details.manifest ? { manifest: details.manifest } : {}),
-      });
+    try {
+      const doc = await records.read(key, options);
+      if (!doc) continue;
+      const output = await readJson<RunOutput>(docs, runKeys.output(doc.value.runId), options);
+      const manifest = await readJson<FailuresManifest>(docs, runKeys.manifest(doc.value.runId), options);
+      runs.push({ record: doc.value, etag: doc.etag, ...(output ? { output } : {}), ...(manifest ? { manifest } : {}) });
+    } catch (err) {
+      if (storageErrorOf(err)) throw err;
+      unreadable.push({ key, reason: err instanceof Error ? err.message.split('\n')[0]! : String(err) });
     }
   }
   const names = hubResources(hub);
   const leftovers: Leftover[] = [];
+  let unseenMessages = 0;
   for (const name of [names.workQueue, names.resultsQueue]) {
-    const queue = new AzureQueue(queues, name);
-    const seen = new Set<string>();
-    for (;;) {
-      const batch = await queue.receive(32, LEFTOVER_HIDE_SECONDS, options).catch((err: unknown) => {
-        // A queue nobody ever used does not exist: nothing is left on it.
-        if (storageErrorOf(err)?.status === 404) return [];
-        throw err;
-      });
-      const fresh = batch.filter((m) => !seen.has(m.id));
-      if (fresh.length === 0) break;
-      for (const message of fresh) {
-        seen.add(message.id);
-        const run = runNamedBy(message.text);
-        leftovers.push({ queue: name, id: message.id, ...(run ? { run } : {}) });
+    const client = queues.getQueueClient(name);
+    let total: number;
+    try {
+      total = (await client.getProperties({ abortSignal: options.abortSignal })).approximateMessagesCount ?? 0;
+    } catch (err) {
+      // A queue nobody ever used does not exist: nothing is left on it.
+      if (storageErrorOf(err)?.status === 404) continue;
+      throw err;
+    }
+    const seen = new Map<string, string>();
+    if (options.leftovers === 'peek') {
+      const peeked = await client.peekMessages({ numberOfMessages: 32, abortSignal: options.abortSignal });
+      for (const m of peeked.peekedMessageItems) seen.set(m.messageId, m.messageText);
+    } else {
+      const queue = new AzureQueue(queues, name);
+      for (;;) {
+        const batch = (await queue.receive(32, HIDE_SECONDS, options)).filter((m) => !seen.has(m.id));
+        if (batch.length === 0) break;
+        for (const m of batch) seen.set(m.id, m.text);
       }
     }
+    for (const [id, text] of seen) {
+      const run = runNamedBy(text);
+      leftovers.push({ queue: name, id, ...(run ? { run } : {}) });
+    }
+    unseenMessages += Math.max(0, total - seen.size);
   }
-  return { runs, leftovers };
+  return { runs, unreadable, leftovers, unseenMessages };
+}
+
+async function readJson<T>(docs: DocumentStore, key: string, options: SnapshotOptions): Promise<T | undefined> {
+  const stored = await docs.read(key, options);
+  if (!stored) return undefined;
+  try {
+    return JSON.parse(stored.body) as T;
+  } catch {
+    throw new Error(`${key} is not JSON`);
+  }
 }
 
 function runNamedBy(text: string): string | undefined {

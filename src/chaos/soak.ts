@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -79,15 +79,15 @@ export const CHAOS_JOBS: SyntheticJobSpec[] = [
 /** The same jobs with a schedule that never comes round, for the settling phase after the faults. */
 const SETTLING_JOBS = CHAOS_JOBS.map((job) => ({ ...job, schedule: '0 0 0 1 1 *' }));
 
-// Failed items are retried after 1 s and final on the third delivery, so a failing item costs
-// seconds, not the two minutes the app's host.json (5 deliveries, 30 s apart) would.
+// Failed items are retried after 1 s, not 30 s as in the app's host.json, so a failing item costs
+// seconds, not two minutes; five deliveries leave room for those a kill or a lost answer burns.
 const CHAOS_HOST_JSON = {
   version: '2.0',
   extensions: {
     queues: {
       batchSize: 16,
       newBatchThreshold: 8,
-      maxDequeueCount: 3,
+      maxDequeueCount: 5,
       visibilityTimeout: '00:00:01',
       messageEncoding: 'none',
       maxPollingInterval: '00:00:01',
@@ -96,12 +96,17 @@ const CHAOS_HOST_JSON = {
 };
 const LEASE_SECONDS = 15;
 const QUEUE_SETTLE_MS = 45_000;
+const MIN_QUIET_MS = 4000;
 
-export function chaosExpectations(jobs: readonly SyntheticJobSpec[] = CHAOS_JOBS): Map<string, Expectation> {
+/** Expected outputs of synthetic jobs; the soak's own jobs must also succeed, as their failures are within tolerance. */
+export function chaosExpectations(
+  jobs: readonly SyntheticJobSpec[] = CHAOS_JOBS,
+  requireSuccess = jobs === CHAOS_JOBS,
+): Map<string, Expectation> {
   return new Map(
     jobs.map((spec) => {
       const { output, failed } = expectedSynthetic(spec);
-      return [spec.name, { planned: spec.items, output, failed }];
+      return [spec.name, { planned: spec.items, output, failed, ...(requireSuccess ? { state: 'succeeded' as const } : {}) }];
     }),
   );
 }
@@ -115,6 +120,9 @@ export function chaosExpectations(jobs: readonly SyntheticJobSpec[] = CHAOS_JOBS
 export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const hub = options.hub ?? 'chaos';
   const kinds = [...(options.kinds ?? FAULT_KINDS)];
+  if (options.data && existsSync(options.data) && readdirSync(options.data).length > 0) {
+    throw new Error(`--data ${options.data} is not empty: a soak starts from empty storage and a new audit trail`);
+  }
   const data = options.data ?? mkdtempSync(join(tmpdir(), 'baton-chaos-'));
   mkdirSync(data, { recursive: true });
   const azuriteDir = join(data, 'azurite');
@@ -147,7 +155,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   let jobs: SyntheticJobSpec[] = CHAOS_JOBS;
   const instances = new ChaosInstances(
     () => ({
-      ...process.env,
+      ...inheritedEnv(),
       AzureWebJobsStorage: proxied,
       BATON_HUB: hub,
       BATON_LEASE_SECONDS: String(LEASE_SECONDS),
@@ -219,11 +227,11 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       }
       case 'storage-restart': {
         instances.log(`fault: storage restart, down ${step.downMs} ms`);
-        for (const proxy of proxies) proxy.setUpstreamDown(true);
+        await Promise.all(proxies.map((proxy) => proxy.setUpstreamDown(true)));
         await azurite.close();
         await sleep(step.downMs);
         azurite = await startAzurite({ persistTo: azuriteDir, blobPort: azurite.blobPort, queuePort: azurite.queuePort });
-        for (const proxy of proxies) proxy.setUpstreamDown(false);
+        await Promise.all(proxies.map((proxy) => proxy.setUpstreamDown(false)));
         return true;
       }
       case 'proxy': {
@@ -236,14 +244,19 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       case 'lease-break': {
         await waitForOpenRun(10_000);
         const holder = await waitForLeader(15_000);
-        if (!holder) return false;
+        const leader = instances.byName(holder);
+        if (!leader) return false;
+        // Right after a renewal the leader believes in its lease longest: a whole renew interval
+        // in which a successor already leads. That is the window fencing has to cover.
+        const since = Date.now();
+        while (Date.now() - since < LEASE_SECONDS * 1000 && !((leader.lastRenewedAt ?? 0) > since)) await sleep(25);
         try {
           await direct().getContainerClient('leases').getBlobClient(hub).getBlobLeaseClient().breakLease(0);
         } catch (err) {
           if (storageErrorOf(err)?.status !== 409) throw err;
           return false; // the lease ended on its own meanwhile
         }
-        instances.log(`fault: lease of ${holder} broken by an outside client`);
+        instances.log(`fault: lease of ${leader.name} broken by an outside client`);
         return true;
       }
     }
@@ -257,34 +270,40 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     options.log(
       `soak: ${options.instances} instances, ${steps.length} faults planned over ${options.minutes} min, seed ${options.seed}`,
     );
+    let lastEnd = start;
     for (const step of steps) {
-      const wait = start + step.atMs - Date.now();
+      // Planned times hold unless a fault overran (it waits for a leader or an open run); the
+      // next one still gets a quiet gap, so runs make progress between faults.
+      const wait = Math.max(start + step.atMs, lastEnd + MIN_QUIET_MS) - Date.now();
       if (wait > 0) await sleep(wait);
       let injected = await inject(step);
       // A fault that found nothing to act on (no leader yet) is tried once more.
       if (!injected) injected = await inject(step);
       if (injected) faults[step.kind]++;
-      options.log(
-        `  ${((Date.now() - start) / 1000).toFixed(0).padStart(4)} s  ${step.kind}${injected ? '' : ' (not injected)'}`,
-      );
+      lastEnd = Date.now();
+      options.log(`  ${((lastEnd - start) / 1000).toFixed(0).padStart(4)} s  ${step.kind}${injected ? '' : ' (not injected)'}`);
     }
     const faultsStoppedAt = Date.now();
-    options.log('soak: faults stopped; redeploying with the schedules off so open runs can end');
+    const longest = Math.max(...CHAOS_JOBS.map((j) => j.timeoutSeconds ?? 0)) * 1000 + 20_000;
+    const allEnded = async (createdBy = Infinity): Promise<boolean> => {
+      const runs = await listRuns(docs).catch(() => undefined);
+      return runs !== undefined && runs.filter((r) => Date.parse(r.createdAt) <= createdBy).every((r) => isTerminal(r.state));
+    };
+    // The processes that lived through the faults must end the runs the faults hit, on their own.
+    options.log('soak: faults stopped; waiting for the runs they hit to end');
+    while (Date.now() < faultsStoppedAt + longest && !(await allEnded(faultsStoppedAt))) await sleep(1000);
+    const settledAt = Date.now();
+    // Then a deploy with the schedules off, so the runs started since can end and none begins.
+    options.log('soak: redeploying with the schedules off so the runs started since can end');
     await instances.stopAll();
     jobs = SETTLING_JOBS;
     for (let i = 0; i < options.instances; i++) instances.spawn();
-    const expectations = chaosExpectations();
-    const longest = Math.max(...CHAOS_JOBS.map((j) => j.timeoutSeconds ?? 0)) * 1000 + 20_000;
-    while (Date.now() - faultsStoppedAt < longest) {
-      const runs = await listRuns(docs).catch(() => undefined);
-      if (runs && runs.every((r) => isTerminal(r.state))) break;
-      await sleep(1000);
-    }
-    const settledAt = Date.now();
+    const redeployedAt = Date.now();
+    while (Date.now() < redeployedAt + longest && !(await allEnded())) await sleep(1000);
     // Results of ended runs are swept by the leader's idle drain; give it time to come round.
     const queues = createQueueServiceClient({ kind: 'connectionString', connectionString: azurite.connectionString });
     const names = hubResources(hub);
-    while (Date.now() - settledAt < QUEUE_SETTLE_MS) {
+    const queued = async (): Promise<number> => {
       const counts = await Promise.all(
         [names.workQueue, names.resultsQueue].map((q) =>
           queues
@@ -296,12 +315,20 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
             ),
         ),
       );
-      if (counts.every((c) => c === 0)) break;
-      await sleep(1000);
-    }
+      return counts.reduce((a, b) => a + b, 0);
+    };
+    const drainFrom = Date.now();
+    while (Date.now() - drainFrom < QUEUE_SETTLE_MS && (await queued()) > 0) await sleep(1000);
     await instances.stopAll();
+    // Messages a stopped instance held stay hidden until their visibility timeout ends.
+    if ((await queued()) > 0) await sleep(31_000);
     const snapshot = await readHubSnapshot(docs, queues, hub);
-    const check = checkInvariants({ ...snapshot, expectations, audit: readAuditTrail(audit.file), faultsStoppedAt });
+    const check = checkInvariants({
+      ...snapshot,
+      expectations: chaosExpectations(),
+      audit: readAuditTrail(audit.file),
+      faultsStoppedAt,
+    });
     return {
       seed: options.seed,
       minutes: options.minutes,
@@ -318,6 +345,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     };
   };
 
+  // If this process dies, no instance may outlive it (a SIGSTOPped one would never see its stdin close).
+  const killChildren = (): void => instances.killAllNow();
+  process.on('exit', killChildren);
   let result: SoakReport | undefined;
   try {
     result = await report();
@@ -326,11 +356,24 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     return result;
   } finally {
     await instances.stopAll(2000);
+    process.off('exit', killChildren);
     for (const proxy of proxies) await proxy.close();
     await azurite.close();
     // Kept when asked, when something was found, or when the soak itself failed.
     if (result && !result.kept) rmSync(data, { recursive: true, force: true });
   }
+}
+
+/**
+ * The environment for instances: the soak sets every app setting itself, so none is inherited (a
+ * lease container or hub left in the shell would point them where the soak does not look). The
+ * test-only fencing switch passes through, as the broken-build test needs it to.
+ */
+function inheritedEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) if (!/^(BATON_|AzureWebJobs)/i.test(key)) env[key] = value;
+  if (process.env.BATON_UNSAFE_DISABLE_FENCING) env.BATON_UNSAFE_DISABLE_FENCING = process.env.BATON_UNSAFE_DISABLE_FENCING;
+  return env;
 }
 
 function sumCounts(proxies: readonly FaultProxy[]): Record<ProxyAction, number> {

@@ -16,12 +16,24 @@ afterAll(async () => {
   release();
 });
 
+/** This run must have fencing on, whatever the shell says. */
+function withoutFencingSwitch(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  delete env.BATON_UNSAFE_DISABLE_FENCING;
+  return env;
+}
+
 describe('the chaos smoke', () => {
   it('injects every fault kind into a 3-instance cluster and finds no violation', { timeout: 360_000 }, async () => {
-    const chaos = spawnTracked('chaos', process.execPath, [
-      join(projectRoot, 'dist', 'src', 'chaos', 'main.js'),
-      ...['--minutes', '1.5', '--instances', '3', '--seed', '90', '--json'],
-    ]);
+    const chaos = spawnTracked(
+      'chaos',
+      process.execPath,
+      [
+        join(projectRoot, 'dist', 'src', 'chaos', 'main.js'),
+        ...['--minutes', '1.5', '--instances', '3', '--seed', '90', '--json'],
+      ],
+      withoutFencingSwitch(),
+    );
     onTestFailed(() => void process.stderr.write(`\n${chaos.dump()}\n`));
     const exit = await chaos.waitExit(330_000);
     const report = JSON.parse(chaos.lines.map((l) => l.text).join('\n')) as SoakReport;

@@ -556,3 +556,24 @@ describe("the CLI's settings: one line naming where the bad value came from", ()
     if (secret) expect(message).not.toContain(secret);
   });
 });
+
+describe('the test-only fencing switch', () => {
+  const base = { BATON_UNSAFE_DISABLE_FENCING: '1' };
+  it('is refused against storage that is not the local emulator', () => {
+    expect(() =>
+      createBatonRuntime({
+        ...base,
+        AzureWebJobsStorage: `DefaultEndpointsProtocol=https;AccountName=prodacct;AccountKey=${Buffer.from('k'.repeat(32)).toString('base64')}`,
+      }),
+    ).toThrow(/^BATON_UNSAFE_DISABLE_FENCING is a test-only switch and is refused unless storage is the local emulator$/);
+  });
+
+  it('is allowed on the emulator, with a warning in the log', () => {
+    const warnings: string[] = [];
+    createBatonRuntime(
+      { ...base, AzureWebJobsStorage: 'UseDevelopmentStorage=true' },
+      { logger: { info: () => undefined, warn: (m) => warnings.push(m) } },
+    );
+    expect(warnings.join('\n')).toMatch(/fencing is OFF/);
+  });
+});

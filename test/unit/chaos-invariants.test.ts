@@ -67,6 +67,16 @@ const write = (
   ...condition,
 });
 
+/** The audit trail of a run record's create and one replacement, ending at the run's stored version. */
+function auditOf(run: CheckedRun): AuditEntry[] {
+  const key = `runs/${run.record.runId}/run.json`;
+  run.etag = `"${run.record.runId}-2"`;
+  return [
+    { at: T0 + 1, key, status: 201, ifNoneMatch: '*', etag: `"${run.record.runId}-1"`, epoch: 1 },
+    { at: T0 + 2, key, status: 201, ifMatch: `"${run.record.runId}-1"`, etag: run.etag, epoch: 1 },
+  ];
+}
+
 function rulesOf(input: Partial<CheckInput>): InvariantRule[] {
   const result = checkInvariants({ runs: [], leftovers: [], expectations, ...input });
   return result.violations.map((v) => v.rule);
@@ -74,17 +84,42 @@ function rulesOf(input: Partial<CheckInput>): InvariantRule[] {
 
 describe('the invariant checker', () => {
   it('finds nothing wrong with runs that ended as they should', () => {
+    const runs = [goodRun(0), goodRun(20)];
     const result = checkInvariants({
-      runs: [goodRun(0), goodRun(20)],
+      runs,
       leftovers: [],
-      expectations,
-      audit: [write(T0 + 1, 1, '"a"', { ifNoneMatch: '*' }), write(T0 + 2, 1, '"b"', { ifMatch: '"a"' })],
+      expectations: new Map([['sum', { ...expectations.get('sum')!, state: 'succeeded' as const }]]),
+      audit: runs.flatMap(auditOf),
       faultsStoppedAt: T0,
     });
     expect(result.violations).toEqual([]);
     expect(result.runsChecked).toBe(2);
     expect(result.states).toEqual({ succeeded: 2 });
-    expect(result.audit).toMatchObject({ writes: 2, accepted: 2, refused: 0, documents: 1 });
+    expect(result.audit).toMatchObject({ writes: 4, accepted: 4, refused: 0, documents: 2 });
+  });
+
+  it('needs every version of a run record in the audit trail, unless a write whose answer was lost accounts for it', () => {
+    const run = goodRun(0);
+    const [create] = auditOf(run);
+    // Storage holds a version no audited write made: the order checks could not see it.
+    expect(rulesOf({ runs: [run], audit: [create!] })).toEqual(['audit-complete']);
+    const lost: AuditEntry = { at: T0 + 3, key: create!.key, status: 0, ifMatch: create!.etag, epoch: 1 };
+    const result = checkInvariants({ runs: [run], leftovers: [], expectations, audit: [create!, lost] });
+    expect(result.violations).toEqual([]);
+    expect(result.notes.join('\n')).toMatch(/1 version\(s\) of run records came from writes whose answer storage never gave/);
+  });
+
+  it('does not count duplicates folded after the output was written against it', () => {
+    const run = goodRun(0);
+    const later = { ...run, record: { ...run.record, counters: { ...run.record.counters, duplicates: 3 } } };
+    expect(rulesOf({ runs: [later] })).toEqual([]);
+  });
+
+  it('judges a run still open before its bound later, not now', () => {
+    const open = { record: { ...goodRun(0).record, state: 'running' as const, endedAt: null } };
+    const result = checkInvariants({ runs: [open], leftovers: [], expectations, now: T0 + 10_000 });
+    expect(result.violations).toEqual([]);
+    expect(result.notes.join('\n')).toMatch(/1 run\(s\) still open within their timeout/);
   });
 
   const broken = goodRun(0);
