@@ -13,11 +13,11 @@ import { parseBatonSettings, parseStorageSettings, type Env } from '../src/stora
  */
 export function createJobs(env: Env = process.env): JobDefinition[] {
   const blobs = createBlobServiceClient(parseStorageSettings(env));
-  const { hub } = parseBatonSettings(env);
+  const { hub, auditContainer } = parseBatonSettings(env);
   return [
     // The sample: scrub a container for integrity (BATON_AUDIT_CONTAINER, default audit-demo).
     createBlobAuditJob({
-      target: blobs.getContainerClient(env.BATON_AUDIT_CONTAINER?.trim() || 'audit-demo'),
+      target: blobs.getContainerClient(auditContainer),
       reports: new BlobDocumentStore(blobs.getContainerClient(hubResources(hub).container)),
       downloadConcurrency: 2,
     }),

@@ -43,6 +43,11 @@ export function chaosProgram(): Command {
     .option('--data <dir>', 'folder for Azurite, the audit trail, logs and report.json (kept)')
     .option('--keep', 'keep the data folder even when nothing was found', false)
     .option('--json', 'print report.json instead of the table', false)
+    .option(
+      '--settle-seconds <s>',
+      'longest wait for runs to end after the faults (default: longest job timeout + 20 s)',
+      wholeNumber('--settle-seconds'),
+    )
     .action(
       async (opts: {
         minutes: number;
@@ -52,6 +57,7 @@ export function chaosProgram(): Command {
         data?: string;
         keep: boolean;
         json: boolean;
+        settleSeconds?: number;
       }) => {
         const seed = opts.seed ?? Math.floor(Math.random() * 2 ** 31);
         const report = await runSoak({
@@ -61,6 +67,7 @@ export function chaosProgram(): Command {
           ...(opts.faults ? { kinds: opts.faults } : {}),
           ...(opts.data ? { data: opts.data } : {}),
           keep: opts.keep,
+          ...(opts.settleSeconds !== undefined ? { settleSeconds: opts.settleSeconds } : {}),
           log: (line) => process.stderr.write(`${line}\n`),
         });
         process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatSoakReport(report)}\n`);

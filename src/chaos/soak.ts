@@ -30,6 +30,11 @@ export interface SoakOptions {
   /** Keep the data folder afterwards (it is kept anyway when a violation is found). */
   keep?: boolean;
   hub?: string;
+  /**
+   * Longest wait for runs to end, in each settling phase, and for queues to empty. Default: the
+   * longest job timeout plus 20 s, which the invariants need; shorter only to see violations sooner.
+   */
+  settleSeconds?: number;
   log: (line: string) => void;
 }
 
@@ -264,6 +269,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
 
   const report = async (): Promise<SoakReport> => {
     const steps = planFaults({ seed: options.seed, durationMs: options.minutes * 60_000, kinds, leaseSeconds: LEASE_SECONDS });
+    // The app's own sample job runs hourly beside the test jobs; give it an (empty) container to audit.
+    await direct().getContainerClient('audit-demo').createIfNotExists();
     for (let i = 0; i < options.instances; i++) instances.spawn();
     if (!(await waitForLeader(30_000))) throw new Error('no instance took the lease within 30 s of starting');
     const start = Date.now();
@@ -284,7 +291,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       options.log(`  ${((lastEnd - start) / 1000).toFixed(0).padStart(4)} s  ${step.kind}${injected ? '' : ' (not injected)'}`);
     }
     const faultsStoppedAt = Date.now();
-    const longest = Math.max(...CHAOS_JOBS.map((j) => j.timeoutSeconds ?? 0)) * 1000 + 20_000;
+    const longest = (options.settleSeconds ?? Math.max(...CHAOS_JOBS.map((j) => j.timeoutSeconds ?? 0)) + 20) * 1000;
     const allEnded = async (createdBy = Infinity): Promise<boolean> => {
       const runs = await listRuns(docs).catch(() => undefined);
       return runs !== undefined && runs.filter((r) => Date.parse(r.createdAt) <= createdBy).every((r) => isTerminal(r.state));
@@ -318,10 +325,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       return counts.reduce((a, b) => a + b, 0);
     };
     const drainFrom = Date.now();
-    while (Date.now() - drainFrom < QUEUE_SETTLE_MS && (await queued()) > 0) await sleep(1000);
+    while (Date.now() - drainFrom < Math.min(QUEUE_SETTLE_MS, longest) && (await queued()) > 0) await sleep(1000);
     await instances.stopAll();
     // Messages a stopped instance held stay hidden until their visibility timeout ends.
-    if ((await queued()) > 0) await sleep(31_000);
+    if ((await queued()) > 0) await sleep(Math.min(31_000, longest));
     const snapshot = await readHubSnapshot(docs, queues, hub);
     const check = checkInvariants({
       ...snapshot,
