@@ -1,0 +1,13 @@
+// Types for stage-package.mjs, which runs under plain Node (no build step) as azd's hook.
+
+export declare const STAGE_DIR: string;
+export declare const PACKAGE_FILES: readonly string[];
+export declare const INSTALL_ARGS: readonly string[];
+export declare const FUNCIGNORE: string;
+
+export declare function runNpm(cwd: string, args: readonly string[]): void;
+
+export declare function stagePackage(
+  root: string,
+  options?: { npm?: (cwd: string, args: readonly string[]) => void; log?: (line: string) => void },
+): string;

@@ -1,0 +1,67 @@
+// azd's prepackage hook (azure.yaml): builds the folder azd zips and deploys as is.
+//
+// Why a staged folder rather than the repository: the project root holds the development
+// dependencies (Azurite, vitest, the Functions Core Tools binary as an optional dependency),
+// tests and sources. Deploying it with a remote build would install all of those on Azure;
+// deploying it without one would upload them. The staged folder holds what the Functions host
+// loads and nothing else: package.json (its `main`), host.json, the compiled code, and the
+// production dependencies installed from the lockfile, so Azure runs exactly the versions that
+// were tested. They are plain JavaScript, so installing them here works for Linux on Azure.
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+/** Where the package is staged, relative to the project root; azure.yaml's `dist`. */
+export const STAGE_DIR = 'dist/deploy';
+
+/** What the Functions host needs from the project; package.json's `files` plus the lockfile. */
+export const PACKAGE_FILES = ['package.json', 'package-lock.json', 'host.json', 'dist/src', 'dist/functions'];
+
+/** Production dependencies only, exactly as locked, without install scripts. */
+export const INSTALL_ARGS = ['ci', '--omit=dev', '--omit=optional', '--ignore-scripts', '--no-audit', '--no-fund'];
+
+// azd reads an ignore file at the root of what it zips. Without one, azd releases before
+// 1.23.12 leave node_modules out of the zip, and this package needs it in.
+export const FUNCIGNORE = '# Written by infra/hooks/stage-package.mjs: node_modules must stay in the package.\n*.d.ts\n';
+
+/** Runs npm in `cwd`; throws when it fails. */
+export function runNpm(cwd, args) {
+  const windows = process.platform === 'win32';
+  // npm is a .cmd file on Windows, which Node starts only through a shell.
+  const result = spawnSync(windows ? 'npm.cmd' : 'npm', args, { cwd, stdio: 'inherit', shell: windows });
+  if (result.error) throw result.error;
+  if (result.status !== 0) throw new Error(`npm ${args.join(' ')} exited with ${result.status ?? result.signal}`);
+}
+
+/**
+ * Cleans and builds the project at `root`, copies what the host needs into STAGE_DIR and
+ * installs the production dependencies there. Returns the staged folder.
+ */
+export function stagePackage(root, { npm = runNpm, log = (line) => console.log(line) } = {}) {
+  // A clean build: tsc leaves the output of deleted sources behind, and it would be deployed.
+  npm(root, ['run', 'clean']);
+  npm(root, ['run', 'build']);
+  const out = join(root, STAGE_DIR);
+  rmSync(out, { recursive: true, force: true });
+  mkdirSync(out, { recursive: true });
+  for (const path of PACKAGE_FILES) {
+    const from = join(root, path);
+    if (!existsSync(from)) throw new Error(`stage-package: ${path} is missing after the build`);
+    cpSync(from, join(out, path), { recursive: true });
+  }
+  writeFileSync(join(out, '.funcignore'), FUNCIGNORE);
+  npm(out, INSTALL_ARGS);
+  log(`stage-package: staged ${STAGE_DIR} (${PACKAGE_FILES.join(', ')}, production node_modules)`);
+  return out;
+}
+
+const invokedDirectly = process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href;
+if (invokedDirectly) {
+  try {
+    stagePackage(resolve(dirname(fileURLToPath(import.meta.url)), '..', '..'));
+  } catch (err) {
+    console.error(err instanceof Error ? err.message : String(err));
+    process.exit(1);
+  }
+}

@@ -1,0 +1,143 @@
+// The Flex Consumption app. Every connection it has is identity-based: its app settings hold
+// endpoints and a client id, never a key, so reading them (portal, ARM, azd env) grants nothing.
+
+param name string
+param planName string
+param location string
+param tags object
+
+@description('Resource id of the user-assigned identity the app runs as.')
+param identityId string
+
+@description('Client id of that identity: the Functions host, Baton and the telemetry exporter pick it by this id.')
+param identityClientId string
+
+param appInsightsName string
+
+@description('Blob endpoint of the storage account, with its trailing slash.')
+param blobEndpoint string
+
+@description('Queue endpoint of the storage account.')
+param queueEndpoint string
+
+param deploymentContainerName string
+
+@minValue(1)
+@maxValue(1000)
+param maximumInstanceCount int
+
+param hubName string
+param coordinatorSchedule string
+
+@minValue(15)
+@maxValue(60)
+param leaseSeconds int
+
+param leaseContainerName string
+param auditContainerName string
+
+// Read here rather than passed in, so the connection string never travels as a module output.
+resource appInsights 'Microsoft.Insights/components@2020-02-02' existing = {
+  name: appInsightsName
+}
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  name: planName
+  location: location
+  tags: tags
+  kind: 'functionapp'
+  sku: {
+    name: 'FC1'
+    tier: 'FlexConsumption'
+  }
+  properties: {
+    // Flex Consumption runs on Linux only.
+    reserved: true
+  }
+}
+
+resource app 'Microsoft.Web/sites@2024-04-01' = {
+  name: name
+  location: location
+  // azd deploys to the resource carrying the service name of azure.yaml.
+  tags: union(tags, {
+    'azd-service-name': 'baton'
+  })
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${identityId}': {}
+    }
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    siteConfig: {
+      minTlsVersion: '1.2'
+    }
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: '${blobEndpoint}${deploymentContainerName}'
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: identityId
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        maximumInstanceCount: maximumInstanceCount
+        instanceMemoryMB: 2048
+      }
+      runtime: {
+        name: 'node'
+        version: '22'
+      }
+    }
+  }
+}
+
+// With basic credentials off, publishing (azd, Core Tools) has to present an Entra token.
+resource ftpPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: app
+  name: 'ftp'
+  properties: {
+    allow: false
+  }
+}
+
+resource scmPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: app
+  name: 'scm'
+  properties: {
+    allow: false
+  }
+}
+
+// The whole set: a setting added by hand in the portal is removed on the next provision.
+// Flex Consumption takes the runtime and package location from functionAppConfig, so the
+// worker-runtime, extension-version and run-from-package settings of other plans are absent.
+resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
+  parent: app
+  name: 'appsettings'
+  properties: {
+    AzureWebJobsStorage__credential: 'managedidentity'
+    AzureWebJobsStorage__clientId: identityClientId
+    AzureWebJobsStorage__blobServiceUri: blobEndpoint
+    AzureWebJobsStorage__queueServiceUri: queueEndpoint
+    // Not a secret (Microsoft documents it as an identifier), and with local auth off on the
+    // component it cannot be used to send telemetry without the identity below.
+    APPLICATIONINSIGHTS_CONNECTION_STRING: appInsights.properties.ConnectionString
+    APPLICATIONINSIGHTS_AUTHENTICATION_STRING: 'ClientId=${identityClientId};Authorization=AAD'
+    BATON_HUB: hubName
+    BATON_COORDINATOR_SCHEDULE: coordinatorSchedule
+    BATON_LEASE_SECONDS: string(leaseSeconds)
+    BATON_LEASE_CONTAINER: leaseContainerName
+    BATON_AUDIT_CONTAINER: auditContainerName
+  }
+}
+
+output name string = app.name
+output defaultHostName string = app.properties.defaultHostName

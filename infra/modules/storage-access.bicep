@@ -1,0 +1,68 @@
+// What one app needs on its storage account: a container for its deployment package and two
+// data roles for its identity, both scoped to this one account. Deployed into the account's
+// resource group, so a second app (another region, same hub) can join an existing account.
+
+@minLength(3)
+@maxLength(24)
+param storageAccountName string
+
+@minLength(3)
+@maxLength(63)
+param deploymentContainerName string
+
+@description('Principal (object) id of the app\'s user-assigned identity.')
+param principalId string
+
+// Storage Blob Data Owner rather than Storage Blob Data Contributor: Microsoft documents it as
+// the minimum for the Functions host's own storage with an identity (AzureWebJobsStorage:
+// timer locks, host keys and the containers it creates for them), and Flex Consumption reads
+// the package with it. What it adds over Contributor (container ACLs, blob ownership and tags)
+// stays inside this account, which holds nothing but Baton's and the host's data. The same
+// assignment covers Baton's lease blob, run records and the sample job's container.
+// https://learn.microsoft.com/azure/azure-functions/functions-reference#connecting-to-host-storage-with-an-identity
+var storageBlobDataOwner = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
+// Storage Queue Data Contributor: the queue trigger receives, updates and deletes work messages
+// and moves spent ones to the poison queue; Baton sends work and results and creates missing
+// queues at the start of a leader term. The message-only roles cannot create a queue.
+var storageQueueDataContributor = '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
+
+resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
+  name: storageAccountName
+}
+
+resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2023-05-01' existing = {
+  parent: storage
+  name: 'default'
+}
+
+resource deploymentContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' = {
+  parent: blobService
+  name: deploymentContainerName
+  properties: {
+    publicAccess: 'None'
+  }
+}
+
+resource blobData 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(storage.id, principalId, storageBlobDataOwner)
+  scope: storage
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataOwner)
+    principalId: principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource queueData 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(storage.id, principalId, storageQueueDataContributor)
+  scope: storage
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageQueueDataContributor)
+    principalId: principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+output blobEndpoint string = storage.properties.primaryEndpoints.blob
+output queueEndpoint string = storage.properties.primaryEndpoints.queue
+output deploymentContainerName string = deploymentContainer.name

@@ -1,0 +1,547 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { FUNCIGNORE, INSTALL_ARGS, PACKAGE_FILES, STAGE_DIR, stagePackage } from '../../infra/hooks/stage-package.mjs';
+import { hubResources } from '../../src/app/runtime';
+import { parseBatonSettings } from '../../src/storage/settings';
+import {
+  MAIN_BICEP,
+  ROLE,
+  lintAzureYaml,
+  lintInfra,
+  parseSimpleYaml,
+  readInfraFiles,
+  ruleOf,
+  serviceTagOf,
+  type InfraExpectations,
+  type InfraFiles,
+} from '../support/infra-lint';
+
+// The Bicep compiler and Azure are out of reach here, so the deployment files are checked as
+// text: the real files must pass every rule, and for every rule a copy broken on purpose must
+// fail it, which shows the rule can fail at all.
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { main: string; files: string[] };
+const defaults = parseBatonSettings({});
+const resources = hubResources('hub');
+
+const expectations: InfraExpectations = {
+  hub: defaults.hub,
+  leaseSeconds: defaults.leaseDurationSeconds,
+  coordinatorSchedule: defaults.coordinatorSchedule,
+  leaseContainer: defaults.leaseContainer,
+  auditContainer: defaults.auditContainer,
+  maxAttempts: defaults.maxAttempts,
+  hubSuffixes: [resources.workQueue, resources.resultsQueue, resources.poisonQueue, resources.container].map((name) =>
+    name.slice('hub'.length),
+  ),
+  maximumInstanceCount: 40,
+  packageMain: pkg.main,
+  stagedPaths: PACKAGE_FILES,
+  stageDir: STAGE_DIR,
+  exists: (path) => existsSync(join(root, path)),
+};
+
+const real = readInfraFiles(root);
+
+const FUNCTION_APP = 'infra/modules/function-app.bicep';
+const STORAGE = 'infra/modules/storage.bicep';
+const STORAGE_ACCESS = 'infra/modules/storage-access.bicep';
+const MONITORING = 'infra/modules/monitoring.bicep';
+const IDENTITY = 'infra/modules/identity.bicep';
+const PARAMETERS = 'infra/main.parameters.json';
+const OTHER_GUID = '00000000-0000-0000-0000-000000000001';
+
+type FileName = string;
+type Mutate = (files: InfraFiles) => InfraFiles;
+
+function textOf(files: InfraFiles, file: FileName): string {
+  if (file === 'azure.yaml') return files.azureYaml;
+  if (file === 'host.json') return files.hostJson;
+  if (file === PARAMETERS) return files.parametersJson;
+  const text = files.bicep[file];
+  if (text === undefined) throw new Error(`no ${file}`);
+  return text;
+}
+
+function withText(files: InfraFiles, file: FileName, text: string): InfraFiles {
+  if (file === 'azure.yaml') return { ...files, azureYaml: text };
+  if (file === 'host.json') return { ...files, hostJson: text };
+  if (file === PARAMETERS) return { ...files, parametersJson: text };
+  return { ...files, bicep: { ...files.bicep, [file]: text } };
+}
+
+/** Replaces the first match; a breakage whose target text is gone fails loudly instead of passing. */
+function replace(file: FileName, from: string | RegExp, to: string): Mutate {
+  return (files) => {
+    const text = textOf(files, file);
+    const found = typeof from === 'string' ? text.includes(from) : from.test(text);
+    if (!found) throw new Error(`${file} has no ${String(from)} to break`);
+    return withText(files, file, text.replace(from, to));
+  };
+}
+
+function append(file: FileName, text: string): Mutate {
+  return (files) => withText(files, file, `${textOf(files, file)}\n${text}\n`);
+}
+
+function addAppSetting(line: string): Mutate {
+  return replace(
+    FUNCTION_APP,
+    "AzureWebJobsStorage__credential: 'managedidentity'",
+    `AzureWebJobsStorage__credential: 'managedidentity'\n    ${line}`,
+  );
+}
+
+function editJson(file: FileName, edit: (doc: Record<string, any>) => void): Mutate {
+  return (files) => {
+    const doc = JSON.parse(textOf(files, file)) as Record<string, any>;
+    edit(doc);
+    return withText(files, file, JSON.stringify(doc, null, 2));
+  };
+}
+
+const withoutMain: Mutate = (files) => {
+  const bicep = { ...files.bicep };
+  delete bicep[MAIN_BICEP];
+  return { ...files, bicep };
+};
+
+/** [what breaks, the rule that must catch it, the breakage]. */
+const breakages: [string, string, Mutate][] = [
+  ['main.bicep is gone', 'files', withoutMain],
+
+  // Keys and secrets, in any form.
+  [
+    'the account key is read with listKeys()',
+    'no-list-keys',
+    append(STORAGE, 'var accountKey = storage.listKeys().keys[0].value'),
+  ],
+  [
+    'an account SAS is minted',
+    'no-list-keys',
+    append(STORAGE, "var sas = storage.listAccountSas('2023-05-01', {}).accountSasToken"),
+  ],
+  [
+    'an app setting holds an AccountKey connection string',
+    'no-key-material',
+    addAppSetting("LEGACY: 'AccountName=x;AccountKey=abc'"),
+  ],
+  [
+    'an app setting holds a SAS URL',
+    'no-key-material',
+    addAppSetting("PACKAGE_URL: 'https://x.blob.core.windows.net/c/p.zip?sv=2022-11-02&sig=abc'"),
+  ],
+  [
+    'an app setting holds a SharedAccessSignature',
+    'no-key-material',
+    addAppSetting("LEGACY: 'BlobEndpoint=https://x;SharedAccessSignature=sv=1'"),
+  ],
+  [
+    'an app setting holds a connection string',
+    'no-key-material',
+    addAppSetting("LEGACY: 'DefaultEndpointsProtocol=https;AccountName=x'"),
+  ],
+
+  // The storage account.
+  [
+    'shared keys are allowed',
+    'storage-shared-key',
+    replace(STORAGE, 'allowSharedKeyAccess: false', 'allowSharedKeyAccess: true'),
+  ],
+  [
+    'shared-key access comes from a variable',
+    'storage-shared-key',
+    replace(STORAGE, 'allowSharedKeyAccess: false', 'allowSharedKeyAccess: allowKeys'),
+  ],
+  ['TLS 1.0 is accepted', 'storage-tls', replace(STORAGE, "minimumTlsVersion: 'TLS1_2'", "minimumTlsVersion: 'TLS1_0'")],
+  ['blobs may be public', 'storage-public-blob', replace(STORAGE, 'allowBlobPublicAccess: false', 'allowBlobPublicAccess: true')],
+  [
+    'plain HTTP is accepted',
+    'storage-https-only',
+    replace(STORAGE, 'supportsHttpsTrafficOnly: true', 'supportsHttpsTrafficOnly: false'),
+  ],
+  [
+    'the portal defaults to keys',
+    'storage-oauth-default',
+    replace(STORAGE, 'defaultToOAuthAuthentication: true', 'defaultToOAuthAuthentication: false'),
+  ],
+  [
+    'no storage account is created',
+    'storage-account',
+    replace(
+      STORAGE,
+      "resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {",
+      "resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {",
+    ),
+  ],
+  ['a container is public', 'container-public-access', replace(STORAGE, "publicAccess: 'None'", "publicAccess: 'Blob'")],
+  ['the poison queue is misnamed', 'hub-resources', replace(MAIN_BICEP, "'${hubName}-work-poison'", "'${hubName}-poison'")],
+  ['the runs container is missing', 'hub-resources', replace(MAIN_BICEP, "'${hubName}-runs'", "'${hubName}-records'")],
+  [
+    "the lease container is not Baton's",
+    'hub-resources',
+    replace(MAIN_BICEP, "var leaseContainerName = 'leases'", "var leaseContainerName = 'locks'"),
+  ],
+  [
+    "the audit container is not Baton's",
+    'hub-resources',
+    replace(MAIN_BICEP, "var auditContainerName = 'audit-demo'", "var auditContainerName = 'audit'"),
+  ],
+
+  // Roles.
+  [
+    'blob access is read-only',
+    'role-blob-data',
+    replace(STORAGE_ACCESS, ROLE.storageBlobDataOwner, '2a2b9908-6ea1-4ae2-8e65-a410df84e7d1'),
+  ],
+  [
+    'queue access is read-only',
+    'role-queue-data',
+    replace(STORAGE_ACCESS, ROLE.storageQueueDataContributor, '19e7f393-937e-4f77-808e-94535e297925'),
+  ],
+  [
+    'the identity is made Owner',
+    'role-forbidden',
+    replace(STORAGE_ACCESS, ROLE.storageBlobDataOwner, '8e3af657-a8ff-443c-a75c-2fe8c4bcb635'),
+  ],
+  [
+    'the identity is made Contributor',
+    'role-forbidden',
+    replace(STORAGE_ACCESS, ROLE.storageBlobDataOwner, 'b24988ac-6180-42a0-ab88-20f7382dd24c'),
+  ],
+  [
+    'the identity may list keys',
+    'role-forbidden',
+    replace(STORAGE_ACCESS, ROLE.storageQueueDataContributor, '17d1049b-9a84-46fb-8f53-869881c3d3ab'),
+  ],
+  ['a role is assigned on the subscription', 'role-scope', replace(STORAGE_ACCESS, 'scope: storage', 'scope: subscription()')],
+  ['a role is assigned on the resource group', 'role-scope', replace(STORAGE_ACCESS, 'scope: storage', 'scope: resourceGroup()')],
+  ['a role assignment has no scope', 'role-scope', replace(STORAGE_ACCESS, /\n\s*scope: storage/, '')],
+  ['a role is assigned on the workspace', 'role-scope', replace(MONITORING, 'scope: appInsights', 'scope: workspace')],
+  [
+    'a role goes to a user',
+    'role-principal-type',
+    replace(STORAGE_ACCESS, "principalType: 'ServicePrincipal'", "principalType: 'User'"),
+  ],
+  ['a role assignment has a fixed name', 'role-name-guid', replace(STORAGE_ACCESS, /name: guid\([^\n]*\)/, "name: 'blob-data'")],
+
+  // The identity.
+  ['the app runs as a system identity', 'identity', replace(FUNCTION_APP, "type: 'UserAssigned'", "type: 'SystemAssigned'")],
+  [
+    'no user-assigned identity is created',
+    'identity',
+    replace(IDENTITY, "userAssignedIdentities@2023-01-31' = {", "userAssignedIdentities@2023-01-31' existing = {"),
+  ],
+
+  // The function app.
+  ['the plan is Consumption', 'flex-plan', replace(FUNCTION_APP, "name: 'FC1'", "name: 'Y1'")],
+  ['the plan tier is Dynamic', 'flex-plan', replace(FUNCTION_APP, "tier: 'FlexConsumption'", "tier: 'Dynamic'")],
+  ['the app is not a Linux function app', 'flex-site', replace(FUNCTION_APP, "kind: 'functionapp,linux'", "kind: 'functionapp'")],
+  ['the app has no functionAppConfig', 'flex-site', replace(FUNCTION_APP, 'functionAppConfig: {', 'siteProperties: {')],
+  ['Node 20', 'flex-runtime', replace(FUNCTION_APP, "version: '22'", "version: '20'")],
+  ['Python', 'flex-runtime', replace(FUNCTION_APP, "name: 'node'", "name: 'python'")],
+  ['4 GB instances', 'flex-scale', replace(FUNCTION_APP, 'instanceMemoryMB: 2048', 'instanceMemoryMB: 4096')],
+  [
+    'a fixed instance limit',
+    'flex-scale',
+    replace(FUNCTION_APP, 'maximumInstanceCount: maximumInstanceCount', 'maximumInstanceCount: 100'),
+  ],
+  [
+    'the package is read with a connection string',
+    'flex-deployment-identity',
+    replace(FUNCTION_APP, "type: 'UserAssignedIdentity'", "type: 'StorageAccountConnectionString'"),
+  ],
+  ['HTTP is served', 'https-only', replace(FUNCTION_APP, 'httpsOnly: true', 'httpsOnly: false')],
+  ['TLS 1.0 is served', 'site-tls', replace(FUNCTION_APP, "minTlsVersion: '1.2'", "minTlsVersion: '1.0'")],
+  ['FTP credentials are on', 'basic-auth', replace(FUNCTION_APP, /(name: 'ftp'\s*properties: \{\s*allow: )false/, '$1true')],
+  ['the SCM policy is missing', 'basic-auth', replace(FUNCTION_APP, "name: 'scm'", "name: 'scm-disabled'")],
+  ['no azd-env-name tag', 'tags', replace(MAIN_BICEP, "'azd-env-name': environmentName", "'env': environmentName")],
+  [
+    'the service tag is computed',
+    'tags',
+    replace(FUNCTION_APP, "'azd-service-name': 'baton'", "'azd-service-name': serviceName"),
+  ],
+
+  // Scope and modules.
+  ['a module has no scope', 'target-scope', replace(MAIN_BICEP, /(name: 'identity'\n)\s*scope: rg\n/, '$1')],
+  [
+    'deployed at management-group scope',
+    'target-scope',
+    replace(MAIN_BICEP, "targetScope = 'subscription'", "targetScope = 'managementGroup'"),
+  ],
+  ['a module file is missing', 'modules', replace(MAIN_BICEP, "'modules/identity.bicep'", "'modules/identities.bicep'")],
+
+  // App settings.
+  ...[
+    'AzureWebJobsStorage__credential',
+    'AzureWebJobsStorage__clientId',
+    'AzureWebJobsStorage__blobServiceUri',
+    'AzureWebJobsStorage__queueServiceUri',
+  ].map((name): [string, string, Mutate] => [
+    `${name} is missing`,
+    'app-settings-identity',
+    replace(FUNCTION_APP, new RegExp(`\\n\\s*${name}:[^\\n]*`), ''),
+  ]),
+  [
+    'the credential is not the managed identity',
+    'app-settings-credential',
+    replace(FUNCTION_APP, "__credential: 'managedidentity'", "__credential: 'azurecli'"),
+  ],
+  [
+    'AzureWebJobsStorage is a connection string',
+    'app-settings-plain-connection',
+    addAppSetting("AzureWebJobsStorage: 'UseDevelopmentStorage=true'"),
+  ],
+  ['AzureWebJobsStorage is set by name', 'app-settings-plain-connection', addAppSetting("'AzureWebJobsStorage': storageSetting")],
+  ['FUNCTIONS_WORKER_RUNTIME on Flex', 'app-settings-flex-deprecated', addAppSetting("FUNCTIONS_WORKER_RUNTIME: 'node'")],
+  ['WEBSITE_RUN_FROM_PACKAGE on Flex', 'app-settings-flex-deprecated', addAppSetting("WEBSITE_RUN_FROM_PACKAGE: '1'")],
+  ['BATON_HUB is not set', 'app-settings-baton', replace(FUNCTION_APP, /\n\s*BATON_HUB:[^\n]*/, '')],
+  ['BATON_LEASE_SECONDS is not set', 'app-settings-baton', replace(FUNCTION_APP, /\n\s*BATON_LEASE_SECONDS:[^\n]*/, '')],
+  [
+    'Application Insights accepts keys',
+    'app-insights-entra',
+    replace(MONITORING, 'DisableLocalAuth: true', 'DisableLocalAuth: false'),
+  ],
+  ['telemetry is not Entra-authenticated', 'app-insights-entra', replace(FUNCTION_APP, ';Authorization=AAD', '')],
+  [
+    'no connection string for telemetry',
+    'app-insights-entra',
+    replace(FUNCTION_APP, /\n\s*APPLICATIONINSIGHTS_CONNECTION_STRING:[^\n]*/, ''),
+  ],
+  [
+    'the identity cannot publish telemetry',
+    'app-insights-entra',
+    replace(MONITORING, ROLE.monitoringMetricsPublisher, OTHER_GUID),
+  ],
+  [
+    'the legacy instrumentation key',
+    'app-insights-entra',
+    addAppSetting('APPINSIGHTS_INSTRUMENTATIONKEY: appInsights.properties.InstrumentationKey'),
+  ],
+
+  // Outputs.
+  ['an output named like a key', 'outputs-secret', append(MAIN_BICEP, 'output STORAGE_KEY string = storageAccountName')],
+  [
+    'an output holding the connection string',
+    'outputs-secret',
+    append(MONITORING, 'output telemetry string = appInsights.properties.ConnectionString'),
+  ],
+  ['an output named like a password', 'outputs-secret', append(MAIN_BICEP, 'output ADMIN_PASSWORD string = environmentName')],
+  ['an output holding a secret', 'outputs-secret', append(MAIN_BICEP, 'output ID string = monitoring.outputs.secretValue')],
+
+  // Parameters of main.bicep.
+  ['a hub longer than a queue name allows', 'params', replace(MAIN_BICEP, '@maxLength(51)', '@maxLength(63)')],
+  ['an empty hub', 'params', replace(MAIN_BICEP, /@minLength\(1\)\n(@maxLength\(51\))/, '$1')],
+  ['the hub is undocumented', 'params', replace(MAIN_BICEP, /@description\('BATON_HUB:[^\n]*\n/, '')],
+  ['another default hub', 'params', replace(MAIN_BICEP, "param hubName string = 'baton'", "param hubName string = 'jobs'")],
+  ['a lease longer than blob leases allow', 'params', replace(MAIN_BICEP, '@maxValue(60)', '@maxValue(120)')],
+  ['a lease shorter than blob leases allow', 'params', replace(MAIN_BICEP, '@minValue(15)', '@minValue(5)')],
+  ['another default lease', 'params', replace(MAIN_BICEP, 'param leaseSeconds int = 15', 'param leaseSeconds int = 30')],
+  ['zero instances', 'params', replace(MAIN_BICEP, /@minValue\(1\)\n(@maxValue\(1000\))/, '@minValue(0)\n$1')],
+  ['more instances than Flex allows', 'params', replace(MAIN_BICEP, '@maxValue(1000)', '@maxValue(2000)')],
+  [
+    'another default instance limit',
+    'params',
+    replace(MAIN_BICEP, 'param maximumInstanceCount int = 40', 'param maximumInstanceCount int = 100'),
+  ],
+  [
+    'another default schedule',
+    'params',
+    replace(
+      MAIN_BICEP,
+      "param coordinatorSchedule string = '*/10 * * * * *'",
+      "param coordinatorSchedule string = '0 * * * * *'",
+    ),
+  ],
+
+  // main.parameters.json.
+  ['the parameters file is not JSON', 'params-file', (files) => ({ ...files, parametersJson: '{' })],
+  [
+    'the parameters file has another schema',
+    'params-file',
+    editJson(PARAMETERS, (doc) => (doc.$schema = 'https://example.com/x.json#')),
+  ],
+  ['a fixed environment name', 'params-file-azd', editJson(PARAMETERS, (doc) => (doc.parameters.environmentName.value = 'dev'))],
+  ['a fixed location', 'params-file-azd', editJson(PARAMETERS, (doc) => (doc.parameters.location.value = 'westeurope'))],
+  [
+    'a value built from a variable',
+    'params-file-azd',
+    editJson(PARAMETERS, (doc) => (doc.parameters.hubName.value = '${BATON_HUB}-x')),
+  ],
+  [
+    'a parameter main.bicep does not have',
+    'params-file-unknown',
+    editJson(PARAMETERS, (doc) => (doc.parameters.vnetEnabled = { value: true })),
+  ],
+  ['a required parameter without a value', 'params-file-required', append(MAIN_BICEP, 'param adminGroup string')],
+
+  // host.json.
+  ['host.json is not JSON', 'host-json', (files) => ({ ...files, hostJson: 'version: 2.0' })],
+  ['host.json version 1', 'host-version', editJson('host.json', (doc) => (doc.version = '1.0'))],
+  [
+    'another extension bundle',
+    'host-bundle',
+    editJson('host.json', (doc) => (doc.extensionBundle.id = 'Microsoft.Azure.Functions.ExtensionBundle.Workflows')),
+  ],
+  ['extension bundle 3', 'host-bundle', editJson('host.json', (doc) => (doc.extensionBundle.version = '[3.*, 4.0.0)'))],
+  [
+    'base64 queue messages',
+    'host-queues-encoding',
+    editJson('host.json', (doc) => (doc.extensions.queues.messageEncoding = 'base64')),
+  ],
+  [
+    'more deliveries than BATON_MAX_ATTEMPTS',
+    'host-max-dequeue',
+    editJson('host.json', (doc) => (doc.extensions.queues.maxDequeueCount = 6)),
+  ],
+
+  // azure.yaml.
+  ['no schema line', 'yaml-schema', replace('azure.yaml', /^# yaml-language-server[^\n]*\n/, '')],
+  ['a list where a map belongs', 'yaml-syntax', replace('azure.yaml', 'services:\n', 'services:\n  - baton\n')],
+  ['no project name', 'yaml-name', replace('azure.yaml', /\nname: baton\n/, '\n')],
+  ['two services', 'yaml-services', append('azure.yaml', '  api:\n    project: ./api\n    host: function')],
+  ['the service is not the tagged app', 'yaml-service-tag', replace('azure.yaml', '\n  baton:\n', '\n  api:\n')],
+  ['JavaScript', 'yaml-service', replace('azure.yaml', 'language: ts', 'language: js')],
+  ['App Service', 'yaml-service', replace('azure.yaml', 'host: function', 'host: appservice')],
+  ['another project folder', 'yaml-service', replace('azure.yaml', 'project: .', 'project: ./src')],
+  ['the whole repository is zipped', 'yaml-package', replace('azure.yaml', 'dist: dist/deploy', 'dist: dist')],
+  ['a remote build', 'yaml-package', replace('azure.yaml', 'remoteBuild: false', 'remoteBuild: true')],
+  [
+    'the hook script is not there',
+    'yaml-hook',
+    replace('azure.yaml', 'run: node infra/hooks/stage-package.mjs', 'run: node infra/hooks/stage.mjs'),
+  ],
+  ['the POSIX hook runs in PowerShell', 'yaml-hook', replace('azure.yaml', 'shell: sh', 'shell: pwsh')],
+];
+
+describe('the deployment files', () => {
+  it('pass every rule', () => {
+    expect(lintInfra(real, expectations)).toEqual([]);
+  });
+
+  it('name the one service azd deploys in both azure.yaml and the function app tag', () => {
+    const yaml = parseSimpleYaml(real.azureYaml) as { services: Record<string, unknown> };
+    expect(Object.keys(yaml.services)).toEqual([serviceTagOf(real.bicep)]);
+  });
+
+  it.each(breakages)('fail when %s (%s)', (_what, rule, mutate) => {
+    const broken = mutate(real);
+    expect(broken).not.toEqual(real);
+    const problems = lintInfra(broken, expectations);
+    expect(problems.map(ruleOf)).toContain(rule);
+  });
+
+  it('has a broken copy for every rule the lint can report', () => {
+    const source = readFileSync(join(root, 'test', 'support', 'infra-lint.ts'), 'utf8');
+    const rules = new Set([...source.matchAll(/report\('([a-z0-9-]+)'/g)].map((m) => m[1]));
+    const covered = new Set(breakages.map(([, rule]) => rule));
+    expect([...rules].filter((rule) => !covered.has(rule as string))).toEqual([]);
+  });
+
+  it('allow a role scoped below the storage account', () => {
+    const narrower = replace(STORAGE_ACCESS, 'scope: storage', 'scope: deploymentContainer')(real);
+    expect(lintInfra(narrower, expectations)).toEqual([]);
+  });
+
+  it('ignore what comments say, except that keys and strong roles may not appear even there', () => {
+    const commented = append(FUNCTION_APP, "// FUNCTIONS_WORKER_RUNTIME: 'node' is set by Flex itself")(real);
+    expect(lintInfra(commented, expectations)).toEqual([]);
+    const keyInComment = append(FUNCTION_APP, '// never: storage.listKeys()')(real);
+    expect(lintInfra(keyInComment, expectations).map(ruleOf)).toContain('no-list-keys');
+  });
+
+  it('require the package entry point inside the staged package', () => {
+    const problems = lintAzureYaml(real.azureYaml, serviceTagOf(real.bicep), { ...expectations, packageMain: 'lib/index.js' });
+    expect(problems.map(ruleOf)).toEqual(['yaml-package']);
+  });
+});
+
+describe('the deploy hook (infra/hooks/stage-package.mjs)', () => {
+  const temps: string[] = [];
+  afterEach(() => {
+    for (const dir of temps.splice(0)) rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A project like this one, with an npm that writes what the real commands would. */
+  function fakeProject(options: { buildWrites?: string[] } = {}) {
+    const dir = mkdtempSync(join(tmpdir(), 'baton-stage-'));
+    temps.push(dir);
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'baton', main: pkg.main }));
+    writeFileSync(join(dir, 'package-lock.json'), '{}');
+    writeFileSync(join(dir, 'host.json'), '{"version":"2.0"}');
+    mkdirSync(join(dir, STAGE_DIR), { recursive: true });
+    writeFileSync(join(dir, STAGE_DIR, 'stale.js'), 'from an earlier deploy');
+    mkdirSync(join(dir, 'node_modules', 'vitest'), { recursive: true });
+    const calls: { cwd: string; args: readonly string[] }[] = [];
+    const npm = (cwd: string, args: readonly string[]) => {
+      calls.push({ cwd: relative(dir, cwd).split(sep).join('/') || '.', args });
+      if (args.join(' ') === 'run clean') rmSync(join(cwd, 'dist'), { recursive: true, force: true });
+      if (args.join(' ') === 'run build') {
+        for (const file of options.buildWrites ?? ['dist/src/index.js', 'dist/functions/index.js', 'dist/functions/index.d.ts']) {
+          mkdirSync(dirname(join(cwd, file)), { recursive: true });
+          writeFileSync(join(cwd, file), '// compiled');
+        }
+      }
+      if (args[0] === 'ci') {
+        mkdirSync(join(cwd, 'node_modules', 'zod'), { recursive: true });
+        writeFileSync(join(cwd, 'node_modules', 'zod', 'index.js'), '');
+      }
+    };
+    return { dir, calls, npm };
+  }
+
+  function filesUnder(dir: string): string[] {
+    return readdirSync(dir, { recursive: true, withFileTypes: true })
+      .filter((entry) => entry.isFile())
+      .map((entry) => relative(dir, join(entry.parentPath, entry.name)).split(sep).join('/'))
+      .sort();
+  }
+
+  it('builds clean, stages only what the host loads, then installs production dependencies into the stage', () => {
+    const { dir, calls, npm } = fakeProject();
+    const out = stagePackage(dir, { npm, log: () => undefined });
+    expect(out).toBe(join(dir, STAGE_DIR));
+    expect(calls).toEqual([
+      { cwd: '.', args: ['run', 'clean'] },
+      { cwd: '.', args: ['run', 'build'] },
+      { cwd: STAGE_DIR, args: INSTALL_ARGS },
+    ]);
+    expect(filesUnder(out)).toEqual([
+      '.funcignore',
+      'dist/functions/index.d.ts',
+      'dist/functions/index.js',
+      'dist/src/index.js',
+      'host.json',
+      'node_modules/zod/index.js',
+      'package-lock.json',
+      'package.json',
+    ]);
+    expect(existsSync(join(out, pkg.main))).toBe(true);
+  });
+
+  it('fails, naming the path, when the build did not produce it', () => {
+    const { dir, npm } = fakeProject({ buildWrites: ['dist/functions/index.js'] });
+    expect(() => stagePackage(dir, { npm, log: () => undefined })).toThrow(/dist\/src is missing/);
+  });
+
+  it('installs exactly the locked production dependencies, without their scripts', () => {
+    expect(INSTALL_ARGS[0]).toBe('ci');
+    expect(INSTALL_ARGS).toEqual(expect.arrayContaining(['--omit=dev', '--omit=optional', '--ignore-scripts']));
+  });
+
+  it('stages every file package.json publishes, and stages it where git and azure.yaml expect', () => {
+    expect(PACKAGE_FILES).toEqual(expect.arrayContaining([...pkg.files, 'package.json', 'package-lock.json']));
+    expect(STAGE_DIR.startsWith('dist/')).toBe(true);
+    expect(readFileSync(join(root, '.gitignore'), 'utf8').split(/\r?\n/)).toContain('dist/');
+  });
+
+  it('keeps node_modules in the zip whatever azd would leave out by default', () => {
+    const patterns = FUNCIGNORE.split('\n').filter((line) => line.trim() !== '' && !line.startsWith('#'));
+    expect(patterns.length).toBeGreaterThan(0);
+    for (const pattern of patterns) expect(pattern).not.toMatch(/node_modules/);
+  });
+});
