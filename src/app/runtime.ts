@@ -18,9 +18,12 @@ import { StorageRequestCounter } from '../storage/request-counter';
 import { Schedule } from '../schedule/schedule';
 import {
   parseBatonSettings,
+  parseLogLevel,
   parseStorageSettings,
+  redactSecrets,
   type BatonSettings,
   type Env,
+  type LogLevel,
   type StorageSettings,
 } from '../storage/settings';
 
@@ -96,6 +99,18 @@ function checkFencingSwitch(env: Env, storage: StorageSettings, log: { warn(mess
 }
 
 /**
+ * Every line the elector and the engine log goes through here: key material is masked whatever
+ * the sink (a split or finalize error can quote a SAS URL), and debug lines pass only at `debug`.
+ */
+function redactingLogger(logger: LeaderLogger & EngineLogger, level: LogLevel): LeaderLogger & EngineLogger {
+  return {
+    info: (message) => logger.info(redactSecrets(message)),
+    warn: (message) => logger.warn(redactSecrets(message)),
+    ...(level === 'debug' && logger.debug ? { debug: (message: string) => logger.debug?.(redactSecrets(message)) } : {}),
+  };
+}
+
+/**
  * Builds the process-wide runtime from app settings. Throws `InvalidSettingError` (one line,
  * naming the setting) on the first bad setting, so a misconfigured app fails at start-up rather
  * than on its first tick.
@@ -103,11 +118,13 @@ function checkFencingSwitch(env: Env, storage: StorageSettings, log: { warn(mess
 export function createBatonRuntime(env: Env = process.env, options: RuntimeOptions = {}): BatonRuntime {
   const storage = parseStorageSettings(env);
   const settings = parseBatonSettings(env);
+  const logLevel = parseLogLevel(env);
   const jobs = options.jobs ?? [];
   assertUniqueJobs(jobs);
   if (options.hostQueueConfig) assertHostAgrees(options.hostQueueConfig, settings);
   const clock = options.clock ?? systemClock;
-  const log = options.logger ?? { info: () => undefined, warn: () => undefined };
+  const logger = options.logger && redactingLogger(options.logger, logLevel);
+  const log = logger ?? { info: () => undefined, warn: () => undefined };
   checkFencingSwitch(env, storage, log);
   const resources = hubResources(settings.hub);
   const storageRequests = options.storageRequests ?? new StorageRequestCounter();
@@ -128,7 +145,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     ...alignmentFor(settings.coordinatorSchedule),
     clock,
     ...(options.identity ? { identity: options.identity } : {}),
-    ...(options.logger ? { logger: options.logger } : {}),
+    ...(logger ? { logger } : {}),
     ...(options.onLeaderEvent ? { onEvent: options.onLeaderEvent } : {}),
   });
   const stopping = new AbortController();

@@ -9,14 +9,23 @@ import { redactSecrets } from '../storage/settings';
 export function createWorkerHandler(deps: WorkerDeps) {
   return async (queueEntry: unknown, context: InvocationContext): Promise<WorkOutcome> => {
     const dequeueCount = Number(context.triggerMetadata?.dequeueCount ?? 1);
-    const outcome = await handleWorkMessage(
-      queueEntry,
-      { dequeueCount: Number.isInteger(dequeueCount) && dequeueCount > 0 ? dequeueCount : 1 },
-      deps,
-    );
+    let outcome: WorkOutcome;
+    try {
+      outcome = await handleWorkMessage(
+        queueEntry,
+        { dequeueCount: Number.isInteger(dequeueCount) && dequeueCount > 0 ? dequeueCount : 1 },
+        deps,
+      );
+    } catch (err) {
+      // A storage call failed (the host retries the message). SDK errors carry request details
+      // (a SAS in a URL, headers); the host logs what is thrown, so it gets a clean one-liner.
+      throw new Error(redactSecrets(err instanceof Error ? `${err.name}: ${err.message}` : String(err)));
+    }
     if (outcome.kind === 'retry') {
       throw new Error(
-        `${outcome.failed} item(s) failed on attempt ${dequeueCount} of ${deps.maxAttempts}; retrying: ${outcome.firstError}`,
+        redactSecrets(
+          `${outcome.failed} item(s) failed on attempt ${dequeueCount} of ${deps.maxAttempts}; retrying: ${outcome.firstError}`,
+        ),
       );
     }
     return outcome;

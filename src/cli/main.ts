@@ -6,6 +6,7 @@ import { cliContext, ExitWith, type CliIo, type CliOptions } from './context';
 import { describeFailure, EXIT } from './failure';
 import { registerHubCommands } from './hub-commands';
 import { registerStart } from './start-command';
+import { redactSecrets } from '../storage/settings';
 
 export type { CliIo, CliOptions } from './context';
 export { ExitWith } from './context';
@@ -32,10 +33,11 @@ export function buildProgram(io: CliIo = processIo, options: CliOptions = {}): C
     .configureOutput({
       writeOut: (text) => io.out(text),
       writeErr: (text) => io.err(text),
-      // Commander's errors can span lines (a suggestion follows); the CLI promises one line.
+      // Commander's errors can span lines (a suggestion follows); the CLI promises one line. They
+      // can quote an argument, and a mistyped option may be followed by a connection string.
       outputError: (text, write) =>
         write(
-          `baton: ${text
+          `baton: ${redactSecrets(text)
             .replace(/^error: /, '')
             .trim()
             .replace(/\s*\n\s*/g, ' ')}\n`,

@@ -2,6 +2,7 @@ import type { JobDefinition } from '../jobs/job-definition';
 import type { Bitset } from '../runs/bitset';
 import type { RunCounters } from '../runs/run-record';
 import type { ItemOutcome } from './messages';
+import { errorText, jsonBytes } from './worker';
 
 export interface FailureEntry {
   item: number;
@@ -39,8 +40,18 @@ export function foldOutcomes(
       continue;
     }
     if (outcome.ok) {
-      const checked = job.resultSchema ? job.resultSchema.safeParse(outcome.r) : { success: true as const, data: outcome.r };
-      if (checked.success) {
+      // Workers check the size too; one of another version, or a forged message, may not have.
+      const bytes = jsonBytes(outcome.r ?? null);
+      const checked =
+        bytes > job.maxResultBytes
+          ? undefined
+          : job.resultSchema
+            ? job.resultSchema.safeParse(outcome.r)
+            : { success: true as const, data: outcome.r };
+      if (!checked) {
+        const reason = `result is ${bytes} bytes as JSON, over the job's maxResultBytes (${job.maxResultBytes})`;
+        failures.push({ item: outcome.i, reason, attempts: 1 });
+      } else if (checked.success) {
         try {
           acc = job.aggregate.add(acc, checked.data, { itemIndex: outcome.i });
           counters.succeeded++;
@@ -49,7 +60,7 @@ export function foldOutcomes(
           // A fold that throws on one result must not stop the run: that item fails instead.
           failures.push({
             item: outcome.i,
-            reason: `aggregate.add threw: ${err instanceof Error ? err.message : String(err)}`,
+            reason: errorText(`aggregate.add threw: ${err instanceof Error ? err.message : String(err)}`),
             attempts: 1,
           });
         }
@@ -57,7 +68,8 @@ export function foldOutcomes(
         failures.push({ item: outcome.i, reason: "result does not match the job's result schema", attempts: 1 });
       }
     } else {
-      failures.push({ item: outcome.i, reason: outcome.e, attempts: outcome.a });
+      // Kept in failures.json and shown by `baton show`: short, and masked, whoever wrote the message.
+      failures.push({ item: outcome.i, reason: errorText(outcome.e), attempts: outcome.a });
     }
     counters.failed++;
   }

@@ -1,4 +1,5 @@
 import type { JobDefinition } from '../jobs/job-definition';
+import { redactSecrets } from '../storage/settings';
 import { Bitset } from '../runs/bitset';
 import { runKeys, transition, type RunRecord } from '../runs/run-record';
 import type { EngineContext, TermContext } from './engine-context';
@@ -45,7 +46,10 @@ export async function planRun(ctx: EngineContext, term: TermContext, book: RunBo
     await flush();
   } catch (err) {
     if (term.signal.aborted) throw err;
-    const reason = err instanceof PlanError ? err.message : `split failed: ${err instanceof Error ? err.message : String(err)}`;
+    // The reason is kept in the run record and shown by `baton show`: a storage error from split can quote a SAS.
+    const reason = redactSecrets(
+      err instanceof PlanError ? err.message : `split failed: ${err instanceof Error ? err.message : String(err)}`,
+    );
     ctx.log.warn(`run ${record.runId} failed while planning: ${reason}`);
     await book.save(run, transition(record, 'failed', ctx.clock.date(), reason));
     return;
@@ -78,5 +82,10 @@ function serializeItem(job: JobDefinition, item: unknown, index: number): string
   }
   const line = JSON.stringify(value);
   if (line === undefined) throw new PlanError(`item ${index} is not JSON (${typeof item})`);
+  // One item too big fails the plan rather than the item: it is the split's bug, and it would fail every attempt.
+  const bytes = Buffer.byteLength(line);
+  if (bytes > job.maxItemBytes) {
+    throw new PlanError(`item ${index} is ${bytes} bytes as JSON, over the job's maxItemBytes (${job.maxItemBytes})`);
+  }
   return line;
 }

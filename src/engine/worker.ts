@@ -131,12 +131,18 @@ export async function handleWorkMessage(
   return { kind: 'processed', succeeded: outcomes.length - failed, failed };
 }
 
-async function processItem(
+/** One item through the job: size, item schema, `process`, result schema, JSON, size. A failure is an outcome, never a throw. */
+export async function processItem(
   job: JobDefinition,
   item: unknown,
   ctx: { runId: string; itemIndex: number; attempt: number; signal: AbortSignal },
 ): Promise<ItemOutcome> {
   const fail = (e: string): ItemOutcome => ({ i: ctx.itemIndex, ok: false, e: errorText(e), a: ctx.attempt });
+  // The leader checks this when planning; a message from anywhere else is checked here too.
+  const itemBytes = jsonBytes(item);
+  if (itemBytes > job.maxItemBytes) {
+    return fail(`item is ${itemBytes} bytes as JSON, over the job's maxItemBytes (${job.maxItemBytes})`);
+  }
   if (job.itemSchema) {
     const checked = job.itemSchema.safeParse(item);
     if (!checked.success) return fail(`item does not match the job's item schema: ${describeIssue(checked.error)}`);
@@ -154,7 +160,24 @@ async function processItem(
     result = checked.data;
   }
   if (result === undefined) result = null; // JSON has no undefined
+  // Reported as this item's failure, not thrown: a result that cannot be sent must not fail its neighbours.
+  let resultBytes: number;
+  try {
+    resultBytes = jsonBytes(result);
+  } catch (err) {
+    return fail(`result is not JSON: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  if (Number.isNaN(resultBytes)) return fail(`result is not JSON (${typeof result})`);
+  if (resultBytes > job.maxResultBytes) {
+    return fail(`result is ${resultBytes} bytes as JSON, over the job's maxResultBytes (${job.maxResultBytes})`);
+  }
   return { i: ctx.itemIndex, ok: true, r: result };
+}
+
+/** UTF-8 bytes of `value` as JSON; NaN when JSON has no form for it (a function). Throws on BigInt or a cycle. */
+export function jsonBytes(value: unknown): number {
+  const text = JSON.stringify(value);
+  return text === undefined ? NaN : Buffer.byteLength(text);
 }
 
 class ClaimShapeError extends Error {}

@@ -1,7 +1,15 @@
 import { z } from 'zod';
 import { InvalidConfigError } from '../errors';
 import { Schedule } from '../schedule/schedule';
-import type { JobDefinition, JobOptions } from './job-definition';
+import { DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES_LIMIT, type JobDefinition, type JobOptions } from './job-definition';
+
+const payloadBytes = (what: string) =>
+  z
+    .number({ message: `must be a number of bytes (${what})` })
+    .int('must be a whole number of bytes')
+    .min(1, 'must be at least 1 byte')
+    .max(MAX_PAYLOAD_BYTES_LIMIT, `must be at most ${MAX_PAYLOAD_BYTES_LIMIT} bytes (64 MiB)`)
+    .default(DEFAULT_MAX_PAYLOAD_BYTES);
 
 const fn = (what: string) =>
   z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', { message: `must be a function (${what})` });
@@ -37,6 +45,8 @@ const jobOptionsSchema = z.object({
     .min(1, 'must be at least 1')
     .max(1000, 'must be at most 1000')
     .default(1),
+  maxItemBytes: payloadBytes('the largest serialized item'),
+  maxResultBytes: payloadBytes('the largest serialized result'),
   split: fn('split(ctx) returns the items'),
   process: fn('process(item, ctx) returns the result'),
   aggregate: z.object({
@@ -75,6 +85,8 @@ export function defineJob<Item, Result, Acc, Output = Acc>(
     timeoutSeconds: value.timeoutSeconds,
     failureTolerance: value.failureTolerance,
     itemsPerMessage: value.itemsPerMessage,
+    maxItemBytes: value.maxItemBytes,
+    maxResultBytes: value.maxResultBytes,
     split: options.split,
     process: options.process,
     aggregate: {

@@ -1,5 +1,10 @@
 import type { z } from 'zod';
 
+/** Default of `maxItemBytes` and `maxResultBytes`: 1 MiB of JSON (UTF-8). */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
+/** The most either limit may be set to. */
+export const MAX_PAYLOAD_BYTES_LIMIT = 64 * 1024 * 1024;
+
 export type OverlapPolicyName = 'skip' | 'allow' | 'replace';
 
 /** Where a result came from; the fold gets it so failures and outputs can name items. */
@@ -48,6 +53,11 @@ export interface Aggregate<Result, Acc, Output> {
   add(acc: Acc, result: Result, ref: ItemRef): Acc;
   /** Turns the accumulator into the output written at the end. Default: the accumulator. */
   output?(acc: Acc): Output;
+  /**
+   * Required for the durable engine: folds two accumulators of disjoint item sets; must be
+   * associative and agree with add (`merge(fold(A), fold(B))` equals folding A and B together).
+   */
+  merge?(a: Acc, b: Acc): Acc;
 }
 
 export interface FailureTolerance {
@@ -75,6 +85,16 @@ export interface JobOptions<Item, Result, Acc, Output> {
   failureTolerance?: FailureTolerance;
   /** Items packed into one queue message. Default 1. */
   itemsPerMessage?: number;
+  /**
+   * Largest item, as serialized JSON (UTF-8 bytes). Default 1 MiB, at most 64 MiB. A bigger item
+   * fails the run while planning, naming its index; a worker fails one it is handed.
+   */
+  maxItemBytes?: number;
+  /**
+   * Largest result, as serialized JSON (UTF-8 bytes). Default 1 MiB, at most 64 MiB. A bigger result
+   * is reported as that item's failure (by the worker, and again by the leader before folding).
+   */
+  maxResultBytes?: number;
   split(ctx: SplitContext): Iterable<Item> | AsyncIterable<Item>;
   process(item: Item, ctx: ProcessContext): Promise<Result> | Result;
   aggregate: Aggregate<Result, Acc, Output>;
@@ -95,9 +115,12 @@ export interface JobDefinition<Item = unknown, Result = unknown, Acc = unknown, 
   readonly timeoutSeconds: number;
   readonly failureTolerance: FailureTolerance;
   readonly itemsPerMessage: number;
+  readonly maxItemBytes: number;
+  readonly maxResultBytes: number;
   split(ctx: SplitContext): Iterable<Item> | AsyncIterable<Item>;
   process(item: Item, ctx: ProcessContext): Promise<Result> | Result;
-  readonly aggregate: Required<Aggregate<Result, Acc, Output>>;
+  /** `merge` stays optional: only the durable engine needs it (see `assertDurableReady`). */
+  readonly aggregate: Required<Omit<Aggregate<Result, Acc, Output>, 'merge'>> & Pick<Aggregate<Result, Acc, Output>, 'merge'>;
   finalize?(output: Output, ctx: FinalizeContext): Promise<void> | void;
   readonly itemSchema?: z.ZodType<Item>;
   readonly resultSchema?: z.ZodType<Result>;

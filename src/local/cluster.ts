@@ -11,7 +11,7 @@ import { BlobLeaseStore } from '../lease/blob-lease-store';
 import { isTerminal, runKeys, type RunRecord } from '../runs/run-record';
 import { seedDemoBlobs } from '../sample/demo-seed';
 import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
-import { redactSecrets } from '../storage/settings';
+import { parseLogLevel, redactSecrets } from '../storage/settings';
 import { startAzurite, type RunningAzurite } from './azurite';
 import { parseInstanceLine } from './instance-events';
 import { createView, type ClusterView, type InstanceView } from './live-view';
@@ -98,6 +98,8 @@ class Cluster {
   private next = 1;
   private readonly stopping = new AbortController();
   private forced = false;
+  /** BATON_LOG_LEVEL=debug: every instance log line and leader event, not only warnings and changes of leader. */
+  private readonly verbose = parseLogLevel(process.env) === 'debug';
 
   constructor(
     private readonly options: ClusterOptions,
@@ -273,11 +275,11 @@ class Cluster {
         return;
       }
       if (event.kind === 'worked') instance.items += event.items;
-      else if (event.kind === 'leader' && (event.type === 'acquired' || event.type === 'lost')) {
+      else if (event.kind === 'leader' && (event.type === 'acquired' || event.type === 'lost' || this.verbose)) {
         this.view.note(
           `${name}: leadership ${event.type}${event.epoch !== undefined ? ` (epoch ${event.epoch})` : ''}${event.reason ? `: ${event.reason}` : ''}`,
         );
-      } else if (event.kind === 'log' && event.level === 'warn') this.view.note(`${name}: ${event.message}`);
+      } else if (event.kind === 'log' && (event.level === 'warn' || this.verbose)) this.view.note(`${name}: ${event.message}`);
     });
     createInterface({ input: proc.stderr as NodeJS.ReadableStream }).on('line', (line) =>
       this.view.note(`${name} stderr: ${redactSecrets(line)}`),

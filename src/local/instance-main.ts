@@ -4,7 +4,7 @@ import { createBatonRuntime, type BatonRuntime } from '../app/runtime';
 import { AzureQueue } from '../queue/azure-queue';
 import { createQueueServiceClient } from '../storage/client-factory';
 import { InvalidSettingError } from '../errors';
-import { parseStorageSettings, redactSecrets } from '../storage/settings';
+import { parseLogLevel, parseStorageSettings, redactSecrets } from '../storage/settings';
 import { createJobs } from '../../functions/jobs';
 import { findHostJson, readHostQueueConfig, type HostQueueConfig } from './host-config';
 import { LocalHost } from './local-host';
@@ -22,6 +22,7 @@ async function main(): Promise<void> {
     throw new InvalidSettingError('BATON_INSTANCE', 'BATON_INSTANCE must be at most 256 characters: it names the lease holder');
   }
   const hostConfig = readHostConfig(env.BATON_HOST_JSON?.trim());
+  const logLevel = parseLogLevel(env);
   const runtime: BatonRuntime = createBatonRuntime(env, {
     jobs: createJobs(env),
     hostQueueConfig: hostConfig,
@@ -29,6 +30,8 @@ async function main(): Promise<void> {
     logger: {
       info: (message) => emit({ kind: 'log', level: 'info', message }),
       warn: (message) => emit({ kind: 'log', level: 'warn', message }),
+      // The runtime passes debug lines on only at BATON_LOG_LEVEL=debug; the cluster's events know info and warn.
+      debug: (message) => emit({ kind: 'log', level: 'info', message }),
     },
     onLeaderEvent: (event) => {
       if (event.type === 'renew-failed') return;
@@ -48,8 +51,11 @@ async function main(): Promise<void> {
     registrations: batonRegistrations(runtime).map(countWork),
     queues: (name) => new AzureQueue(queueService, name),
     hostConfig,
+    // Invocation logs: the handlers' own lines and what they threw, so masked here before they leave the process.
     log: (level, message) => {
-      if (level === 'error' || level === 'warning' || level === 'critical') emit({ kind: 'log', level: 'warn', message });
+      if (level === 'error' || level === 'warning' || level === 'critical') {
+        emit({ kind: 'log', level: 'warn', message: redactSecrets(message) });
+      } else if (logLevel === 'debug') emit({ kind: 'log', level: 'info', message: redactSecrets(message) });
     },
   });
   const metrics = reportMetrics(runtime);

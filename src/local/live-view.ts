@@ -1,6 +1,7 @@
 import cliProgress from 'cli-progress';
 import type { HubStatus } from '../engine/status';
 import type { RunRecord } from '../runs/run-record';
+import { redactSecrets } from '../storage/settings';
 
 export interface InstanceView {
   name: string;
@@ -90,9 +91,11 @@ class LiveView implements ClusterView {
   }
 
   note(message: string): void {
+    // Every line the cluster prints passes here: instance output and storage errors, masked.
+    const line = redactSecrets(message);
     // Once stopped, the bars are gone: notes are plain lines below the last frame.
-    if (this.stopped) this.stream.write(`${message}\n`);
-    else this.bars.log(`${message}\n`);
+    if (this.stopped) this.stream.write(`${line}\n`);
+    else this.bars.log(`${line}\n`);
   }
 
   stop(): void {
@@ -109,7 +112,7 @@ class LiveView implements ClusterView {
       leader
         ? `leader ${leader.identity ?? '?'}  epoch ${leader.epoch}  leading for ${seconds(leader.ledForMs)}`
         : state.error
-          ? `storage unreachable: ${state.error}`
+          ? `storage unreachable: ${redactSecrets(state.error)}`
           : 'no leader yet (the next coordinator tick elects one)',
     );
     for (const run of state.status?.activeRuns ?? []) {
@@ -176,7 +179,8 @@ class LogView implements ClusterView {
   }
 
   note(message: string): void {
-    this.stream.write(`${new Date().toISOString()} ${message}\n`);
+    // Every line the cluster prints passes here: instance output and storage errors, masked.
+    this.stream.write(`${new Date().toISOString()} ${redactSecrets(message)}\n`);
   }
 
   stop(): void {

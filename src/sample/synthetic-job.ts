@@ -68,6 +68,8 @@ export function createSyntheticJob(spec: SyntheticJobSpec): JobDefinition {
     aggregate: {
       initial: () => ({ count: 0, sum: 0, squares: 0 }),
       add: (acc, result) => ({ count: acc.count + 1, sum: acc.sum + result.v, squares: addSquare(acc.squares, result.v) }),
+      // Two disjoint folds combine by adding each part (the squares modulo the same prime), for the durable engine.
+      merge: (a, b) => ({ count: a.count + b.count, sum: a.sum + b.sum, squares: (a.squares + b.squares) % SQUARES_MODULUS }),
     },
   });
 }

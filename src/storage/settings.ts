@@ -323,6 +323,23 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
   };
 }
 
+// --- log level ---------------------------------------------------------------------------
+
+export type LogLevel = 'info' | 'debug';
+
+const logLevelSchema = z
+  .string()
+  .transform((v) => v.toLowerCase())
+  .pipe(z.enum(['info', 'debug'], { error: 'must be info or debug' }));
+
+/**
+ * `BATON_LOG_LEVEL` (default `info`). `debug` adds the elector's per-renewal lines and the
+ * timer's per-tick lines, and makes the local cluster print every instance's log lines.
+ */
+export function parseLogLevel(env: Env = process.env): LogLevel {
+  return parseSetting(logLevelSchema, 'BATON_LOG_LEVEL', read(env, 'BATON_LOG_LEVEL') ?? 'info');
+}
+
 // --- redaction ---------------------------------------------------------------------------
 
 /** Masks key material that SDK errors and URLs can carry, so they are safe to log. */
