@@ -159,6 +159,8 @@ class Cluster {
   private async seed(): Promise<void> {
     const container = this.blobs.getContainerClient('audit-demo');
     if (await container.exists()) return;
+    // Seeding takes seconds; say so, so a quiet start does not look like a hang.
+    this.view.note('seeding demo blobs into audit-demo (Ctrl-C stops without starting instances)');
     const expected = await Promise.race([
       seedDemoBlobs(container),
       new Promise<undefined>((resolve) =>

@@ -180,13 +180,14 @@ describe('a running local cluster and the baton CLI', () => {
 describe('stopping a cluster at awkward moments', () => {
   it('SIGINT while seeding: exits without starting instances, nothing left listening', { timeout: 60_000 }, async () => {
     const early = spawnBaton('cluster stopped while seeding', ['start', '--instances', '2', '--hub', 'seeding']);
-    // Azurite is up once the process has loaded it; seeding 2,000 blobs takes a few seconds more.
-    await sleep(2500);
+    // Seeding 2,000 blobs takes a few seconds after the line that announces it; the signal lands in between.
+    await early.waitForLine(/^seeding demo blobs/, 30_000);
     process.kill(early.pid, 'SIGINT');
     const exit = await early.waitExit(15_000);
     expect(exit.code).toBe(130);
     expect(early.indexOf(/^SIGINT: stopping the cluster/)).toBeGreaterThanOrEqual(0);
     expect(early.indexOf(/^cluster up/)).toBe(-1);
+    expect(early.indexOf(/^seeded \d+ demo blobs/)).toBe(-1);
     expect(childPids(early.pid)).toEqual([]);
   });
 

@@ -14,7 +14,7 @@ const fixture = useAzurite();
 
 /**
  * Leads until the run ends. Azurite serves this whole test in one process, so on a busy
- * machine a lease renewal can queue behind thousands of reads and miss its deadline; a real
+ * machine a lease call can queue behind thousands of reads and miss its deadline; a real
  * instance then leads again once it can, and so does this loop (the output must still be exact).
  */
 async function leadUntilTerminal(engine: Engine, runId: string, timeoutMs: number): Promise<number> {
@@ -28,7 +28,9 @@ async function leadUntilTerminal(engine: Engine, runId: string, timeoutMs: numbe
     try {
       await elector.runIfLeader((l) => engine.coordinator.lead(l, { termMs: 5000, returnWhenIdle: true }));
     } catch (err) {
-      if (!(err instanceof LeaseLostError)) throw err;
+      // An acquire that storage could not answer within the renew deadline ends the tick the same
+      // way (a real instance's timer fails and the next tick tries again).
+      if (!(err instanceof LeaseLostError) && (err as Error).name !== 'TimeoutError') throw err;
       lost++;
     }
     await new Promise((r) => setTimeout(r, 20));
