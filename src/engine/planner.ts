@@ -72,7 +72,8 @@ export async function planRun(ctx: EngineContext, term: TermContext, book: RunBo
   ctx.log.info(`run ${record.runId} planned ${planned} items in ${next.messages} messages`);
 }
 
-function serializeItem(job: JobDefinition, item: unknown, index: number): string {
+/** One planned item as its NDJSON line: the item schema, JSON, and `maxItemBytes`; a bad item throws `PlanError` naming it. */
+export function serializeItem(job: JobDefinition, item: unknown, index: number): string {
   let value = item;
   if (job.itemSchema) {
     const checked = job.itemSchema.safeParse(item);

@@ -1,0 +1,23 @@
+import type { Clock } from '../clock/clock';
+import type { DocumentStore } from '../fencing/document-store';
+import type { JobDefinition } from '../jobs/job-definition';
+
+/** What the durable activities work with, injected so tests run them on Azurite or in memory. */
+export interface DurableActivityDeps {
+  jobs: ReadonlyMap<string, JobDefinition>;
+  /** The hub's `<hub>-runs` container: the same documents the queue engine and the CLI use. */
+  docs: DocumentStore;
+  /** For record timestamps; default the system clock. */
+  clock?: Pick<Clock, 'date'>;
+  /** Aborts storage calls and `split`/`process`/`finalize` (for example on host shutdown). */
+  signal?: AbortSignal;
+  log?: (level: 'info' | 'warn', message: string) => void;
+}
+
+export function nowOf(deps: DurableActivityDeps): Date {
+  return deps.clock ? deps.clock.date() : new Date();
+}
+
+export function signalOf(deps: DurableActivityDeps): AbortSignal {
+  return deps.signal ?? new AbortController().signal;
+}

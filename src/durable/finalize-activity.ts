@@ -1,0 +1,122 @@
+import type { FailureEntry } from '../engine/fold';
+import type { FailuresManifest, RunOutput } from '../engine/finalizer';
+import { errorText } from '../engine/worker';
+import { withinTolerance } from '../jobs/job-definition';
+import { isTerminal, runKeys, transition, type RunRecord, type TerminalRunState } from '../runs/run-record';
+import { nowOf, signalOf, type DurableActivityDeps } from './activity-deps';
+import { finalizeInputSchema, type RunResult } from './contracts';
+import { requireJob } from './jobs';
+import { DURABLE_EPOCH } from './names';
+import { assertDurableRecord, deleteOtherPlans, runRecords, runResultOf } from './run-records';
+import { writeOnce } from './write-once';
+
+/**
+ * The finalize activity: the queue engine's end of a run, from the orchestration's totals.
+ * Writes `runs/<run>/output.json` and `runs/<run>/failures.json` (same documents, `If-None-Match: *`,
+ * so at most one of each whoever finalizes), decides succeeded or failed with the job's tolerance,
+ * calls the job's `finalize` hook with the run id as idempotency key, and ends the record with
+ * its counters. Durable may run it more than once; each step is safe to repeat, and a run that
+ * has already ended (finished, or cancelled by the starter) is only reported.
+ */
+export function createFinalizeActivity(deps: DurableActivityDeps): (input: unknown) => Promise<RunResult> {
+  return async (raw) => {
+    const input = finalizeInputSchema.parse(raw);
+    const signal = signalOf(deps);
+    const records = runRecords(deps.docs);
+    const key = runKeys.record(input.runId);
+    const doc = await records.read(key, { abortSignal: signal });
+    if (!doc) throw new Error(`run ${input.runId} has no record to finalize`);
+    if (isTerminal(doc.value.state)) return runResultOf(doc.value);
+    assertDurableRecord(input.runId, doc);
+    if (input.kind === 'abort') return abort(deps, doc.value, input.reason);
+    const job = requireJob(deps.jobs, input.job);
+
+    // Finalizing first: from here the starter's cancel leaves the run alone (as the queue engine's does).
+    const finalizing = await records.update(
+      key,
+      DURABLE_EPOCH,
+      (current) => (current?.state === 'running' ? transition(current, 'finalizing', nowOf(deps)) : undefined),
+      { abortSignal: signal },
+    );
+    if (!finalizing) throw new Error(`run ${input.runId} disappeared while finalizing`);
+    if (isTerminal(finalizing.value.state)) return runResultOf(finalizing.value);
+    if (finalizing.value.state !== 'finalizing') throw new Error(`run ${input.runId} is ${finalizing.value.state}, not running`);
+
+    const record = finalizing.value;
+    const { planned, succeeded, failed } = input.counts;
+    const counters: RunRecord['counters'] = { ...record.counters, planned, dispatched: planned, succeeded, failed };
+    const state: 'succeeded' | 'failed' = withinTolerance(job.failureTolerance, planned, failed) ? 'succeeded' : 'failed';
+    const output = job.aggregate.output(input.acc);
+    const document: RunOutput = { runId: record.runId, job: record.job, occurrence: record.occurrence, state, counters, output };
+    await writeOnce(deps.docs, runKeys.output(record.runId), document, signal);
+    const failures: FailureEntry[] = [...input.failures].sort((a, b) => a.item - b.item);
+    const manifest: FailuresManifest = { runId: record.runId, state, failed: failures, missing: [], missingCount: 0 };
+    await writeOnce(deps.docs, runKeys.manifest(record.runId), manifest, signal);
+
+    let finalizeError: string | null = null;
+    if (job.finalize) {
+      try {
+        await job.finalize(output, {
+          runId: record.runId,
+          idempotencyKey: record.runId,
+          state,
+          counters: { planned, succeeded, failed },
+          signal,
+        });
+      } catch (err) {
+        if (signal.aborted) throw err;
+        finalizeError = errorText(err instanceof Error ? err.message : String(err));
+        deps.log?.('warn', `run ${record.runId}: finalize hook failed: ${finalizeError}`);
+      }
+    }
+    const ended = await end(deps, record.runId, state, {
+      counters,
+      acc: input.acc,
+      outputKey: runKeys.output(record.runId),
+      manifestKey: runKeys.manifest(record.runId),
+      finalizeError,
+    });
+    await deleteOtherPlans(deps.docs, record.runId, record.planEpoch, { abortSignal: signal });
+    deps.log?.('info', `run ${record.runId} ${ended.state}: ${succeeded} succeeded, ${failed} failed of ${planned}`);
+    return runResultOf(ended);
+  };
+}
+
+/** A run that cannot go on: failed, with a manifest that lists no outcomes (the durable engine never got any). */
+async function abort(deps: DurableActivityDeps, record: RunRecord, reason: string): Promise<RunResult> {
+  const manifest: FailuresManifest = {
+    runId: record.runId,
+    state: 'failed',
+    failed: [],
+    missing: [],
+    missingCount: record.counters.planned,
+  };
+  await writeOnce(deps.docs, runKeys.manifest(record.runId), manifest, signalOf(deps));
+  const ended = await end(deps, record.runId, 'failed', { manifestKey: runKeys.manifest(record.runId), endReason: reason });
+  deps.log?.('warn', `run ${record.runId} failed: ${reason}`);
+  return runResultOf(ended);
+}
+
+/** Moves the record to its terminal state with `fields`; a record that ended meanwhile is kept as it is. */
+async function end(
+  deps: DurableActivityDeps,
+  runId: string,
+  state: TerminalRunState,
+  fields: Partial<Pick<RunRecord, 'counters' | 'acc' | 'outputKey' | 'manifestKey' | 'finalizeError' | 'endReason'>>,
+): Promise<RunRecord> {
+  const written = await runRecords(deps.docs).update(
+    runKeys.record(runId),
+    DURABLE_EPOCH,
+    (current) => {
+      if (!current || isTerminal(current.state)) return undefined;
+      return {
+        ...transition(current, state, nowOf(deps), fields.endReason ?? undefined),
+        ...fields,
+        endReason: fields.endReason ?? current.endReason,
+      };
+    },
+    { abortSignal: signalOf(deps) },
+  );
+  if (!written) throw new Error(`run ${runId} disappeared while ending`);
+  return written.value;
+}

@@ -1,0 +1,70 @@
+import * as df from 'durable-functions';
+import { z } from 'zod';
+import { InvalidConfigError } from '../errors';
+
+/**
+ * How a durable run fans out and retries. The starter copies the whole set into the run's
+ * input, so a run keeps the settings it started with: an orchestrator must make the same
+ * decisions on every replay, even after a deploy changes the defaults.
+ */
+export interface DurableRunSettings {
+  /** Items per chunk sub-orchestration (rounded down to whole messages, at least one message). Default 500. */
+  chunkItems: number;
+  /** Tries of each message: all but the last under Durable's retry policy, the last reports per item. Default 5. */
+  maxAttempts: number;
+  /** Wait before the first retry. Default 1 s. */
+  firstRetryIntervalMs: number;
+  /** Each wait is this many times the one before. Default 2. */
+  backoffCoefficient: number;
+  /** Longest wait between tries. Default 60 s. */
+  maxRetryIntervalMs: number;
+}
+
+export const DEFAULT_DURABLE_SETTINGS: DurableRunSettings = Object.freeze({
+  chunkItems: 500,
+  maxAttempts: 5,
+  firstRetryIntervalMs: 1000,
+  backoffCoefficient: 2,
+  maxRetryIntervalMs: 60_000,
+});
+
+export const durableSettingsSchema = z
+  .object({
+    chunkItems: z
+      .number()
+      .int('must be a whole number of items')
+      .min(1, 'must be at least 1')
+      .max(100_000, 'must be at most 100000'),
+    maxAttempts: z.number().int('must be a whole number').min(1, 'must be at least 1').max(100, 'must be at most 100'),
+    firstRetryIntervalMs: z.number().int('must be whole milliseconds').positive('must be positive'),
+    backoffCoefficient: z.number().min(1, 'must be at least 1'),
+    maxRetryIntervalMs: z.number().int('must be whole milliseconds').positive('must be positive'),
+  })
+  .strict();
+
+/** Fills in defaults and checks every field; a bad one throws `InvalidConfigError` naming `durable.<field>`. */
+export function resolveDurableSettings(partial: Partial<DurableRunSettings> = {}): DurableRunSettings {
+  const parsed = durableSettingsSchema.safeParse({ ...DEFAULT_DURABLE_SETTINGS, ...partial });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const path = issue?.path.join('.') || 'settings';
+    throw new InvalidConfigError(`durable.${path}`, `durable engine: ${path} ${issue?.message ?? 'is invalid'}`);
+  }
+  return parsed.data;
+}
+
+/**
+ * Items per chunk: whole messages only, so no message spans two chunks (or two plan blobs),
+ * and never less than one message even when a message holds more than `chunkItems`.
+ */
+export function chunkItemsFor(settings: DurableRunSettings, itemsPerMessage: number): number {
+  return Math.max(1, Math.floor(settings.chunkItems / itemsPerMessage)) * itemsPerMessage;
+}
+
+/** Durable's retry policy for `attempts` tries with the run's backoff. */
+export function retryOptions(settings: DurableRunSettings, attempts: number): df.RetryOptions {
+  const options = new df.RetryOptions(settings.firstRetryIntervalMs, attempts);
+  options.backoffCoefficient = settings.backoffCoefficient;
+  options.maxRetryIntervalInMilliseconds = settings.maxRetryIntervalMs;
+  return options;
+}

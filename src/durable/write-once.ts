@@ -1,0 +1,14 @@
+import { ConcurrentUpdateError } from '../errors';
+import type { DocumentStore } from '../fencing/document-store';
+
+/**
+ * Writes a document that must exist at most once (`If-None-Match: *`); a copy already there means
+ * an earlier try made it. The same rule as `finalizer.ts` (whose helper needs a leader's term).
+ */
+export async function writeOnce(docs: DocumentStore, key: string, value: unknown, signal?: AbortSignal): Promise<void> {
+  try {
+    await docs.write(key, JSON.stringify(value), { ifNoneMatch: '*' }, { abortSignal: signal });
+  } catch (err) {
+    if (!(err instanceof ConcurrentUpdateError)) throw err;
+  }
+}
