@@ -1,4 +1,5 @@
 import { app } from '@azure/functions';
+import * as df from 'durable-functions';
 import { findHostJson, readHostQueueConfig } from '../src/local/host-config';
 import { batonRegistrations } from '../src/app/registrations';
 import { createBatonRuntime } from '../src/app/runtime';
@@ -13,19 +14,29 @@ const runtime = createBatonRuntime(process.env, {
 });
 
 for (const registration of batonRegistrations(runtime)) {
-  if (registration.kind === 'timer') {
-    // useMonitor off and no runOnStartup: catch-up is decided by the job schedules, not the host.
-    app.timer(registration.name, {
-      schedule: registration.schedule,
-      handler: registration.handler,
-      useMonitor: false,
-      runOnStartup: false,
-    });
-  } else {
-    app.storageQueue(registration.name, {
-      queueName: registration.queueName,
-      connection: registration.connection,
-      handler: registration.handler,
-    });
+  switch (registration.kind) {
+    case 'timer':
+      // useMonitor off and no runOnStartup: catch-up is decided by the job schedules, not the host.
+      app.timer(registration.name, {
+        schedule: registration.schedule,
+        handler: registration.handler,
+        useMonitor: false,
+        runOnStartup: false,
+        ...(registration.durableClient ? { extraInputs: [df.input.durableClient()] } : {}),
+      });
+      break;
+    case 'queue':
+      app.storageQueue(registration.name, {
+        queueName: registration.queueName,
+        connection: registration.connection,
+        handler: registration.handler,
+      });
+      break;
+    case 'orchestration':
+      df.app.orchestration(registration.name, registration.handler);
+      break;
+    case 'activity':
+      df.app.activity(registration.name, { handler: registration.handler });
+      break;
   }
 }

@@ -1,5 +1,7 @@
 import type { InvocationContext, Timer } from '@azure/functions';
+import type { OrchestrationHandler } from 'durable-functions';
 import { createCoordinatorTick } from './coordinator-tick';
+import { durableRegistrations } from './durable-registrations';
 import type { BatonRuntime } from './runtime';
 import { createWorkerHandler } from './worker-handler';
 
@@ -7,6 +9,8 @@ export interface TimerRegistration {
   kind: 'timer';
   name: string;
   schedule: string;
+  /** The timer also gets a Durable Functions client (the durable engine's starter). */
+  durableClient?: boolean;
   handler: (timer: Timer, context: InvocationContext) => Promise<unknown>;
 }
 
@@ -19,13 +23,26 @@ export interface QueueRegistration {
   handler: (queueEntry: unknown, context: InvocationContext) => Promise<unknown>;
 }
 
-export type Registration = TimerRegistration | QueueRegistration;
+export interface OrchestrationRegistration {
+  kind: 'orchestration';
+  name: string;
+  handler: OrchestrationHandler;
+}
+
+export interface ActivityRegistration {
+  kind: 'activity';
+  name: string;
+  handler: (input: unknown, context: InvocationContext) => Promise<unknown>;
+}
+
+export type Registration = TimerRegistration | QueueRegistration | OrchestrationRegistration | ActivityRegistration;
 
 /**
  * The one list of functions Baton registers. `functions/` hands it to the Functions host; the
  * local host runs the same list.
  */
 export function batonRegistrations(runtime: BatonRuntime): Registration[] {
+  if (runtime.settings.engine === 'durable') return durableRegistrations(runtime);
   const termMs = runtime.settings.termSeconds * 1000;
   return [
     {

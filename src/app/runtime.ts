@@ -5,6 +5,7 @@ import { RunStateCache } from '../engine/run-state-cache';
 import type { WorkerDeps } from '../engine/worker';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import { InvalidSettingError } from '../errors';
+import { assertDurableReady } from '../durable/ready';
 import { assertUniqueJobs } from '../jobs/define-job';
 import type { HostQueueConfig } from '../local/host-config';
 import type { JobDefinition } from '../jobs/job-definition';
@@ -66,6 +67,8 @@ export interface BatonRuntime {
   resources: ReturnType<typeof hubResources>;
   /** Every storage request this runtime's clients sent, by operation: Baton's cost metric. */
   storageRequests: StorageRequestCounter;
+  /** The app's logger, every line masked for secrets. */
+  log: { info(message: string): void; warn(message: string): void };
 }
 
 export interface RuntimeOptions {
@@ -121,6 +124,8 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   const logLevel = parseLogLevel(env);
   const jobs = options.jobs ?? [];
   assertUniqueJobs(jobs);
+  // The durable engine folds chunks apart and merges them: every job must say how, at start-up.
+  if (settings.engine === 'durable') for (const job of jobs) assertDurableReady(job);
   if (options.hostQueueConfig) assertHostAgrees(options.hostQueueConfig, settings);
   const clock = options.clock ?? systemClock;
   const logger = options.logger && redactingLogger(options.logger, logLevel);
@@ -175,6 +180,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     worker,
     resources,
     storageRequests,
+    log,
     shutdownSignal: stopping.signal,
     shutdown: () => stopping.abort(),
   };

@@ -40,7 +40,13 @@ function checkInstanceSettings(hub: string): string[] {
   }
   try {
     const jobs = createJobs(env);
-    createBatonRuntime(env, { jobs, ...(hostQueueConfig ? { hostQueueConfig } : {}) });
+    const runtime = createBatonRuntime(env, { jobs, ...(hostQueueConfig ? { hostQueueConfig } : {}) });
+    if (runtime.settings.engine === 'durable') {
+      throw new CliError(
+        'BATON_ENGINE=durable needs the Functions host with the Durable extension (func start, or Azure); baton start runs the queue engine',
+        EXIT.failed,
+      );
+    }
     return jobs.map((job) => job.name);
   } catch (err) {
     if (!isBatonError(err, 'InvalidSetting') && !isBatonError(err, 'InvalidConfig')) throw err;

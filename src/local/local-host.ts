@@ -1,3 +1,4 @@
+import { InvalidSettingError } from '../errors';
 import { randomUUID } from 'node:crypto';
 import { InvocationContext, type Timer } from '@azure/functions';
 import { Cron } from 'croner';
@@ -31,12 +32,20 @@ export class LocalHost {
   private readonly stopping = new AbortController();
   private readonly pumps: Promise<void>[] = [];
 
-  constructor(private readonly options: LocalHostOptions) {}
+  constructor(private readonly options: LocalHostOptions) {
+    // Orchestrations and activities need the Durable Task extension, which only the Functions host has.
+    if (options.registrations.some((r) => r.kind === 'orchestration' || r.kind === 'activity')) {
+      throw new InvalidSettingError(
+        'BATON_ENGINE',
+        'BATON_ENGINE=durable needs the Functions host with the Durable extension (func start, or Azure); the local cluster runs the queue engine',
+      );
+    }
+  }
 
   start(): void {
     for (const registration of this.options.registrations) {
       if (registration.kind === 'timer') this.startTimer(registration);
-      else this.startQueue(registration);
+      else if (registration.kind === 'queue') this.startQueue(registration);
     }
   }
 

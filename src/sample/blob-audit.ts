@@ -166,6 +166,19 @@ export function addPartial(acc: AuditOutput, partial: AuditPartial, maxListed: n
 
 type BlobCheck = { kind: 'gone' } | { kind: 'checked'; bytes: number; hasMd5: boolean; mismatch: MismatchReason | undefined };
 
+/** Two audits of disjoint blobs as one (the durable engine merges chunks with it). */
+export function mergeAudits(a: AuditOutput, b: AuditOutput, maxListed: number): AuditOutput {
+  return {
+    prefixes: mergePrefixes(a.prefixes, b.prefixes),
+    blobs: a.blobs + b.blobs,
+    bytes: a.bytes + b.bytes,
+    withoutMd5: a.withoutMd5 + b.withoutMd5,
+    vanished: a.vanished + b.vanished,
+    mismatchCount: a.mismatchCount + b.mismatchCount,
+    mismatches: [...a.mismatches, ...b.mismatches].sort(compareMismatch).slice(0, maxListed),
+  };
+}
+
 /** A range past any blob's end: a ranged read returns the whole blob plus its stored MD5. */
 const WHOLE_BLOB = 2 ** 52;
 const EMPTY_MD5 = createHash('md5').digest();
@@ -309,6 +322,7 @@ export function createBlobAuditJob(options: BlobAuditOptions): JobDefinition<Aud
     aggregate: {
       initial: emptyAudit,
       add: (acc, partial) => addPartial(acc, partial, maxListed),
+      merge: (a, b) => mergeAudits(a, b, maxListed),
     },
     async finalize(output, ctx) {
       const report = renderAuditReport(output, ctx.runId, { state: ctx.state, counters: ctx.counters });

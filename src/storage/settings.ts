@@ -39,6 +39,8 @@ export interface BatonSettings {
   maxInFlightMessages: number;
   /** The container the sample blob-audit job scrubs. */
   auditContainer: string;
+  /** Which engine runs the jobs: Baton's queues (default) or Durable Functions orchestrations. */
+  engine: 'queue' | 'durable';
 }
 
 // App settings left blank in the portal arrive as empty strings; treat them as unset.
@@ -320,6 +322,11 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
       read(env, 'BATON_MAX_IN_FLIGHT') ?? '4096',
     ),
     auditContainer: parseSetting(containerSchema, 'BATON_AUDIT_CONTAINER', read(env, 'BATON_AUDIT_CONTAINER') ?? 'audit-demo'),
+    engine: parseSetting(
+      z.enum(['queue', 'durable'], { error: 'must be queue or durable' }),
+      'BATON_ENGINE',
+      read(env, 'BATON_ENGINE') ?? 'queue',
+    ),
   };
 }
 

@@ -325,6 +325,7 @@ const rows: Row[] = [
     rule: /must be a container name of at most 63 characters/,
   },
   { setting: 'BATON_LOG_LEVEL', what: 'a word', env: { BATON_LOG_LEVEL: 'verbose' }, rule: /must be info or debug$/ },
+  { setting: 'BATON_ENGINE', what: 'a word', env: { BATON_ENGINE: 'lambda' }, rule: /must be queue or durable$/ },
   // --- synthetic jobs ----------------------------------------------------------------------
   {
     setting: 'BATON_SYNTHETIC_JOBS',

@@ -3,8 +3,11 @@ import { describe, expect, it } from 'vitest';
 import { InvalidConfigError } from '../../src/errors';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
 import {
+  addPartial,
   auditReportKey,
   createBlobAuditJob,
+  emptyAudit,
+  mergeAudits,
   prefixOf,
   renderAuditReport,
   type AuditOutput,
@@ -195,5 +198,23 @@ describe('expectedAudit', () => {
 
   it('refuses more broken blobs than blobs', () => {
     expect(() => expectedAudit({ count: 10, corrupt: 6, withoutMd5: 5 })).toThrow(InvalidConfigError);
+  });
+});
+
+describe('merging two audits (the durable engine folds chunks apart)', () => {
+  it('gives what folding every partial into one audit gives, whatever the split', () => {
+    const partials: AuditPartial[] = Array.from({ length: 12 }, (_, i) => ({
+      prefixes: [{ prefix: `p${i % 3}/`, count: i + 1, bytes: 10 * (i + 1) }],
+      withoutMd5: i % 2,
+      vanished: i % 5 === 0 ? 1 : 0,
+      mismatches: i % 4 === 0 ? [{ name: `p${i % 3}/blob-${i}`, reason: 'md5' as const }] : [],
+    }));
+    const foldAll = (list: AuditPartial[]) => list.reduce<AuditOutput>((acc, p) => addPartial(acc, p, 2), emptyAudit());
+    const whole = foldAll(partials);
+    for (const cut of [0, 1, 5, 11, 12]) {
+      expect(mergeAudits(foldAll(partials.slice(0, cut)), foldAll(partials.slice(cut)), 2)).toEqual(whole);
+    }
+    expect(whole.mismatchCount).toBe(3);
+    expect(whole.mismatches).toHaveLength(2);
   });
 });

@@ -1,0 +1,52 @@
+import type { InvocationContext } from '@azure/functions';
+import * as df from 'durable-functions';
+import {
+  createChunkOrchestrator,
+  createFinalizeActivity,
+  createProcessActivity,
+  createRunOrchestrator,
+  createSplitActivity,
+  DURABLE_NAMES,
+  durableClientPort,
+  startDueRuns,
+} from '../durable';
+import { createCoordinatorTick } from './coordinator-tick';
+import type { Registration } from './registrations';
+import type { BatonRuntime } from './runtime';
+
+/**
+ * The durable engine's functions: the coordinator timer still elects a leader through the lease,
+ * and the leader starts due occurrences as orchestrations (instance id from the run id, so one
+ * occurrence is one orchestration even without the lease); orchestrations and activities do the
+ * rest. No queue trigger: the Durable extension moves the work.
+ */
+export function durableRegistrations(runtime: BatonRuntime): Registration[] {
+  const { jobs, docs } = runtime.worker;
+  const log = runtime.log;
+  const activityDeps = { jobs, docs, signal: runtime.shutdownSignal, log: (level: 'info' | 'warn', m: string) => log[level](m) };
+  return [
+    {
+      kind: 'timer',
+      name: 'baton-coordinator',
+      schedule: runtime.settings.coordinatorSchedule,
+      durableClient: true,
+      handler: createCoordinatorTick(runtime, async (leadership, context) => {
+        const summary = await startDueRuns({
+          jobs: [...jobs.values()],
+          client: durableClientPort(df.getClient(context as InvocationContext)),
+          docs,
+          epoch: leadership.epoch,
+          now: new Date(),
+          signal: leadership.signal,
+          log: (level, message) => log[level](message),
+        });
+        if (summary.started.length) log.info(`started ${summary.started.length} orchestration(s): ${summary.started.join(', ')}`);
+      }),
+    },
+    { kind: 'orchestration', name: DURABLE_NAMES.orchestrator, handler: createRunOrchestrator(jobs) },
+    { kind: 'orchestration', name: DURABLE_NAMES.chunk, handler: createChunkOrchestrator(jobs) },
+    { kind: 'activity', name: DURABLE_NAMES.split, handler: createSplitActivity(activityDeps) },
+    { kind: 'activity', name: DURABLE_NAMES.process, handler: createProcessActivity(activityDeps) },
+    { kind: 'activity', name: DURABLE_NAMES.finalize, handler: createFinalizeActivity(activityDeps) },
+  ];
+}

@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest';
+import { batonRegistrations } from '../../src/app/registrations';
+import { createBatonRuntime } from '../../src/app/runtime';
+import { InvalidConfigError, InvalidSettingError } from '../../src/errors';
+import { defineJob } from '../../src/jobs/define-job';
+import { LocalHost } from '../../src/local/local-host';
+import { createSyntheticJob } from '../../src/sample/synthetic-job';
+import { createJobs } from '../../functions/jobs';
+
+const STORAGE = { AzureWebJobsStorage: 'UseDevelopmentStorage=true' };
+const sum = createSyntheticJob({ name: 'sum', items: 10 });
+
+function listOf(env: Record<string, string>, jobs = [sum]) {
+  return batonRegistrations(createBatonRuntime({ ...STORAGE, ...env }, { jobs })).map((r) => ({
+    kind: r.kind,
+    name: r.name,
+    ...(r.kind === 'timer' && r.durableClient ? { durableClient: true } : {}),
+  }));
+}
+
+describe('the registrations of each engine', () => {
+  it('with BATON_ENGINE=durable: the starter timer with a durable client, both orchestrators and the three activities, no queue trigger', () => {
+    expect(listOf({ BATON_ENGINE: 'durable' })).toEqual([
+      { kind: 'timer', name: 'baton-coordinator', durableClient: true },
+      { kind: 'orchestration', name: 'baton-run' },
+      { kind: 'orchestration', name: 'baton-chunk' },
+      { kind: 'activity', name: 'baton-split' },
+      { kind: 'activity', name: 'baton-process' },
+      { kind: 'activity', name: 'baton-finalize' },
+    ]);
+  });
+
+  it('by default (queue): the coordinator timer and the worker queue trigger, nothing durable', () => {
+    expect(listOf({})).toEqual([
+      { kind: 'timer', name: 'baton-coordinator' },
+      { kind: 'queue', name: 'baton-worker' },
+    ]);
+  });
+
+  it("registers the app's own jobs on durable too: each has a merge", () => {
+    const env = { ...STORAGE, BATON_ENGINE: 'durable', BATON_SYNTHETIC_JOBS: '[{"name":"sum","items":5}]' };
+    expect(() => createBatonRuntime(env, { jobs: createJobs(env) })).not.toThrow();
+  });
+
+  it('refuses, at start-up and naming the job, a job without aggregate.merge on durable', () => {
+    const noMerge = defineJob<number, number, number>({
+      name: 'tally',
+      schedule: '0 0 * * * *',
+      split: () => [1, 2],
+      process: (n) => n,
+      aggregate: { initial: () => 0, add: (a, r) => a + r },
+    });
+    expect(() => createBatonRuntime({ ...STORAGE, BATON_ENGINE: 'durable' }, { jobs: [noMerge] })).toThrow(InvalidConfigError);
+    expect(() => createBatonRuntime({ ...STORAGE, BATON_ENGINE: 'durable' }, { jobs: [noMerge] })).toThrow(
+      /^job tally: aggregate\.merge is required by the durable engine/,
+    );
+    // The queue engine does not need it.
+    expect(() => createBatonRuntime(STORAGE, { jobs: [noMerge] })).not.toThrow();
+  });
+
+  it('keeps a job’s merge through defineJob, and refuses one that is not a function', () => {
+    expect(sum.aggregate.merge?.({ count: 1, sum: 2, squares: 4 }, { count: 2, sum: 4, squares: 8 })).toEqual({
+      count: 3,
+      sum: 6,
+      squares: 12,
+    });
+    expect(() =>
+      defineJob({
+        name: 'bad',
+        schedule: '0 0 * * * *',
+        split: () => [],
+        process: () => 1,
+        aggregate: { initial: () => 0, add: (a: number) => a, merge: 'add' as never },
+      }),
+    ).toThrow(/^job bad: aggregate\.merge/);
+  });
+
+  it('the local host refuses durable registrations with one line naming BATON_ENGINE', () => {
+    const registrations = batonRegistrations(createBatonRuntime({ ...STORAGE, BATON_ENGINE: 'durable' }, { jobs: [sum] }));
+    const create = () =>
+      new LocalHost({ registrations, queues: () => undefined as never, hostConfig: {} as never, log: () => undefined });
+    expect(create).toThrow(InvalidSettingError);
+    expect(create).toThrow(/^BATON_ENGINE=durable needs the Functions host with the Durable extension/);
+  });
+});
