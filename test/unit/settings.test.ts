@@ -229,6 +229,7 @@ describe('parseBatonSettings', () => {
       maxAttempts: 5,
       maxInFlightMessages: 4096,
       auditContainer: 'audit-demo',
+      engine: 'queue',
     });
   });
 
@@ -243,6 +244,7 @@ describe('parseBatonSettings', () => {
       BATON_MAX_ATTEMPTS: '3',
       BATON_MAX_IN_FLIGHT: '256',
       BATON_AUDIT_CONTAINER: 'my-audit',
+      BATON_ENGINE: 'durable',
     };
     expect(parseBatonSettings(env)).toEqual({
       hub: 'nightly-1',
@@ -254,6 +256,7 @@ describe('parseBatonSettings', () => {
       maxAttempts: 3,
       maxInFlightMessages: 256,
       auditContainer: 'my-audit',
+      engine: 'durable',
     });
   });
 
