@@ -3,7 +3,7 @@ import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import { defineJob } from '../../src/jobs/define-job';
 import { requestRun } from '../../src/engine/requests';
-import { listRuns, readRunDetails, type RunDetails } from '../../src/engine/status';
+import { listRuns, readRunDetails } from '../../src/engine/status';
 import { isTerminal, newRunRecord, runKeys, runRecordSchema, type RunRecord } from '../../src/runs/run-record';
 import { createSyntheticJob, expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
 import {
@@ -16,7 +16,7 @@ import {
 } from '../../src/durable';
 import { useAzurite } from '../support/azurite';
 import { azuritePorts } from '../support/azurite-engine';
-import { durableEngine, durableSynthetic, withMerge } from '../support/durable-jobs';
+import { comparableRun, durableEngine, durableSynthetic, withMerge } from '../support/durable-jobs';
 import { buildEngine } from '../support/engine-harness';
 
 const fixture = useAzurite();
@@ -25,25 +25,6 @@ const OCCURRENCE = '2026-03-01T02:00:00.000Z';
 /** A fresh hub's `<hub>-runs` container on Azurite, as the Functions app and the CLI open it. */
 function hubDocs(prefix: string): BlobDocumentStore {
   return new BlobDocumentStore(fixture.blobService.getContainerClient(`${fixture.uniqueName(prefix)}-runs`));
-}
-
-/** What must agree between engines: everything but the run id, the occurrence and timestamps. */
-function comparable(details: RunDetails | undefined) {
-  if (!details) return undefined;
-  const { planned, dispatched, succeeded, failed } = details.record.counters;
-  return {
-    state: details.record.state,
-    counters: { planned, dispatched, succeeded, failed },
-    finalizeError: details.record.finalizeError,
-    endReason: details.record.endReason,
-    output: details.output && {
-      ...details.output,
-      runId: undefined,
-      occurrence: undefined,
-      counters: { ...details.output.counters, duplicates: 0 },
-    },
-    manifest: details.manifest && { ...details.manifest, runId: undefined },
-  };
 }
 
 describe('durable activities on Azurite', () => {
@@ -71,7 +52,7 @@ describe('durable activities on Azurite', () => {
 
     expect(details?.output?.output).toEqual(expectedSynthetic(spec).output);
     expect(details?.manifest?.failed.map((f) => f.item)).toEqual(expectedSynthetic(spec).failed);
-    expect(comparable(details)).toEqual(comparable(queue));
+    expect(comparableRun(details)).toEqual(comparableRun(queue));
     expect(details?.record).toMatchObject({
       runId: run.runId,
       job: 'audit',

@@ -1,3 +1,4 @@
+import type { RunDetails } from '../../src/engine/status';
 import type { DocumentStore } from '../../src/fencing/document-store';
 import type { JobDefinition } from '../../src/jobs/job-definition';
 import { createSyntheticJob, type SyntheticJobSpec, type SyntheticOutput } from '../../src/sample/synthetic-job';
@@ -67,5 +68,24 @@ export function durableEngine(
       const input: RunInput = { runId, job, occurrence, trigger: 'schedule', settings };
       return simulator.run(DURABLE_NAMES.orchestrator, runInstanceId(runId), input).then((r) => ({ ...r, runId }));
     },
+  };
+}
+
+/** What must agree between the engines for one run: everything but the run id, the occurrence and timestamps. */
+export function comparableRun(details: RunDetails | undefined) {
+  if (!details) return undefined;
+  const { planned, dispatched, succeeded, failed } = details.record.counters;
+  return {
+    state: details.record.state,
+    counters: { planned, dispatched, succeeded, failed },
+    finalizeError: details.record.finalizeError,
+    endReason: details.record.endReason,
+    output: details.output && {
+      ...details.output,
+      runId: undefined,
+      occurrence: undefined,
+      counters: { ...details.output.counters, duplicates: 0 },
+    },
+    manifest: details.manifest && { ...details.manifest, runId: undefined },
   };
 }

@@ -4,7 +4,7 @@ import { drainResults } from '../../src/engine/drain';
 import { ConcurrentUpdateError, StaleEpochError } from '../../src/errors';
 import { poisonNoteSchema, truncate } from '../../src/engine/messages';
 import { MAX_QUEUE_MESSAGE_BYTES } from '../../src/queue/queue-port';
-import { runKeys } from '../../src/runs/run-record';
+import { runKeys, type RunRecord } from '../../src/runs/run-record';
 import {
   BYSTANDER_CLAIM,
   fullySeen,
@@ -410,15 +410,7 @@ export async function expectTableOutcome(hub: MalformedHub, run: TableRun): Prom
     [RUNS.bystander, PLANNED.bystander],
     [RUNS.other, PLANNED.other],
   ] as const) {
-    const record = await hub.record(runId);
-    expect(record?.counters, runId).toEqual({
-      planned,
-      dispatched: planned,
-      succeeded: planned,
-      failed: 0,
-      duplicates: 0,
-      rejected: 0,
-    });
+    const record = await expectAllCounted(hub, runId, planned);
     expect(record?.seen, runId).toBe(fullySeen(planned));
     expect(record?.acc, runId).toEqual(expectedSum(planned));
     expect(record?.failureParts, runId).toEqual([]);
@@ -477,17 +469,23 @@ export async function runStaleEpoch(hub: MalformedHub, waitForVisibility: () => 
     [RUNS.bystander, PLANNED.bystander],
     [RUNS.other, PLANNED.other],
   ] as const) {
-    const record = await hub.record(runId);
-    expect(record?.counters, runId).toEqual({
-      planned,
-      dispatched: planned,
-      succeeded: planned,
-      failed: 0,
-      duplicates: 0,
-      rejected: 0,
-    });
+    const record = await expectAllCounted(hub, runId, planned);
     const output = await hub.finalize(newer, runId);
     expect(output, runId).toMatchObject({ state: 'succeeded', output: expectedSum(planned) });
   }
   expect(await hub.deadLetters()).toEqual([]);
+}
+
+/** Reads a run that must have every item succeeded once, nothing failed, duplicated or rejected. */
+async function expectAllCounted(hub: MalformedHub, runId: string, planned: number): Promise<RunRecord | undefined> {
+  const record = await hub.record(runId);
+  expect(record?.counters, runId).toEqual({
+    planned,
+    dispatched: planned,
+    succeeded: planned,
+    failed: 0,
+    duplicates: 0,
+    rejected: 0,
+  });
+  return record;
 }

@@ -3,6 +3,7 @@ import { setMaxListeners } from 'node:events';
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { createWorkerHandler } from '../../src/app/worker-handler';
 import type { Clock } from '../../src/clock/clock';
+import { FakeClock } from '../../src/clock/fake-clock';
 import { DEAD_LETTER_PREFIX, type DeadLetter } from '../../src/engine/dead-letters';
 import { drainPoison, drainResults, type DrainStats } from '../../src/engine/drain';
 import { DEFAULT_TUNING, type EngineContext, type EngineTuning, type TermContext } from '../../src/engine/engine-context';
@@ -13,6 +14,8 @@ import { RunStateCache } from '../../src/engine/run-state-cache';
 import type { WorkerDeps, WorkOutcome } from '../../src/engine/worker';
 import type { DocumentStore } from '../../src/fencing/document-store';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
+import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
+import { InMemoryQueue } from '../../src/queue/in-memory-queue';
 import type { QueuePort } from '../../src/queue/queue-port';
 import { Bitset } from '../../src/runs/bitset';
 import { newRunRecord, runKeys, runRecordSchema, transition, type RunRecord } from '../../src/runs/run-record';
@@ -322,4 +325,19 @@ export function failOnUnhandledRejections(): void {
   afterAll(() => {
     process.off('unhandledRejection', listener);
   });
+}
+
+/** A hub on the in-memory ports and a fake clock (the fast tests' setting). */
+export function inMemoryHub(): { hub: MalformedHub; clock: FakeClock } {
+  const clock = new FakeClock();
+  const hub = new MalformedHub(
+    {
+      docs: new InMemoryDocumentStore(),
+      work: new InMemoryQueue('work', { clock }),
+      results: new InMemoryQueue('results', { clock }),
+      poison: new InMemoryQueue('work-poison', { clock }),
+    },
+    clock,
+  );
+  return { hub, clock };
 }

@@ -19,7 +19,7 @@ import {
   type RunProgress,
 } from '../../src/durable';
 import { buildEngine } from '../support/engine-harness';
-import { durableEngine, durableSynthetic, withMerge } from '../support/durable-jobs';
+import { comparableRun, durableEngine, durableSynthetic, withMerge } from '../support/durable-jobs';
 import { HistoryBuilder, instancesOf, replay, type ActionView } from '../support/durable-history';
 import { memoryPorts } from '../support/memory-ports';
 import { expectedSum, sumJob, type SumAcc } from '../support/sample-jobs';
@@ -455,22 +455,6 @@ describe('whole durable runs (orchestrations replayed by durable-functions, acti
     return { run, docs, details: (await readRunDetails(docs, run.runId))!, calls: engine.simulator.calls };
   }
 
-  /** What must agree between engines: everything but the run id and timestamps. */
-  function comparable(details: RunDetails) {
-    const { planned, dispatched, succeeded, failed } = details.record.counters;
-    return {
-      state: details.record.state,
-      counters: { planned, dispatched, succeeded, failed },
-      output: details.output && {
-        ...details.output,
-        runId: undefined,
-        occurrence: undefined,
-        counters: { ...details.output.counters, duplicates: 0 },
-      },
-      manifest: details.manifest && { ...details.manifest, runId: undefined },
-    };
-  }
-
   it('a 2,000-item job gives the queue engine output, counters and failures manifest, with bounded histories', async () => {
     const spec: SyntheticJobSpec = { name: 'synth', items: 2000, failEvery: 97, failureTolerance: { percent: 5 } };
     const expected = expectedSynthetic(spec);
@@ -480,7 +464,7 @@ describe('whole durable runs (orchestrations replayed by durable-functions, acti
     expect(durable.run.state).toBe('completed');
     expect(durable.details.output?.output).toEqual(expected.output);
     expect(durable.details.manifest?.failed.map((f) => f.item)).toEqual(expected.failed);
-    expect(comparable(durable.details)).toEqual(comparable(queue));
+    expect(comparableRun(durable.details)).toEqual(comparableRun(queue));
     expect(durable.details.record).toMatchObject({
       state: 'succeeded',
       outputKey: runKeys.output(durable.run.runId),
@@ -528,7 +512,7 @@ describe('whole durable runs (orchestrations replayed by durable-functions, acti
     const queue = await queueRun(spec, 3);
     const durable = await durableRun(spec, { chunkItems: 100, maxAttempts: 3 }, 3);
     expect(durable.details.output?.output).toEqual(expectedSynthetic(spec).output);
-    expect(comparable(durable.details)).toEqual(comparable(queue));
+    expect(comparableRun(durable.details)).toEqual(comparableRun(queue));
     expect(durable.details.manifest?.failed).toContainEqual({
       item: 6,
       reason: 'Error: synthetic item 6 fails by design',
@@ -540,7 +524,7 @@ describe('whole durable runs (orchestrations replayed by durable-functions, acti
     const spec: SyntheticJobSpec = { name: 'orders', items: 600, failEvery: 41, failureTolerance: { count: 100 } };
     const a = await durableRun(spec, { chunkItems: 100, maxAttempts: 2 }, 11);
     const b = await durableRun(spec, { chunkItems: 100, maxAttempts: 2 }, 12345);
-    expect(comparable(a.details)).toEqual(comparable(b.details));
+    expect(comparableRun(a.details)).toEqual(comparableRun(b.details));
     expect(a.details.output?.output).toEqual(expectedSynthetic(spec).output);
   });
 

@@ -1,16 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { FakeClock } from '../../src/clock/fake-clock';
 import type { DrainStats } from '../../src/engine/drain';
 import { poisonNoteSchema, workMessageSchema } from '../../src/engine/messages';
-import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
-import { InMemoryQueue } from '../../src/queue/in-memory-queue';
 import type { QueuePort } from '../../src/queue/queue-port';
 import { runKeys, type RunRecord } from '../../src/runs/run-record';
 import {
   BYSTANDER_CLAIM,
   failOnUnhandledRejections,
   hostEntry,
+  inMemoryHub,
   MalformedHub,
   okOutcome,
   RUNS,
@@ -32,16 +30,7 @@ const CLAIMS = {
 };
 
 async function freshHub(): Promise<MalformedHub> {
-  const clock = new FakeClock();
-  const hub = new MalformedHub(
-    {
-      docs: new InMemoryDocumentStore(),
-      work: new InMemoryQueue('work', { clock }),
-      results: new InMemoryQueue('results', { clock }),
-      poison: new InMemoryQueue('work-poison', { clock }),
-    },
-    clock,
-  );
+  const { hub } = inMemoryHub();
   await hub.seed({ bystanderCounted: BYSTANDER_COUNTED });
   const docs = hub.ports.docs;
   await docs.write(CLAIMS.targetItems, JSON.stringify([{ i: 2 }]), {});
