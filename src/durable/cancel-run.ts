@@ -6,7 +6,7 @@ import type { DurableClientPort, InstanceView } from './client-port';
 import { chunkInstancePrefix, runInstanceId } from './instance-ids';
 import { DURABLE_EPOCH } from './names';
 import { runRecords } from './run-records';
-import { writeOnce } from './write-once';
+import { writeOnce } from '../fencing/write-once';
 
 /**
  * Cancels a durable run (overlap `replace`): terminates its orchestration and its chunks'

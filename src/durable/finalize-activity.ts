@@ -8,7 +8,7 @@ import { finalizeInputSchema, type RunResult } from './contracts';
 import { requireJob } from './jobs';
 import { DURABLE_EPOCH } from './names';
 import { assertDurableRecord, deleteOtherPlans, runRecords, runResultOf } from './run-records';
-import { writeOnce } from './write-once';
+import { writeOnce } from '../fencing/write-once';
 
 /**
  * The finalize activity: the queue engine's end of a run, from the orchestration's totals.

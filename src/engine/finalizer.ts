@@ -1,4 +1,4 @@
-import { ConcurrentUpdateError } from '../errors';
+import { writeOnce } from '../fencing/write-once';
 import { withinTolerance } from '../jobs/job-definition';
 import { isTerminal, runKeys, transition, type RunRecord, type TerminalRunState } from '../runs/run-record';
 import type { EngineContext, TermContext } from './engine-context';
@@ -54,7 +54,7 @@ export async function finalizeRun(ctx: EngineContext, term: TermContext, book: R
     counters: record.counters,
     output,
   };
-  await writeOnce(ctx, term, runKeys.output(record.runId), document);
+  await writeOnce(ctx.docs, runKeys.output(record.runId), document, term.signal);
   await writeManifest(ctx, term, record, state, []);
   let finalizeError: string | null = null;
   if (run.job.finalize) {
@@ -159,14 +159,5 @@ async function writeManifest(
     missingCount,
     ...(unreadableParts.length ? { unreadableParts } : {}),
   };
-  await writeOnce(ctx, term, runKeys.manifest(record.runId), manifest);
-}
-
-/** Writes a document that must exist at most once; a copy already there means an earlier try made it. */
-async function writeOnce(ctx: EngineContext, term: TermContext, key: string, value: unknown): Promise<void> {
-  try {
-    await ctx.docs.write(key, JSON.stringify(value), { ifNoneMatch: '*' }, { abortSignal: term.signal });
-  } catch (err) {
-    if (!(err instanceof ConcurrentUpdateError)) throw err;
-  }
+  await writeOnce(ctx.docs, runKeys.manifest(record.runId), manifest, term.signal);
 }

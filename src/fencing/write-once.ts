@@ -1,9 +1,9 @@
 import { ConcurrentUpdateError } from '../errors';
-import type { DocumentStore } from '../fencing/document-store';
+import type { DocumentStore } from './document-store';
 
 /**
  * Writes a document that must exist at most once (`If-None-Match: *`); a copy already there means
- * an earlier try made it. The same rule as `finalizer.ts` (whose helper needs a leader's term).
+ * an earlier try made it. Outputs and manifests of both engines are written this way.
  */
 export async function writeOnce(docs: DocumentStore, key: string, value: unknown, signal?: AbortSignal): Promise<void> {
   try {
