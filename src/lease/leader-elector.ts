@@ -62,6 +62,12 @@ export class LeaderElector {
   private readonly options: ResolvedElectorOptions;
   /** This elector's own term, while it leads. */
   private current: LeaderInfo | undefined;
+  /**
+   * This elector's attempt to lead while it is under way (settles, never rejects). An overlapping
+   * call waits for it instead of racing it: otherwise a slow acquire makes a second tick of the
+   * same instance read a free lease and lose its own 409 race, or see a holder with no name yet.
+   */
+  private attempt: Promise<void> | undefined;
 
   constructor(options: LeaderElectorOptions) {
     this.options = resolveElectorOptions(options);
@@ -74,7 +80,9 @@ export class LeaderElector {
   /**
    * One attempt to lead, as a timer tick makes. Wins → runs `task`, releases when it settles,
    * and returns its value. The lease is held by someone else (including an earlier call of this
-   * elector that still runs) → `{ led: false, holder }` at the cost of one storage read.
+   * elector that still runs) → `{ led: false, holder }` at the cost of one storage read. A call
+   * made while an earlier call of this elector is still acquiring waits for that attempt first,
+   * and makes no storage call when the attempt wins.
    * Leadership lost while the task ran → throws `LeaseLostError` once the task has settled.
    */
   async runIfLeader<T>(task: Task<T>, options: RunOptions = {}): Promise<RunIfLeaderResult<T>> {
@@ -125,11 +133,29 @@ export class LeaderElector {
    */
   private async acquireIfFree(signal: AbortSignal | undefined): Promise<{ term?: Term; holder?: LeaderInfo }> {
     signal?.throwIfAborted();
+    if (this.attempt) await (signal ? untilAborted(this.attempt, signal) : this.attempt);
     if (this.current) return { holder: { ...this.current } };
+    const attempt = this.readThenAcquire(signal);
+    const settled = attempt.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.attempt = settled;
+    try {
+      return await attempt;
+    } finally {
+      if (this.attempt === settled) this.attempt = undefined;
+    }
+  }
+
+  private async readThenAcquire(signal: AbortSignal | undefined): Promise<{ term?: Term; holder?: LeaderInfo }> {
     const record = await this.boundedRead(signal);
     if (record.leased) return { holder: holderOf(record) };
     const term = await this.tryAcquire(signal);
-    return term ? { term } : {};
+    if (!term) return {};
+    // Known before the attempt settles, so a call waiting on it sees this term, not a free lease.
+    this.current = { identity: this.options.identity, epoch: term.epoch, acquiredAt: this.options.clock.date() };
+    return { term };
   }
 
   private async tryAcquire(signal: AbortSignal | undefined): Promise<Term | undefined> {

@@ -107,6 +107,71 @@ describe('LeaderElector on a fake clock', () => {
     await first;
   });
 
+  it.each(['read', 'acquire', 'bumpEpoch'] as const)(
+    'an overlapping call while a slow %s is under way waits for that attempt, then names this elector without storage calls',
+    async (slow) => {
+      const { elector, store, clock } = setup();
+      const a = elector('a');
+      store.inject(slow, { kind: 'delay', ms: 2000, clock });
+      let stop = false;
+      let runs = 0;
+      const first = a.runIfLeader(
+        busyTask(
+          clock,
+          () => stop,
+          () => runs++,
+        ),
+      );
+      await clock.advance(500);
+      const callsBefore = store.calls.length;
+      const second = a.runIfLeader(() => 'twice');
+      await clock.advance(2000);
+      await expect(second).resolves.toMatchObject({ led: false, holder: { identity: 'a', epoch: 1 } });
+      // The only calls since are the first attempt's own (the delayed one's successors), never a second read.
+      expect(store.count('read')).toBe(1);
+      expect(store.count('acquire')).toBe(1);
+      expect(store.calls.length - callsBefore).toBeLessThanOrEqual(2);
+      stop = true;
+      await clock.advance(1000);
+      await expect(first).resolves.toMatchObject({ led: true, epoch: 1 });
+      expect(runs).toBe(1);
+    },
+  );
+
+  it('an overlapping call whose earlier attempt found another holder reads for itself and names that holder', async () => {
+    const { elector, store, clock } = setup();
+    let stop = false;
+    const b = elector('b').runIfLeader(busyTask(clock, () => stop));
+    await clock.advance(100);
+    store.inject('read', { kind: 'delay', ms: 2000, clock });
+    const a = elector('a');
+    const first = a.runIfLeader(() => 'never');
+    await clock.advance(500);
+    store.heal('read');
+    const second = a.runIfLeader(() => 'never');
+    await clock.advance(2000);
+    await expect(first).resolves.toMatchObject({ led: false, holder: { identity: 'b' } });
+    await expect(second).resolves.toMatchObject({ led: false, holder: { identity: 'b' } });
+    stop = true;
+    await clock.advance(1000);
+    await b;
+  });
+
+  it('an overlapping call whose earlier attempt failed makes its own attempt', async () => {
+    const { elector, store, clock } = setup();
+    store.inject('read', { kind: 'delay', ms: 2000, clock });
+    let acquires = 0;
+    store.inject('acquire', () => (++acquires === 1 ? { kind: 'fail', error: serverBusy() } : undefined));
+    const a = elector('a');
+    const first = a.runIfLeader(() => 'never').catch((err: unknown) => err);
+    await clock.advance(500);
+    store.heal('read');
+    const second = a.runIfLeader(() => 'led');
+    await clock.advance(2000);
+    await expect(first).resolves.toMatchObject({ statusCode: 503 });
+    await expect(second).resolves.toEqual({ led: true, value: 'led', epoch: 1 });
+  });
+
   it('renews every interval and keeps leading past three times the lease', async () => {
     const { elector, clock, events } = setup();
     const started = clock.now();
