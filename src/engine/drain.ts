@@ -39,6 +39,9 @@ export interface DrainStats {
 }
 
 interface Group {
+  run: string;
+  /** The job the messages name (results only): they count only toward a run of that job. */
+  job?: string;
   messages: ReceivedMessage[];
   outcomes: ItemOutcome[];
   rejected: number;
@@ -47,7 +50,7 @@ interface Group {
 }
 
 type Parsed =
-  | { kind: 'group'; run: string; outcomes: ItemOutcome[]; rejected: number; claim?: string }
+  | { kind: 'group'; run: string; job?: string; outcomes: ItemOutcome[]; rejected: number; claim?: string }
   | { kind: 'dead'; reason: string; run?: string };
 
 /**
@@ -64,14 +67,15 @@ export function drainResults(ctx: EngineContext, term: TermContext, book: RunBoo
         kind: 'dead',
         reason: body.ok ? `malformed result: ${describeIssue(parsed!.error)}` : `malformed result: ${body.reason}`,
       };
-    if (parsed.data.outcomes) return { kind: 'group', run: parsed.data.run, outcomes: parsed.data.outcomes, rejected: 0 };
+    const { run, job } = parsed.data;
+    if (parsed.data.outcomes) return { kind: 'group', run, job, outcomes: parsed.data.outcomes, rejected: 0 };
     const claim = parsed.data.claim as string;
     try {
       const claimed = itemOutcomeSchema
         .array()
         .min(1)
         .safeParse(await loadClaim(claim, ctx.docs, { abortSignal: term.signal }));
-      if (claimed.success) return { kind: 'group', run: parsed.data.run, outcomes: claimed.data, rejected: 0, claim };
+      if (claimed.success) return { kind: 'group', run, job, outcomes: claimed.data, rejected: 0, claim };
       return { kind: 'dead', reason: `claim-check blob ${claim} does not hold outcomes`, run: parsed.data.run };
     } catch (err) {
       if (err instanceof ClaimMissingError) return { kind: 'dead', reason: err.message, run: parsed.data.run };
@@ -143,7 +147,7 @@ async function drain(
         continue;
       }
       if (parsed.rejected) stats.malformed += parsed.rejected;
-      const group = groupFor(groups, parsed.run);
+      const group = groupFor(groups, parsed.run, parsed.job);
       group.messages.push(message);
       group.outcomes.push(...parsed.outcomes);
       group.rejected += parsed.rejected;
@@ -151,8 +155,9 @@ async function drain(
     }
     if (messages.length < BATCH) break;
   }
-  for (const [runId, group] of groups) {
-    const applied = await applyToRun(ctx, term, book, runId, group);
+  for (const group of groups.values()) {
+    const runId = group.run;
+    const applied = await applyToRun(ctx, term, book, queue.name, group);
     if (applied === 'defer') {
       // Back on the queue in a few seconds rather than after the full drain visibility.
       await Promise.all(group.messages.map((m) => queue.setVisibility(m, DEFER_SECONDS, { abortSignal: term.signal })));
@@ -170,6 +175,7 @@ async function drain(
     } else {
       stats.folded += applied.folded;
       stats.duplicates += applied.duplicates;
+      stats.malformed += applied.misdirected;
     }
     await deleteAll(queue, term, group.messages);
   }
@@ -181,9 +187,10 @@ async function applyToRun(
   ctx: EngineContext,
   term: TermContext,
   book: RunBook,
-  runId: string,
+  queueName: string,
   group: Group,
-): Promise<'stray' | 'unknown' | 'defer' | { folded: number; duplicates: number }> {
+): Promise<'stray' | 'unknown' | 'defer' | { folded: number; duplicates: number; misdirected: number }> {
+  const runId = group.run;
   const run = await book.get(runId);
   // Its job is not registered here, or it is not planned yet: leave the messages for a leader
   // that can count them rather than lose them.
@@ -194,9 +201,19 @@ async function applyToRun(
     return run ? 'stray' : 'unknown';
   }
   const record = run.doc.value;
+  // Outcomes reported for another job's items would fold values of the wrong shape into this
+  // run's output: they are set aside, as the worker sets aside work naming the wrong job.
+  const misdirected = group.job !== undefined && group.job !== record.job ? group.messages.length : 0;
+  if (misdirected) {
+    const reason = `result for run ${runId} names job ${group.job}, but the run belongs to job ${record.job}`;
+    for (const m of group.messages) await keepDeadLetter(ctx, term, queueName, m, reason, runId);
+    ctx.log.warn(`set aside ${misdirected} message(s) from ${queueName}: ${reason}`);
+  }
+  const outcomes = misdirected ? [] : group.outcomes;
+  const rejected = group.rejected + misdirected;
   const before = run.seen.clone();
-  const folded = foldOutcomes(run.job, { acc: record.acc, seen: run.seen, counters: record.counters }, group.outcomes);
-  const counters = { ...folded.counters, rejected: folded.counters.rejected + group.rejected };
+  const folded = foldOutcomes(run.job, { acc: record.acc, seen: run.seen, counters: record.counters }, outcomes);
+  const counters = { ...folded.counters, rejected: folded.counters.rejected + rejected };
   try {
     const failureParts = folded.failures.length ? await addFailurePart(ctx, term, record, folded.failures) : record.failureParts;
     await book.save(run, {
@@ -214,6 +231,7 @@ async function applyToRun(
   return {
     folded: counters.succeeded + counters.failed - record.counters.succeeded - record.counters.failed,
     duplicates: counters.duplicates - record.counters.duplicates,
+    misdirected,
   };
 }
 
@@ -248,8 +266,9 @@ async function deleteAll(queue: QueuePort, term: TermContext, messages: Received
   await inLanes(messages, DELETE_LANES, (m) => queue.delete(m, { abortSignal: term.signal }));
 }
 
-function groupFor(groups: Map<string, Group>, runId: string): Group {
-  let group = groups.get(runId);
-  if (!group) groups.set(runId, (group = { messages: [], outcomes: [], rejected: 0, claims: [] }));
+function groupFor(groups: Map<string, Group>, run: string, job: string | undefined): Group {
+  const key = job === undefined ? run : `${run}\n${job}`;
+  let group = groups.get(key);
+  if (!group) groups.set(key, (group = { run, job, messages: [], outcomes: [], rejected: 0, claims: [] }));
   return group;
 }

@@ -234,6 +234,13 @@ export const MALFORMED_CASES: MalformedCase[] = [
     deadLetter: /^malformed result: run: /,
   },
   {
+    name: 'result: a job that is not the run’s (its values would fold into the wrong output)',
+    queue: 'results',
+    body: () => result({ job: 'tally', outcomes: [okOutcome(1, 999)] }),
+    deadLetter: /^result for run sum\/manual-target names job tally, but the run belongs to job sum$/,
+    target: { rejected: 1 },
+  },
+  {
     name: 'result: a cancelled run',
     queue: 'results',
     body: () => resultText(RUNS.ended, [okOutcome(0)]),
