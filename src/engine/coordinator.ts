@@ -8,7 +8,7 @@ import { DEFAULT_TUNING, type EngineContext, type EngineTuning, type TermContext
 import { dispatchSlice } from './dispatcher';
 import { drainPoison, drainResults, type DrainStats } from './drain';
 import { abortRun, failRun, finalizeRun } from './finalizer';
-import { jobStateSchema } from './job-state';
+import { jobStateSchema, type JobState } from './job-state';
 import { planRun } from './planner';
 import { adoptOpenRuns, cancelRun, forgetRun, jobStates, reconcileJob, startManualRun } from './reconcile';
 import { pendingRequests } from './requests';
@@ -74,7 +74,7 @@ export class Coordinator {
     await this.ensureQueues(term.signal);
     const book = new RunBook(ctx, term);
     const failures = new Map<string, number>();
-    await this.takeOver(term, book);
+    await this.takeOver(term, book, summary);
     let lastReconcile = Number.NEGATIVE_INFINITY;
     let lastRequests = Number.NEGATIVE_INFINITY;
     let lastDrain = Number.NEGATIVE_INFINITY;
@@ -100,9 +100,10 @@ export class Coordinator {
         lastRequests = ctx.clock.now();
       }
       for (const runId of [...book.open]) {
-        const run = await book.get(runId);
-        if (!run || 'terminal' in run || 'unregistered' in run) continue;
+        // The read is guarded too: one unreadable record must not end the term for every run.
         const ok = await this.guard(term, summary, `run ${runId}`, async () => {
+          const run = await book.get(runId);
+          if (!run || 'terminal' in run || 'unregistered' in run) return;
           busy = (await this.step(term, book, run, endAt)) || busy;
         });
         if (ok) failures.delete(runId);
@@ -155,11 +156,11 @@ export class Coordinator {
     failures.set(runId, count);
     if (count < MAX_STEP_FAILURES) return;
     failures.delete(runId);
-    const run = await book.get(runId);
-    if (!run || 'terminal' in run || 'unregistered' in run) return;
-    await this.guard(term, { stepErrors: 0 } as LeadSummary, `end run ${runId}`, () =>
-      failRun(this.ctx, term, book, run, `its step failed ${MAX_STEP_FAILURES} times in a row; see the leader's log`),
-    );
+    await this.guard(term, { stepErrors: 0 } as LeadSummary, `end run ${runId}`, async () => {
+      const run = await book.get(runId);
+      if (!run || 'terminal' in run || 'unregistered' in run) return;
+      await failRun(this.ctx, term, book, run, `its step failed ${MAX_STEP_FAILURES} times in a row; see the leader's log`);
+    });
   }
 
   /** One step for one run; true if it did something. */
@@ -220,42 +221,52 @@ export class Coordinator {
    * Runs of jobs this leader does not have are left alone until past their deadline, then end
    * timed-out: nobody else will end them.
    */
-  private async takeOver(term: TermContext, book: RunBook): Promise<void> {
+  /**
+   * Adopts every job's open runs, stamping each with this term's epoch. Job by job: a job whose
+   * runs cannot be read this time is retried by the turns' reconcile, and the others go on.
+   */
+  private async takeOver(term: TermContext, book: RunBook, summary: LeadSummary): Promise<void> {
     const { ctx } = this;
     const states = jobStates(ctx);
     for await (const key of ctx.docs.list('jobs/', { abortSignal: term.signal })) {
       const state = await states.read(key, { abortSignal: term.signal }).catch(() => undefined);
       if (!state || !jobStateSchema.safeParse(state.value).success) continue;
-      const job = ctx.jobs.get(state.value.job);
-      if (job) {
-        book.jobStates.set(job.name, state.value);
-        for (const runId of await adoptOpenRuns(ctx, book, job, state.value.active)) {
-          const run = await book.get(runId);
-          if (run && !('terminal' in run) && !('unregistered' in run)) {
-            await book.save(run, { ...run.doc.value, updatedAt: ctx.clock.date().toISOString() });
-          }
+      await this.guard(term, summary, `take over ${state.value.job}`, () => this.adoptJob(term, book, state.value));
+    }
+  }
+
+  private async adoptJob(term: TermContext, book: RunBook, state: JobState): Promise<void> {
+    const { ctx } = this;
+    const job = ctx.jobs.get(state.job);
+    if (job) {
+      book.jobStates.set(job.name, state);
+      for (const runId of await adoptOpenRuns(ctx, book, job, state.active)) {
+        const run = await book.get(runId);
+        if (run && !('terminal' in run) && !('unregistered' in run)) {
+          await book.save(run, { ...run.doc.value, updatedAt: ctx.clock.date().toISOString() });
         }
-        continue;
       }
-      for (const runId of state.value.active) {
-        const found = await book.get(runId);
-        if (!found || !('unregistered' in found)) continue;
-        const record = found.unregistered;
-        if (ctx.clock.date().getTime() <= Date.parse(record.deadlineAt)) continue;
-        const reason = `job ${record.job} is not registered on the leader`;
-        await book.records.replace(
-          runKeys.record(runId),
-          term.epoch,
-          found.doc,
-          transition(record, 'timed-out', ctx.clock.date(), reason),
-          {
-            abortSignal: term.signal,
-          },
-        );
-        book.jobStates.delete(record.job);
-        await forgetRun(ctx, term, record.job, runId);
-        ctx.log.warn(`run ${runId} timed out: its job ${record.job} is not registered here`);
-      }
+      return;
+    }
+    // Not registered here: its runs time out past their deadline, so its state frees up.
+    for (const runId of state.active) {
+      const found = await book.get(runId);
+      if (!found || !('unregistered' in found)) continue;
+      const record = found.unregistered;
+      if (ctx.clock.date().getTime() <= Date.parse(record.deadlineAt)) continue;
+      const reason = `job ${record.job} is not registered on the leader`;
+      await book.records.replace(
+        runKeys.record(runId),
+        term.epoch,
+        found.doc,
+        transition(record, 'timed-out', ctx.clock.date(), reason),
+        {
+          abortSignal: term.signal,
+        },
+      );
+      book.jobStates.delete(record.job);
+      await forgetRun(ctx, term, record.job, runId);
+      ctx.log.warn(`run ${runId} timed out: its job ${record.job} is not registered here`);
     }
   }
 

@@ -1,4 +1,6 @@
+import { ConcurrentUpdateError, LeaseLostError, StaleEpochError } from '../errors';
 import type { QueuePort, ReceivedMessage } from '../queue/queue-port';
+import { redactSecrets } from '../storage/settings';
 import { inLanes } from './lanes';
 import { runKeys, type RunRecord } from '../runs/run-record';
 import { keepDeadLetter } from './dead-letters';
@@ -36,6 +38,8 @@ export interface DrainStats {
   /** Results of runs that are unknown or already ended. */
   stray: number;
   malformed: number;
+  /** Messages left for a later pass because their run could not be read or saved this time. */
+  deferred: number;
 }
 
 interface Group {
@@ -131,7 +135,7 @@ async function drain(
   queue: QueuePort,
   parse: (message: ReceivedMessage) => Promise<Parsed>,
 ): Promise<DrainStats> {
-  const stats: DrainStats = { received: 0, folded: 0, duplicates: 0, stray: 0, malformed: 0 };
+  const stats: DrainStats = { received: 0, folded: 0, duplicates: 0, stray: 0, malformed: 0, deferred: 0 };
   const groups = new Map<string, Group>();
   const discard: ReceivedMessage[] = [];
   for (let batch = 0; batch < BATCHES_PER_CHECKPOINT; batch++) {
@@ -157,7 +161,20 @@ async function drain(
   }
   for (const group of groups.values()) {
     const runId = group.run;
-    const applied = await applyToRun(ctx, term, book, queue.name, group);
+    let applied: Awaited<ReturnType<typeof applyToRun>>;
+    try {
+      applied = await applyToRun(ctx, term, book, queue.name, group);
+    } catch (err) {
+      // One run whose record cannot be read or saved must not hold up the others' messages:
+      // its own come back after the drain visibility, and the next pass tries again.
+      if (term.signal.aborted || err instanceof StaleEpochError || err instanceof LeaseLostError) throw err;
+      stats.deferred += group.messages.length;
+      const detail = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+      const line = `left ${group.messages.length} message(s) of run ${runId} for a later pass: ${redactSecrets(detail)}`;
+      if (err instanceof ConcurrentUpdateError) ctx.log.info(line);
+      else ctx.log.warn(line);
+      continue;
+    }
     if (applied === 'defer') {
       // Back on the queue in a few seconds rather than after the full drain visibility.
       await Promise.all(group.messages.map((m) => queue.setVisibility(m, DEFER_SECONDS, { abortSignal: term.signal })));

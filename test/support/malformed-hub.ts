@@ -243,7 +243,7 @@ export class MalformedHub {
 
   /** The leader's two drains, repeated until both queues come back empty; the stats summed. */
   async drainAll(lead: { book: RunBook; term: TermContext }, maxPasses = 20): Promise<DrainStats> {
-    const total: DrainStats = { received: 0, folded: 0, duplicates: 0, stray: 0, malformed: 0 };
+    const total: DrainStats = { received: 0, folded: 0, duplicates: 0, stray: 0, malformed: 0, deferred: 0 };
     for (let pass = 0; pass < maxPasses; pass++) {
       let received = 0;
       for (const drain of [drainResults, drainPoison]) {

@@ -79,6 +79,27 @@ describe('drain', () => {
     expect(await engine.ctx.results.approximateCount()).toBe(1);
   });
 
+  it('a run whose record cannot be read holds up only its own results: the others count and leave the queue', async () => {
+    const engine = unitEngine([sumJob({ items: 2 })]);
+    const records = await seedRun(engine, 'sum/manual-ok', 2, 'running');
+    await engine.docs.write(runKeys.record('sum/manual-bad'), '{"not": "a run record"}', { ifNoneMatch: '*' });
+    const outcome = (run: string, i: number) =>
+      JSON.stringify({ v: 1, t: 'result', run, job: 'sum', outcomes: [{ i, ok: true, r: { v: i + 1 } }] });
+    // The unreadable run's result arrives first, so it is the first group the pass works on.
+    await engine.ctx.results.send(outcome('sum/manual-bad', 0));
+    await engine.ctx.results.send(outcome('sum/manual-ok', 0));
+    await engine.ctx.results.send(outcome('sum/manual-ok', 1));
+    const { book, term } = engine.book(2);
+    const stats = await drainResults(engine.ctx, term, book);
+    expect(stats).toMatchObject({ received: 3, folded: 2, deferred: 1 });
+    expect((await records.read(runKeys.record('sum/manual-ok')))?.value.counters).toMatchObject({ succeeded: 2 });
+    // Only the unreadable run's message is left, for a later pass.
+    expect(await engine.ctx.results.approximateCount()).toBe(1);
+    expect(engine.logs).toContainEqual(
+      expect.stringMatching(/^warn left 1 message\(s\) of run sum\/manual-bad for a later pass: /),
+    );
+  });
+
   it('a raw work message the host gave up on fails its items that have no outcome yet', async () => {
     const engine = unitEngine([sumJob({ items: 3 })]);
     const records = await seedRun(engine, 'sum/manual-d', 3, 'running');

@@ -86,6 +86,22 @@ describe('engine robustness (in memory)', () => {
     expect(failed?.endReason).toMatch(/failed 5 times in a row/);
   });
 
+  it('a run whose record cannot be read holds up only its own job: another job still completes, and the record is left as found', async () => {
+    const ports = memoryPorts();
+    const engine = buildEngine(ports, [sumJob({ name: 'broken', items: 5 }), sumJob({ name: 'healthy', items: 20 })]);
+    const states = new FencedDocuments<JobState>(ports.docs, { parse: (v) => jobStateSchema.parse(v) });
+    const garbled = 'broken/manual-garbled';
+    await states.create(jobStateKey('broken'), 1, { ...newJobState('broken'), active: [garbled] });
+    await ports.docs.write(runKeys.record(garbled), '{"not":"a run record"}', { ifNoneMatch: '*' });
+    const stop = engine.startWorkers(1);
+    const healthy = await requestRun(ports.docs, 'healthy');
+    const summaries = await engine.leadUntil('l', async () => terminal((await engine.readRun(healthy))?.state), 10_000);
+    await stop();
+    expect(await engine.readRun(healthy)).toMatchObject({ state: 'succeeded', counters: { succeeded: 20 } });
+    expect(summaries.reduce((n, s) => n + s.stepErrors, 0)).toBeGreaterThan(0);
+    expect((await ports.docs.read(runKeys.record(garbled)))?.body).toBe('{"not":"a run record"}');
+  });
+
   it('a run recorded in the job state but never created (the leader died in between) is created and completes', async () => {
     const ports = memoryPorts();
     const engine = buildEngine(ports, [sumJob({ items: 5 })]);
