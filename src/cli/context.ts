@@ -52,6 +52,8 @@ export class ExitWith extends Error {
 export interface GlobalOptions {
   connection?: string;
   hub?: string;
+  /** Seconds, already checked by the option's parser. */
+  timeout?: number;
 }
 
 /** The global options as given to `command` (they may appear before or after the command name). */
@@ -68,7 +70,8 @@ export async function withHub(ctx: CliContext, command: Command, body: (hub: Hub
   try {
     const globals = globalsOf(command);
     const connection = resolveConnection({ connection: globals.connection, hub: globals.hub, env: ctx.env, cwd: ctx.cwd });
-    const hub = openHub(connection, ctx.callTimeoutMs === undefined ? {} : { callTimeoutMs: ctx.callTimeoutMs });
+    const callTimeoutMs = globals.timeout !== undefined ? globals.timeout * 1000 : ctx.callTimeoutMs;
+    const hub = openHub(connection, callTimeoutMs === undefined ? {} : { callTimeoutMs });
     where = { endpoint: hub.endpoint, source: hub.source };
     await body(hub);
   } catch (err) {

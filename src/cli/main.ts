@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { cliContext, ExitWith, type CliIo, type CliOptions } from './context';
 import { describeFailure, EXIT } from './failure';
 import { registerHubCommands } from './hub-commands';
@@ -28,6 +28,7 @@ export function buildProgram(io: CliIo = processIo, options: CliOptions = {}): C
     .description('Scheduled fan-out/fan-in jobs on Azure Functions: look into a hub and steer it.')
     .option('--connection <string>', 'storage connection string (default: AzureWebJobsStorage, then local.settings.json)')
     .option('--hub <name>', 'hub name (default: BATON_HUB, then local.settings.json, then baton)')
+    .option('--timeout <seconds>', 'longest one storage call may take, retries included (default 10)', parseTimeoutSeconds)
     // Set before any command is added: subcommands copy these settings.
     .exitOverride()
     .configureOutput({
@@ -72,6 +73,13 @@ export async function main(argv: string[], io: CliIo = processIo, options: CliOp
     io.err(`baton: ${failure.line}\n`);
     return failure.exitCode;
   }
+}
+
+/** `--timeout`: whole seconds, 1 to 600, so a typo such as `10ms` fails instead of meaning 10 s. */
+function parseTimeoutSeconds(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value.trim()) || n < 1 || n > 600) throw new InvalidArgumentError('must be whole seconds from 1 to 600');
+  return n;
 }
 
 /** The version in Baton's package.json, found upward from this file (src/cli or dist/src/cli). */

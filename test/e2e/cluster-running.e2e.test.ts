@@ -80,13 +80,15 @@ describe('a running local cluster and the baton CLI', () => {
       dumpOnFailure();
       expect(up.instances).toBe(3);
       expect(up.hub).toBe('baton');
-      const base = ['--connection', connection, '--hub', 'baton'];
+      // A patient deadline: on a loaded 2-core machine the cluster's Azurite can take over the
+      // default 10 s to answer, and this test is about the answers, not about the deadline.
+      const base = ['--connection', connection, '--hub', 'baton', '--timeout', '30'];
 
       // The leader, once there is one.
       const t0 = Date.now();
       let status: StatusJson | undefined;
       for (;;) {
-        status = json<StatusJson>(await runBaton(['status', '--json', ...base]), 'status');
+        status = json<StatusJson>(await runBaton(['status', '--json', ...base], 60_000), 'status');
         if (status.leader) break;
         if (Date.now() - t0 > 40_000) throw new Error('no leader in status --json within 40 s');
         await sleep(500);
@@ -105,7 +107,7 @@ describe('a running local cluster and the baton CLI', () => {
       expect(instancePids.size).toBe(3);
 
       const trigger = json<{ job: string; runId: string; requested: boolean }>(
-        await runBaton(['trigger', 'blob-audit', '--json', ...base]),
+        await runBaton(['trigger', 'blob-audit', '--json', ...base], 60_000),
         'trigger',
       );
       expect(trigger).toMatchObject({ job: 'blob-audit', requested: true });
@@ -114,7 +116,7 @@ describe('a running local cluster and the baton CLI', () => {
       const t1 = Date.now();
       let show: ShowJson | undefined;
       for (;;) {
-        const run = await runBaton(['show', trigger.runId, '--json', ...base]);
+        const run = await runBaton(['show', trigger.runId, '--json', ...base], 60_000);
         // Exit 1 "no run …" until the leader's next tick creates the record.
         if (run.code === 0) {
           show = JSON.parse(run.out) as ShowJson;

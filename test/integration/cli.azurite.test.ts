@@ -321,6 +321,36 @@ describe('unreachable storage', () => {
     }
   });
 
+  it('--timeout sets that deadline in whole seconds', async () => {
+    const server = await silentServer();
+    try {
+      const result = await runCli(['--connection', azuriteStyleConnection(server.port, accountKey), '--timeout', '2', 'runs'], {
+        env: {},
+        cwd: cwd().path,
+      });
+      expect(result.code).toBe(2);
+      expect(expectOneErrorLine(result)).toContain('(no answer within 2 s)');
+      expect(result.ms).toBeGreaterThanOrEqual(1_900);
+      expect(result.ms).toBeLessThan(8_000);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it.each(['10ms', '0', '601', '1.5'])(
+    '--timeout %s fails with one line naming the option, before any storage call',
+    async (value) => {
+      const result = await runCli(['--connection', 'UseDevelopmentStorage=true', '--timeout', value, 'status'], {
+        env: {},
+        cwd: cwd().path,
+      });
+      expect(result.code).toBe(1);
+      expect(expectOneErrorLine(result)).toBe(
+        `baton: option '--timeout <seconds>' argument '${value}' is invalid. must be whole seconds from 1 to 600`,
+      );
+    },
+  );
+
   it('as a process: exits non-zero with one stderr line, in under 15 s', async () => {
     const port = await closedPort();
     const root = join(__dirname, '..', '..');
