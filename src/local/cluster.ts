@@ -97,6 +97,8 @@ class Cluster {
   private readonly blobs: BlobServiceClient;
   private next = 1;
   private readonly stopping = new AbortController();
+  /** The live view's refresh loop, once the instances are up. */
+  private refreshing: Promise<void> = Promise.resolve();
   private forced = false;
   /** BATON_LOG_LEVEL=debug: every instance log line and leader event, not only warnings and changes of leader. */
   private readonly verbose = parseLogLevel(process.env) === 'debug';
@@ -139,21 +141,25 @@ class Cluster {
         `look inside from another terminal: npm run -s baton -- status --connection UseDevelopmentStorage=true --hub ${this.options.hub}`,
       );
     }
-    const refresh = this.refreshLoop();
+    this.refreshing = this.refreshLoop();
     const code = this.options.once ? await this.once() : await this.untilStopped();
     this.stopping.abort();
-    await refresh;
     return code;
   }
 
-  /** Stops every instance: SIGTERM, a grace period, then SIGKILL. */
+  /**
+   * Stops every instance: SIGTERM, a grace period, then SIGKILL. The instances are signalled
+   * before the view's last refresh is awaited: on a busy machine that read alone can take
+   * seconds, and the grace is theirs.
+   */
   async shutdown(): Promise<void> {
+    this.stopping.abort();
     const all = [...this.instances.values()].filter((i) => i.alive);
     for (const instance of all) instance.proc.kill(this.forced ? 'SIGKILL' : 'SIGTERM');
     const grace = new Promise<void>((resolve) => setTimeout(resolve, STOP_GRACE_MS).unref());
     await Promise.race([Promise.all(all.map((i) => i.exited)), grace]);
     for (const instance of all) if (instance.alive) instance.proc.kill('SIGKILL');
-    await Promise.all(all.map((i) => i.exited));
+    await Promise.all([...all.map((i) => i.exited), this.refreshing]);
   }
 
   private async seed(): Promise<void> {
@@ -227,12 +233,7 @@ class Cluster {
         this.view.note('every instance has exited (see their output above); stopping the cluster');
         return 1;
       }
-      // One listener per wait, removed when the wait ends, so a long session does not pile them up.
-      await new Promise<void>((resolve) => {
-        const onStop = (): void => (clearTimeout(timer), resolve());
-        const timer = setTimeout(() => (this.stopping.signal.removeEventListener('abort', onStop), resolve()), 500);
-        this.stopping.signal.addEventListener('abort', onStop, { once: true });
-      });
+      await this.pause(500);
     }
     return 0;
   }
@@ -292,8 +293,18 @@ class Cluster {
   private async refreshLoop(): Promise<void> {
     while (!this.stopping.signal.aborted) {
       await this.refreshOnce();
-      await sleep(500);
+      await this.pause(500);
     }
+  }
+
+  /** Waits `ms`, or less when a stop is requested. */
+  private pause(ms: number): Promise<void> {
+    // One listener per wait, removed when the wait ends, so a long session does not pile them up.
+    return new Promise<void>((resolve) => {
+      const onStop = (): void => (clearTimeout(timer), resolve());
+      const timer = setTimeout(() => (this.stopping.signal.removeEventListener('abort', onStop), resolve()), ms);
+      this.stopping.signal.addEventListener('abort', onStop, { once: true });
+    });
   }
 
   private async refreshOnce(): Promise<void> {

@@ -366,7 +366,7 @@ describe('baton trigger of a job the leader does not run (with storage)', () => 
 
   it('on a hub whose leader recorded its jobs: one line naming the job and the known ones, exit 1', async () => {
     const seed = await seedHub(azurite.blobService, azurite.leaseBlobService, azurite.uniqueName('bad-trigger'));
-    const result = await baton(['trigger', 'nope', '--connection', connection(), '--hub', seed.hub]);
+    const result = await baton(['trigger', 'nope', '--connection', connection(), '--hub', seed.hub, '--timeout', '60']);
     expectOneLine(
       result,
       'nope',
@@ -377,7 +377,7 @@ describe('baton trigger of a job the leader does not run (with storage)', () => 
 
   it('on a hub no leader has ticked on: says it is unchecked; once the leader drops it, show says why', async () => {
     const hub = azurite.uniqueName('fresh');
-    const args = ['--connection', connection(), '--hub', hub];
+    const args = ['--connection', connection(), '--hub', hub, '--timeout', '60'];
     const requested = await baton(['trigger', 'nope', ...args]);
     expect(requested.code, requested.err).toBe(0);
     expect(requested.err).toBe('');

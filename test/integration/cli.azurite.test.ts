@@ -38,9 +38,16 @@ function cwd(): ReturnType<typeof tempCwd> {
   return dir;
 }
 
-/** The CLI against the seeded hub, connected with --connection from an empty directory. */
+/**
+ * The CLI against the seeded hub, connected with --connection from an empty directory. With a
+ * patient deadline: a busy machine's Azurite can take over the default 10 s to answer, and the
+ * deadline has tests of its own below.
+ */
 function cli(...argv: string[]): Promise<CliResult> {
-  return runCli(['--connection', azurite.azurite.connectionString, '--hub', seed.hub, ...argv], { env: {}, cwd: cwd().path });
+  return runCli(['--connection', azurite.azurite.connectionString, '--hub', seed.hub, '--timeout', '60', ...argv], {
+    env: {},
+    cwd: cwd().path,
+  });
 }
 
 function json<T>(result: CliResult): T {

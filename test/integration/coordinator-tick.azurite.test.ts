@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import { setTimeout as delay } from 'node:timers/promises';
 import { InvocationContext, type Timer } from '@azure/functions';
-import { createCoordinatorTick, type LeaderWork } from '../../src/app/coordinator-tick';
+import { createCoordinatorTick, type LeaderWork, type TickOutcome } from '../../src/app/coordinator-tick';
 import { batonRegistrations } from '../../src/app/registrations';
 import { createBatonRuntime } from '../../src/app/runtime';
 import { useAzurite } from '../support/azurite';
@@ -28,15 +28,17 @@ describe('coordinator tick', () => {
     const env = { AzureWebJobsStorage: fixture.azurite.connectionString, BATON_HUB: fixture.uniqueName('tick') };
     const instances = ['instance-a', 'instance-b'].map((identity) => createBatonRuntime(env, { identity }));
     const worked: string[] = [];
+    let ticks: Array<Promise<unknown>> = [];
     const work: LeaderWork = async (leadership, ctx) => {
       worked.push(leadership.identity);
       ctx.info(`leading at epoch ${leadership.epoch}`);
-      await delay(300);
+      // Lead until the other tick has returned, however slow its read: only then is "exactly
+      // one leads" a statement about the race rather than about timing.
+      await Promise.race(ticks);
     };
     const lines: string[] = [];
-    const outcomes = await Promise.all(
-      instances.map((runtime, i) => createCoordinatorTick(runtime, work)(timer, context(`tick-${i}`, lines))),
-    );
+    ticks = instances.map((runtime, i) => createCoordinatorTick(runtime, work)(timer, context(`tick-${i}`, lines)));
+    const outcomes = (await Promise.all(ticks)) as TickOutcome[];
     expect(worked).toHaveLength(1);
     const leader = outcomes.find((o) => o.led === true);
     const follower = outcomes.find((o) => o.led === false);

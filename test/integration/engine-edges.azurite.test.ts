@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { systemClock, type Clock } from '../../src/clock/clock';
 import type { FailuresManifest, RunOutput } from '../../src/engine/finalizer';
 import { poisonNoteSchema, resultMessageSchema, workMessageSchema, type PoisonNote } from '../../src/engine/messages';
 import { requestCancel, requestRun } from '../../src/engine/requests';
@@ -42,6 +43,18 @@ async function lateTerm(engine: Engine): Promise<LeadSummary> {
   return engine.elector('late-leader').runWhenLeader((l) => engine.coordinator.lead(l, { termMs: 3000, returnWhenIdle: true }));
 }
 
+/** The system clock, except that its wall-clock date can be moved forward. */
+function wallClockOffset(): Clock & { advance(ms: number): void } {
+  let offset = 0;
+  return {
+    now: () => systemClock.now(),
+    date: () => new Date(Date.now() + offset),
+    setTimeout: (callback, ms) => systemClock.setTimeout(callback, ms),
+    clearTimeout: (handle) => systemClock.clearTimeout(handle),
+    advance: (ms) => void (offset += ms),
+  };
+}
+
 const range = (from: number, to: number) => Array.from({ length: to - from }, (_, k) => from + k);
 
 describe('job engine edges on Azurite: timeout and cancel', () => {
@@ -51,11 +64,23 @@ describe('job engine edges on Azurite: timeout and cancel', () => {
     const slow = gate();
     const n = 10;
     const fast = 4;
-    const job = gatedSumJob({ name: 'slow', items: n, fastBelow: fast, slow: slow.promise, timeoutSeconds: 2 });
-    const engine = buildEngine({ ...ports, work }, [job], { workerVisibilitySeconds: 30 });
+    const job = gatedSumJob({ name: 'slow', items: n, fastBelow: fast, slow: slow.promise, timeoutSeconds: 30 });
+    // The deadline passes when the test says, not when a busy machine happens to be slow: the
+    // wall clock the engine reads jumps past it once the fast items are counted.
+    const clock = wallClockOffset();
+    const engine = buildEngine({ ...ports, work }, [job], { workerVisibilitySeconds: 30, clock });
     const stopWorkers = engine.startWorkers(1);
     const runId = await requestRun(ports.docs, 'slow');
     try {
+      await engine.leadUntil(
+        'leader',
+        async () => {
+          const counters = (await engine.readRun(runId))?.counters;
+          return counters?.dispatched === n && counters.succeeded === fast;
+        },
+        60_000,
+      );
+      clock.advance(31_000);
       await engine.leadUntil('leader', terminal(engine, runId), 30_000);
     } finally {
       slow.open(); // the slow items now finish, after their run has ended
@@ -65,7 +90,7 @@ describe('job engine edges on Azurite: timeout and cancel', () => {
     const record = await engine.readRun(runId);
     expect(record?.state).toBe('timed-out');
     expect(record?.endReason).toMatch(/deadline/);
-    expect(Date.parse(record!.deadlineAt) - Date.parse(record!.createdAt)).toBe(2000);
+    expect(Date.parse(record!.deadlineAt) - Date.parse(record!.createdAt)).toBe(30_000);
     expect(Date.parse(record!.endedAt!)).toBeGreaterThan(Date.parse(record!.deadlineAt));
     expect(record?.counters).toMatchObject({ planned: n, dispatched: n, succeeded: fast, failed: 0 });
     expect(record?.outputKey).toBeNull();

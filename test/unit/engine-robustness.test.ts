@@ -20,6 +20,13 @@ function leadership(epoch: number): Leadership {
   return { identity: `leader-${epoch}`, epoch, signal: controller.signal, heartbeat: () => undefined, remainingMs: () => 60_000 };
 }
 
+/** Short terms at epoch 1 until the run has been planned and dispatched: a busy machine may need more than one. */
+async function leadUntilRunning(engine: ReturnType<typeof buildEngine>, runId: string): Promise<void> {
+  for (let term = 0; term < 50 && (await engine.readRun(runId))?.state !== 'running'; term++) {
+    await engine.coordinator.lead(leadership(1), { termMs: 300 });
+  }
+}
+
 const terminal = (state: string | undefined) => ['succeeded', 'failed', 'cancelled', 'timed-out'].includes(state ?? '');
 
 describe('engine robustness (in memory)', () => {
@@ -138,7 +145,7 @@ describe('engine robustness (in memory)', () => {
     const ports = memoryPorts();
     const engine = buildEngine(ports, [sumJob({ items: 5 })]);
     const runId = await requestRun(ports.docs, 'sum');
-    await engine.coordinator.lead(leadership(1), { termMs: 300 });
+    await leadUntilRunning(engine, runId);
     expect((await engine.readRun(runId))?.state).toBe('running');
     // Epoch 2 takes over (no workers: nothing else to do) and ends its term.
     await engine.coordinator.lead(leadership(2), { termMs: 100 });
@@ -152,7 +159,7 @@ describe('engine robustness (in memory)', () => {
     const ports = memoryPorts();
     const withJob = buildEngine(ports, [sumJob({ items: 4 })]);
     const runId = await requestRun(ports.docs, 'sum');
-    await withJob.coordinator.lead(leadership(1), { termMs: 300 });
+    await leadUntilRunning(withJob, runId);
     const stop = withJob.startWorkers(1);
     while ((await ports.results.approximateCount()) < 4) await new Promise((r) => setTimeout(r, 20));
     await stop();
