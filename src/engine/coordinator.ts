@@ -1,9 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import { sleep } from '../clock/clock';
-import { ConcurrentUpdateError, LeaseLostError, StaleEpochError } from '../errors';
 import type { Leadership } from '../lease/leader-elector';
 import { runKeys, transition } from '../runs/run-record';
-import { redactSecrets } from '../storage/settings';
 import { DEFAULT_TUNING, type EngineContext, type EngineTuning, type TermContext } from './engine-context';
 import { dispatchSlice } from './dispatcher';
 import { drainPoison, drainResults, type DrainStats } from './drain';
@@ -12,6 +10,7 @@ import { jobStateSchema, type JobState } from './job-state';
 import { planRun } from './planner';
 import { adoptOpenRuns, cancelRun, forgetRun, jobStates, reconcileJob, startManualRun } from './reconcile';
 import { pendingRequests } from './requests';
+import { retryLater } from './retry-later';
 import { RunBook, type ActiveRun } from './run-book';
 
 export interface LeadOptions {
@@ -142,11 +141,8 @@ export class Coordinator {
       await work();
       return true;
     } catch (err) {
-      if (term.signal.aborted || err instanceof StaleEpochError || err instanceof LeaseLostError) throw err;
+      retryLater(this.ctx, term, `${what} failed, will retry`, err);
       summary.stepErrors++;
-      const detail = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-      if (err instanceof ConcurrentUpdateError) this.ctx.log.info(`${what}: changed underneath; reloading`);
-      else this.ctx.log.warn(`${what} failed, will retry: ${redactSecrets(detail)}`);
       return false;
     }
   }
@@ -219,11 +215,8 @@ export class Coordinator {
    * Start of a term: load every open run of every job in storage, and fence each registered
    * one by writing it once with this term's epoch, so a stale leader's next write to it fails.
    * Runs of jobs this leader does not have are left alone until past their deadline, then end
-   * timed-out: nobody else will end them.
-   */
-  /**
-   * Adopts every job's open runs, stamping each with this term's epoch. Job by job: a job whose
-   * runs cannot be read this time is retried by the turns' reconcile, and the others go on.
+   * timed-out: nobody else will end them. Job by job: a job whose runs cannot be read this time
+   * is retried by the turns' reconcile, and the others go on.
    */
   private async takeOver(term: TermContext, book: RunBook, summary: LeadSummary): Promise<void> {
     const { ctx } = this;
@@ -248,7 +241,6 @@ export class Coordinator {
       }
       return;
     }
-    // Not registered here: its runs time out past their deadline, so its state frees up.
     for (const runId of state.active) {
       const found = await book.get(runId);
       if (!found || !('unregistered' in found)) continue;

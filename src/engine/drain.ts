@@ -1,6 +1,4 @@
-import { ConcurrentUpdateError, LeaseLostError, StaleEpochError } from '../errors';
 import type { QueuePort, ReceivedMessage } from '../queue/queue-port';
-import { redactSecrets } from '../storage/settings';
 import { inLanes } from './lanes';
 import { runKeys, type RunRecord } from '../runs/run-record';
 import { keepDeadLetter } from './dead-letters';
@@ -19,6 +17,7 @@ import {
   type ItemOutcome,
 } from './messages';
 import type { RunBook } from './run-book';
+import { retryLater } from './retry-later';
 
 const BATCH = 32;
 /** Deletes after a checkpoint run this many at a time (up to 4 batches are deleted per checkpoint). */
@@ -167,12 +166,8 @@ async function drain(
     } catch (err) {
       // One run whose record cannot be read or saved must not hold up the others' messages:
       // its own come back after the drain visibility, and the next pass tries again.
-      if (term.signal.aborted || err instanceof StaleEpochError || err instanceof LeaseLostError) throw err;
+      retryLater(ctx, term, `left ${group.messages.length} message(s) of run ${runId} for a later pass`, err);
       stats.deferred += group.messages.length;
-      const detail = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-      const line = `left ${group.messages.length} message(s) of run ${runId} for a later pass: ${redactSecrets(detail)}`;
-      if (err instanceof ConcurrentUpdateError) ctx.log.info(line);
-      else ctx.log.warn(line);
       continue;
     }
     if (applied === 'defer') {

@@ -183,7 +183,7 @@ export class LeaderElector {
 
   private async lead<T>(term: Term, task: Task<T>, callerSignal: AbortSignal | undefined): Promise<T> {
     const { clock, identity } = this.options;
-    this.current = { identity, epoch: term.epoch, acquiredAt: clock.date() };
+    // `current` was set when the term was won (see readThenAcquire); it is cleared below.
     const leadership = new ActiveTerm(term, this.options, (self) => this.lose(self, 'deadline'));
     const onCallerAbort = (): void => leadership.end(callerSignal?.reason);
     try {

@@ -153,6 +153,7 @@ class Cluster {
    * seconds, and the grace is theirs.
    */
   async shutdown(): Promise<void> {
+    // Also ends the refresh loop when run() threw instead of returning.
     this.stopping.abort();
     const all = [...this.instances.values()].filter((i) => i.alive);
     for (const instance of all) instance.proc.kill(this.forced ? 'SIGKILL' : 'SIGTERM');

@@ -28,7 +28,7 @@ describe('coordinator tick', () => {
     const env = { AzureWebJobsStorage: fixture.azurite.connectionString, BATON_HUB: fixture.uniqueName('tick') };
     const instances = ['instance-a', 'instance-b'].map((identity) => createBatonRuntime(env, { identity }));
     const worked: string[] = [];
-    let ticks: Array<Promise<unknown>> = [];
+    let ticks: Array<Promise<TickOutcome>> = [];
     const work: LeaderWork = async (leadership, ctx) => {
       worked.push(leadership.identity);
       ctx.info(`leading at epoch ${leadership.epoch}`);
@@ -38,7 +38,7 @@ describe('coordinator tick', () => {
     };
     const lines: string[] = [];
     ticks = instances.map((runtime, i) => createCoordinatorTick(runtime, work)(timer, context(`tick-${i}`, lines)));
-    const outcomes = (await Promise.all(ticks)) as TickOutcome[];
+    const outcomes = await Promise.all(ticks);
     expect(worked).toHaveLength(1);
     const leader = outcomes.find((o) => o.led === true);
     const follower = outcomes.find((o) => o.led === false);
