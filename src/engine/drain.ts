@@ -119,7 +119,10 @@ export function drainPoison(ctx: EngineContext, term: TermContext, book: RunBook
       for (let i = first; i < end; i++) outcomes.push({ i, ok: false, e: reason, a: ctx.tuning.maxAttempts });
       return { kind: 'group', run, outcomes, rejected: planned !== undefined && first + count > planned ? 1 : 0 };
     }
-    const why = !body.ok ? body.reason : work ? describeIssue(work.error) : 'unreadable';
+    // Say what is wrong with what it claims to be: a note (t: poison) or else a work message.
+    const claimsNote = body.ok && (body.value as { t?: unknown } | null)?.t === 'poison';
+    const failed = claimsNote ? note : work;
+    const why = !body.ok ? body.reason : failed?.error ? describeIssue(failed.error) : 'unreadable';
     const reason = `unreadable message on the poison queue: ${why}`;
     // Neither a note nor a work message: nothing else keeps its reason once it is deleted.
     await keepDeadLetter(ctx, term, ctx.poison.name, message, reason);

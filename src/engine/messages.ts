@@ -71,8 +71,8 @@ export type ResultMessage = z.infer<typeof resultMessageSchema>;
 export const poisonNoteSchema = z.object({
   v: z.literal(1),
   t: z.literal('poison'),
-  // A note is kept for its reason; one without is unreadable, and kept as that.
-  reason: z.string().min(1),
+  // A note is kept for its reason; one without (or only blanks) is unreadable, and kept as that.
+  reason: z.string().refine((reason) => reason.trim() !== '', 'a poison note needs a reason that is not blank'),
   /** The original body, cut to fit. */
   body: z.string(),
   run: z.string().optional(),

@@ -291,6 +291,13 @@ export const MALFORMED_CASES: MalformedCase[] = [
     deadLetter: /^unreadable message on the poison queue: /,
   },
   {
+    // Found by fuzzing ({ seed: -1552350364, path: "176" }): it left a dead letter with a blank reason.
+    name: 'poison: a note whose reason is only blanks',
+    queue: 'poison',
+    body: () => JSON.stringify({ v: 1, t: 'poison', reason: ' \t ', body: '[]', run: RUNS.target }),
+    deadLetter: /^unreadable message on the poison queue: reason: a poison note needs a reason that is not blank$/,
+  },
+  {
     name: 'poison: a note naming no run',
     queue: 'poison',
     body: () => JSON.stringify({ v: 1, t: 'poison', reason: 'a note without a run', body: 'the body a run-less note wraps' }),
