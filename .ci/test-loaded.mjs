@@ -1,0 +1,129 @@
+#!/usr/bin/env node
+// The README's test command (`npm test`) on a busy machine: CPU-burning processes run beside it
+// for the whole run and are stopped afterwards, whatever happens. CI's 2-core machine is often
+// busy with other work, and a test that only an idle machine passes loses a landing there; this
+// is how such a test is found before CI finds it.
+//
+//   npm run test:loaded                          one loaded run
+//   npm run test:loaded -- --until-passes 3      repeat until 3 passes in a row (at most --max-runs)
+//   npm run test:loaded -- --burners 3 --logs .loaded
+//
+// Each run's whole output goes to <logs>/run-N.log; the console gets each run's vitest summary,
+// the names of the tests that failed and how long the run took. Exit 0 when the last run passed
+// (and, with --until-passes, when the streak was reached).
+import { spawn } from 'node:child_process';
+import { createWriteStream, mkdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+
+const { values } = parseArgs({
+  options: {
+    burners: { type: 'string', default: '2' },
+    'until-passes': { type: 'string', default: '1' },
+    'max-runs': { type: 'string' },
+    logs: { type: 'string', default: join('.ci', 'loaded-logs') },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+});
+if (values.help) {
+  console.log('usage: node .ci/test-loaded.mjs [--burners 2] [--until-passes 1] [--max-runs N] [--logs .ci/loaded-logs]');
+  process.exit(0);
+}
+
+function count(name, min) {
+  const text = values[name];
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min) {
+    console.error(`test-loaded: --${name} must be an integer of at least ${min} (got ${JSON.stringify(text)})`);
+    process.exit(2);
+  }
+  return n;
+}
+const burnerCount = count('burners', 0);
+const wantedStreak = count('until-passes', 1);
+values['max-runs'] ??= String(wantedStreak === 1 ? 1 : wantedStreak * 3);
+const maxRuns = count('max-runs', wantedStreak);
+const logDir = resolve(values.logs);
+mkdirSync(logDir, { recursive: true });
+
+// A busy loop per burner, in its own process so the scheduler treats it as the other work on the
+// machine would be treated. Niceness is left at 0: the point is equal competition for the cores.
+const BUSY = 'for (;;) { Math.sqrt(Math.random()); }';
+const burners = [];
+function startBurners() {
+  for (let i = 0; i < burnerCount; i++) burners.push(spawn(process.execPath, ['-e', BUSY], { stdio: 'ignore', detached: false }));
+}
+function stopBurners() {
+  for (const b of burners.splice(0)) if (b.exitCode === null && b.signalCode === null) b.kill('SIGKILL');
+}
+let current;
+function stopAll(signal) {
+  stopBurners();
+  // npm test runs in its own process group so its whole tree (vitest, Azurite, clusters) goes too.
+  if (current?.pid) {
+    try {
+      process.kill(-current.pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  if (signal) process.exit(130);
+}
+process.on('exit', () => stopAll());
+process.on('SIGINT', () => stopAll('SIGINT'));
+process.on('SIGTERM', () => stopAll('SIGTERM'));
+
+const ANSI = /\x1b\[[0-9;]*[A-Za-z]/g;
+
+/** Runs `npm test` once, its output to `logPath`; resolves with the exit code and the plain output. */
+function runSuite(logPath) {
+  return new Promise((done) => {
+    const log = createWriteStream(logPath);
+    const chunks = [];
+    current = spawn('npm', ['test'], { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: process.env });
+    for (const stream of [current.stdout, current.stderr])
+      stream.on('data', (chunk) => {
+        log.write(chunk);
+        chunks.push(chunk);
+      });
+    current.on('close', (code, signal) => {
+      log.end();
+      current = undefined;
+      done({ code: code ?? (signal ? 128 : 1), text: Buffer.concat(chunks).toString('utf8').replace(ANSI, '') });
+    });
+  });
+}
+
+/** vitest's closing lines (Test Files, Tests, Duration...) and the names of the failed tests. */
+function summarize(text) {
+  const lines = text.split('\n');
+  const start = lines.findLastIndex((l) => /^\s*Test Files\s/.test(l));
+  const summary = start >= 0 ? lines.slice(start, start + 8).filter((l) => l.trim()) : ['(no vitest summary: see the log)'];
+  const failed = [...new Set(lines.filter((l) => /^\s*(FAIL|×)\s/.test(l)).map((l) => l.trim()))];
+  return { summary, failed };
+}
+
+const results = [];
+let streak = 0;
+for (let run = 1; run <= maxRuns && streak < wantedStreak; run++) {
+  const logPath = join(logDir, `run-${run}.log`);
+  console.log(`test-loaded: run ${run}: npm test with ${burnerCount} busy processes beside it (log: ${logPath})`);
+  const started = Date.now();
+  startBurners();
+  const { code, text } = await runSuite(logPath);
+  stopBurners();
+  const seconds = Math.round((Date.now() - started) / 1000);
+  const { summary, failed } = summarize(text);
+  for (const line of summary) console.log(`  ${line.trim()}`);
+  for (const line of failed) console.log(`  failed: ${line}`);
+  console.log(`test-loaded: run ${run} ${code === 0 ? 'passed' : `FAILED (exit ${code})`} in ${seconds} s`);
+  streak = code === 0 ? streak + 1 : 0;
+  results.push({ run, code, seconds, failed: failed.length });
+}
+
+const passed = results.filter((r) => r.code === 0).length;
+console.log(
+  `test-loaded: ${results.length} run(s), ${passed} passed, ${results.length - passed} failed; ` +
+    `last streak ${streak} of ${wantedStreak} wanted; times ${results.map((r) => `${r.seconds} s`).join(', ')}`,
+);
+process.exit(streak >= wantedStreak ? 0 : 1);
