@@ -69,6 +69,7 @@ export function registerStart(program: Command): void {
     )
     .option('--job <name>', 'the job --once runs', DEFAULT_CLUSTER.job)
     .option('--output <file>', 'with --once: write the run record and output here as JSON')
+    .option('--log-dir <dir>', "keep each instance's whole output (every log level) in <dir>/<instance>.log")
     .action(
       async (opts: {
         instances: number;
@@ -77,6 +78,7 @@ export function registerStart(program: Command): void {
         killLeaderAfter?: number;
         job: string;
         output?: string;
+        logDir?: string;
       }) => {
         const globals = program.opts() as { hub?: string; connection?: string };
         if (globals.connection)
@@ -105,6 +107,7 @@ export function registerStart(program: Command): void {
           ...(opts.data ? { data: opts.data } : {}),
           ...(opts.killLeaderAfter ? { killLeaderAfterSeconds: opts.killLeaderAfter } : {}),
           ...(opts.output ? { outputFile: opts.output } : {}),
+          ...(opts.logDir ? { logDir: opts.logDir } : {}),
           out: process.stdout,
           tty: Boolean(process.stdout.isTTY),
         });

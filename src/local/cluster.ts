@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, writeFileSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { BlobServiceClient } from '@azure/storage-blob';
@@ -28,6 +28,11 @@ export interface ClusterOptions {
   job: string;
   /** Write the once-run's output document here. */
   outputFile?: string;
+  /**
+   * Keep each instance's whole output (stdout and stderr, every log level, secrets masked) in
+   * `<logDir>/<instance>.log`; the cluster itself shows only warnings and changes of leader.
+   */
+  logDir?: string;
   /** The coordinator timer of each instance. */
   coordinatorSchedule: string;
   out: NodeJS.WritableStream;
@@ -46,6 +51,8 @@ export const DEFAULT_CLUSTER: Omit<ClusterOptions, 'out' | 'tty'> = {
 interface Instance extends InstanceView {
   proc: ChildProcess;
   exited: Promise<void>;
+  /** With `logDir`: where its whole output goes. */
+  log?: WriteStream;
 }
 
 const STOP_GRACE_MS = 8000;
@@ -161,6 +168,7 @@ class Cluster {
     await Promise.race([Promise.all(all.map((i) => i.exited)), grace]);
     for (const instance of all) if (instance.alive) instance.proc.kill('SIGKILL');
     await Promise.all([...all.map((i) => i.exited), this.refreshing]);
+    await Promise.all([...this.instances.values()].map((i) => i.log && new Promise((done) => i.log!.end(done))));
   }
 
   private async seed(): Promise<void> {
@@ -267,12 +275,21 @@ class Cluster {
     });
     let resolveExit!: () => void;
     const instance: Instance = { name, alive: true, items: 0, proc, exited: new Promise<void>((r) => (resolveExit = r)) };
+    if (this.options.logDir) {
+      mkdirSync(this.options.logDir, { recursive: true });
+      instance.log = createWriteStream(join(this.options.logDir, `${name}.log`), { flags: 'a' });
+    }
+    const keep = (line: string): void => {
+      if (instance.log && !instance.log.writableEnded) instance.log.write(`${new Date().toISOString()} ${redactSecrets(line)}\n`);
+    };
     proc.on('exit', (code, signal) => {
       instance.alive = false;
+      keep(`exited (${signal ?? `code ${code}`})`);
       resolveExit();
       if (!this.stopping.signal.aborted) this.view.note(`${name} exited (${signal ?? `code ${code}`})`);
     });
     createInterface({ input: proc.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+      keep(line);
       const event = parseInstanceLine(line);
       if (!event) {
         if (line.trim()) this.view.note(`${name}: ${redactSecrets(line)}`);
@@ -285,9 +302,10 @@ class Cluster {
         );
       } else if (event.kind === 'log' && (event.level === 'warn' || this.verbose)) this.view.note(`${name}: ${event.message}`);
     });
-    createInterface({ input: proc.stderr as NodeJS.ReadableStream }).on('line', (line) =>
-      this.view.note(`${name} stderr: ${redactSecrets(line)}`),
-    );
+    createInterface({ input: proc.stderr as NodeJS.ReadableStream }).on('line', (line) => {
+      keep(`stderr: ${line}`);
+      this.view.note(`${name} stderr: ${redactSecrets(line)}`);
+    });
     this.instances.set(name, instance);
   }
 

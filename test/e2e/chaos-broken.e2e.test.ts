@@ -7,7 +7,7 @@
 import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
 import { join } from 'node:path';
 import type { SoakReport } from '../../src/chaos/soak';
-import { killAllSpawned, markDistInUse, projectRoot, spawnTracked } from '../support/cluster-process';
+import { instanceLogDir, killAllSpawned, markDistInUse, projectRoot, spawnTracked } from '../support/cluster-process';
 
 const release = markDistInUse();
 afterAll(async () => {
@@ -17,14 +17,18 @@ afterAll(async () => {
 
 describe('the chaos soak against a build without fencing', () => {
   it('reports stale writes that storage accepted, and exits non-zero', { timeout: 300_000 }, async () => {
+    // --data keeps the soak's folder, instances.log included, for the dump of a failure.
+    const data = join(instanceLogDir(), 'soak');
     const chaos = spawnTracked(
       'chaos (fencing off)',
       process.execPath,
       [
         join(projectRoot, 'dist', 'src', 'chaos', 'main.js'),
         ...['--minutes', '1', '--instances', '3', '--seed', '8', '--faults', 'lease-break', '--json', '--settle-seconds', '20'],
+        ...['--data', data],
       ],
       { ...process.env, BATON_UNSAFE_DISABLE_FENCING: '1' },
+      data,
     );
     onTestFailed(() => void process.stderr.write(`\n${chaos.dump()}\n`));
     const exit = await chaos.waitExit(270_000);

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
 import { join } from 'node:path';
 import { FAULT_KINDS } from '../../src/chaos/fault-plan';
 import type { SoakReport } from '../../src/chaos/soak';
-import { killAllSpawned, markDistInUse, projectRoot, spawnTracked } from '../support/cluster-process';
+import { instanceLogDir, killAllSpawned, markDistInUse, projectRoot, spawnTracked } from '../support/cluster-process';
 
 const release = markDistInUse();
 afterAll(async () => {
@@ -25,14 +25,17 @@ function withoutFencingSwitch(): NodeJS.ProcessEnv {
 
 describe('the chaos smoke', () => {
   it('injects every fault kind into a 3-instance cluster and finds no violation', { timeout: 360_000 }, async () => {
+    // --data keeps the soak's folder, instances.log included, for the dump of a failure.
+    const data = join(instanceLogDir(), 'soak');
     const chaos = spawnTracked(
       'chaos',
       process.execPath,
       [
         join(projectRoot, 'dist', 'src', 'chaos', 'main.js'),
-        ...['--minutes', '1.5', '--instances', '3', '--seed', '90', '--json'],
+        ...['--minutes', '1.5', '--instances', '3', '--seed', '90', '--json', '--data', data],
       ],
       withoutFencingSwitch(),
+      data,
     );
     onTestFailed(() => void process.stderr.write(`\n${chaos.dump()}\n`));
     const exit = await chaos.waitExit(330_000);

@@ -23,6 +23,7 @@ import { createBlobServiceClient } from '../../src/storage/client-factory';
 import {
   CLUSTER_UP,
   cliPath,
+  instanceLogDir,
   isRunning,
   killAllSpawned,
   leadershipAcquired,
@@ -79,10 +80,14 @@ describe('baton start --once (a real cluster on embedded Azurite)', () => {
   it('--once exits non-zero, saying why, when every instance dies (here: no usable host.json)', { timeout: 60_000 }, async () => {
     let cluster: SpawnedProcess | undefined;
     dumpOnFailure(() => cluster);
-    cluster = spawnTracked('cluster without instances', process.execPath, [cliPath, 'start', '--once', '--instances', '2'], {
-      ...process.env,
-      BATON_HOST_JSON: join(work, 'missing-host.json'),
-    });
+    const logs = instanceLogDir();
+    cluster = spawnTracked(
+      'cluster without instances',
+      process.execPath,
+      [cliPath, 'start', '--once', '--instances', '2', '--log-dir', logs],
+      { ...process.env, BATON_HOST_JSON: join(work, 'missing-host.json') },
+      logs,
+    );
     const exit = await cluster.waitExit(45_000);
     expect(exit.code).toBe(1);
     expect(cluster.indexOf(/^every instance has exited; run .* cannot finish/)).toBeGreaterThan(0);
@@ -187,7 +192,14 @@ describe('baton start --once (a real cluster on embedded Azurite)', () => {
     if (waited > 0) timings.push(`npm start waited ${waited} ms for the other cluster file to finish with dist/`);
     const started = Date.now();
     const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-    cluster = spawnTracked('npm start', npm, ['start', '--', '--once', '--instances', '3', '--output', outputPath]);
+    const logs = instanceLogDir();
+    cluster = spawnTracked(
+      'npm start',
+      npm,
+      ['start', '--', '--once', '--instances', '3', '--output', outputPath, '--log-dir', logs],
+      process.env,
+      logs,
+    );
     const exit = await cluster.waitExit(140_000);
     timings.push(`npm start -- --once --instances 3: ${Date.now() - started} ms`);
     expect(exit).toEqual({ code: 0, signal: null });

@@ -9,7 +9,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -25,6 +25,7 @@ import { isTerminal, type RunRecord } from '../../src/runs/run-record';
 import { createBlobServiceClient } from '../../src/storage/client-factory';
 import {
   cliPath,
+  instanceLogDir,
   killAllSpawned,
   markDistInUse,
   projectRoot,
@@ -156,11 +157,13 @@ describe('a full local run at BATON_LOG_LEVEL=debug prints no secret', () => {
       });
       const outputPath = join(work, 'once.json');
       const started = Date.now();
+      const logs = instanceLogDir();
       cluster = spawnTracked(
         'baton start --once (debug)',
         process.execPath,
-        [cliPath, 'start', '--once', '--instances', '2', '--job', JOB.name, '--output', outputPath],
+        [cliPath, 'start', '--once', '--instances', '2', '--job', JOB.name, '--output', outputPath, '--log-dir', logs],
         debugEnv(),
+        logs,
       );
       const exit = await cluster.waitExit(140_000);
       await Promise.race([cluster.closed, sleep(2_000)]);
@@ -177,6 +180,14 @@ describe('a full local run at BATON_LOG_LEVEL=debug prints no secret', () => {
       );
       expectNoSecrets('baton start stdout', out);
       expectNoSecrets('baton start stderr', cluster.stderr.join(''));
+      // --log-dir keeps every instance's whole output: the same rule holds there.
+      const kept = readdirSync(logs).filter((f) => f.endsWith('.log'));
+      expect(kept.sort()).toEqual(['instance-1.log', 'instance-2.log']);
+      for (const file of kept) {
+        const text = readFileSync(join(logs, file), 'utf8');
+        expect(text).toMatch(/"kind":"started"/);
+        expectNoSecrets(`--log-dir ${file}`, text);
+      }
     },
   );
 

@@ -6,7 +6,7 @@
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -45,8 +45,40 @@ export interface SpawnedProcess {
   indexOf(pattern: RegExp, from?: number): number;
   /** Resolves with the exit, or rejects after `timeoutMs`. */
   waitExit(timeoutMs: number): Promise<Exit>;
-  /** Everything it printed, for a failure message. */
+  /** Everything it printed, and the last lines of each instance's own log, for a failure message. */
   dump(): string;
+}
+
+/** Lines of each instance log a failure message shows: enough for the last few ticks. */
+const INSTANCE_LOG_TAIL = 60;
+
+/**
+ * A new folder for `baton start --log-dir`: the cluster shows only warnings and changes of
+ * leader, so the instances' own output (every level) is kept there for the failure dump.
+ */
+export function instanceLogDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'baton-e2e-instances-'));
+  logDirs.add(dir);
+  return dir;
+}
+const logDirs = new Set<string>();
+
+function instanceLogTails(dir: string): string {
+  let files: string[] = [];
+  try {
+    files = readdirSync(dir)
+      .filter((f) => f.endsWith('.log'))
+      .sort();
+  } catch {
+    return `--- no instance logs in ${dir} ---\n`;
+  }
+  return files
+    .map((file) => {
+      const lines = readFileSync(join(dir, file), 'utf8').trimEnd().split('\n');
+      const tail = lines.slice(-INSTANCE_LOG_TAIL);
+      return `--- ${file}: last ${tail.length} of ${lines.length} lines ---\n${tail.join('\n')}\n`;
+    })
+    .join('');
 }
 
 const spawned = new Set<SpawnedProcess>();
@@ -62,6 +94,8 @@ export function spawnTracked(
   command: string,
   args: string[],
   env: NodeJS.ProcessEnv = process.env,
+  /** The `--log-dir` the process was given, whose instance logs its dump shows. */
+  instanceLogs?: string,
 ): SpawnedProcess {
   const proc = spawn(command, args, { cwd: projectRoot, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   if (proc.pid === undefined) throw new Error(`could not spawn ${label}: ${command} ${args.join(' ')}`);
@@ -121,7 +155,8 @@ export function spawnTracked(
     dump() {
       return (
         `--- ${label} (pid ${pid}) stdout ---\n${lines.map((l) => `${new Date(l.at).toISOString()} ${l.text}`).join('\n')}\n` +
-        `--- ${label} stderr ---\n${stderr.join('')}`
+        `--- ${label} stderr ---\n${stderr.join('')}` +
+        (instanceLogs ? `\n${instanceLogTails(instanceLogs)}` : '')
       );
     },
   };
@@ -131,7 +166,9 @@ export function spawnTracked(
 
 /** `node dist/src/cli/main.js <args>`: the compiled `baton` CLI. */
 export function spawnBaton(label: string, args: string[]): SpawnedProcess {
-  return spawnTracked(label, process.execPath, [cliPath, ...args]);
+  if (args[0] !== 'start' || args.includes('--log-dir')) return spawnTracked(label, process.execPath, [cliPath, ...args]);
+  const logs = instanceLogDir();
+  return spawnTracked(label, process.execPath, [cliPath, ...args, '--log-dir', logs], process.env, logs);
 }
 
 export interface CliRun {
@@ -172,6 +209,8 @@ export async function killAllSpawned(): Promise<void> {
   for (const child of spawned) killGroup(child.pid);
   await Promise.race([Promise.all([...spawned].map((c) => c.exited)), sleep(5_000)]);
   spawned.clear();
+  for (const dir of logDirs) rmSync(dir, { recursive: true, force: true });
+  logDirs.clear();
 }
 
 /** The synchronous last resort, should afterAll never run. */
