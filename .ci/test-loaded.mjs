@@ -46,12 +46,14 @@ const maxRuns = count('max-runs', wantedStreak);
 const logDir = resolve(values.logs);
 mkdirSync(logDir, { recursive: true });
 
-// A busy loop per burner, in its own process so the scheduler treats it as the other work on the
-// machine would be treated. Niceness is left at 0: the point is equal competition for the cores.
+// A busy loop per burner, each in a session of its own, as other programs on the machine would
+// be. Linux groups CPU time by session (sched_autogroup): burners sharing the harness's session
+// would split one share among themselves, and eight would load the suite no more than one.
+// Niceness is left at 0: the point is equal competition for the cores.
 const BUSY = 'for (;;) { Math.sqrt(Math.random()); }';
 const burners = [];
 function startBurners() {
-  for (let i = 0; i < burnerCount; i++) burners.push(spawn(process.execPath, ['-e', BUSY], { stdio: 'ignore', detached: false }));
+  for (let i = 0; i < burnerCount; i++) burners.push(spawn(process.execPath, ['-e', BUSY], { stdio: 'ignore', detached: true }));
 }
 function stopBurners() {
   for (const b of burners.splice(0)) if (b.exitCode === null && b.signalCode === null) b.kill('SIGKILL');
