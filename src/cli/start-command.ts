@@ -1,3 +1,4 @@
+import { accessSync, constants, mkdirSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
 import { createJobs } from '../../functions/jobs';
 import { createBatonRuntime } from '../app/runtime';
@@ -54,6 +55,19 @@ function checkInstanceSettings(hub: string): string[] {
   }
 }
 
+/** Creates `--log-dir` before anything starts, so a folder that cannot be written is one line. */
+function makeLogDir(dir: string): void {
+  try {
+    mkdirSync(dir, { recursive: true });
+    accessSync(dir, constants.W_OK);
+  } catch (err) {
+    throw new CliError(
+      `--log-dir ${dir}: cannot write there (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`,
+      EXIT.failed,
+    );
+  }
+}
+
 /** `baton start`: the local cluster on embedded Azurite (what `npm start` runs). */
 export function registerStart(program: Command): void {
   program
@@ -93,6 +107,7 @@ export function registerStart(program: Command): void {
           // The same rule the instances apply, checked before anything starts; one line, as --hub.
           throw new CliError(`--hub: ${(err as Error).message.replace(/^BATON_HUB /, '')}`, EXIT.failed);
         }
+        if (opts.logDir) makeLogDir(opts.logDir);
         const jobs = checkInstanceSettings(hub);
         // Otherwise the leader drops the request and --once waits for a run that never comes.
         if (!jobs.includes(opts.job)) {

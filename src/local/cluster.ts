@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync, writeFileSync, type WriteStream } from 'node:fs';
+import { createWriteStream, writeFileSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { BlobServiceClient } from '@azure/storage-blob';
@@ -168,7 +168,7 @@ class Cluster {
     await Promise.race([Promise.all(all.map((i) => i.exited)), grace]);
     for (const instance of all) if (instance.alive) instance.proc.kill('SIGKILL');
     await Promise.all([...all.map((i) => i.exited), this.refreshing]);
-    await Promise.all([...this.instances.values()].map((i) => i.log && new Promise((done) => i.log!.end(done))));
+    await Promise.all([...this.instances.values()].map((i) => i.log?.writable && new Promise((done) => i.log!.end(done))));
   }
 
   private async seed(): Promise<void> {
@@ -276,17 +276,24 @@ class Cluster {
     let resolveExit!: () => void;
     const instance: Instance = { name, alive: true, items: 0, proc, exited: new Promise<void>((r) => (resolveExit = r)) };
     if (this.options.logDir) {
-      mkdirSync(this.options.logDir, { recursive: true });
-      instance.log = createWriteStream(join(this.options.logDir, `${name}.log`), { flags: 'a' });
+      const path = join(this.options.logDir, `${name}.log`);
+      instance.log = createWriteStream(path, { flags: 'a' });
+      // A full disk must not take the cluster down: say so once and stop keeping that log.
+      instance.log.once('error', (err) => {
+        this.view.note(`${name}: stopped writing ${path}: ${err.message}`);
+        instance.log?.destroy();
+      });
     }
     const keep = (line: string): void => {
-      if (instance.log && !instance.log.writableEnded) instance.log.write(`${new Date().toISOString()} ${redactSecrets(line)}\n`);
+      const log = instance.log;
+      if (log?.writable) log.write(`${new Date().toISOString()} ${redactSecrets(line)}\n`);
     };
     proc.on('exit', (code, signal) => {
+      const how = signal ?? `code ${code}`;
       instance.alive = false;
-      keep(`exited (${signal ?? `code ${code}`})`);
+      keep(`exited (${how})`);
       resolveExit();
-      if (!this.stopping.signal.aborted) this.view.note(`${name} exited (${signal ?? `code ${code}`})`);
+      if (!this.stopping.signal.aborted) this.view.note(`${name} exited (${how})`);
     });
     createInterface({ input: proc.stdout as NodeJS.ReadableStream }).on('line', (line) => {
       keep(line);

@@ -6,7 +6,7 @@
  * Needs `npm run build` first (`npm test` does it).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -54,6 +54,8 @@ beforeAll(() => {
   release = markDistInUse();
   // No local.settings.json here, so only the settings each test gives count.
   cwd = mkdtempSync(join(tmpdir(), 'baton-bad-config-exit-'));
+  // A file where --log-dir wants a folder.
+  writeFileSync(join(cwd, 'not-a-folder'), '');
 });
 
 afterAll(() => {
@@ -343,6 +345,13 @@ describe('baton start: the same checks as its instances, before Azurite starts',
       /^baton: BATON_MAX_IN_FLIGHT must be at least 16$/,
     ],
     ['a bad --hub', ['--hub', 'a--b'], {}, '--hub', /^baton: --hub: must be 1-51 characters/],
+    [
+      'a --log-dir that cannot be made (a file is in the way)',
+      ['--log-dir', 'not-a-folder/logs'],
+      {},
+      '--log-dir',
+      /^baton: --log-dir not-a-folder\/logs: cannot write there \(ENOTDIR\)$/,
+    ],
     [
       'an unknown --job for --once',
       ['--once', '--job', 'nope'],
