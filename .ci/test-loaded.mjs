@@ -6,19 +6,20 @@
 //
 //   npm run test:loaded                          one loaded run
 //   npm run test:loaded -- --until-passes 3      repeat until 3 passes in a row (at most --max-runs)
-//   npm run test:loaded -- --burners 3 --logs .loaded
+//   npm run test:loaded -- --burners 3 --disk-burners 1 --logs .loaded
 //
 // Each run's whole output goes to <logs>/run-N.log; the console gets each run's vitest summary,
 // the names of the tests that failed and how long the run took. Exit 0 when the last run passed
 // (and, with --until-passes, when the streak was reached).
 import { spawn } from 'node:child_process';
-import { createWriteStream, mkdirSync } from 'node:fs';
+import { createWriteStream, mkdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
 const { values } = parseArgs({
   options: {
     burners: { type: 'string', default: '2' },
+    'disk-burners': { type: 'string', default: '0' },
     'until-passes': { type: 'string', default: '1' },
     'max-runs': { type: 'string' },
     logs: { type: 'string', default: join('.ci', 'loaded-logs') },
@@ -26,7 +27,9 @@ const { values } = parseArgs({
   },
 });
 if (values.help) {
-  console.log('usage: node .ci/test-loaded.mjs [--burners 2] [--until-passes 1] [--max-runs N] [--logs .ci/loaded-logs]');
+  console.log(
+    'usage: node .ci/test-loaded.mjs [--burners 2] [--disk-burners 0] [--until-passes 1] [--max-runs N] [--logs .ci/loaded-logs]',
+  );
   process.exit(0);
 }
 
@@ -40,6 +43,7 @@ function count(name, min) {
   return n;
 }
 const burnerCount = count('burners', 0);
+const diskBurnerCount = count('disk-burners', 0);
 const wantedStreak = count('until-passes', 1);
 values['max-runs'] ??= String(wantedStreak === 1 ? 1 : wantedStreak * 3);
 const maxRuns = count('max-runs', wantedStreak);
@@ -51,12 +55,21 @@ mkdirSync(logDir, { recursive: true });
 // would split one share among themselves, and eight would load the suite no more than one.
 // Niceness is left at 0: the point is equal competition for the cores.
 const BUSY = 'for (;;) { Math.sqrt(Math.random()); }';
+// A disk burner writes and syncs 8 MiB at a time into a file of its own, as a package install
+// beside the suite would: the chaos soaks and the build write to disk too.
+const DISK = `const fs = require('node:fs'); const f = process.argv[1]; const b = Buffer.alloc(8 << 20, 1);
+for (let i = 0; ; i++) { const fd = fs.openSync(f, i % 16 ? 'a' : 'w'); fs.writeSync(fd, b); fs.fsyncSync(fd); fs.closeSync(fd); }`;
 const burners = [];
 function startBurners() {
   for (let i = 0; i < burnerCount; i++) burners.push(spawn(process.execPath, ['-e', BUSY], { stdio: 'ignore', detached: true }));
+  for (let i = 0; i < diskBurnerCount; i++) {
+    const file = join(logDir, `disk-burner-${i}.tmp`);
+    burners.push(spawn(process.execPath, ['-e', DISK, file], { stdio: 'ignore', detached: true }));
+  }
 }
 function stopBurners() {
   for (const b of burners.splice(0)) if (b.exitCode === null && b.signalCode === null) b.kill('SIGKILL');
+  for (let i = 0; i < diskBurnerCount; i++) rmSync(join(logDir, `disk-burner-${i}.tmp`), { force: true });
 }
 let current;
 function stopAll(signal) {
@@ -109,7 +122,8 @@ const results = [];
 let streak = 0;
 for (let run = 1; run <= maxRuns && streak < wantedStreak; run++) {
   const logPath = join(logDir, `run-${run}.log`);
-  console.log(`test-loaded: run ${run}: npm test with ${burnerCount} busy processes beside it (log: ${logPath})`);
+  const disk = diskBurnerCount ? ` and ${diskBurnerCount} disk-writing` : '';
+  console.log(`test-loaded: run ${run}: npm test with ${burnerCount} busy${disk} processes beside it (log: ${logPath})`);
   const started = Date.now();
   startBurners();
   const { code, text } = await runSuite(logPath);
