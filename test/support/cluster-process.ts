@@ -51,6 +51,7 @@ export interface SpawnedProcess {
 
 /** Lines of each instance log a failure message shows: enough for the last few ticks. */
 const INSTANCE_LOG_TAIL = 60;
+const SAMPLE_LINE = /^\S+ \{"kind":"(requests|memory)",/;
 
 /**
  * A new folder for `baton start --log-dir`: the cluster shows only warnings and changes of
@@ -75,8 +76,9 @@ function instanceLogTails(dir: string): string {
   return files
     .map((file) => {
       const lines = readFileSync(join(dir, file), 'utf8').trimEnd().split('\n');
-      const tail = lines.slice(-INSTANCE_LOG_TAIL);
-      return `--- ${file}: last ${tail.length} of ${lines.length} lines ---\n${tail.join('\n')}\n`;
+      // The per-second request and memory samples would fill the tail; they hold no error text.
+      const tail = lines.filter((line) => !SAMPLE_LINE.test(line)).slice(-INSTANCE_LOG_TAIL);
+      return `--- ${file}: last ${tail.length} of ${lines.length} lines (request and memory samples left out) ---\n${tail.join('\n')}\n`;
     })
     .join('');
 }
