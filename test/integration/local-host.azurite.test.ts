@@ -187,7 +187,7 @@ describe('LocalHost on Azurite', () => {
     expect(seen).toHaveLength(2);
     expect(seen).toContainEqual({ greeting: 'grüße', n: 1 });
     expect(seen).toContainEqual('plain text, not JSON');
-    await until('the queue to be empty', async () => ((await peekTexts(queueName)).length === 0 ? true : undefined), 5_000);
+    await until('the queue to be empty', async () => ((await peekTexts(queueName)).length === 0 ? true : undefined), 30_000);
   });
 
   it('renews visibility while a handler runs past the visibility timeout: no redelivery, dequeueCount stays 1', async () => {

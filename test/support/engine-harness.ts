@@ -97,7 +97,10 @@ export function buildEngine(
     elector(identity: string): LeaderElector {
       return new LeaderElector({ store: ports.leases(), identity, acquireRetryMs: 200 });
     },
-    /** Leads (as `identity`) until the run is terminal or `timeoutMs` passes. */
+    /**
+     * Leads (as `identity`) until the run is terminal or `timeoutMs` passes. The default is a
+     * hang guard, not a speed check: in memory a run ends in about a second even on a busy machine.
+     */
     async leadUntil(identity: string, done: () => Promise<boolean>, timeoutMs = 60_000): Promise<LeadSummary[]> {
       const elector = this.elector(identity);
       const summaries: LeadSummary[] = [];

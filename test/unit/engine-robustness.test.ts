@@ -34,7 +34,7 @@ describe('engine robustness (in memory)', () => {
     const ports = memoryPorts();
     const engine = buildEngine(ports, [sumJob({ items: 0 })]);
     const runId = await requestRun(ports.docs, 'sum');
-    const summaries = await engine.leadUntil('l', async () => terminal((await engine.readRun(runId))?.state), 10_000);
+    const summaries = await engine.leadUntil('l', async () => terminal((await engine.readRun(runId))?.state));
     expect((await engine.readRun(runId))?.state).toBe('succeeded');
     expect((await engine.readJson<RunOutput>(runKeys.output(runId)))?.output).toEqual(expectedSum(0));
     expect(summaries.reduce((t, s) => t + s.turns, 0)).toBeLessThan(50);
@@ -57,7 +57,7 @@ describe('engine robustness (in memory)', () => {
     const engine = buildEngine(ports, [job]);
     const stop = engine.startWorkers(1);
     const runId = await requestRun(ports.docs, 'sum');
-    await engine.leadUntil('l', async () => terminal((await engine.readRun(runId))?.state), 10_000);
+    await engine.leadUntil('l', async () => terminal((await engine.readRun(runId))?.state));
     await stop();
     const record = await engine.readRun(runId);
     expect(record).toMatchObject({ state: 'succeeded', counters: { succeeded: 9, failed: 1 } });
@@ -102,7 +102,7 @@ describe('engine robustness (in memory)', () => {
     await ports.docs.write(runKeys.record(garbled), '{"not":"a run record"}', { ifNoneMatch: '*' });
     const stop = engine.startWorkers(1);
     const healthy = await requestRun(ports.docs, 'healthy');
-    const summaries = await engine.leadUntil('l', async () => terminal((await engine.readRun(healthy))?.state), 10_000);
+    const summaries = await engine.leadUntil('l', async () => terminal((await engine.readRun(healthy))?.state));
     await stop();
     expect(await engine.readRun(healthy)).toMatchObject({ state: 'succeeded', counters: { succeeded: 20 } });
     expect(summaries.reduce((n, s) => n + s.stepErrors, 0)).toBeGreaterThan(0);
@@ -116,7 +116,7 @@ describe('engine robustness (in memory)', () => {
     const orphan = 'sum/manual-orphan';
     await states.create(jobStateKey('sum'), 1, { ...newJobState('sum'), active: [orphan] });
     const stop = engine.startWorkers(1);
-    await engine.leadUntil('l', async () => terminal((await engine.readRun(orphan))?.state), 10_000);
+    await engine.leadUntil('l', async () => terminal((await engine.readRun(orphan))?.state));
     await stop();
     expect(await engine.readRun(orphan)).toMatchObject({ state: 'succeeded', trigger: 'manual', counters: { succeeded: 5 } });
   });
@@ -130,13 +130,12 @@ describe('engine robustness (in memory)', () => {
     await engine.leadUntil(
       'l',
       async () => (await ports.docs.read(runKeys.output(runId))) !== undefined || terminal((await engine.readRun(runId))?.state),
-      10_000,
     );
     await stop();
     const record = await engine.readRun(runId);
     if (record?.state !== 'succeeded') {
       await new Promise((r) => setTimeout(r, 1100));
-      await engine.leadUntil('l2', async () => terminal((await engine.readRun(runId))?.state), 10_000);
+      await engine.leadUntil('l2', async () => terminal((await engine.readRun(runId))?.state));
     }
     expect((await engine.readRun(runId))?.state).toBe('succeeded');
   });
@@ -204,7 +203,6 @@ describe('engine robustness (in memory)', () => {
     await engine.leadUntil(
       'l',
       async () => terminal((await engine.readRun(runId))?.state) && (await ports.poison.approximateCount()) === 0,
-      10_000,
     );
     await stop();
     const letters: string[] = [];
@@ -300,7 +298,7 @@ describe('an idle leader', () => {
     const runId = await requestRun(ports.docs, 'sum');
     receives.length = 0;
     const stopWorkers = engine.startWorkers(1);
-    await engine.leadUntil('l', async () => terminal((await engine.readRun(runId))?.state), 10_000);
+    await engine.leadUntil('l', async () => terminal((await engine.readRun(runId))?.state));
     await stopWorkers();
     expect((await engine.readRun(runId))?.state).toBe('succeeded');
     expect(receives.filter((r) => r === 'results').length).toBeGreaterThan(1);
@@ -328,7 +326,7 @@ describe('the in-flight window', () => {
     });
     const runId = await requestRun(ports.docs, 'sum');
     const stop = engine.startWorkers(2);
-    await engine.leadUntil('l', async () => terminal((await engine.readRun(runId))?.state), 30_000);
+    await engine.leadUntil('l', async () => terminal((await engine.readRun(runId))?.state));
     await stop();
     return { max, output: (await engine.readJson<RunOutput>(runKeys.output(runId)))?.output };
   }

@@ -127,7 +127,7 @@ describe('a failed plan', () => {
     });
     const engine = buildEngine(ports, [job]);
     const runId = await requestRun(ports.docs, 'sum');
-    await engine.leadUntil('l', async () => (await engine.readRun(runId))?.state === 'failed', 10_000);
+    await engine.leadUntil('l', async () => (await engine.readRun(runId))?.state === 'failed');
     const record = await engine.readRun(runId);
     expect(record?.endReason).toMatch(/^split failed: listing failed: GET \S+sig=\*\*\* \(.*AccountKey=\*\*\*/);
     expectMasked(JSON.stringify(record));
