@@ -12,11 +12,11 @@
 // the names of the tests that failed and how long the run took. Exit 0 when the last run passed
 // (and, with --until-passes, when the streak was reached).
 import { spawn } from 'node:child_process';
-import { createWriteStream, mkdirSync, rmSync } from 'node:fs';
+import { createWriteStream, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 
-const { values } = parseArgs({
+const { values } = parseOrExit({
   options: {
     burners: { type: 'string', default: '2' },
     'disk-burners': { type: 'string', default: '0' },
@@ -26,6 +26,15 @@ const { values } = parseArgs({
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
+/** parseArgs, with a bad option or a stray word as one line and exit 2 instead of a stack. */
+function parseOrExit(config) {
+  try {
+    return parseArgs(config);
+  } catch (err) {
+    console.error(`test-loaded: ${err.message} (npm run test:loaded -- --help)`);
+    process.exit(2);
+  }
+}
 if (values.help) {
   console.log(
     'usage: node .ci/test-loaded.mjs [--burners 2] [--disk-burners 0] [--until-passes 1] [--max-runs N] [--logs .ci/loaded-logs]',
@@ -67,14 +76,46 @@ function startBurners() {
     burners.push(spawn(process.execPath, ['-e', DISK, file], { stdio: 'ignore', detached: true }));
   }
 }
-function stopBurners() {
-  for (const b of burners.splice(0)) if (b.exitCode === null && b.signalCode === null) b.kill('SIGKILL');
+/** SIGKILL to every burner; resolves once they have exited and the disk burners' files are gone. */
+async function stopBurners() {
+  const stopping = burners.splice(0).filter((b) => b.exitCode === null && b.signalCode === null);
+  const exited = stopping.map((b) => new Promise((done) => b.once('exit', done)));
+  for (const b of stopping) b.kill('SIGKILL');
+  await Promise.all(exited);
+  removeDiskFiles();
+}
+function removeDiskFiles() {
   for (let i = 0; i < diskBurnerCount; i++) rmSync(join(logDir, `disk-burner-${i}.tmp`), { force: true });
 }
+
+// Every process of a run carries this mark in its environment. The end-to-end tests start
+// clusters in sessions of their own, out of reach of npm's process group, so what a run leaves
+// behind (or what an interrupted run was running) is found by the mark and killed.
+const MARK = `BATON_LOADED_RUN=${process.pid}`;
+function killMarked() {
+  let pids = [];
+  try {
+    pids = readdirSync('/proc').filter((name) => /^\d+$/.test(name) && Number(name) !== process.pid);
+  } catch {
+    return 0; // no /proc: nothing to look in
+  }
+  let killed = 0;
+  for (const pid of pids) {
+    try {
+      if (!readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(MARK)) continue;
+      process.kill(Number(pid), 'SIGKILL');
+      killed++;
+    } catch {
+      // gone already, or not ours to read
+    }
+  }
+  return killed;
+}
+
 let current;
-function stopAll(signal) {
-  stopBurners();
-  // npm test runs in its own process group so its whole tree (vitest, Azurite, clusters) goes too.
+/** The synchronous way out, on a signal or at exit: everything this harness started, at once. */
+function stopAllNow(signal) {
+  for (const b of burners.splice(0)) if (b.exitCode === null && b.signalCode === null) b.kill('SIGKILL');
   if (current?.pid) {
     try {
       process.kill(-current.pid, 'SIGKILL');
@@ -82,11 +123,13 @@ function stopAll(signal) {
       // already gone
     }
   }
-  if (signal) process.exit(130);
+  killMarked();
+  removeDiskFiles();
+  if (signal) process.exit(signal === 'error' ? 1 : 130);
 }
-process.on('exit', () => stopAll());
-process.on('SIGINT', () => stopAll('SIGINT'));
-process.on('SIGTERM', () => stopAll('SIGTERM'));
+process.on('exit', () => stopAllNow());
+process.on('SIGINT', () => stopAllNow('SIGINT'));
+process.on('SIGTERM', () => stopAllNow('SIGTERM'));
 
 const ANSI = /\x1b\[[0-9;]*[A-Za-z]/g;
 
@@ -95,7 +138,16 @@ function runSuite(logPath) {
   return new Promise((done) => {
     const log = createWriteStream(logPath);
     const chunks = [];
-    current = spawn('npm', ['test'], { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: process.env });
+    const [name, value] = MARK.split('=');
+    current = spawn('npm', ['test'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+      env: { ...process.env, [name]: value },
+    });
+    current.once('error', (err) => {
+      console.error(`test-loaded: cannot run npm test: ${err.message}`);
+      stopAllNow('error');
+    });
     for (const stream of [current.stdout, current.stderr])
       stream.on('data', (chunk) => {
         log.write(chunk);
@@ -127,7 +179,9 @@ for (let run = 1; run <= maxRuns && streak < wantedStreak; run++) {
   const started = Date.now();
   startBurners();
   const { code, text } = await runSuite(logPath);
-  stopBurners();
+  await stopBurners();
+  const leftBehind = killMarked();
+  if (leftBehind) console.log(`test-loaded: run ${run} left ${leftBehind} process(es) running; killed them`);
   const seconds = Math.round((Date.now() - started) / 1000);
   const { summary, failed } = summarize(text);
   for (const line of summary) console.log(`  ${line.trim()}`);
