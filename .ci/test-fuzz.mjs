@@ -4,7 +4,7 @@
 //
 //   npm run test:fuzz                         one fresh seed, 10,000 runs per property (10x npm test)
 //   npm run test:fuzz -- --runs 50000 --rounds 3
-//   npm run test:fuzz -- --seed -1552350364   replay one seed (fast-check also prints its path)
+//   npm run test:fuzz -- --seed -1552350364 --runs 1000   replay one seed with the runs that found it
 //
 // A counterexample it finds belongs in its property's kept examples, with the product fixed.
 import { spawnSync } from 'node:child_process';
@@ -12,7 +12,7 @@ import { randomInt } from 'node:crypto';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 
-const { values } = parseArgs({
+const { values } = parseOrExit({
   options: {
     runs: { type: 'string', default: '10000' },
     rounds: { type: 'string', default: '1' },
@@ -20,6 +20,15 @@ const { values } = parseArgs({
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
+/** parseArgs, with a bad option or a stray word as one line and exit 2 instead of a stack. */
+function parseOrExit(config) {
+  try {
+    return parseArgs(config);
+  } catch (err) {
+    console.error(`test-fuzz: ${err.message} (npm run test:fuzz -- --help)`);
+    process.exit(2);
+  }
+}
 if (values.help) {
   console.log('usage: node .ci/test-fuzz.mjs [--runs 10000] [--rounds 1] [--seed S]');
   process.exit(0);
@@ -48,7 +57,10 @@ for (let round = 1; round <= rounds; round++) {
   });
   if (result.status !== 0) {
     failedSeeds.push(seed);
-    console.log(`test-fuzz: round ${round} FAILED with seed ${seed}; replay: BATON_FUZZ_SEED=${seed} npx vitest run property`);
+    // fast-check draws run i from the seed, so a replay needs as many runs as found it.
+    console.log(
+      `test-fuzz: round ${round} FAILED with seed ${seed}; replay: BATON_FUZZ_SEED=${seed} BATON_FUZZ_RUNS=${runs} npx vitest run property`,
+    );
   }
 }
 console.log(

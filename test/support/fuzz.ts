@@ -4,7 +4,9 @@
  * test:fuzz` sets BATON_FUZZ_SEED to a fresh seed and BATON_FUZZ_RUNS to more runs; fast-check
  * then names the seed and path of any counterexample, which replays it exactly:
  *
- *   BATON_FUZZ_SEED=<seed> npx vitest run property
+ *   BATON_FUZZ_SEED=<seed> BATON_FUZZ_RUNS=<runs> npx vitest run property
+ *
+ * (run i is drawn from the seed, so the replay needs at least the runs that found it).
  *
  * Every counterexample found is also kept as a fixed example of its property (fast-check's
  * `examples`), so it runs first, whatever the seed.
