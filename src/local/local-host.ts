@@ -66,7 +66,8 @@ export class LocalHost {
         schedule: { adjustForDST: false },
         scheduleStatus: {
           last: (last ?? now).toISOString(),
-          next: cron.nextRun()?.toISOString() ?? '',
+          // From the same instant as lastUpdated: a busy machine may cross a second between reads.
+          next: cron.nextRun(now)?.toISOString() ?? '',
           lastUpdated: now.toISOString(),
         },
       };
