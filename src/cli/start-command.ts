@@ -83,7 +83,7 @@ export function registerStart(program: Command): void {
     )
     .option('--job <name>', 'the job --once runs', DEFAULT_CLUSTER.job)
     .option('--output <file>', 'with --once: write the run record and output here as JSON')
-    .option('--log-dir <dir>', "keep each instance's whole output (every log level) in <dir>/<instance>.log")
+    .option('--log-dir <dir>', "keep each instance's whole output (stdout and stderr) in <dir>/<instance>.log")
     .action(
       async (opts: {
         instances: number;
@@ -107,12 +107,12 @@ export function registerStart(program: Command): void {
           // The same rule the instances apply, checked before anything starts; one line, as --hub.
           throw new CliError(`--hub: ${(err as Error).message.replace(/^BATON_HUB /, '')}`, EXIT.failed);
         }
-        if (opts.logDir) makeLogDir(opts.logDir);
         const jobs = checkInstanceSettings(hub);
         // Otherwise the leader drops the request and --once waits for a run that never comes.
         if (!jobs.includes(opts.job)) {
           throw new CliError(`--job ${opts.job} is not a job of this app (jobs: ${jobs.join(', ')})`, EXIT.failed);
         }
+        if (opts.logDir) makeLogDir(opts.logDir);
         const code = await runCluster({
           ...DEFAULT_CLUSTER,
           instances: opts.instances,

@@ -29,7 +29,7 @@ export interface ClusterOptions {
   /** Write the once-run's output document here. */
   outputFile?: string;
   /**
-   * Keep each instance's whole output (stdout and stderr, every log level, secrets masked) in
+   * Keep each instance's whole output (stdout and stderr, secrets masked) in
    * `<logDir>/<instance>.log`; the cluster itself shows only warnings and changes of leader.
    */
   logDir?: string;
@@ -51,6 +51,8 @@ export const DEFAULT_CLUSTER: Omit<ClusterOptions, 'out' | 'tty'> = {
 interface Instance extends InstanceView {
   proc: ChildProcess;
   exited: Promise<void>;
+  /** After exit, once its stdout and stderr have been read to the end. */
+  closed: Promise<void>;
   /** With `logDir`: where its whole output goes. */
   log?: WriteStream;
 }
@@ -168,7 +170,13 @@ class Cluster {
     await Promise.race([Promise.all(all.map((i) => i.exited)), grace]);
     for (const instance of all) if (instance.alive) instance.proc.kill('SIGKILL');
     await Promise.all([...all.map((i) => i.exited), this.refreshing]);
-    await Promise.all([...this.instances.values()].map((i) => i.log?.writable && new Promise((done) => i.log!.end(done))));
+    // The last lines of an instance are still in its pipes when it exits: end each log after close.
+    await Promise.all(
+      [...this.instances.values()].map(async (i) => {
+        await i.closed;
+        if (i.log?.writable) await new Promise((done) => i.log!.end(done));
+      }),
+    );
   }
 
   private async seed(): Promise<void> {
@@ -274,7 +282,14 @@ class Cluster {
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let resolveExit!: () => void;
-    const instance: Instance = { name, alive: true, items: 0, proc, exited: new Promise<void>((r) => (resolveExit = r)) };
+    const instance: Instance = {
+      name,
+      alive: true,
+      items: 0,
+      proc,
+      exited: new Promise<void>((r) => (resolveExit = r)),
+      closed: new Promise<void>((r) => proc.once('close', () => r())),
+    };
     if (this.options.logDir) {
       const path = join(this.options.logDir, `${name}.log`);
       instance.log = createWriteStream(path, { flags: 'a' });
