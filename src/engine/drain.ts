@@ -121,8 +121,7 @@ export function drainPoison(ctx: EngineContext, term: TermContext, book: RunBook
     }
     // Say what is wrong with what it claims to be: a note (t: poison) or else a work message.
     const claimsNote = body.ok && (body.value as { t?: unknown } | null)?.t === 'poison';
-    const failed = claimsNote ? note : work;
-    const why = !body.ok ? body.reason : failed?.error ? describeIssue(failed.error) : 'unreadable';
+    const why = !body.ok ? body.reason : describeIssue((claimsNote ? note : work)!.error!);
     const reason = `unreadable message on the poison queue: ${why}`;
     // Neither a note nor a work message: nothing else keeps its reason once it is deleted.
     await keepDeadLetter(ctx, term, ctx.poison.name, message, reason);

@@ -32,6 +32,7 @@ import {
   spawnTracked,
   type SpawnedProcess,
 } from '../support/cluster-process';
+import { waitFor } from '../support/edge-support';
 
 // Test setup only: the public Azurite development key, which every local run's connection carries.
 const AZURITE_KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
@@ -234,8 +235,11 @@ describe('a full local run at BATON_LOG_LEVEL=debug prints no secret', () => {
         // a tick that falls between the leader's acquire and its epoch bump says "another
         // candidate", and a short run can end before the next tick, so wait for that tick.
         const holderNamed = /not leading this tick: held by instance-[ab]/;
-        const tickDeadline = Date.now() + 30_000;
-        while (!holderNamed.test(pair.map((i) => i.out.join('')).join('')) && Date.now() < tickDeadline) await sleep(100);
+        await waitFor(
+          'a follower tick that names the holder',
+          async () => holderNamed.test(pair.map((i) => i.out.join('')).join('')),
+          10_000,
+        );
         for (const instance of pair) expect(await stopInstance(instance)).toBe(0);
         timings.push(`two instances, raw output (debug): ${Date.now() - started} ms`);
 
