@@ -207,9 +207,20 @@ export class BenchCluster {
     await this.azurite.close();
   }
 
+  /** For a failure message: each instance's last events (its log lines among them) and stderr. */
   dump(): string {
     return this.instances
-      .map((i) => `--- ${i.name} (pid ${i.proc.pid}, ${i.alive ? 'alive' : 'exited'})\n${i.stderr.slice(-20).join('\n')}`)
+      .map((i) => {
+        // The per-second request and memory samples would fill the tail; they hold no error text.
+        const events = i.events
+          .filter((e) => e.kind !== 'requests' && e.kind !== 'memory')
+          .slice(-40)
+          .map((e) => `${new Date(e.at).toISOString()} ${JSON.stringify(e)}`);
+        return (
+          `--- ${i.name} (pid ${i.proc.pid}, ${i.alive ? 'alive' : 'exited'}): last ${events.length} events\n${events.join('\n')}\n` +
+          `--- ${i.name} stderr\n${i.stderr.slice(-20).join('\n')}`
+        );
+      })
       .join('\n');
   }
 
