@@ -10,41 +10,17 @@
 import { spawnSync } from 'node:child_process';
 import { randomInt } from 'node:crypto';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { Command } from 'commander';
+import { wholeNumber } from './options.mjs';
 
-const { values } = parseOrExit({
-  options: {
-    runs: { type: 'string', default: '10000' },
-    rounds: { type: 'string', default: '1' },
-    seed: { type: 'string' },
-    help: { type: 'boolean', short: 'h', default: false },
-  },
-});
-/** parseArgs, with a bad option or a stray word as one line and exit 2 instead of a stack. */
-function parseOrExit(config) {
-  try {
-    return parseArgs(config);
-  } catch (err) {
-    console.error(`test-fuzz: ${err.message} (npm run test:fuzz -- --help)`);
-    process.exit(2);
-  }
-}
-if (values.help) {
-  console.log('usage: node .ci/test-fuzz.mjs [--runs 10000] [--rounds 1] [--seed S]');
-  process.exit(0);
-}
-
-function integer(name, min, max = Number.MAX_SAFE_INTEGER) {
-  const n = Number(values[name]);
-  if (!Number.isSafeInteger(n) || n < min || n > max) {
-    console.error(`test-fuzz: --${name} must be an integer from ${min} to ${max} (got ${JSON.stringify(values[name])})`);
-    process.exit(2);
-  }
-  return n;
-}
-const runs = integer('runs', 1);
-const rounds = values.seed === undefined ? integer('rounds', 1) : 1;
-const fixedSeed = values.seed === undefined ? undefined : integer('seed', -(2 ** 31), 2 ** 31 - 1);
+const program = new Command('npm run test:fuzz --')
+  .description('the property tests with fresh seeds (npm test runs them on one fixed seed)')
+  .option('--runs <n>', 'runs per property', wholeNumber(1), 10_000)
+  .option('--rounds <k>', 'fresh seeds to draw, one round each', wholeNumber(1), 1)
+  .option('--seed <s>', 'replay this seed instead (one round)', wholeNumber(-(2 ** 31), 2 ** 31 - 1))
+  .parse();
+const { runs, seed: fixedSeed } = program.opts();
+const rounds = fixedSeed === undefined ? program.opts().rounds : 1;
 
 const vitest = join('node_modules', '.bin', 'vitest');
 const failedSeeds = [];

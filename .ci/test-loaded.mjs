@@ -14,49 +14,24 @@
 import { spawn } from 'node:child_process';
 import { createWriteStream, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
+import { Command } from 'commander';
+import { wholeNumber } from './options.mjs';
 
-const { values } = parseOrExit({
-  options: {
-    burners: { type: 'string', default: '2' },
-    'disk-burners': { type: 'string', default: '0' },
-    'until-passes': { type: 'string', default: '1' },
-    'max-runs': { type: 'string' },
-    logs: { type: 'string', default: join('.ci', 'loaded-logs') },
-    help: { type: 'boolean', short: 'h', default: false },
-  },
-});
-/** parseArgs, with a bad option or a stray word as one line and exit 2 instead of a stack. */
-function parseOrExit(config) {
-  try {
-    return parseArgs(config);
-  } catch (err) {
-    console.error(`test-loaded: ${err.message} (npm run test:loaded -- --help)`);
-    process.exit(2);
-  }
-}
-if (values.help) {
-  console.log(
-    'usage: node .ci/test-loaded.mjs [--burners 2] [--disk-burners 0] [--until-passes 1] [--max-runs N] [--logs .ci/loaded-logs]',
-  );
-  process.exit(0);
-}
-
-function count(name, min) {
-  const text = values[name];
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < min) {
-    console.error(`test-loaded: --${name} must be an integer of at least ${min} (got ${JSON.stringify(text)})`);
-    process.exit(2);
-  }
-  return n;
-}
-const burnerCount = count('burners', 0);
-const diskBurnerCount = count('disk-burners', 0);
-const wantedStreak = count('until-passes', 1);
-values['max-runs'] ??= String(wantedStreak === 1 ? 1 : wantedStreak * 3);
-const maxRuns = count('max-runs', wantedStreak);
-const logDir = resolve(values.logs);
+const program = new Command('npm run test:loaded --')
+  .description('npm test beside CPU-burning (and disk-writing) processes, stopped afterwards')
+  .option('--burners <n>', 'CPU-burning processes beside the suite', wholeNumber(0), 2)
+  .option('--disk-burners <n>', 'processes writing and syncing to disk beside the suite', wholeNumber(0), 0)
+  .option('--until-passes <n>', 'repeat until this many passes in a row', wholeNumber(1), 1)
+  .option('--max-runs <n>', 'give up after this many runs (default: 3 x --until-passes, or 1)', wholeNumber(1))
+  .option('--logs <dir>', "where each run's whole output goes", join('.ci', 'loaded-logs'))
+  .parse();
+const opts = program.opts();
+const burnerCount = opts.burners;
+const diskBurnerCount = opts.diskBurners;
+const wantedStreak = opts.untilPasses;
+const maxRuns = opts.maxRuns ?? (wantedStreak === 1 ? 1 : wantedStreak * 3);
+if (maxRuns < wantedStreak) program.error(`error: --max-runs ${maxRuns} is less than --until-passes ${wantedStreak}`);
+const logDir = resolve(opts.logs);
 mkdirSync(logDir, { recursive: true });
 
 // A busy loop per burner, each in a session of its own, as other programs on the machine would
