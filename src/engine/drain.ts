@@ -54,7 +54,9 @@ interface Group {
 
 type Parsed =
   | { kind: 'group'; run: string; job?: string; outcomes: ItemOutcome[]; rejected: number; claim?: string }
-  | { kind: 'dead'; reason: string; run?: string };
+  | { kind: 'dead'; reason: string; run?: string }
+  /** Its run cannot be read now: the message comes back after the drain visibility. */
+  | { kind: 'later' };
 
 /**
  * Up to a few batches from the results queue: fold each new item into its run, checkpoint once
@@ -111,7 +113,14 @@ export function drainPoison(ctx: EngineContext, term: TermContext, book: RunBook
       const { run, first, count } = work.data;
       // Only items of the plan can fail; a malformed count (up to 2^53) must not become that many
       // outcomes in memory. Past the plan the message is rejected once, as a worker's note would be.
-      const found = await book.get(run);
+      let found: Awaited<ReturnType<RunBook['get']>>;
+      try {
+        found = await book.get(run);
+      } catch (err) {
+        // One unreadable record must not end the pass for every other run's messages in it.
+        retryLater(ctx, term, `left a poisoned work message of run ${run} for a later pass`, err);
+        return { kind: 'later' };
+      }
       const planned = found && 'seen' in found ? found.seen?.size : undefined;
       const end = Math.min(first + count, planned ?? first);
       const reason = `no result after ${message.dequeueCount} deliveries: the worker never finished this message`;
@@ -144,6 +153,10 @@ async function drain(
     stats.received += messages.length;
     for (const message of messages) {
       const parsed = await parse(message);
+      if (parsed.kind === 'later') {
+        stats.deferred++;
+        continue;
+      }
       if (parsed.kind === 'dead') {
         if (queue !== ctx.poison) await keepDeadLetter(ctx, term, queue.name, message, parsed.reason, parsed.run);
         ctx.log.warn(`set aside message ${message.id} from ${queue.name}: ${parsed.reason}`);

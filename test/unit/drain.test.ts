@@ -100,6 +100,28 @@ describe('drain', () => {
     );
   });
 
+  it('a run whose record cannot be read holds up only its own poisoned work: the others fail their items and leave the queue', async () => {
+    const engine = unitEngine([sumJob({ items: 2 })]);
+    const records = await seedRun(engine, 'sum/manual-ok', 2, 'running');
+    await engine.docs.write(runKeys.record('sum/manual-bad'), '{"not": "a run record"}', { ifNoneMatch: '*' });
+    const work = (run: string, i: number) =>
+      JSON.stringify({ v: 1, t: 'work', run, job: 'sum', first: i, count: 1, items: [{ i }] });
+    // The unreadable run's message arrives first, so the pass meets it before the healthy run's.
+    await engine.ctx.poison.send(work('sum/manual-bad', 0));
+    await engine.ctx.poison.send(work('sum/manual-ok', 0));
+    await engine.ctx.poison.send(work('sum/manual-ok', 1));
+    const { book, term } = engine.book(2);
+    const stats = await drainPoison(engine.ctx, term, book);
+    expect(stats).toMatchObject({ received: 3, folded: 2, deferred: 1 });
+    expect((await records.read(runKeys.record('sum/manual-ok')))?.value.counters).toMatchObject({ failed: 2 });
+    // Only the unreadable run's message is left, for a later pass; its record is as found.
+    expect(await engine.ctx.poison.approximateCount()).toBe(1);
+    expect((await engine.docs.read(runKeys.record('sum/manual-bad')))?.body).toBe('{"not": "a run record"}');
+    expect(engine.logs).toContainEqual(
+      expect.stringMatching(/^warn left a poisoned work message of run sum\/manual-bad for a later pass: /),
+    );
+  });
+
   it('a raw work message the host gave up on fails its items that have no outcome yet', async () => {
     const engine = unitEngine([sumJob({ items: 3 })]);
     const records = await seedRun(engine, 'sum/manual-d', 3, 'running');
