@@ -47,6 +47,8 @@ interface Group {
   job?: string;
   messages: ReceivedMessage[];
   outcomes: ItemOutcome[];
+  /** The outcomes each message brought, by its position in `messages`. */
+  byMessage: ItemOutcome[][];
   rejected: number;
   /** Claim-check blobs the messages point at. */
   claims: string[];
@@ -168,6 +170,7 @@ async function drain(
       const group = groupFor(groups, parsed.run, parsed.job);
       group.messages.push(message);
       group.outcomes.push(...parsed.outcomes);
+      group.byMessage.push(parsed.outcomes);
       group.rejected += parsed.rejected;
       if (parsed.claim) group.claims.push(parsed.claim);
     }
@@ -236,6 +239,7 @@ async function applyToRun(
     for (const m of group.messages) await keepDeadLetter(ctx, term, queueName, m, reason, runId);
     ctx.log.warn(`set aside ${misdirected} message(s) from ${queueName}: ${reason}`);
   }
+  if (!misdirected) await keepOutsidePlan(ctx, term, queueName, group, run.seen.size);
   const outcomes = misdirected ? [] : group.outcomes;
   const rejected = group.rejected + misdirected;
   const before = run.seen.clone();
@@ -260,6 +264,27 @@ async function applyToRun(
     duplicates: counters.duplicates - record.counters.duplicates,
     misdirected,
   };
+}
+
+/**
+ * A message naming items the plan does not have is kept as a dead letter with its reason; the
+ * fold counts those items as rejected and still counts the message's other items.
+ */
+async function keepOutsidePlan(
+  ctx: EngineContext,
+  term: TermContext,
+  queueName: string,
+  group: Group,
+  planned: number,
+): Promise<void> {
+  for (const [k, message] of group.messages.entries()) {
+    const outside = (group.byMessage[k] ?? []).filter((o) => o.i >= planned).map((o) => o.i);
+    if (!outside.length) continue;
+    const shown = outside.length > 5 ? `${outside.slice(0, 5).join(', ')}, …` : outside.join(', ');
+    const reason = `result for run ${group.run} names item${outside.length > 1 ? 's' : ''} ${shown} outside its plan of ${planned} items`;
+    await keepDeadLetter(ctx, term, queueName, message, reason, group.run);
+    ctx.log.warn(`kept message ${message.id} from ${queueName} as a dead letter: ${reason}`);
+  }
 }
 
 /**
@@ -296,6 +321,6 @@ async function deleteAll(queue: QueuePort, term: TermContext, messages: Received
 function groupFor(groups: Map<string, Group>, run: string, job: string | undefined): Group {
   const key = job === undefined ? run : `${run}\n${job}`;
   let group = groups.get(key);
-  if (!group) groups.set(key, (group = { run, job, messages: [], outcomes: [], rejected: 0, claims: [] }));
+  if (!group) groups.set(key, (group = { run, job, messages: [], outcomes: [], byMessage: [], rejected: 0, claims: [] }));
   return group;
 }

@@ -213,6 +213,7 @@ export const MALFORMED_CASES: MalformedCase[] = [
     name: 'result: an index out of range (i = planned)',
     queue: 'results',
     body: () => resultText(RUNS.target, [okOutcome(PLANNED.target, 999)]),
+    deadLetter: /^result for run sum\/manual-target names item 4 outside its plan of 4 items$/,
     target: { rejected: 1 },
   },
   {
