@@ -57,11 +57,22 @@ export class BlobDocumentStore implements DocumentStore {
       if (!response.etag) throw new Error(`storage returned no ETag for ${key}`);
       return { etag: response.etag };
     } catch (err) {
-      const status = storageErrorOf(err)?.status;
-      if (status === 412 || status === 409) throw new ConcurrentUpdateError(key, { cause: err });
+      if (isConcurrentUpdate(storageErrorOf(err))) throw new ConcurrentUpdateError(key, { cause: err });
       throw err;
     }
   }
+}
+
+/**
+ * Only these refusals mean another writer got there first: the document exists (409
+ * BlobAlreadyExists, for If-None-Match: *) or changed (412 ConditionNotMet, for If-Match). A
+ * 409 or 412 for anything else (a lease someone holds on the blob, a container being deleted)
+ * is a storage error: taken for a concurrent update, a write-once output would count as written.
+ */
+function isConcurrentUpdate(error: { status: number; code: string | undefined } | undefined): boolean {
+  if (error?.status === 409) return error.code === 'BlobAlreadyExists';
+  if (error?.status === 412) return error.code === undefined || error.code === 'ConditionNotMet';
+  return false;
 }
 
 export async function streamToString(stream: NodeJS.ReadableStream | undefined): Promise<string> {
