@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { QueuePort, ReceivedMessage } from '../queue/queue-port';
 import { inLanes } from './lanes';
 import { runKeys, type RunRecord } from '../runs/run-record';
@@ -245,8 +246,10 @@ async function applyToRun(
   const before = run.seen.clone();
   const folded = foldOutcomes(run.job, { acc: record.acc, seen: run.seen, counters: record.counters }, outcomes);
   const counters = { ...folded.counters, rejected: folded.counters.rejected + rejected };
+  let replaced: string[] = [];
   try {
-    const failureParts = folded.failures.length ? await addFailurePart(ctx, term, record, folded.failures) : record.failureParts;
+    let failureParts = record.failureParts;
+    if (folded.failures.length) ({ parts: failureParts, replaced } = await addFailurePart(ctx, term, record, folded.failures));
     await book.save(run, {
       ...record,
       acc: folded.acc,
@@ -259,6 +262,8 @@ async function applyToRun(
     run.seen = before; // the checkpoint did not land; neither did these items
     throw err;
   }
+  // Parts merged into the new one are named by no checkpoint any more: storage stays bounded.
+  await Promise.all(replaced.map((key) => ctx.docs.delete(key, { abortSignal: term.signal }).catch(() => false)));
   return {
     folded: counters.succeeded + counters.failed - record.counters.succeeded - record.counters.failed,
     duplicates: counters.duplicates - record.counters.duplicates,
@@ -288,19 +293,22 @@ async function keepOutsidePlan(
 }
 
 /**
- * Writes the new failures as one more part. Keyed by epoch and position: a stale leader's part
- * can never take the place of one the checkpoint names. Past `MAX_FAILURE_PARTS` the parts are
- * merged into one, so the checkpoint's list stays short however many batches had failures.
+ * Writes the new failures as one more part, under a key no part ever had (epoch, position and a
+ * random id, created with If-None-Match), so a part a stored checkpoint names is never rewritten,
+ * whether the save that follows lands, fails or lands unseen. Past `MAX_FAILURE_PARTS` the parts
+ * are merged into the new one, so the checkpoint's list stays short however many batches had
+ * failures; the parts it replaces are returned, to delete once the checkpoint no longer names them.
  */
 async function addFailurePart(
   ctx: EngineContext,
   term: TermContext,
   record: RunRecord,
   failures: FailureEntry[],
-): Promise<string[]> {
-  const key = runKeys.failurePart(record.runId, term.epoch, record.failureParts.length);
+): Promise<{ parts: string[]; replaced: string[] }> {
+  const key = runKeys.failurePart(record.runId, term.epoch, record.failureParts.length, randomUUID().slice(0, 8));
   let body = failures.map((f) => JSON.stringify(f)).join('\n');
   let parts = [...record.failureParts, key];
+  let replaced: string[] = [];
   if (parts.length > MAX_FAILURE_PARTS) {
     const earlier: string[] = [];
     for (const part of record.failureParts) {
@@ -309,9 +317,10 @@ async function addFailurePart(
     }
     body = [...earlier, body].join('\n');
     parts = [key];
+    replaced = record.failureParts;
   }
-  await ctx.docs.write(key, `${body}\n`, {}, { abortSignal: term.signal });
-  return parts;
+  await ctx.docs.write(key, `${body}\n`, { ifNoneMatch: '*' }, { abortSignal: term.signal });
+  return { parts, replaced };
 }
 
 async function deleteAll(queue: QueuePort, term: TermContext, messages: ReceivedMessage[]): Promise<void> {

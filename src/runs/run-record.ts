@@ -148,8 +148,8 @@ export const runKeys = {
     `runs/${runId}/plan/e${epoch}/${String(chunk).padStart(6, '0')}.ndjson`,
   claim: (runId: string, id: string) => `runs/${runId}/claims/${id}.json`,
   claimsPrefix: (runId: string) => `runs/${runId}/claims/`,
-  failurePart: (runId: string, epoch: number, seq: number) =>
-    `runs/${runId}/failures/e${epoch}-${String(seq).padStart(6, '0')}.ndjson`,
+  failurePart: (runId: string, epoch: number, seq: number, id: string) =>
+    `runs/${runId}/failures/e${epoch}-${String(seq).padStart(6, '0')}-${id}.ndjson`,
   output: (runId: string) => `runs/${runId}/output.json`,
   manifest: (runId: string) => `runs/${runId}/failures.json`,
 };

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { drainPoison, drainResults } from '../../src/engine/drain';
+import type { DocumentCallOptions, WriteCondition } from '../../src/fencing/document-store';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { newRunRecord, runKeys, runRecordSchema, transition, type RunRecord } from '../../src/runs/run-record';
 import { Bitset } from '../../src/runs/bitset';
+import { ForwardingDocumentStore } from '../support/forwarding-document-store';
 import { sumJob } from '../support/sample-jobs';
 import { unitEngine } from '../support/unit-engine';
 
@@ -142,7 +144,63 @@ describe('drain', () => {
   });
 });
 
+/** Refuses writes of run records while `failing` is set, as storage answering 503 would. */
+class FailingRecordWrites extends ForwardingDocumentStore {
+  failing = false;
+  override write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions) {
+    if (this.failing && key.endsWith('/run.json')) return Promise.reject(new Error(`503 Server Busy writing ${key}`));
+    return super.write(key, body, condition, options);
+  }
+}
+
+/** Every failure line of the parts the stored record names, by item. */
+async function namedFailures(engine: ReturnType<typeof unitEngine>, record: RunRecord | undefined): Promise<number[]> {
+  const items: number[] = [];
+  for (const part of record?.failureParts ?? []) {
+    for (const line of ((await engine.docs.read(part))?.body ?? '').split('\n'))
+      if (line) items.push((JSON.parse(line) as { item: number }).item);
+  }
+  return items.sort((a, b) => a - b);
+}
+
 describe('failure parts', () => {
+  it('never rewrites a part the checkpoint names: two merges, the second save failing, and failures = counter', async () => {
+    const engine = unitEngine([sumJob({ items: 200 })]);
+    const records = await seedRun(engine, 'sum/manual-g', 200, 'running');
+    const docs = new FailingRecordWrites(engine.docs);
+    engine.ctx.docs = docs;
+    const { book, term } = engine.book(2);
+    const fail = async (i: number) => {
+      await engine.ctx.results.send(
+        JSON.stringify({ v: 1, t: 'result', run: 'sum/manual-g', job: 'sum', outcomes: [{ i, ok: false, e: `bad ${i}`, a: 3 }] }),
+      );
+      return drainResults(engine.ctx, term, book);
+    };
+    // 65 parts merge into one; 63 more bring the checkpoint back to 64 named parts, the first of
+    // them the merged one. The 129th failure merges again, and that checkpoint's save fails.
+    for (let i = 0; i < 128; i++) await fail(i);
+    const before = (await records.read(runKeys.record('sum/manual-g')))?.value;
+    expect(before?.counters.failed).toBe(128);
+    expect(before?.failureParts).toHaveLength(64);
+    docs.failing = true;
+    expect(await fail(128)).toMatchObject({ deferred: 1 });
+    docs.failing = false;
+    // The stored checkpoint still names exactly the failures it counted.
+    const stored = (await records.read(runKeys.record('sum/manual-g')))?.value;
+    expect(stored?.counters.failed).toBe(128);
+    expect(await namedFailures(engine, stored)).toEqual(Array.from({ length: 128 }, (_, i) => i));
+    // The message comes back after the drain visibility and counts once.
+    await engine.clock.advance((engine.ctx.tuning.drainVisibilitySeconds + 1) * 1000);
+    expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: 1 });
+    const after = (await records.read(runKeys.record('sum/manual-g')))?.value;
+    expect(after?.counters.failed).toBe(129);
+    expect(await namedFailures(engine, after)).toEqual(Array.from({ length: 129 }, (_, i) => i));
+    // Merged-away parts are deleted once no checkpoint names them; only the failed save's part is left over.
+    const kept: string[] = [];
+    for await (const key of engine.docs.list('runs/sum/manual-g/failures/')) kept.push(key);
+    expect(kept).toHaveLength((after?.failureParts.length ?? 0) + 1);
+  });
+
   it('merges failure parts past 64 so the checkpoint names one, losing no failure', async () => {
     const engine = unitEngine([sumJob({ items: 100 })]);
     const records = await seedRun(engine, 'sum/manual-e', 100, 'running');
