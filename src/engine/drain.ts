@@ -47,7 +47,6 @@ interface Group {
   /** The job the messages name (results only): they count only toward a run of that job. */
   job?: string;
   messages: ReceivedMessage[];
-  outcomes: ItemOutcome[];
   /** The outcomes each message brought, by its position in `messages`. */
   byMessage: ItemOutcome[][];
   rejected: number;
@@ -170,7 +169,6 @@ async function drain(
       if (parsed.rejected) stats.malformed += parsed.rejected;
       const group = groupFor(groups, parsed.run, parsed.job);
       group.messages.push(message);
-      group.outcomes.push(...parsed.outcomes);
       group.byMessage.push(parsed.outcomes);
       group.rejected += parsed.rejected;
       if (parsed.claim) group.claims.push(parsed.claim);
@@ -241,7 +239,7 @@ async function applyToRun(
     ctx.log.warn(`set aside ${misdirected} message(s) from ${queueName}: ${reason}`);
   }
   if (!misdirected) await keepOutsidePlan(ctx, term, queueName, group, run.seen.size);
-  const outcomes = misdirected ? [] : group.outcomes;
+  const outcomes = misdirected ? [] : group.byMessage.flat();
   const rejected = group.rejected + misdirected;
   const before = run.seen.clone();
   const folded = foldOutcomes(run.job, { acc: record.acc, seen: run.seen, counters: record.counters }, outcomes);
@@ -330,6 +328,6 @@ async function deleteAll(queue: QueuePort, term: TermContext, messages: Received
 function groupFor(groups: Map<string, Group>, run: string, job: string | undefined): Group {
   const key = job === undefined ? run : `${run}\n${job}`;
   let group = groups.get(key);
-  if (!group) groups.set(key, (group = { run, job, messages: [], outcomes: [], byMessage: [], rejected: 0, claims: [] }));
+  if (!group) groups.set(key, (group = { run, job, messages: [], byMessage: [], rejected: 0, claims: [] }));
   return group;
 }
