@@ -40,6 +40,8 @@ export interface DrainStats {
   malformed: number;
   /** Messages left for a later pass because their run could not be read or saved this time. */
   deferred: number;
+  /** Poison copies received but not counted yet: results sent before them may still be on the way. */
+  held: number;
 }
 
 interface Group {
@@ -58,7 +60,9 @@ type Parsed =
   | { kind: 'group'; run: string; job?: string; outcomes: ItemOutcome[]; rejected: number; claim?: string }
   | { kind: 'dead'; reason: string; run?: string }
   /** Its run cannot be read now: the message comes back after the drain visibility. */
-  | { kind: 'later' };
+  | { kind: 'later' }
+  /** A poison copy that may not fail its items yet (see `PoisonGate`): offered again soon. */
+  | { kind: 'hold' };
 
 /**
  * Up to a few batches from the results queue: fold each new item into its run, checkpoint once
@@ -96,8 +100,8 @@ export function drainResults(ctx: EngineContext, term: TermContext, book: RunBoo
 /**
  * Up to a few batches from the work poison queue. A worker's note about a malformed message
  * counts as `rejected` on its run (the output is unaffected) and is kept as a dead letter. A raw
- * work message moved there by the host after its last delivery means no worker ever reported
- * those items: they fail.
+ * work message moved there by the host after its last delivery fails the items that have no
+ * outcome, once the results sent before it have been counted (see `PoisonGate`).
  */
 export function drainPoison(ctx: EngineContext, term: TermContext, book: RunBook): Promise<DrainStats> {
   return drain(ctx, term, book, ctx.poison, async (message) => {
@@ -113,6 +117,7 @@ export function drainPoison(ctx: EngineContext, term: TermContext, book: RunBook
     const work = body.ok ? workMessageSchema.safeParse(body.value) : undefined;
     if (work?.success) {
       const { run, first, count } = work.data;
+      if (!book.poisonGate.mayFail(message.id, run)) return { kind: 'hold' };
       // Only items of the plan can fail; a malformed count (up to 2^53) must not become that many
       // outcomes in memory. Past the plan the message is rejected once, as a worker's note would be.
       let found: Awaited<ReturnType<RunBook['get']>>;
@@ -128,6 +133,7 @@ export function drainPoison(ctx: EngineContext, term: TermContext, book: RunBook
       const reason = `no result after ${message.dequeueCount} deliveries: the worker never finished this message`;
       const outcomes: ItemOutcome[] = [];
       for (let i = first; i < end; i++) outcomes.push({ i, ok: false, e: reason, a: ctx.tuning.maxAttempts });
+      book.poisonGate.settled(message.id);
       return { kind: 'group', run, outcomes, rejected: planned !== undefined && first + count > planned ? 1 : 0 };
     }
     // Say what is wrong with what it claims to be: a note (t: poison) or else a work message.
@@ -147,14 +153,22 @@ async function drain(
   queue: QueuePort,
   parse: (message: ReceivedMessage) => Promise<Parsed>,
 ): Promise<DrainStats> {
-  const stats: DrainStats = { received: 0, folded: 0, duplicates: 0, stray: 0, malformed: 0, deferred: 0 };
+  const stats: DrainStats = { received: 0, folded: 0, duplicates: 0, stray: 0, malformed: 0, deferred: 0, held: 0 };
   const groups = new Map<string, Group>();
   const discard: ReceivedMessage[] = [];
+  const hold: ReceivedMessage[] = [];
+  const startedAt = ctx.clock.now();
+  let emptied = false;
   for (let batch = 0; batch < BATCHES_PER_CHECKPOINT; batch++) {
     const messages = await queue.receive(BATCH, ctx.tuning.drainVisibilitySeconds, { abortSignal: term.signal });
     stats.received += messages.length;
     for (const message of messages) {
       const parsed = await parse(message);
+      if (parsed.kind === 'hold') {
+        stats.held++;
+        hold.push(message);
+        continue;
+      }
       if (parsed.kind === 'later') {
         stats.deferred++;
         continue;
@@ -173,8 +187,15 @@ async function drain(
       group.rejected += parsed.rejected;
       if (parsed.claim) group.claims.push(parsed.claim);
     }
-    if (messages.length < BATCH) break;
+    if (messages.length < BATCH) {
+      emptied = true;
+      break;
+    }
   }
+  // Shown again by the next drain visibility at the latest, when the gate may have opened.
+  const holdSeconds = Math.min(DEFER_SECONDS, ctx.tuning.drainVisibilitySeconds);
+  await Promise.all(hold.map((m) => queue.setVisibility(m, holdSeconds, { abortSignal: term.signal })));
+  const leftBehind = new Set<string>();
   for (const group of groups.values()) {
     const runId = group.run;
     let applied: Awaited<ReturnType<typeof applyToRun>>;
@@ -185,9 +206,11 @@ async function drain(
       // its own come back after the drain visibility, and the next pass tries again.
       retryLater(ctx, term, `left ${group.messages.length} message(s) of run ${runId} for a later pass`, err);
       stats.deferred += group.messages.length;
+      leftBehind.add(runId);
       continue;
     }
     if (applied === 'defer') {
+      leftBehind.add(runId);
       // Back on the queue in a few seconds rather than after the full drain visibility.
       await Promise.all(group.messages.map((m) => queue.setVisibility(m, DEFER_SECONDS, { abortSignal: term.signal })));
       continue;
@@ -209,6 +232,7 @@ async function drain(
     await deleteAll(queue, term, group.messages);
   }
   await deleteAll(queue, term, discard);
+  if (queue === ctx.results) book.poisonGate.resultsPass(startedAt, emptied, leftBehind);
   return stats;
 }
 

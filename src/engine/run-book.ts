@@ -5,6 +5,7 @@ import type { JobDefinition } from '../jobs/job-definition';
 import { Bitset } from '../runs/bitset';
 import { isTerminal, runKeys, runRecordSchema, type RunRecord } from '../runs/run-record';
 import type { EngineContext, TermContext } from './engine-context';
+import { PoisonGate } from './poison-gate';
 
 /** A run the leader is working on, with its dedupe set decoded once per term. */
 export interface ActiveRun {
@@ -37,12 +38,15 @@ export class RunBook {
    * reading every job's state again.
    */
   readonly jobStates = new Map<string, JobState>();
+  /** When this term may count poisoned work as failed: after the results sent before it. */
+  readonly poisonGate: PoisonGate;
 
   constructor(
     private readonly ctx: EngineContext,
     private readonly term: TermContext,
   ) {
     this.records = new FencedDocuments(ctx.docs, { parse: (v) => runRecordSchema.parse(v) });
+    this.poisonGate = new PoisonGate(ctx.clock, ctx.tuning.drainVisibilitySeconds * 1000);
   }
 
   /** The run, from this term's cache or storage. Terminal runs are not cached. */

@@ -5,6 +5,8 @@ import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { newRunRecord, runKeys, runRecordSchema, transition, type RunRecord } from '../../src/runs/run-record';
 import { Bitset } from '../../src/runs/bitset';
 import { ForwardingDocumentStore } from '../support/forwarding-document-store';
+import { DEFAULT_TUNING, type TermContext } from '../../src/engine/engine-context';
+import type { RunBook } from '../../src/engine/run-book';
 import { sumJob } from '../support/sample-jobs';
 import { unitEngine } from '../support/unit-engine';
 
@@ -113,7 +115,7 @@ describe('drain', () => {
     await engine.ctx.poison.send(work('sum/manual-ok', 0));
     await engine.ctx.poison.send(work('sum/manual-ok', 1));
     const { book, term } = engine.book(2);
-    const stats = await drainPoison(engine.ctx, term, book);
+    const stats = await drainPoisonSettled(engine, book, term);
     expect(stats).toMatchObject({ received: 3, folded: 2, deferred: 1 });
     expect((await records.read(runKeys.record('sum/manual-ok')))?.value.counters).toMatchObject({ failed: 2 });
     // Only the unreadable run's message is left, for a later pass; its record is as found.
@@ -135,7 +137,7 @@ describe('drain', () => {
     );
     const { book, term } = engine.book(2);
     await drainResults(engine.ctx, term, book);
-    await drainPoison(engine.ctx, term, book);
+    await drainPoisonSettled(engine, book, term);
     const record = (await records.read(runKeys.record('sum/manual-d')))?.value;
     expect(record?.counters).toMatchObject({ succeeded: 1, failed: 1, duplicates: 1 });
     expect(record?.failureParts).toHaveLength(1);
@@ -143,6 +145,101 @@ describe('drain', () => {
     expect(JSON.parse(part?.body.trim() ?? '{}')).toMatchObject({ item: 1, reason: expect.stringContaining('no result after') });
   });
 });
+
+describe('poison copies of work whose result was sent', () => {
+  // Item 0's worker sent its result and died before deleting its work message, so the host
+  // moved the message to the poison queue after the result was on the results queue.
+  const result = JSON.stringify({
+    v: 1,
+    t: 'result',
+    run: 'sum/manual-p',
+    job: 'sum',
+    outcomes: [{ i: 0, ok: true, r: { v: 0 } }],
+  });
+  const copy = JSON.stringify({ v: 1, t: 'work', run: 'sum/manual-p', job: 'sum', first: 0, count: 1, items: [{ i: 0 }] });
+  const succeeded = { succeeded: 1, failed: 0, duplicates: 1 };
+
+  async function sentThenPoisoned() {
+    const engine = unitEngine([sumJob({ items: 1 })]);
+    const records = await seedRun(engine, 'sum/manual-p', 1, 'running');
+    await engine.ctx.results.send(result);
+    await engine.ctx.poison.send(copy);
+    const counters = async () => (await records.read(runKeys.record('sum/manual-p')))?.value.counters;
+    return { engine, counters, ...engine.book(2) };
+  }
+
+  it('the poison copy met first does not count a failure: the result counts once the results queue is drained', async () => {
+    const { engine, counters, book, term } = await sentThenPoisoned();
+    expect(await drainPoison(engine.ctx, term, book)).toMatchObject({ received: 1, held: 1, folded: 0 });
+    expect(await counters()).toMatchObject({ succeeded: 0, failed: 0 });
+    await engine.clock.advance(VISIBILITY_MS);
+    await drainResults(engine.ctx, term, book);
+    await drainPoison(engine.ctx, term, book);
+    expect(await counters()).toMatchObject(succeeded);
+    expect(await engine.ctx.poison.approximateCount()).toBe(0);
+  });
+
+  it('the result met first counts, and the poison copy is a duplicate', async () => {
+    const { engine, counters, book, term } = await sentThenPoisoned();
+    await drainResults(engine.ctx, term, book);
+    await drainPoisonSettled(engine, book, term);
+    expect(await counters()).toMatchObject(succeeded);
+  });
+
+  it('a copy whose run had results left behind waits a drain visibility for them', async () => {
+    const engine = unitEngine([sumJob({ items: 1 })]);
+    const records = await seedRun(engine, 'sum/manual-p', 1, 'running');
+    const failing = new FailingRecordWrites(engine.docs);
+    engine.ctx.docs = failing;
+    await engine.ctx.results.send(result);
+    await engine.ctx.poison.send(copy);
+    const { book, term } = engine.book(2);
+    await drainPoison(engine.ctx, term, book);
+    await engine.clock.advance(VISIBILITY_MS);
+    failing.failing = true;
+    expect(await drainResults(engine.ctx, term, book)).toMatchObject({ deferred: 1 });
+    failing.failing = false;
+    // The queue looked empty, but the result it could not count is hidden for a drain visibility.
+    expect(await drainPoison(engine.ctx, term, book)).toMatchObject({ held: 1, folded: 0 });
+    await engine.clock.advance(VISIBILITY_MS);
+    await drainResults(engine.ctx, term, book);
+    await drainPoison(engine.ctx, term, book);
+    expect((await records.read(runKeys.record('sum/manual-p')))?.value.counters).toMatchObject(succeeded);
+  });
+
+  it('a copy with no result fails its item once a drained results queue shows none came', async () => {
+    const engine = unitEngine([sumJob({ items: 2 })]);
+    const records = await seedRun(engine, 'sum/manual-q', 2, 'running');
+    await engine.ctx.poison.send(copy.replaceAll('manual-p', 'manual-q'));
+    const { book, term } = engine.book(2);
+    // A new term waits a drain visibility: an earlier term's drain may hold a result hidden.
+    await drainPoison(engine.ctx, term, book);
+    await drainResults(engine.ctx, term, book);
+    expect(await drainPoison(engine.ctx, term, book)).toMatchObject({ held: 0, received: 0 });
+    await engine.clock.advance(VISIBILITY_MS);
+    expect(await drainPoison(engine.ctx, term, book)).toMatchObject({ held: 1 });
+    await drainResults(engine.ctx, term, book);
+    expect(await drainPoison(engine.ctx, term, book)).toMatchObject({ held: 0, received: 0 });
+    await engine.clock.advance(6000);
+    expect(await drainPoison(engine.ctx, term, book)).toMatchObject({ folded: 1 });
+    expect((await records.read(runKeys.record('sum/manual-q')))?.value.counters).toMatchObject({ failed: 1, succeeded: 0 });
+  });
+});
+
+/** A drain visibility and the few seconds a held copy stays hidden. */
+const VISIBILITY_MS = (DEFAULT_TUNING.drainVisibilitySeconds + 6) * 1000;
+
+/**
+ * The poison drain as a leader's turns reach it: a first pass meets the copies and holds them,
+ * and once the results queue has been found empty a drain visibility later, they count.
+ */
+async function drainPoisonSettled(engine: ReturnType<typeof unitEngine>, book: RunBook, term: TermContext) {
+  const first = await drainPoison(engine.ctx, term, book);
+  await engine.clock.advance(VISIBILITY_MS);
+  await drainResults(engine.ctx, term, book);
+  const stats = await drainPoison(engine.ctx, term, book);
+  return { ...stats, received: stats.received + first.received - first.held };
+}
 
 /** Refuses writes of run records while `failing` is set, as storage answering 503 would. */
 class FailingRecordWrites extends ForwardingDocumentStore {
