@@ -5,7 +5,7 @@ import { runKeys, transition } from '../runs/run-record';
 import { DEFAULT_TUNING, type EngineContext, type EngineTuning, type TermContext } from './engine-context';
 import { dispatchSlice } from './dispatcher';
 import { drainPoison, drainResults, type DrainStats } from './drain';
-import { abortRun, failRun, finalizeRun } from './finalizer';
+import { abortRun, completeEnding, failRun, finalizeRun } from './finalizer';
 import { jobStateSchema, type JobState } from './job-state';
 import { planRun } from './planner';
 import { adoptOpenRuns, cancelRun, forgetRun, jobStates, reconcileJob, startManualRun } from './reconcile';
@@ -163,7 +163,11 @@ export class Coordinator {
   private async step(term: TermContext, book: RunBook, run: ActiveRun, endAt: number): Promise<boolean> {
     const { ctx } = this;
     const record = run.doc.value;
-    // Once finalizing, the output may already exist: the run ends the way its output says.
+    // Once its end is recorded, the output or manifest may already exist: it ends that way.
+    if (record.ending) {
+      await completeEnding(ctx, term, book, run);
+      return true;
+    }
     if (record.state !== 'finalizing') {
       if (record.cancelRequested) {
         await abortRun(ctx, term, book, run, 'cancelled', record.endReason ?? 'cancelled');

@@ -249,7 +249,8 @@ async function applyToRun(
   // that can count them rather than lose them.
   if (run && 'unregistered' in run) return 'defer';
   if (run && !('terminal' in run) && !run.seen) return 'defer';
-  if (!run || 'terminal' in run || !run.seen) {
+  // A run whose end is recorded counts nothing more: its output and manifest are fixed.
+  if (!run || 'terminal' in run || !run.seen || run.doc.value.ending) {
     ctx.log.info(`deleted ${group.messages.length} message(s) of ${run ? 'ended' : 'unknown'} run ${runId}`);
     return run ? 'stray' : 'unknown';
   }

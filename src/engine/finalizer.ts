@@ -32,19 +32,69 @@ export interface FailuresManifest {
 }
 
 /**
- * Ends a run whose every item is accounted for: writes the output and the failures manifest
- * (`If-None-Match: *`, so there is at most one of each whoever finalizes), decides succeeded or
- * failed by the job's tolerance, calls the job's `finalize` hook with the run id as
- * idempotency key, and records the end. Safe to repeat after a crash at any point.
+ * Ends a run whose every item is accounted for: records the end first (succeeded or failed by
+ * the job's tolerance), then writes the output and the failures manifest (`If-None-Match: *`,
+ * so there is at most one of each whoever finalizes), calls the job's `finalize` hook with the
+ * run id as idempotency key, and records the terminal state. Safe to repeat after a crash at
+ * any point; a run whose end is already recorded ends that way.
  */
 export async function finalizeRun(ctx: EngineContext, term: TermContext, book: RunBook, run: ActiveRun): Promise<void> {
-  let record = run.doc.value;
-  if (record.state === 'running') {
-    await book.save(run, transition(record, 'finalizing', ctx.clock.date()));
-    record = run.doc.value;
+  const record = run.doc.value;
+  if (!record.ending) {
+    const { planned, failed } = record.counters;
+    const state = withinTolerance(run.job.failureTolerance, planned, failed) ? 'succeeded' : 'failed';
+    const moved = record.state === 'running' ? transition(record, 'finalizing', ctx.clock.date()) : record;
+    await book.save(run, { ...moved, ending: { state, reason: null, output: true } });
   }
+  await completeEnding(ctx, term, book, run);
+}
+
+/** Ends a run that cannot go on (its plan is gone, a step keeps failing), listing what never came back. */
+export function failRun(ctx: EngineContext, term: TermContext, book: RunBook, run: ActiveRun, reason: string): Promise<void> {
+  return abortRun(ctx, term, book, run, 'failed', reason);
+}
+
+/**
+ * Ends an open run early: cancelled on request, timed-out past its deadline, or failed. Lists
+ * what never came back. A run whose end is already recorded ends that way instead.
+ */
+export async function abortRun(
+  ctx: EngineContext,
+  term: TermContext,
+  book: RunBook,
+  run: ActiveRun,
+  state: 'cancelled' | 'timed-out' | 'failed',
+  reason: string,
+): Promise<void> {
+  const record = run.doc.value;
+  if (!record.ending) {
+    await book.save(run, { ...record, ending: { state, reason, output: false }, updatedAt: ctx.clock.date().toISOString() });
+  }
+  await completeEnding(ctx, term, book, run);
+}
+
+/**
+ * Writes the end the record names. From the moment it is named, the drains count nothing more
+ * into the run, so whoever completes it writes the same output and manifest from the same
+ * record, and the manifest always says the state the record ends in.
+ */
+export async function completeEnding(ctx: EngineContext, term: TermContext, book: RunBook, run: ActiveRun): Promise<void> {
+  const record = run.doc.value;
+  const ending = record.ending;
+  if (!ending) throw new Error(`run ${record.runId} has no recorded end to complete`);
+  if (!ending.output) {
+    const missing = run.seen ? run.seen.missing(MISSING_LISTED) : [];
+    const missingCount = run.seen ? record.counters.planned - run.seen.count() : 0;
+    await writeManifest(ctx, term, record, ending.state, missing, missingCount);
+    await endRun(ctx, term, book, run, ending.state, {
+      manifestKey: runKeys.manifest(record.runId),
+      endReason: ending.reason ?? undefined,
+    });
+    ctx.log.warn(`run ${record.runId} ${ending.state}: ${ending.reason}; ${missingCount} item(s) without an outcome`);
+    return;
+  }
+  const state = ending.state === 'succeeded' ? 'succeeded' : 'failed';
   const { planned, failed } = record.counters;
-  const state: 'succeeded' | 'failed' = withinTolerance(run.job.failureTolerance, planned, failed) ? 'succeeded' : 'failed';
   const output = run.job.aggregate.output(record.acc);
   const document: RunOutput = {
     runId: record.runId,
@@ -77,28 +127,6 @@ export async function finalizeRun(ctx: EngineContext, term: TermContext, book: R
     manifestKey: runKeys.manifest(record.runId),
     finalizeError,
   });
-}
-
-/** Ends a run that cannot go on (its plan is gone, a step keeps failing), listing what never came back. */
-export function failRun(ctx: EngineContext, term: TermContext, book: RunBook, run: ActiveRun, reason: string): Promise<void> {
-  return abortRun(ctx, term, book, run, 'failed', reason);
-}
-
-/** Ends an open run early: cancelled on request, timed-out past its deadline, or failed. Lists what never came back. */
-export async function abortRun(
-  ctx: EngineContext,
-  term: TermContext,
-  book: RunBook,
-  run: ActiveRun,
-  state: 'cancelled' | 'timed-out' | 'failed',
-  reason: string,
-): Promise<void> {
-  const record = run.doc.value;
-  const missing = run.seen ? run.seen.missing(MISSING_LISTED) : [];
-  const missingCount = run.seen ? record.counters.planned - run.seen.count() : 0;
-  await writeManifest(ctx, term, record, state, missing, missingCount);
-  await endRun(ctx, term, book, run, state, { manifestKey: runKeys.manifest(record.runId), endReason: reason });
-  ctx.log.warn(`run ${record.runId} ${state}: ${reason}; ${missingCount} item(s) without an outcome`);
 }
 
 async function endRun(

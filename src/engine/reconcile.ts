@@ -200,7 +200,7 @@ export async function cancelRun(ctx: EngineContext, book: RunBook, runId: string
   const run = await book.get(runId);
   if (!run || 'terminal' in run || 'unregistered' in run) return false;
   const record = run.doc.value;
-  if (record.cancelRequested || record.state === 'finalizing') return false;
+  if (record.cancelRequested || record.state === 'finalizing' || record.ending) return false;
   await book.save(run, { ...record, cancelRequested: true, endReason: reason, updatedAt: ctx.clock.date().toISOString() });
   return true;
 }

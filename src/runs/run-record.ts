@@ -47,6 +47,18 @@ const counters = z.object({
 });
 export type RunCounters = z.infer<typeof counters>;
 
+/**
+ * How a run ends, recorded before any of its end is written (output, manifest, terminal state),
+ * so a leader that takes over half-way completes the same end instead of deciding another.
+ */
+const ending = z.object({
+  state: z.enum(['succeeded', 'failed', 'cancelled', 'timed-out']),
+  reason: z.string().nullable(),
+  /** Whether the run ends with an output (every item counted) or early, listing what is missing. */
+  output: z.boolean(),
+});
+export type RunEnding = z.infer<typeof ending>;
+
 export const runRecordSchema = z.object({
   v: z.literal(1),
   runId: z.string(),
@@ -78,6 +90,8 @@ export const runRecordSchema = z.object({
   outputKey: z.string().nullable(),
   manifestKey: z.string().nullable(),
   finalizeError: z.string().nullable(),
+  /** Records written before endings were recorded have none. */
+  ending: ending.nullable().default(null),
 });
 export type RunRecord = z.infer<typeof runRecordSchema>;
 
@@ -115,6 +129,7 @@ export function newRunRecord(input: {
     outputKey: null,
     manifestKey: null,
     finalizeError: null,
+    ending: null,
   };
 }
 

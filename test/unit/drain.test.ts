@@ -35,7 +35,27 @@ async function seedRun(engine: ReturnType<typeof unitEngine>, runId: string, pla
 }
 
 describe('drain', () => {
-  it('checkpoints before deleting: a result redelivered after a lost delete counts once', async () => {
+  it('checkpoints before deleting: results whose checkpoint failed stay queued and count on a later pass', async () => {
+    const engine = unitEngine([sumJob({ items: 4 })]);
+    const records = await seedRun(engine, 'sum/manual-z', 4, 'running');
+    const failing = new FailingRecordWrites(engine.docs);
+    engine.ctx.docs = failing;
+    for (const i of [1, 3])
+      await engine.ctx.results.send(
+        JSON.stringify({ v: 1, t: 'result', run: 'sum/manual-z', job: 'sum', outcomes: [{ i, ok: true, r: { v: 2 * i } }] }),
+      );
+    const { book, term } = engine.book(2);
+    failing.failing = true;
+    expect(await drainResults(engine.ctx, term, book)).toMatchObject({ received: 2, folded: 0, deferred: 2 });
+    expect(await engine.ctx.results.approximateCount()).toBe(2);
+    failing.failing = false;
+    await engine.clock.advance(engine.ctx.tuning.drainVisibilitySeconds * 1000 + 1);
+    expect(await drainResults(engine.ctx, term, book)).toMatchObject({ received: 2, folded: 2 });
+    expect((await records.read(runKeys.record('sum/manual-z')))?.value.counters).toMatchObject({ succeeded: 2 });
+    expect(await engine.ctx.results.approximateCount()).toBe(0);
+  });
+
+  it('a result delivered twice (a delete that was lost) counts once', async () => {
     const engine = unitEngine([sumJob({ items: 4 })]);
     const records = await seedRun(engine, 'sum/manual-a', 4, 'running');
     const result = { v: 1, t: 'result', run: 'sum/manual-a', job: 'sum', outcomes: [{ i: 2, ok: true, r: { v: 4 } }] };

@@ -134,6 +134,7 @@ describe('newRunRecord', () => {
       outputKey: null,
       manifestKey: null,
       finalizeError: null,
+      ending: null,
     });
     expect(runRecordSchema.parse(r)).toEqual(r);
   });
