@@ -3,7 +3,15 @@
  * branch on `err.code` (as with the Azure SDK's `RestError.code`) instead of on messages.
  */
 export type BatonErrorCode =
-  'InvalidConfig' | 'InvalidSetting' | 'LeaseHeld' | 'LeaseLost' | 'StaleEpoch' | 'ConcurrentUpdate' | 'CorruptLease';
+  | 'InvalidConfig'
+  | 'InvalidSetting'
+  | 'LeaseHeld'
+  | 'LeaseLost'
+  | 'StaleEpoch'
+  | 'ConcurrentUpdate'
+  | 'CorruptLease'
+  | 'HookTimeout'
+  | 'TaskAbandoned';
 
 export class BatonError extends Error {
   readonly code: BatonErrorCode;
@@ -109,4 +117,43 @@ export class CorruptLeaseError extends BatonError {
 
 export function isBatonError<C extends BatonErrorCode>(err: unknown, code?: C): err is BatonError & { code: C } {
   return err instanceof BatonError && (code === undefined || err.code === code);
+}
+
+/** Which job hook a `HookTimeoutError` is about. */
+export type HookName = 'split' | 'process' | 'finalize';
+
+/**
+ * A job hook ran past its time bound. `abandoned` says whether it ignored its aborted signal
+ * for the whole grace period too: it may still be running, and nothing waits for it any more.
+ */
+export class HookTimeoutError extends BatonError {
+  readonly hook: HookName;
+  readonly timeoutMs: number;
+  readonly abandoned: boolean;
+
+  constructor(hook: HookName, timeoutMs: number, abandoned: boolean) {
+    super(
+      'HookTimeout',
+      `${hook} ${hook === 'split' ? 'gave no item' : 'did not finish'} within ${timeoutMs / 1000} s` +
+        (abandoned ? ' and ignored its abort signal, so it was abandoned' : ''),
+    );
+    this.hook = hook;
+    this.timeoutMs = timeoutMs;
+    this.abandoned = abandoned;
+  }
+}
+
+/**
+ * A leader's task did not stop within `abandonTaskAfterMs` of the end of its term; the elector
+ * stopped waiting for it so this candidate can lead again. The cause is why the term ended.
+ */
+export class TaskAbandonedError extends BatonError {
+  readonly waitedMs: number;
+
+  constructor(waitedMs: number, cause: unknown) {
+    super('TaskAbandoned', `the leader task did not stop within ${waitedMs} ms of the end of its term, so it was abandoned`, {
+      cause,
+    });
+    this.waitedMs = waitedMs;
+  }
 }

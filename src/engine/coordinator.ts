@@ -180,7 +180,7 @@ export class Coordinator {
     }
     switch (record.state) {
       case 'planning':
-        await planRun(ctx, term, book, run);
+        await planRun(ctx, term, book, run, Math.min(endAt, ctx.clock.now() + ctx.tuning.sliceMs));
         return true;
       case 'dispatching':
         // Nothing sent means the in-flight window is full: not busy, so an empty drain may wait.

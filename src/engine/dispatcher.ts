@@ -1,4 +1,4 @@
-import { runKeys, transition } from '../runs/run-record';
+import { runKeys, transition, type RunRecord } from '../runs/run-record';
 import { inLanes } from './lanes';
 import type { EngineContext, TermContext } from './engine-context';
 import { encodeWithClaimCheck, type WorkMessage } from './messages';
@@ -23,7 +23,7 @@ export async function dispatchSlice(
   const { itemsPerMessage } = run.job;
   const planned = record.counters.planned;
   const window = ctx.tuning.dispatchConcurrency * 4;
-  const chunks = new ChunkReader(ctx, term, record.runId, record.planEpoch ?? 0, record.chunkItems);
+  const chunks = new ChunkReader(ctx, term, record, record.chunkItems);
   let cursor = record.cursor;
   let lastCheckpoint = ctx.clock.now();
   while (cursor < record.messages && ctx.clock.now() < until) {
@@ -90,15 +90,14 @@ class ChunkReader {
   constructor(
     private readonly ctx: EngineContext,
     private readonly term: TermContext,
-    private readonly runId: string,
-    private readonly epoch: number,
+    private readonly record: RunRecord,
     private readonly chunkItems: number,
   ) {}
 
   async items(first: number, count: number): Promise<unknown[]> {
     const chunk = Math.floor(first / this.chunkItems);
     if (chunk !== this.index) {
-      const key = runKeys.planChunk(this.runId, this.epoch, chunk);
+      const key = runKeys.planChunkOf(this.record, chunk);
       const stored = await this.ctx.docs.read(key, { abortSignal: this.term.signal });
       if (!stored) throw new Error(`plan chunk ${key} is missing`);
       this.lines = stored.body.split('\n');

@@ -1,4 +1,5 @@
 import { writeOnce } from '../fencing/write-once';
+import { callHook } from '../jobs/call-hook';
 import { withinTolerance } from '../jobs/job-definition';
 import { isTerminal, runKeys, transition, type RunRecord, type TerminalRunState } from '../runs/run-record';
 import type { EngineContext, TermContext } from './engine-context';
@@ -108,14 +109,28 @@ export async function completeEnding(ctx: EngineContext, term: TermContext, book
   await writeManifest(ctx, term, record, state, []);
   let finalizeError: string | null = null;
   if (run.job.finalize) {
+    const finalize = run.job.finalize;
+    const { finalizeSeconds, graceSeconds } = run.job.hookTimeouts;
     try {
-      await run.job.finalize(output, {
-        runId: record.runId,
-        idempotencyKey: record.runId,
-        state,
-        counters: { planned, succeeded: record.counters.succeeded, failed },
-        signal: term.signal,
-      });
+      await callHook(
+        (signal) =>
+          finalize(output, {
+            runId: record.runId,
+            idempotencyKey: record.runId,
+            state,
+            counters: { planned, succeeded: record.counters.succeeded, failed },
+            signal,
+          }),
+        {
+          hook: 'finalize',
+          timeoutMs: finalizeSeconds * 1000,
+          graceMs: graceSeconds * 1000,
+          clock: ctx.clock,
+          signal: term.signal,
+          // The hook's own bound stands in for the watchdog while it runs.
+          heartbeat: () => term.leadership.heartbeat(),
+        },
+      );
     } catch (err) {
       if (term.signal.aborted) throw err;
       finalizeError = errorText(err instanceof Error ? err.message : String(err));
@@ -146,11 +161,12 @@ async function endRun(
   });
   book.jobStates.delete(record.job);
   await forgetRun(ctx, term, record.job, record.runId);
-  // Claims are only needed while the run is open; plans of abandoned planning attempts never were.
-  const keep = record.planEpoch === null ? undefined : `${runKeys.prefix(record.runId)}plan/e${record.planEpoch}/`;
+  // Claims are only needed while the run is open; chunks of abandoned planning attempts never were.
+  const keep = new Set<string>();
+  if (record.planEpoch !== null) for (let c = 0; c < record.planChunks; c++) keep.add(runKeys.planChunkOf(record, c));
   for (const prefix of [runKeys.claimsPrefix(record.runId), `${runKeys.prefix(record.runId)}plan/`]) {
     for await (const key of ctx.docs.list(prefix, { abortSignal: term.signal })) {
-      if (keep && key.startsWith(keep)) continue;
+      if (keep.has(key)) continue;
       await ctx.docs.delete(key, { abortSignal: term.signal });
     }
   }

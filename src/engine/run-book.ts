@@ -5,6 +5,7 @@ import type { JobDefinition } from '../jobs/job-definition';
 import { Bitset } from '../runs/bitset';
 import { isTerminal, runKeys, runRecordSchema, type RunRecord } from '../runs/run-record';
 import type { EngineContext, TermContext } from './engine-context';
+import type { PlanSession } from './planner';
 import { PoisonGate } from './poison-gate';
 
 /** A run the leader is working on, with its dedupe set decoded once per term. */
@@ -38,6 +39,8 @@ export class RunBook {
    * reading every job's state again.
    */
   readonly jobStates = new Map<string, JobState>();
+  /** Splits under way in this term, by run id: planning goes on where the last slice stopped. */
+  readonly planSessions = new Map<string, PlanSession>();
   /** When this term may count poisoned work as failed: after the results sent before it. */
   readonly poisonGate: PoisonGate;
 

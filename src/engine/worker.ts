@@ -1,4 +1,6 @@
+import { systemClock, type Clock } from '../clock/clock';
 import type { DocumentStore } from '../fencing/document-store';
+import { callHook } from '../jobs/call-hook';
 import type { JobDefinition } from '../jobs/job-definition';
 import type { QueuePort } from '../queue/queue-port';
 import { isTerminal } from '../runs/run-record';
@@ -136,6 +138,7 @@ export async function processItem(
   job: JobDefinition,
   item: unknown,
   ctx: { runId: string; itemIndex: number; attempt: number; signal: AbortSignal },
+  clock: Clock = systemClock,
 ): Promise<ItemOutcome> {
   const fail = (e: string): ItemOutcome => ({ i: ctx.itemIndex, ok: false, e: errorText(e), a: ctx.attempt });
   // The leader checks this when planning; a message from anywhere else is checked here too.
@@ -150,7 +153,15 @@ export async function processItem(
   }
   let result: unknown;
   try {
-    result = await job.process(item, ctx);
+    const checkedItem = item;
+    const { processSeconds, graceSeconds } = job.hookTimeouts;
+    result = await callHook((signal) => job.process(checkedItem, { ...ctx, signal }), {
+      hook: 'process',
+      timeoutMs: processSeconds * 1000,
+      graceMs: graceSeconds * 1000,
+      clock,
+      signal: ctx.signal,
+    });
   } catch (err) {
     return fail(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
   }

@@ -11,6 +11,11 @@ const payloadBytes = (what: string) =>
     .max(MAX_PAYLOAD_BYTES_LIMIT, `must be at most ${MAX_PAYLOAD_BYTES_LIMIT} bytes (64 MiB)`)
     .default(DEFAULT_MAX_PAYLOAD_BYTES);
 
+const hookSeconds = z
+  .number({ message: 'must be a number of seconds' })
+  .positive('must be positive')
+  .max(86_400, 'must be at most 86400 (a day)');
+
 const fn = (what: string) =>
   z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', { message: `must be a function (${what})` });
 
@@ -47,6 +52,25 @@ const jobOptionsSchema = z.object({
     .default(1),
   maxItemBytes: payloadBytes('the largest serialized item'),
   maxResultBytes: payloadBytes('the largest serialized result'),
+  hookTimeouts: z
+    .object({
+      splitSeconds: hookSeconds.default(300),
+      processSeconds: hookSeconds.default(120),
+      finalizeSeconds: hookSeconds.default(300),
+      graceSeconds: z
+        .number({ message: 'must be a number of seconds' })
+        .min(0, 'must be 0 or more')
+        .max(600, 'must be at most 600')
+        .default(10),
+      maxSplitTimeouts: z
+        .number()
+        .int('must be a whole number')
+        .min(1, 'must be at least 1')
+        .max(100, 'must be at most 100')
+        .default(3),
+    })
+    .strict()
+    .default({ splitSeconds: 300, processSeconds: 120, finalizeSeconds: 300, graceSeconds: 10, maxSplitTimeouts: 3 }),
   split: fn('split(ctx) returns the items'),
   process: fn('process(item, ctx) returns the result'),
   aggregate: z.object({
@@ -88,6 +112,7 @@ export function defineJob<Item, Result, Acc, Output = Acc>(
     itemsPerMessage: value.itemsPerMessage,
     maxItemBytes: value.maxItemBytes,
     maxResultBytes: value.maxResultBytes,
+    hookTimeouts: Object.freeze({ ...value.hookTimeouts }),
     split: options.split,
     process: options.process,
     aggregate: {

@@ -67,6 +67,23 @@ export interface FailureTolerance {
   percent?: number;
 }
 
+/**
+ * Time bounds on the job's hooks. Past its bound a hook's `signal` aborts; a hook that ignores
+ * it is waited for `graceSeconds` more and then abandoned (it may go on running, unawaited).
+ */
+export interface HookTimeouts {
+  /** Longest wait for `split` to give its next item (or to end). Default 300. */
+  splitSeconds?: number;
+  /** Longest one `process` call may take; past it that attempt of the item fails. Default 120. */
+  processSeconds?: number;
+  /** Longest `finalize` may take; past it the run ends with `finalizeError` saying so. Default 300. */
+  finalizeSeconds?: number;
+  /** How long a hook whose signal aborted is still waited for. Default 10. */
+  graceSeconds?: number;
+  /** Split timeouts after which the run ends failed instead of planning again. Default 3. */
+  maxSplitTimeouts?: number;
+}
+
 /** What `defineJob` takes. */
 export interface JobOptions<Item, Result, Acc, Output> {
   /** Lowercase letters, digits and hyphens; part of run ids and blob paths. */
@@ -95,6 +112,12 @@ export interface JobOptions<Item, Result, Acc, Output> {
    * is reported as that item's failure (by the worker, and again by the leader before folding).
    */
   maxResultBytes?: number;
+  /** Time bounds on `split`, `process` and `finalize`; see `HookTimeouts` for the defaults. */
+  hookTimeouts?: HookTimeouts;
+  /**
+   * Gives the items. A leader that takes over mid-plan calls it again and skips the items
+   * already persisted, so for one run it must give the same items in the same order.
+   */
   split(ctx: SplitContext): Iterable<Item> | AsyncIterable<Item>;
   process(item: Item, ctx: ProcessContext): Promise<Result> | Result;
   aggregate: Aggregate<Result, Acc, Output>;
@@ -117,6 +140,7 @@ export interface JobDefinition<Item = unknown, Result = unknown, Acc = unknown, 
   readonly itemsPerMessage: number;
   readonly maxItemBytes: number;
   readonly maxResultBytes: number;
+  readonly hookTimeouts: Readonly<Required<HookTimeouts>>;
   split(ctx: SplitContext): Iterable<Item> | AsyncIterable<Item>;
   process(item: Item, ctx: ProcessContext): Promise<Result> | Result;
   /** `merge` stays optional: only the durable engine needs it (see `assertDurableReady`). */

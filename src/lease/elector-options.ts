@@ -25,6 +25,12 @@ export interface LeaderElectorOptions {
   /** Stop renewing when the task has not called `heartbeat()` for this long. Default twice the lease. */
   stallTimeoutMs?: number;
   /**
+   * How long after its term ends (loss, stall, the caller's abort) a task that has not settled
+   * is still waited for. Then the elector abandons it, so this candidate can lead again. The
+   * task may go on running; fencing keeps its writes out. Default 10,000.
+   */
+  abandonTaskAfterMs?: number;
+  /**
    * When the other candidates try to acquire on a fixed grid of wall-clock instants (every
    * instance's coordinator timer fires at t ≡ offsetMs mod periodMs), the leader times each
    * renewal, up to half a renew interval early, so that its lease would expire `marginMs`
@@ -60,6 +66,7 @@ export interface ResolvedElectorOptions {
   renewDeadlineMs: number;
   acquireRetryMs: number;
   stallTimeoutMs: number;
+  abandonTaskAfterMs: number;
   expiryAlignment: { periodMs: number; offsetMs: number; marginMs: number } | undefined;
   clock: Clock;
   random: () => number;
@@ -118,6 +125,8 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
       `stallTimeoutMs (${stallTimeoutMs}) must be at least renewIntervalMs (${renewIntervalMs}); the watchdog checks on each renewal`,
     );
   }
+  const abandonTaskAfterMs = options.abandonTaskAfterMs ?? 10_000;
+  positive('abandonTaskAfterMs', abandonTaskAfterMs);
   let expiryAlignment: ResolvedElectorOptions['expiryAlignment'];
   if (options.expiryAlignment) {
     const { periodMs, offsetMs = 0, marginMs = 300 } = options.expiryAlignment;
@@ -145,6 +154,7 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
     renewDeadlineMs,
     acquireRetryMs,
     stallTimeoutMs,
+    abandonTaskAfterMs,
     expiryAlignment,
     clock: options.clock ?? systemClock,
     random: options.random ?? Math.random,

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { sleep, timeoutSignal, type TimerHandle } from '../clock/clock';
-import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError, type LeaseLossReason } from '../errors';
+import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError, TaskAbandonedError, type LeaseLossReason } from '../errors';
 import { resolveElectorOptions, type LeaderElectorOptions, type ResolvedElectorOptions } from './elector-options';
 import { describeLeaderEvent, type LeaderEvent } from './leader-events';
 import type { LeaseRecord } from './lease-store';
@@ -36,6 +36,7 @@ export interface RunOptions {
 }
 
 type Task<T> = (leadership: Leadership) => Promise<T> | T;
+type Outcome<T> = { ok: true; value: T } | { ok: false; error: unknown };
 
 /**
  * Leader election on a `LeaseStore`.
@@ -195,12 +196,7 @@ export class LeaderElector {
       callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
       this.emit({ type: 'acquired', identity, epoch: term.epoch, leaseId: term.leaseId });
       const renewing = this.keepRenewing(leadership);
-      let outcome: { ok: true; value: T } | { ok: false; error: unknown };
-      try {
-        outcome = { ok: true, value: await task(leadership.view) };
-      } catch (error) {
-        outcome = { ok: false, error };
-      }
+      const outcome = await this.settleOrAbandon(task, leadership);
       // Order matters: the task has settled; stop renewing and end the term's signal (so work
       // the task left running stops too), and only then release.
       leadership.stopRenewing();
@@ -224,6 +220,40 @@ export class LeaderElector {
       callerSignal?.removeEventListener('abort', onCallerAbort);
       this.current = undefined;
     }
+  }
+
+  /**
+   * The task's outcome. A task that has not settled `abandonTaskAfterMs` after its term's signal
+   * aborted is abandoned: otherwise one that ignores its signal (a hung hook) would keep this
+   * candidate's term current, and every later attempt would answer "held by itself", forever.
+   */
+  private settleOrAbandon<T>(task: Task<T>, term: ActiveTerm): Promise<Outcome<T>> {
+    const { clock, abandonTaskAfterMs, identity } = this.options;
+    const settled = (async (): Promise<Outcome<T>> => {
+      try {
+        return { ok: true, value: await task(term.view) };
+      } catch (error) {
+        return { ok: false, error };
+      }
+    })();
+    const signal = term.view.signal;
+    return new Promise<Outcome<T>>((resolve) => {
+      let timer: TimerHandle | undefined;
+      const onEnd = (): void => {
+        const endedAt = clock.now();
+        timer = clock.setTimeout(() => {
+          this.emit({ type: 'task-abandoned', identity, epoch: term.epoch, waitedMs: clock.now() - endedAt });
+          resolve({ ok: false, error: new TaskAbandonedError(abandonTaskAfterMs, signal.reason) });
+        }, abandonTaskAfterMs);
+      };
+      if (signal.aborted) onEnd();
+      else signal.addEventListener('abort', onEnd, { once: true });
+      void settled.then((outcome) => {
+        signal.removeEventListener('abort', onEnd);
+        if (timer) clock.clearTimeout(timer);
+        resolve(outcome);
+      });
+    });
   }
 
   private async keepRenewing(term: ActiveTerm): Promise<void> {

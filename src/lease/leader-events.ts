@@ -8,7 +8,9 @@ export type LeaderEvent =
   | { type: 'lost'; identity: string; epoch: number; reason: LeaseLossReason; sinceLastRenewMs: number; error?: unknown }
   | { type: 'released'; identity: string; epoch: number; ledMs: number }
   | { type: 'release-failed'; identity: string; epoch: number; error: unknown }
-  | { type: 'acquire-failed'; identity: string; error: unknown };
+  | { type: 'acquire-failed'; identity: string; error: unknown }
+  /** The term ended but its task ignored its signal: the elector stopped waiting for it. */
+  | { type: 'task-abandoned'; identity: string; epoch: number; waitedMs: number };
 
 export function describeLeaderEvent(event: LeaderEvent): { level: 'info' | 'warn' | 'debug'; message: string } {
   const who = `holder=${event.identity}`;
@@ -36,6 +38,11 @@ export function describeLeaderEvent(event: LeaderEvent): { level: 'info' | 'warn
       };
     case 'acquire-failed':
       return { level: 'warn', message: `lease acquire failed: ${who} error=${errorText(event.error)}` };
+    case 'task-abandoned':
+      return {
+        level: 'warn',
+        message: `leader task ignored the end of its term, abandoned: ${who} epoch=${event.epoch} waitedMs=${Math.round(event.waitedMs)}`,
+      };
   }
 }
 

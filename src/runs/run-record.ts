@@ -90,6 +90,15 @@ export const runRecordSchema = z.object({
   outputKey: z.string().nullable(),
   manifestKey: z.string().nullable(),
   finalizeError: z.string().nullable(),
+  /**
+   * Plan chunks persisted so far, in order, as runs of consecutive chunks each written under one
+   * epoch: a leader that takes over mid-plan adds its own segment instead of planning again.
+   */
+  planSegments: z.array(z.object({ epoch: z.number().int(), chunks: z.number().int().nonnegative() })).default([]),
+  /** Items in the persisted chunks of `planSegments`: where a resumed split goes on from. */
+  planCursor: z.number().int().nonnegative().default(0),
+  /** Times the job's split gave no item within its bound; at the job's limit the run fails. */
+  splitTimeouts: z.number().int().nonnegative().default(0),
   /** Records written before endings were recorded have none. */
   ending: ending.nullable().default(null),
 });
@@ -129,6 +138,9 @@ export function newRunRecord(input: {
     outputKey: null,
     manifestKey: null,
     finalizeError: null,
+    planSegments: [],
+    planCursor: 0,
+    splitTimeouts: 0,
     ending: null,
   };
 }
@@ -159,6 +171,9 @@ export function manualRunId(job: string, id: string): string {
 export const runKeys = {
   record: (runId: string) => `runs/${runId}/run.json`,
   prefix: (runId: string) => `runs/${runId}/`,
+  /** Chunk `chunk` of the run's plan, under the epoch of the segment that holds it. */
+  planChunkOf: (record: Pick<RunRecord, 'runId' | 'planSegments' | 'planEpoch'>, chunk: number) =>
+    runKeys.planChunk(record.runId, planChunkEpoch(record, chunk), chunk),
   planChunk: (runId: string, epoch: number, chunk: number) =>
     `runs/${runId}/plan/e${epoch}/${String(chunk).padStart(6, '0')}.ndjson`,
   claim: (runId: string, id: string) => `runs/${runId}/claims/${id}.json`,
@@ -168,3 +183,13 @@ export const runKeys = {
   output: (runId: string) => `runs/${runId}/output.json`,
   manifest: (runId: string) => `runs/${runId}/failures.json`,
 };
+
+/** The epoch whose key holds chunk `chunk`; a record planned before segments has one epoch. */
+function planChunkEpoch(record: Pick<RunRecord, 'planSegments' | 'planEpoch'>, chunk: number): number {
+  let end = 0;
+  for (const segment of record.planSegments) {
+    end += segment.chunks;
+    if (chunk < end) return segment.epoch;
+  }
+  return record.planEpoch ?? 0;
+}

@@ -36,6 +36,7 @@ describe('defineJob', () => {
       timeoutSeconds: 3600,
       failureTolerance: {},
       itemsPerMessage: 1,
+      hookTimeouts: { splitSeconds: 300, processSeconds: 120, finalizeSeconds: 300, graceSeconds: 10, maxSplitTimeouts: 3 },
     });
     expect(job.finalize).toBeUndefined();
     expect(job.itemSchema).toBeUndefined();
@@ -123,6 +124,32 @@ describe('defineJob', () => {
     ['aggregate.add missing', { aggregate: { initial: () => 0 } }, 'tally.aggregate.add', /must be a function/],
     ['aggregate.initial missing', { aggregate: { add: () => 0 } }, 'tally.aggregate.initial', /must be a function/],
     ['finalize not a function', { finalize: 1 }, 'tally.finalize', /must be a function/],
+    ['hookTimeouts.splitSeconds zero', { hookTimeouts: { splitSeconds: 0 } }, 'tally.hookTimeouts.splitSeconds', /positive/],
+    [
+      'hookTimeouts.processSeconds over a day',
+      { hookTimeouts: { processSeconds: 86_401 } },
+      'tally.hookTimeouts.processSeconds',
+      /at most 86400/,
+    ],
+    [
+      'hookTimeouts.finalizeSeconds a string',
+      { hookTimeouts: { finalizeSeconds: '60' } },
+      'tally.hookTimeouts.finalizeSeconds',
+      /seconds/,
+    ],
+    [
+      'hookTimeouts.graceSeconds negative',
+      { hookTimeouts: { graceSeconds: -1 } },
+      'tally.hookTimeouts.graceSeconds',
+      /0 or more/,
+    ],
+    [
+      'hookTimeouts.maxSplitTimeouts zero',
+      { hookTimeouts: { maxSplitTimeouts: 0 } },
+      'tally.hookTimeouts.maxSplitTimeouts',
+      /at least 1/,
+    ],
+    ['hookTimeouts unknown key', { hookTimeouts: { planSeconds: 5 } }, 'tally.hookTimeouts', /planSeconds/],
     ['itemSchema not a zod schema', { itemSchema: { parse: () => 1 } }, 'tally.itemSchema', /zod schema/],
     ['resultSchema not a zod schema', { resultSchema: 'number' }, 'tally.resultSchema', /zod schema/],
   ])('%s throws InvalidConfigError on <job>.<path>', (_name, overrides, option, message) => {

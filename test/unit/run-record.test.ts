@@ -134,6 +134,9 @@ describe('newRunRecord', () => {
       outputKey: null,
       manifestKey: null,
       finalizeError: null,
+      planSegments: [],
+      planCursor: 0,
+      splitTimeouts: 0,
       ending: null,
     });
     expect(runRecordSchema.parse(r)).toEqual(r);
