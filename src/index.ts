@@ -31,6 +31,8 @@ export type { BatonErrorCode, LeaseLossReason } from './errors';
 export { systemClock } from './clock/clock';
 export type { Clock, TimerHandle } from './clock/clock';
 export { FakeClock } from './clock/fake-clock';
+export { StorageTimeClock } from './clock/storage-time-clock';
+export type { StorageTimeClockOptions } from './clock/storage-time-clock';
 
 export { parseStorageSettings, parseBatonSettings, redactSecrets } from './storage/settings';
 export type { StorageSettings, BatonSettings } from './storage/settings';

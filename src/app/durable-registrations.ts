@@ -23,7 +23,13 @@ import type { BatonRuntime } from './runtime';
 export function durableRegistrations(runtime: BatonRuntime): Registration[] {
   const { jobs, docs } = runtime.worker;
   const log = runtime.log;
-  const activityDeps = { jobs, docs, signal: runtime.shutdownSignal, log: (level: 'info' | 'warn', m: string) => log[level](m) };
+  const activityDeps = {
+    jobs,
+    docs,
+    clock: runtime.clock,
+    signal: runtime.shutdownSignal,
+    log: (level: 'info' | 'warn', m: string) => log[level](m),
+  };
   return [
     {
       kind: 'timer',
@@ -36,7 +42,8 @@ export function durableRegistrations(runtime: BatonRuntime): Registration[] {
           client: durableClientPort(df.getClient(context as InvocationContext)),
           docs,
           epoch: leadership.epoch,
-          now: new Date(),
+          // Storage's time: the lease calls that made this instance leader have set the clock.
+          now: runtime.clock.date(),
           signal: leadership.signal,
           log: (level, message) => log[level](message),
         });

@@ -1,4 +1,5 @@
 import { systemClock, type Clock } from '../clock/clock';
+import { SKEW_REPORT_THRESHOLD_MS, StorageTimeClock } from '../clock/storage-time-clock';
 import { Coordinator } from '../engine/coordinator';
 import type { EngineLogger } from '../engine/engine-context';
 import { RunStateCache } from '../engine/run-state-cache';
@@ -69,6 +70,12 @@ export interface BatonRuntime {
   storageRequests: StorageRequestCounter;
   /** The app's logger, every line masked for secrets. */
   log: { info(message: string): void; warn(message: string): void };
+  /**
+   * Storage's time, learned from the answers this runtime's clients receive: schedules, run
+   * deadlines and record timestamps use it, so no instance's wall clock can start a run early
+   * or time one out early.
+   */
+  clock: StorageTimeClock;
 }
 
 export interface RuntimeOptions {
@@ -78,6 +85,7 @@ export interface RuntimeOptions {
   onLeaderEvent?: (event: LeaderEvent) => void;
   logger?: LeaderLogger & EngineLogger;
   identity?: string;
+  /** This machine's clock (default: the system clock); `date()` is corrected to storage time. */
   clock?: Clock;
   /** Counts this runtime's storage requests; pass one to share it with other clients of the process. */
   storageRequests?: StorageRequestCounter;
@@ -127,15 +135,18 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   // The durable engine folds chunks apart and merges them: every job must say how, at start-up.
   if (settings.engine === 'durable') for (const job of jobs) assertDurableReady(job);
   if (options.hostQueueConfig) assertHostAgrees(options.hostQueueConfig, settings);
-  const clock = options.clock ?? systemClock;
   const logger = options.logger && redactingLogger(options.logger, logLevel);
   const log = logger ?? { info: () => undefined, warn: () => undefined };
   checkFencingSwitch(env, storage, log);
+  const clock = new StorageTimeClock(options.clock ?? systemClock, { onSkewChange: (skewMs) => reportSkew(log, skewMs) });
   const resources = hubResources(settings.hub);
   const storageRequests = options.storageRequests ?? new StorageRequestCounter();
-  const leaseClient = createBlobServiceClient(storage, { retryOptions: LEASE_RETRY_OPTIONS, requestCounter: storageRequests });
-  const blobService = createBlobServiceClient(storage, { requestCounter: storageRequests });
-  const queueService = createQueueServiceClient(storage, { requestCounter: storageRequests });
+  // Every client feeds the clock; the lease client's answers alone would do for the leader, whose
+  // term begins with one, but the others keep the estimate tight during a term.
+  const clientOptions = { requestCounter: storageRequests, storageTime: clock };
+  const leaseClient = createBlobServiceClient(storage, { retryOptions: LEASE_RETRY_OPTIONS, ...clientOptions });
+  const blobService = createBlobServiceClient(storage, clientOptions);
+  const queueService = createQueueServiceClient(storage, clientOptions);
   const docs = new BlobDocumentStore(blobService.getContainerClient(resources.container));
   const work = new AzureQueue(queueService, resources.workQueue);
   const results = new AzureQueue(queueService, resources.resultsQueue);
@@ -181,9 +192,21 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     resources,
     storageRequests,
     log,
+    clock,
     shutdownSignal: stopping.signal,
     shutdown: () => stopping.abort(),
   };
+}
+
+function reportSkew(log: { info(message: string): void; warn(message: string): void }, skewMs: number): void {
+  const seconds = (Math.abs(skewMs) / 1000).toFixed(1);
+  if (Math.abs(skewMs) < SKEW_REPORT_THRESHOLD_MS) {
+    log.info(`this machine's clock is back within ${seconds} s of storage time`);
+    return;
+  }
+  log.warn(
+    `this machine's clock is ${seconds} s ${skewMs > 0 ? 'ahead of' : 'behind'} storage time; schedules and deadlines follow storage time`,
+  );
 }
 
 function alignmentFor(schedule: string): { expiryAlignment?: { periodMs: number; offsetMs: number } } {

@@ -1,11 +1,13 @@
 /**
  * Time, injected. Lease arithmetic uses `now()`, a monotonic clock, so a wall-clock jump never
- * extends or shortens a term; `date()` is only for timestamps that people read.
+ * extends or shortens a term. `date()` is the time instances must agree on (schedules, run
+ * deadlines, record timestamps); the runtime gives the engine a `StorageTimeClock`, whose
+ * `date()` is storage's time rather than this machine's.
  */
 export interface Clock {
   /** Monotonic milliseconds from an arbitrary origin. */
   now(): number;
-  /** Wall-clock time, for records and logs only. */
+  /** Wall-clock time. */
   date(): Date;
   setTimeout(callback: () => void, ms: number): TimerHandle;
   clearTimeout(handle: TimerHandle): void;

@@ -1,8 +1,10 @@
 import { DefaultAzureCredential, ManagedIdentityCredential, type TokenCredential } from '@azure/identity';
 import { BlobServiceClient, newPipeline as newBlobPipeline, type StorageRetryOptions } from '@azure/storage-blob';
 import { newPipeline as newQueuePipeline, QueueServiceClient } from '@azure/storage-queue';
+import type { StorageTimeClock } from '../clock/storage-time-clock.js';
 import type { StorageRequestCounter } from './request-counter.js';
 import type { StorageSettings } from './settings.js';
+import { storageTimePolicyFactory } from './storage-time-policy.js';
 
 export interface StorageClientOptions {
   retryOptions?: StorageRetryOptions;
@@ -10,6 +12,8 @@ export interface StorageClientOptions {
   credential?: TokenCredential;
   /** Counts every request these clients send, by operation. */
   requestCounter?: StorageRequestCounter;
+  /** Learns storage's time from the `Date` header of every answer these clients receive. */
+  storageTime?: StorageTimeClock;
 }
 
 /**
@@ -35,11 +39,11 @@ export function createBlobServiceClient(settings: StorageSettings, options: Stor
     settings.kind === 'connectionString'
       ? BlobServiceClient.fromConnectionString(settings.connectionString, pipeline)
       : new BlobServiceClient(settings.blobServiceUri, credentialFor(settings, options), pipeline);
-  if (!options.requestCounter) return client;
-  // Rebuilt on the same URL and credential (a connection string's key or SAS included) with the counter in its pipeline.
-  const counted = newBlobPipeline(client.credential, pipeline);
-  counted.factories.push(options.requestCounter.policyFactory('blob'));
-  return new BlobServiceClient(client.url, counted);
+  if (!options.requestCounter && !options.storageTime) return client;
+  // Rebuilt on the same URL and credential (a connection string's key or SAS included) with our policies in its pipeline.
+  const extended = newBlobPipeline(client.credential, pipeline);
+  extended.factories.push(...extraPolicies(options, 'blob'));
+  return new BlobServiceClient(client.url, extended);
 }
 
 export function createQueueServiceClient(settings: StorageSettings, options: StorageClientOptions = {}): QueueServiceClient {
@@ -48,10 +52,17 @@ export function createQueueServiceClient(settings: StorageSettings, options: Sto
     settings.kind === 'connectionString'
       ? QueueServiceClient.fromConnectionString(settings.connectionString, pipeline)
       : new QueueServiceClient(settings.queueServiceUri, credentialFor(settings, options), pipeline);
-  if (!options.requestCounter) return client;
+  if (!options.requestCounter && !options.storageTime) return client;
   // The queue client keeps `credential` protected in its typings; it is the same public field at run time.
   const { credential } = client as unknown as { credential: Parameters<typeof newQueuePipeline>[0] };
-  const counted = newQueuePipeline(credential, pipeline);
-  counted.factories.push(options.requestCounter.policyFactory('queue'));
-  return new QueueServiceClient(client.url, counted);
+  const extended = newQueuePipeline(credential, pipeline);
+  extended.factories.push(...extraPolicies(options, 'queue'));
+  return new QueueServiceClient(client.url, extended);
+}
+
+function extraPolicies(options: StorageClientOptions, service: 'blob' | 'queue') {
+  return [
+    ...(options.requestCounter ? [options.requestCounter.policyFactory(service)] : []),
+    ...(options.storageTime ? [storageTimePolicyFactory(options.storageTime)] : []),
+  ];
 }
