@@ -19,6 +19,7 @@ import { newRunRecord } from '../../src/runs/run-record';
 import { createBlobServiceClient, createQueueServiceClient } from '../../src/storage/client-factory';
 import { ForwardingDocumentStore } from '../../test/support/forwarding-document-store';
 import { ForwardingQueue, type SendOptions } from '../../test/support/forwarding-queue';
+import { noLeaseToRaise } from '../../test/support/unit-engine';
 import { median, report, type BenchOptions, type BenchResult } from '../lib/report';
 
 /**
@@ -176,6 +177,7 @@ function handTerm(epoch: number): TermContext {
     signal: controller.signal,
     heartbeat() {},
     remainingMs: () => 1e9,
+    raiseEpoch: noLeaseToRaise,
   };
   return { leadership, epoch, signal: controller.signal };
 }

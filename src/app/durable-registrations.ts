@@ -10,6 +10,7 @@ import {
   durableClientPort,
   startDueRuns,
 } from '../durable';
+import { withEpochRaises } from '../lease/epoch-refusal';
 import { createCoordinatorTick } from './coordinator-tick';
 import type { Registration } from './registrations';
 import type { BatonRuntime } from './runtime';
@@ -37,16 +38,19 @@ export function durableRegistrations(runtime: BatonRuntime): Registration[] {
       schedule: runtime.settings.coordinatorSchedule,
       durableClient: true,
       handler: createCoordinatorTick(runtime, async (leadership, context) => {
-        const summary = await startDueRuns({
-          jobs: [...jobs.values()],
-          client: durableClientPort(df.getClient(context as InvocationContext)),
-          docs,
-          epoch: leadership.epoch,
-          // Storage's time: the lease calls that made this instance leader have set the clock.
-          now: runtime.clock.date(),
-          signal: leadership.signal,
-          log: (level, message) => log[level](message),
-        });
+        // A deleted lease record restarts the epoch below the job states': raise it and start again.
+        const summary = await withEpochRaises(leadership, (epoch) =>
+          startDueRuns({
+            jobs: [...jobs.values()],
+            client: durableClientPort(df.getClient(context as InvocationContext)),
+            docs,
+            epoch,
+            // Storage's time: the lease calls that made this instance leader have set the clock.
+            now: runtime.clock.date(),
+            signal: leadership.signal,
+            log: (level, message) => log[level](message),
+          }),
+        );
         if (summary.started.length) log.info(`started ${summary.started.length} orchestration(s): ${summary.started.join(', ')}`);
       }),
     },

@@ -183,4 +183,10 @@ export class DeadlineLeaseStore implements LeaseStore {
       this.inner.bumpEpoch(leaseId, holder, { abortSignal }),
     );
   }
+
+  raiseEpoch(leaseId: string, above: number, options?: LeaseCallOptions): Promise<number> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
+      this.inner.raiseEpoch(leaseId, above, { abortSignal }),
+    );
+  }
 }

@@ -1,3 +1,4 @@
+import { StaleEpochError } from '../errors';
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments } from '../fencing/fenced-documents';
 import { jobStateKey, jobStateSchema, newJobState, withEvents, type JobEvent, type JobState } from '../engine/job-state';
@@ -84,7 +85,10 @@ async function startJob(
 ): Promise<void> {
   const options = { abortSignal: deps.signal };
   const key = jobStateKey(job.name);
-  const current = (await states.read(key, options))?.value ?? newJobState(job.name);
+  const stored = await states.read(key, options);
+  // Refused before starting anything, so a leader that raises its epoch and starts again records every start.
+  if (stored && stored.epoch > deps.epoch) throw new StaleEpochError(key, deps.epoch, stored.epoch);
+  const current = stored?.value ?? newJobState(job.name);
   const plan = planOccurrences({
     schedule: scheduleOf(job),
     lastChecked: current.lastChecked ? new Date(current.lastChecked) : undefined,

@@ -4,6 +4,7 @@ import type { Leadership } from '../lease/leader-elector';
 import { runKeys, transition } from '../runs/run-record';
 import { DEFAULT_TUNING, type EngineContext, type EngineTuning, type TermContext } from './engine-context';
 import { dispatchSlice } from './dispatcher';
+import { fenceAtTermEpoch, raiseAboveRefusal } from './epoch-raise';
 import { drainPoison, drainResults, type DrainStats } from './drain';
 import { abortRun, completeEnding, failRun, finalizeRun } from './finalizer';
 import { jobStateSchema, type JobState } from './job-state';
@@ -73,7 +74,8 @@ export class Coordinator {
     await this.ensureQueues(term.signal);
     const book = new RunBook(ctx, term);
     const failures = new Map<string, number>();
-    await this.takeOver(term, book, summary);
+    const fence = (): Promise<number> => fenceAtTermEpoch(term, () => this.takeOver(term, book, summary));
+    let fencedAt = await fence();
     let lastReconcile = Number.NEGATIVE_INFINITY;
     let lastRequests = Number.NEGATIVE_INFINITY;
     let lastDrain = Number.NEGATIVE_INFINITY;
@@ -81,6 +83,7 @@ export class Coordinator {
     for (;;) {
       term.signal.throwIfAborted();
       leadership.heartbeat();
+      if (term.epoch !== fencedAt) fencedAt = await fence();
       summary.turns++;
       let busy = false;
       const every = (ms: number) => Math.max(ms, idlePoll);
@@ -132,16 +135,19 @@ export class Coordinator {
   }
 
   /**
-   * Runs one piece of a turn. Losing the lease ends the term (rethrown); a record someone else
-   * wrote is reloaded next turn; anything else is logged and retried next turn. Returns
-   * whether the piece succeeded.
+   * Runs one piece of a turn. Losing the lease ends the term (rethrown); a newer stored epoch
+   * does too, unless the term can raise its own above it; a record someone else wrote is
+   * reloaded next turn; anything else is logged and retried next turn. Returns whether the
+   * piece succeeded.
    */
   private async guard(term: TermContext, summary: LeadSummary, what: string, work: () => Promise<void>): Promise<boolean> {
     try {
       await work();
       return true;
     } catch (err) {
-      retryLater(this.ctx, term, `${what} failed, will retry`, err);
+      const left = await raiseAboveRefusal(this.ctx, term, err);
+      if (left === undefined) return false;
+      retryLater(this.ctx, term, `${what} failed, will retry`, left);
       summary.stepErrors++;
       return false;
     }

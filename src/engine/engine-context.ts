@@ -57,6 +57,10 @@ export const DEFAULT_TUNING: EngineTuning = {
 /** What a step of leader work needs from the term: the fence and the way to stop. */
 export interface TermContext {
   leadership: Leadership;
+  /**
+   * The epoch this term writes under. The coordinator raises it between pieces of work when a
+   * refused write shows the lease record restarted its count (see `epoch-raise.ts`).
+   */
   epoch: number;
   signal: AbortSignal;
 }

@@ -1,7 +1,7 @@
 import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure/storage-blob';
 import { ConcurrentUpdateError, CorruptLeaseError, LeaseHeldError, LeaseLostError } from '../errors';
 import { storageErrorOf } from '../storage/rest-error';
-import type { LeaseCallOptions, LeaseRecord, LeaseStore } from './lease-store';
+import { checkRaiseAbove, raisedEpoch, type LeaseCallOptions, type LeaseRecord, type LeaseStore } from './lease-store';
 
 const META_EPOCH = 'batonepoch';
 const META_HOLDER = 'batonholder';
@@ -80,23 +80,37 @@ export class BlobLeaseStore implements LeaseStore {
   }
 
   async bumpEpoch(leaseId: string, holder: string, options?: LeaseCallOptions): Promise<number> {
+    return this.writeEpoch(leaseId, 'bump the epoch', (epoch) => epoch + 1, options, {
+      [META_HOLDER]: encodeURIComponent(holder),
+      [META_ACQUIRED]: new Date().toISOString(),
+    });
+  }
+
+  async raiseEpoch(leaseId: string, above: number, options?: LeaseCallOptions): Promise<number> {
+    checkRaiseAbove(above);
+    return this.writeEpoch(leaseId, 'raise the epoch', (epoch) => raisedEpoch(epoch, above), options);
+  }
+
+  /** Reads the epoch and writes `next(epoch)` beside the rest of the metadata, under the lease. */
+  private async writeEpoch(
+    leaseId: string,
+    action: string,
+    next: (epoch: number) => number,
+    options: LeaseCallOptions | undefined,
+    extra: Record<string, string> = {},
+  ): Promise<number> {
     try {
       const props = await this.blob.getProperties({ abortSignal: options?.abortSignal, conditions: { leaseId } });
-      const epoch = parseMetadata(this.description, props.metadata).epoch + 1;
+      const epoch = next(parseMetadata(this.description, props.metadata).epoch);
       await this.blob.setMetadata(
-        {
-          ...props.metadata,
-          [META_EPOCH]: String(epoch),
-          [META_HOLDER]: encodeURIComponent(holder),
-          [META_ACQUIRED]: new Date().toISOString(),
-        },
-        // The lease keeps other writers out; the ETag makes the increment exact even so.
+        { ...props.metadata, ...extra, [META_EPOCH]: String(epoch) },
+        // The lease keeps other writers out; the ETag makes the change exact even so.
         { abortSignal: options?.abortSignal, conditions: { leaseId, ifMatch: props.etag } },
       );
       return epoch;
     } catch (err) {
       if (storageErrorOf(err)?.code === 'ConditionNotMet') throw new ConcurrentUpdateError(this.description, { cause: err });
-      throw asLeaseLoss(err, 'bump the epoch') ?? err;
+      throw asLeaseLoss(err, action) ?? err;
     }
   }
 

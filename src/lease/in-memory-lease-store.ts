@@ -1,6 +1,6 @@
 import { systemClock, type Clock } from '../clock/clock';
 import { LeaseHeldError, LeaseLostError } from '../errors';
-import type { LeaseCallOptions, LeaseRecord, LeaseStore } from './lease-store';
+import { checkRaiseAbove, raisedEpoch, type LeaseCallOptions, type LeaseRecord, type LeaseStore } from './lease-store';
 
 /**
  * A `LeaseStore` in memory, with lease expiry on an injected clock: fast and deterministic for
@@ -63,6 +63,15 @@ export class InMemoryLeaseStore implements LeaseStore {
     this.epoch += 1;
     this.holder = holder;
     this.acquiredAt = this.clock.date();
+    return this.epoch;
+  }
+
+  async raiseEpoch(leaseId: string, above: number, options?: LeaseCallOptions): Promise<number> {
+    checkRaiseAbove(above);
+    options?.abortSignal?.throwIfAborted();
+    this.checkHolder(leaseId, 'raise the epoch');
+    if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot raise the epoch: the lease has expired');
+    this.epoch = raisedEpoch(this.epoch, above);
     return this.epoch;
   }
 

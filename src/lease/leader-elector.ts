@@ -4,12 +4,15 @@ import { sleep, timeoutSignal, type TimerHandle } from '../clock/clock';
 import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError, TaskAbandonedError, type LeaseLossReason } from '../errors';
 import { resolveElectorOptions, type LeaderElectorOptions, type ResolvedElectorOptions } from './elector-options';
 import { describeLeaderEvent, type LeaderEvent } from './leader-events';
-import type { LeaseRecord } from './lease-store';
+import { checkRaiseAbove, type LeaseRecord } from './lease-store';
 
 /** What a leader's task receives. */
 export interface Leadership {
   readonly identity: string;
-  /** Fencing token: strictly greater than every earlier holder's. Pass it with every write. */
+  /**
+   * Fencing token: strictly greater than every earlier holder's. Pass it with every write, read
+   * afresh for each: `raiseEpoch` can raise it during the term.
+   */
   readonly epoch: number;
   /** Aborted when leadership ends for any reason; its reason is a `LeaseLostError` on loss. */
   readonly signal: AbortSignal;
@@ -20,6 +23,15 @@ export interface Leadership {
    * local monotonic clock. Bound storage calls by it.
    */
   remainingMs(): number;
+  /**
+   * Raises this term's epoch above `above` (a stored epoch that refused a write) with a write to
+   * the lease record under this term's lease, and resolves with the new epoch, which `epoch`
+   * then reads. A holder whose lease record was deleted restarts at epoch 1, below its hub's
+   * documents; this is how it climbs back in the same term. Resolves at once when `epoch` is
+   * already above. Rejects with `LeaseLostError` (and the term ends) when storage says this
+   * term's lease no longer holds: a stale leader cannot raise.
+   */
+  raiseEpoch(above: number): Promise<number>;
 }
 
 export interface LeaderInfo {
@@ -155,7 +167,14 @@ export class LeaderElector {
     const term = await this.tryAcquire(signal);
     if (!term) return {};
     // Known before the attempt settles, so a call waiting on it sees this term, not a free lease.
-    this.current = { identity: this.options.identity, epoch: term.epoch, acquiredAt: this.options.clock.date() };
+    // The epoch is read through, as the term may raise it.
+    this.current = {
+      identity: this.options.identity,
+      get epoch() {
+        return term.epoch;
+      },
+      acquiredAt: this.options.clock.date(),
+    };
     return { term };
   }
 
@@ -311,10 +330,7 @@ export class LeaderElector {
   }
 
   private lose(term: ActiveTerm, reason: LeaseLossReason, error?: unknown): void {
-    if (term.loss) return;
-    const sinceLastRenewMs = this.options.clock.now() - term.lastRenewAt;
-    term.lose(reason);
-    this.emit({ type: 'lost', identity: this.identity, epoch: term.epoch, reason, sinceLastRenewMs, error });
+    term.declareLost(reason, error);
   }
 
   private async releaseQuietly(leaseId: string, epoch: number): Promise<boolean> {
@@ -332,23 +348,28 @@ export class LeaderElector {
   }
 
   private emit(event: LeaderEvent): void {
-    try {
-      this.options.onEvent?.(event);
-    } catch {
-      // A throwing listener must not break the lease loop.
-    }
-    const logger = this.options.logger;
-    if (!logger) return;
-    try {
-      const { level, message } = describeLeaderEvent(event);
-      if (level === 'debug') logger.debug?.(message);
-      else logger[level](message);
-    } catch {
-      // Nor a throwing logger.
-    }
+    emitEvent(this.options, event);
   }
 }
 
+function emitEvent(options: ResolvedElectorOptions, event: LeaderEvent): void {
+  try {
+    options.onEvent?.(event);
+  } catch {
+    // A throwing listener must not break the lease loop.
+  }
+  const logger = options.logger;
+  if (!logger) return;
+  try {
+    const { level, message } = describeLeaderEvent(event);
+    if (level === 'debug') logger.debug?.(message);
+    else logger[level](message);
+  } catch {
+    // Nor a throwing logger.
+  }
+}
+
+/** One won term; `raiseEpoch` changes `epoch` in place, so whoever holds it sees the raised one. */
 interface Term {
   leaseId: string;
   epoch: number;
@@ -358,7 +379,6 @@ interface Term {
 /** The mutable state of one term of leadership. */
 class ActiveTerm {
   readonly leaseId: string;
-  readonly epoch: number;
   lastRenewAt: number;
   lastHeartbeat: number;
   loss: LeaseLossReason | undefined;
@@ -367,14 +387,15 @@ class ActiveTerm {
   private readonly stop = new AbortController();
 
   private deadlineTimer: TimerHandle | undefined;
+  /** Raises run one at a time, so a second caller sees the first one's epoch before writing. */
+  private raising: Promise<unknown> = Promise.resolve();
 
   constructor(
-    term: Term,
+    private readonly term: Term,
     private readonly options: ResolvedElectorOptions,
     private readonly onDeadline: (term: ActiveTerm) => void,
   ) {
     this.leaseId = term.leaseId;
-    this.epoch = term.epoch;
     this.lastRenewAt = term.startedAt;
     this.lastHeartbeat = options.clock.now();
     // The task passes this signal to many storage calls at once, each adding a listener.
@@ -383,7 +404,10 @@ class ActiveTerm {
     const self = this;
     this.view = {
       identity: options.identity,
-      epoch: term.epoch,
+      get epoch() {
+        return term.epoch;
+      },
+      raiseEpoch: (above) => self.raise(above),
       signal: this.abort.signal,
       heartbeat: () => {
         self.lastHeartbeat = options.clock.now();
@@ -392,8 +416,56 @@ class ActiveTerm {
     };
   }
 
+  get epoch(): number {
+    return this.term.epoch;
+  }
+
   get deadline(): number {
     return this.lastRenewAt + this.options.renewDeadlineMs;
+  }
+
+  raise(above: number): Promise<number> {
+    const raised = this.raising.then(() => this.raiseNow(above));
+    this.raising = raised.catch(() => undefined);
+    return raised;
+  }
+
+  private async raiseNow(above: number): Promise<number> {
+    checkRaiseAbove(above);
+    const from = this.term.epoch;
+    if (from > above) return from;
+    this.abort.signal.throwIfAborted();
+    const { store, clock, identity } = this.options;
+    // Bounded like every call of the term: past the deadline the lease may be someone else's.
+    const bound = timeoutSignal(clock, Math.max(0, this.deadline - clock.now()), this.abort.signal);
+    try {
+      const epoch = await untilAborted(store.raiseEpoch(this.leaseId, above, { abortSignal: bound.signal }), bound.signal);
+      // A term that ended meanwhile must not hand out an epoch it no longer fences with.
+      this.abort.signal.throwIfAborted();
+      this.term.epoch = epoch;
+      emitEvent(this.options, { type: 'epoch-raised', identity, epoch, from, above });
+      return epoch;
+    } catch (error) {
+      if (error instanceof LeaseLostError) this.declareLost(error.reason, error);
+      throw error;
+    } finally {
+      bound.dispose();
+    }
+  }
+
+  /** Ends the term as lost, once, and reports it. */
+  declareLost(reason: LeaseLossReason, error?: unknown): void {
+    if (this.loss) return;
+    const sinceLastRenewMs = this.options.clock.now() - this.lastRenewAt;
+    this.lose(reason);
+    emitEvent(this.options, {
+      type: 'lost',
+      identity: this.options.identity,
+      epoch: this.epoch,
+      reason,
+      sinceLastRenewMs,
+      error,
+    });
   }
 
   get stopSignal(): AbortSignal {

@@ -8,6 +8,8 @@ export type LeaderEvent =
   | { type: 'lost'; identity: string; epoch: number; reason: LeaseLossReason; sinceLastRenewMs: number; error?: unknown }
   | { type: 'released'; identity: string; epoch: number; ledMs: number }
   | { type: 'release-failed'; identity: string; epoch: number; error: unknown }
+  /** The holder raised its epoch from `from` to `epoch`, above a stored document's `above`. */
+  | { type: 'epoch-raised'; identity: string; epoch: number; from: number; above: number }
   | { type: 'acquire-failed'; identity: string; error: unknown }
   /** The term ended but its task ignored its signal: the elector stopped waiting for it. */
   | { type: 'task-abandoned'; identity: string; epoch: number; waitedMs: number };
@@ -35,6 +37,12 @@ export function describeLeaderEvent(event: LeaderEvent): { level: 'info' | 'warn
       return {
         level: 'warn',
         message: `lease release failed (it will expire): ${who} epoch=${event.epoch} error=${errorText(event.error)}`,
+      };
+    case 'epoch-raised':
+      // Warn: it means the lease record restarted its count (its blob or container was deleted).
+      return {
+        level: 'warn',
+        message: `epoch raised above a stored epoch: ${who} epoch=${event.from}->${event.epoch} storedEpoch=${event.above}`,
       };
     case 'acquire-failed':
       return { level: 'warn', message: `lease acquire failed: ${who} error=${errorText(event.error)}` };

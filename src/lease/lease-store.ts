@@ -11,6 +11,11 @@
  *   `leaseId` holds the lease and nothing changed the record since it was read. So the epoch
  *   strictly increases across holders, and a holder whose bump succeeded is the only one with
  *   that epoch.
+ * - `raiseEpoch` writes an epoch above both the current one and `above`, and succeeds only while
+ *   `leaseId` holds the lease and nothing changed the record since it was read. It is how a
+ *   holder whose epoch restarted (the lease blob or its container was deleted) climbs back above
+ *   the epochs its documents carry; a holder that lost the lease cannot raise, so the only epoch
+ *   that can climb is the current holder's, and every later holder bumps above it.
  * - Any other failure (timeouts, 5xx, aborts) is thrown as is; callers treat it as transient.
  */
 export interface LeaseStore {
@@ -24,6 +29,11 @@ export interface LeaseStore {
   read(options?: LeaseCallOptions): Promise<LeaseRecord>;
   /** Increments the epoch under the lease and records the holder; returns the new epoch. */
   bumpEpoch(leaseId: string, holder: string, options?: LeaseCallOptions): Promise<number>;
+  /**
+   * Sets the epoch to `max(current, above) + 1` under the lease and returns it; holder and
+   * acquisition time stay as they are. `above` must be a non-negative integer.
+   */
+  raiseEpoch(leaseId: string, above: number, options?: LeaseCallOptions): Promise<number>;
 }
 
 export interface LeaseCallOptions {
@@ -36,4 +46,17 @@ export interface LeaseRecord {
   holder: string | undefined;
   epoch: number;
   acquiredAt: Date | undefined;
+}
+
+/** Refuses a bad `above` for `raiseEpoch`: a caller's bug, refused before any storage call. */
+export function checkRaiseAbove(above: number): void {
+  if (!Number.isSafeInteger(above) || above < 0 || above >= Number.MAX_SAFE_INTEGER) {
+    throw new RangeError(`cannot raise the epoch above ${above}: not a non-negative integer below Number.MAX_SAFE_INTEGER`);
+  }
+}
+
+/** The epoch `raiseEpoch` writes. */
+export function raisedEpoch(current: number, above: number): number {
+  checkRaiseAbove(above);
+  return Math.max(current, above) + 1;
 }

@@ -79,6 +79,50 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       expect(await store.read()).toMatchObject({ epoch: 1, holder: 'a' });
     });
 
+    it('raises the epoch under the lease above both a given epoch and its own, keeping holder and time', async () => {
+      const { store } = await makeHarness();
+      const a = id();
+      await store.acquire(a, 15);
+      await store.bumpEpoch(a, 'a');
+      const bumped = await store.read();
+      expect(await store.raiseEpoch(a, 5)).toBe(6);
+      expect(await store.raiseEpoch(a, 2)).toBe(7);
+      expect(await store.read()).toEqual({ ...bumped, epoch: 7 });
+      // The next holder bumps above the raised epoch, as above any other.
+      await store.release(a);
+      const b = id();
+      await store.acquire(b, 15);
+      expect(await store.bumpEpoch(b, 'b')).toBe(8);
+    });
+
+    it('refuses a raise by an id that no longer holds the lease (a stale leader), leaving the epoch as it was', async () => {
+      const harness = await makeHarness();
+      const { store } = harness;
+      const a = id();
+      await store.acquire(a, 15);
+      await store.bumpEpoch(a, 'a');
+      await harness.breakLease();
+      const b = id();
+      await store.acquire(b, 15);
+      await store.bumpEpoch(b, 'b');
+      await expect(store.raiseEpoch(a, 10)).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(store.raiseEpoch(id(), 10)).rejects.toBeInstanceOf(LeaseLostError);
+      await store.release(b);
+      await expect(store.raiseEpoch(b, 10)).rejects.toBeInstanceOf(LeaseLostError);
+      expect(await store.read()).toMatchObject({ leased: false, holder: 'b', epoch: 2 });
+    });
+
+    it('refuses to raise above an epoch that is not a non-negative safe integer, changing nothing', async () => {
+      const { store } = await makeHarness();
+      const a = id();
+      await store.acquire(a, 15);
+      await store.bumpEpoch(a, 'a');
+      for (const above of [-1, 1.5, Number.NaN, Number.MAX_SAFE_INTEGER]) {
+        await expect(store.raiseEpoch(a, above)).rejects.toBeInstanceOf(RangeError);
+      }
+      expect(await store.read()).toMatchObject({ epoch: 1 });
+    });
+
     it('increases the epoch strictly across holders', async () => {
       const { store } = await makeHarness();
       const seen: number[] = [];
@@ -139,6 +183,7 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       await expect(store.acquire(id(), 15, opts)).rejects.toThrow();
       await expect(store.renew(a, opts)).rejects.toThrow();
       await expect(store.bumpEpoch(a, 'a', opts)).rejects.toThrow();
+      await expect(store.raiseEpoch(a, 5, opts)).rejects.toThrow();
       await expect(store.release(a, opts)).rejects.toThrow();
       await expect(store.read(opts)).rejects.toThrow();
       expect(await store.read()).toMatchObject({ leased: true, epoch: 1, holder: 'a' });

@@ -9,6 +9,7 @@ import { runKeys } from '../../src/runs/run-record';
 import { useAzurite } from '../support/azurite';
 import { azuritePorts } from '../support/azurite-engine';
 import { buildEngine } from '../support/engine-harness';
+import { noLeaseToRaise } from '../support/unit-engine';
 import { expectedSum, sumJob } from '../support/sample-jobs';
 
 const fixture = useAzurite();
@@ -22,6 +23,7 @@ function term(epoch: number) {
     signal: controller.signal,
     heartbeat: () => undefined,
     remainingMs: () => (controller.signal.aborted ? 0 : 60_000),
+    raiseEpoch: noLeaseToRaise,
   };
   return { leadership, lose: () => controller.abort(new Error(`leader ${epoch} lost its lease`)) };
 }

@@ -1,7 +1,7 @@
 import { sleep, type Clock } from '../../src/clock/clock';
 import type { LeaseCallOptions, LeaseRecord, LeaseStore } from '../../src/lease/lease-store';
 
-type Operation = 'acquire' | 'renew' | 'release' | 'read' | 'bumpEpoch';
+type Operation = 'acquire' | 'renew' | 'release' | 'read' | 'bumpEpoch' | 'raiseEpoch';
 
 /**
  * What to do with one call: fail it; hang until its signal aborts (`hang`) or for good
@@ -57,6 +57,10 @@ export class ScriptedLeaseStore implements LeaseStore {
 
   bumpEpoch(leaseId: string, holder: string, options?: LeaseCallOptions): Promise<number> {
     return this.run('bumpEpoch', options, () => this.inner.bumpEpoch(leaseId, holder, options));
+  }
+
+  raiseEpoch(leaseId: string, above: number, options?: LeaseCallOptions): Promise<number> {
+    return this.run('raiseEpoch', options, () => this.inner.raiseEpoch(leaseId, above, options));
   }
 
   private async run<T>(operation: Operation, options: LeaseCallOptions | undefined, call: () => Promise<T>): Promise<T> {

@@ -1,4 +1,5 @@
 import { FakeClock } from '../../src/clock/fake-clock';
+import { LeaseLostError } from '../../src/errors';
 import { DEFAULT_TUNING, type EngineContext, type TermContext } from '../../src/engine/engine-context';
 import { jobStateKey, jobStateSchema, type JobState } from '../../src/engine/job-state';
 import { RunBook } from '../../src/engine/run-book';
@@ -9,6 +10,14 @@ import type { Leadership } from '../../src/lease/leader-elector';
 import { InMemoryQueue } from '../../src/queue/in-memory-queue';
 import { runRecordSchema, type RunRecord } from '../../src/runs/run-record';
 
+/**
+ * The raise of a hand-made term: it holds no lease to raise its epoch under, so, as a stale
+ * leader's, its raise is refused and a newer stored epoch ends its term.
+ */
+export function noLeaseToRaise(): Promise<number> {
+  return Promise.reject(new LeaseLostError('conflict', 'a hand-made term holds no lease to raise its epoch under'));
+}
+
 /** A leadership that never ends: the tests drive terms by hand. */
 export function handLeadership(epoch: number, identity = `leader-${epoch}`): Leadership {
   return {
@@ -16,6 +25,7 @@ export function handLeadership(epoch: number, identity = `leader-${epoch}`): Lea
     epoch,
     signal: new AbortController().signal,
     heartbeat() {},
+    raiseEpoch: noLeaseToRaise,
     remainingMs() {
       return 1e9;
     },

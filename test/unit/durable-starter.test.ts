@@ -1,9 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidConfigError } from '../../src/errors';
+import { InvalidConfigError, StaleEpochError } from '../../src/errors';
 import { jobStateKey, jobStateSchema, type JobState } from '../../src/engine/job-state';
 import { readRunDetails } from '../../src/engine/status';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
+import { withEpochRaises } from '../../src/lease/epoch-refusal';
+import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
+import { LeaderElector } from '../../src/lease/leader-elector';
 import { newRunRecord, runKeys, runRecordSchema, scheduledRunId, transition, type RunRecord } from '../../src/runs/run-record';
 import {
   chunkInstanceId,
@@ -294,5 +297,28 @@ describe('durableClientPort over the durable-functions client', () => {
     const listed = await port.listRunning('nightly~');
     expect(listed.map((i) => i.instanceId)).toEqual(['nightly~a', 'nightly~a~chunk-0']);
     expect(filters).toEqual([{ runtimeStatus: ['Pending', 'Running', 'ContinuedAsNew', 'Suspended'], showInput: true }]);
+  });
+});
+
+describe('the durable starter after the lease record restarted its count', () => {
+  it('is refused by a newer job state before it starts anything; raised above it, it starts the due run once and records the start', async () => {
+    const { docs, state } = hub();
+    const durable = new FakeDurable();
+    const jobs = [everyMinute()];
+    await startDueRuns({ jobs, client: durable, docs, epoch: 5, now: T0 });
+    // The lease blob was deleted: the next leader holds epoch 1, below the job state's 5.
+    const refused = await startDueRuns({ jobs, client: durable, docs, epoch: 1, now: T1 }).catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(StaleEpochError);
+    expect(refused).toMatchObject({ writerEpoch: 1, storedEpoch: 5 });
+    expect(durable.starts).toEqual([]);
+
+    const elector = new LeaderElector({ store: new InMemoryLeaseStore(), identity: 'starter' });
+    const led = await elector.runIfLeader((l) =>
+      withEpochRaises(l, (epoch) => startDueRuns({ jobs, client: durable, docs, epoch, now: T1 })),
+    );
+    expect(led).toMatchObject({ led: true, epoch: 6, value: { started: [DUE_RUN], existing: [] } });
+    expect(durable.starts.map((s) => s.instanceId)).toEqual([runInstanceId(DUE_RUN)]);
+    expect(await state()).toMatchObject({ totals: { started: 1 }, recent: [{ outcome: 'started', runId: DUE_RUN }] });
+    expect((await new FencedDocuments(docs).read(jobStateKey('nightly')))?.epoch).toBe(6);
   });
 });

@@ -13,11 +13,19 @@ import type { Leadership } from '../../src/lease/leader-elector';
 import { newRunRecord, runKeys, transition } from '../../src/runs/run-record';
 import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';
+import { noLeaseToRaise } from '../support/unit-engine';
 import { expectedSum, sumJob } from '../support/sample-jobs';
 
 function leadership(epoch: number): Leadership {
   const controller = new AbortController();
-  return { identity: `leader-${epoch}`, epoch, signal: controller.signal, heartbeat: () => undefined, remainingMs: () => 60_000 };
+  return {
+    identity: `leader-${epoch}`,
+    epoch,
+    signal: controller.signal,
+    heartbeat: () => undefined,
+    remainingMs: () => 60_000,
+    raiseEpoch: noLeaseToRaise,
+  };
 }
 
 /** Short terms at epoch 1 until the run has been planned and dispatched: a busy machine may need more than one. */

@@ -6,7 +6,7 @@ import { defineJob } from '../../src/jobs/define-job';
 import type { Leadership } from '../../src/lease/leader-elector';
 import { newRunRecord, runKeys, runRecordSchema, type RunRecord } from '../../src/runs/run-record';
 import { ForwardingDocumentStore } from '../support/forwarding-document-store';
-import { unitEngine } from '../support/unit-engine';
+import { noLeaseToRaise, unitEngine } from '../support/unit-engine';
 
 const ITEMS = 200_000;
 const RUN = 'big/manual-plan';
@@ -22,7 +22,14 @@ class ChunkWrites extends ForwardingDocumentStore {
 }
 
 function leadership(epoch: number, controller = new AbortController()): Leadership {
-  return { identity: `leader-${epoch}`, epoch, signal: controller.signal, heartbeat() {}, remainingMs: () => 1e9 };
+  return {
+    identity: `leader-${epoch}`,
+    epoch,
+    signal: controller.signal,
+    heartbeat() {},
+    remainingMs: () => 1e9,
+    raiseEpoch: noLeaseToRaise,
+  };
 }
 
 describe('planning', () => {
