@@ -26,6 +26,8 @@ const CHECKPOINT_EVERY_CHUNKS = 16;
 export interface PlanSession {
   readonly iterator: Iterator<unknown> | AsyncIterator<unknown>;
   readonly async: boolean;
+  /** The epoch its chunks are written under. */
+  readonly epoch: number;
   /** Aborts the split's own signal: at the end of the term, or when it times out. */
   readonly abort: AbortController;
   /** Items of the split already persisted by an earlier attempt, still to be passed over. */
@@ -64,6 +66,12 @@ export async function planRun(
   const chunkItems =
     record.chunkItems || job.itemsPerMessage * Math.max(1, Math.ceil(ctx.tuning.planChunkItems / job.itemsPerMessage));
   let session = book.planSessions.get(record.runId);
+  // Chunks it wrote but did not checkpoint are keyed by its epoch: after a raise, start again
+  // from the checkpoint rather than name them under the new one.
+  if (session && session.epoch !== term.epoch) {
+    session.abort.abort(new Error(`the term's epoch moved to ${term.epoch}`));
+    session = undefined;
+  }
   if (!session) {
     const abort = new AbortController();
     const onTermEnd = (): void => abort.abort(term.signal.reason);
@@ -88,6 +96,7 @@ export async function planRun(
     session = {
       iterator,
       async: isAsync,
+      epoch: term.epoch,
       abort,
       skip: record.planCursor,
       next: 0,
@@ -196,7 +205,7 @@ export async function planRun(
 async function writeChunk(ctx: EngineContext, term: TermContext, record: RunRecord, session: PlanSession): Promise<void> {
   if (session.chunk.length === 0) return;
   const body = `${session.chunk.join('\n')}\n`;
-  const key = runKeys.planChunk(record.runId, term.epoch, session.baseChunks + session.written);
+  const key = runKeys.planChunk(record.runId, session.epoch, session.baseChunks + session.written);
   await ctx.docs.write(key, body, {}, { abortSignal: term.signal });
   session.written++;
   session.chunk = [];
