@@ -4,8 +4,12 @@ import * as df from 'durable-functions';
 export interface InstanceView {
   instanceId: string;
   name: string;
-  runtimeStatus: string;
+  runtimeStatus: df.OrchestrationRuntimeStatus;
   input?: unknown;
+  /** A failed instance's error, a terminated one's reason, a completed one's result. */
+  output?: unknown;
+  customStatus?: unknown;
+  createdTime?: Date;
 }
 
 /**
@@ -16,13 +20,38 @@ export interface InstanceView {
 export interface DurableClientPort {
   getStatus(instanceId: string): Promise<InstanceView | undefined>;
   startNew(name: string, options: { instanceId: string; input: unknown }): Promise<'started' | 'exists'>;
-  /** Instances not yet ended (pending, running, suspended) whose id starts with `prefix`. */
+  /** Instances not yet ended (pending, running, continued as new, suspended) whose id starts with `prefix`. */
   listRunning(prefix: string): Promise<InstanceView[]>;
   terminate(instanceId: string, reason: string): Promise<void>;
 }
 
+/**
+ * Whether an instance in each status may still do work. Keyed by durable-functions' own enum, so
+ * a status a later version adds fails the type check here instead of being silently misread.
+ */
+const OPEN: Record<df.OrchestrationRuntimeStatus, boolean> = {
+  [df.OrchestrationRuntimeStatus.Pending]: true,
+  [df.OrchestrationRuntimeStatus.Running]: true,
+  [df.OrchestrationRuntimeStatus.ContinuedAsNew]: true,
+  [df.OrchestrationRuntimeStatus.Suspended]: true,
+  [df.OrchestrationRuntimeStatus.Completed]: false,
+  [df.OrchestrationRuntimeStatus.Failed]: false,
+  [df.OrchestrationRuntimeStatus.Terminated]: false,
+  [df.OrchestrationRuntimeStatus.Canceled]: false,
+};
+
 /** Statuses of an instance that has not ended. */
-export const OPEN_STATUSES: readonly string[] = ['Pending', 'Running', 'ContinuedAsNew', 'Suspended'];
+export const OPEN_STATUSES: readonly df.OrchestrationRuntimeStatus[] = (
+  Object.keys(OPEN) as df.OrchestrationRuntimeStatus[]
+).filter((status) => OPEN[status]);
+
+/**
+ * Whether the instance may still do work. A status this code does not know (a newer extension's)
+ * counts as open: the starter then leaves the run to its deadline rather than end it early.
+ */
+export function isOpenStatus(status: string): boolean {
+  return OPEN[status as df.OrchestrationRuntimeStatus] ?? true;
+}
 
 type ClientLike = Pick<df.DurableClient, 'getStatus' | 'getStatusBy' | 'startNew' | 'terminate'>;
 
@@ -36,15 +65,24 @@ type ClientLike = Pick<df.DurableClient, 'getStatus' | 'getStatusBy' | 'startNew
  *   is there now, and the error otherwise. (The starter checks `getStatus` first, so it never
  *   asks to replace an instance it can see.)
  * - `listRunning`: the 3.x client has no instance-id prefix filter, so it lists open instances
- *   (the host pages with continuation tokens) and filters here.
+ *   (the host pages with continuation tokens) and filters here. Unlike `getStatus`, it hands
+ *   back the host's JSON as it came, times as strings.
+ * - `terminate`: the client puts the reason into the query string as it is, so a `&` or `#` in
+ *   it would cut it short; it is encoded here.
  */
 export function durableClientPort(client: ClientLike): DurableClientPort {
-  const view = (s: df.DurableOrchestrationStatus): InstanceView => ({
-    instanceId: s.instanceId,
-    name: s.name,
-    runtimeStatus: String(s.runtimeStatus),
-    input: s.input,
-  });
+  const view = (s: df.DurableOrchestrationStatus): InstanceView => {
+    const created = s.createdTime === undefined || s.createdTime === null ? undefined : new Date(s.createdTime);
+    return {
+      instanceId: s.instanceId,
+      name: s.name,
+      runtimeStatus: String(s.runtimeStatus) as df.OrchestrationRuntimeStatus,
+      input: s.input,
+      output: s.output,
+      customStatus: s.customStatus,
+      ...(created && !Number.isNaN(created.getTime()) ? { createdTime: created } : {}),
+    };
+  };
   const getStatus = async (instanceId: string): Promise<InstanceView | undefined> => {
     try {
       return view(await client.getStatus(instanceId, { showInput: true }));
@@ -66,12 +104,12 @@ export function durableClientPort(client: ClientLike): DurableClientPort {
     },
     async listRunning(prefix) {
       // `showInput` is not in the 3.x filter's type, but the client forwards it: the inputs hold the run ids.
-      const filter = { runtimeStatus: OPEN_STATUSES as df.OrchestrationRuntimeStatus[], showInput: true };
+      const filter = { runtimeStatus: [...OPEN_STATUSES], showInput: true };
       const statuses = await client.getStatusBy(filter as df.OrchestrationFilter);
       return statuses.filter((s) => s.instanceId.startsWith(prefix)).map(view);
     },
     async terminate(instanceId, reason) {
-      await client.terminate(instanceId, reason);
+      await client.terminate(instanceId, encodeURIComponent(reason));
     },
   };
 }

@@ -44,6 +44,6 @@ export { createProcessActivity, ItemsFailedError } from './process-activity';
 export { createFinalizeActivity } from './finalize-activity';
 export { PlanCache } from './plan-cache';
 export { ForeignRunError } from './run-records';
-export { durableClientPort, OPEN_STATUSES, type DurableClientPort, type InstanceView } from './client-port';
+export { durableClientPort, isOpenStatus, OPEN_STATUSES, type DurableClientPort, type InstanceView } from './client-port';
 export { cancelDurableRun } from './cancel-run';
 export { startDueRuns, type StartDueRunsDeps, type StartSummary } from './starter';

@@ -1,16 +1,18 @@
-import { StaleEpochError } from '../errors';
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments } from '../fencing/fenced-documents';
 import { jobStateKey, jobStateSchema, newJobState, withEvents, type JobEvent, type JobState } from '../engine/job-state';
+import { LeaseLostError, StaleEpochError } from '../errors';
 import type { JobDefinition } from '../jobs/job-definition';
-import { scheduledRunId } from '../runs/run-record';
+import { scheduledRunId, type TerminalRunState } from '../runs/run-record';
 import { decideOverlap, planOccurrences, Schedule } from '../schedule/schedule';
+import { redactSecrets } from '../storage/settings';
 import { cancelDurableRun } from './cancel-run';
-import type { DurableClientPort } from './client-port';
+import { isOpenStatus, type DurableClientPort, type InstanceView } from './client-port';
 import type { RunInput } from './contracts';
 import { isChunkInstance, jobInstancePrefix, runIdOfInstance, runInstanceId } from './instance-ids';
 import { DURABLE_NAMES } from './names';
 import { assertDurableReady } from './ready';
+import { settleRun, type RunEndDeps } from './run-end';
 import { resolveDurableSettings, type DurableRunSettings } from './settings';
 
 export interface StartDueRunsDeps {
@@ -37,6 +39,10 @@ export interface StartSummary {
   cancelled: string[];
   /** Occurrences recorded as missed. */
   missed: number;
+  /** Runs this call ended: past their deadline, or left open by an orchestration that had ended. */
+  ended: Array<{ runId: string; state: TerminalRunState; reason: string }>;
+  /** What failed without stopping the other jobs, each naming its job; tried again on the next tick. */
+  errors: Array<{ job: string; error: string }>;
 }
 
 const schedules = new Map<string, Schedule>();
@@ -47,10 +53,17 @@ function scheduleOf(job: JobDefinition): Schedule {
 }
 
 /**
- * The durable engine's reconcile, for the leader to call under the lease on each tick: for each
- * job, the occurrences due since the last check (the queue engine's schedule rules: starting
- * deadline, catch-up, missed), the overlap policy against the job's open orchestrations, and a
- * start for each occurrence that may run.
+ * The durable engine's reconcile, for the leader to call under the lease on each tick. For each
+ * job: every run it is watching reaches its end (`settleRun`: deadlines, and records left open
+ * by orchestrations that ended without finishing them); then the occurrences due since the last
+ * check (the queue engine's schedule rules: starting deadline, catch-up, missed), the overlap
+ * policy against the job's open orchestrations, and a start for each occurrence that may run.
+ * Runs of jobs no longer defined (a deploy removed them) are settled too.
+ *
+ * Jobs are isolated as the queue coordinator isolates its pieces: an error in one job (its state
+ * unreadable, a start refused, a run that cannot be read) is logged and reported naming the job,
+ * and the other jobs go on; a failed terminate does not even stop its own job. Only an error
+ * that ends the tick (its signal aborted, the lease lost, a newer leader's job state) stops it.
  *
  * One occurrence, one orchestration, even without the lease: a run's instance id is a function
  * of its run id (job + occurrence), an instance Durable already has is never started again
@@ -60,20 +73,105 @@ function scheduleOf(job: JobDefinition): Schedule {
  * that has ended.
  *
  * The job state (`jobs/<job>.json`, as the queue engine keeps it) records where the schedule was
- * checked up to, the starts, skips and misses, and the open runs, so `baton status` shows them.
- * It is written after the starts: a leader that dies in between leaves the window unchecked,
- * and the next tick finds those instances and starts nothing twice.
+ * checked up to, the starts, skips and misses, and the runs to watch (`active`) until they have
+ * ended, so `baton status` shows them. A run is added to `active` before its start, so a leader
+ * that dies after starting still leaves it watched, even if its orchestration fails before the
+ * next tick. The rest is written after the starts: a leader that dies in between leaves the
+ * window unchecked, and the next tick finds those instances and starts nothing twice.
  */
 export async function startDueRuns(deps: StartDueRunsDeps): Promise<StartSummary> {
   for (const job of deps.jobs) assertDurableReady(job);
   const settings = resolveDurableSettings(deps.settings);
-  const summary: StartSummary = { started: [], existing: [], skipped: [], cancelled: [], missed: 0 };
+  const summary: StartSummary = { started: [], existing: [], skipped: [], cancelled: [], missed: 0, ended: [], errors: [] };
   const states = new FencedDocuments<JobState>(deps.docs, { parse: (v) => jobStateSchema.parse(v) });
   for (const job of deps.jobs) {
     deps.signal?.throwIfAborted();
-    await startJob(deps, settings, states, job, summary);
+    await isolated(deps, summary, job.name, () => startJob(deps, settings, states, job, summary));
   }
+  deps.signal?.throwIfAborted();
+  await isolated(deps, summary, '(jobs no longer defined)', () => settleUndefinedJobs(deps, states, summary));
   return summary;
+}
+
+/** An error that ends the tick, not one job's trouble: shutting down, the lease lost, or a newer leader's job state. */
+function endsTheTick(deps: StartDueRunsDeps, err: unknown): boolean {
+  return !!deps.signal?.aborted || err instanceof LeaseLostError || err instanceof StaleEpochError;
+}
+
+function report(deps: StartDueRunsDeps, summary: StartSummary, job: string, err: unknown, what?: string): void {
+  // SDK errors can carry request details, a SAS included.
+  const text = redactSecrets(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+  const error = what ? `${what}: ${text}` : text;
+  summary.errors.push({ job, error });
+  deps.log?.('warn', `job ${job}: ${error}; the other jobs went on, and this is tried again on the next tick`);
+}
+
+async function isolated(deps: StartDueRunsDeps, summary: StartSummary, job: string, work: () => Promise<void>): Promise<void> {
+  try {
+    await work();
+  } catch (err) {
+    if (endsTheTick(deps, err)) throw err;
+    report(deps, summary, job, err);
+  }
+}
+
+function endDepsOf(deps: StartDueRunsDeps, summary: StartSummary, job: string): RunEndDeps {
+  return {
+    client: deps.client,
+    docs: deps.docs,
+    now: deps.now,
+    signal: deps.signal,
+    log: deps.log,
+    report: (what, err) => report(deps, summary, job, err, what),
+  };
+}
+
+/** What one job's tick learnt about its runs. */
+class JobRuns {
+  /** Runs that may still do work: what the overlap policy weighs. */
+  readonly running = new Set<string>();
+  /** Runs to look at again next tick (the job state's `active`). */
+  readonly watch = new Set<string>();
+  /** Every run looked at: one of these not in `watch` has ended and leaves `active`. */
+  readonly seen = new Set<string>();
+
+  constructor(
+    private readonly deps: StartDueRunsDeps,
+    private readonly summary: StartSummary,
+    private readonly job: string,
+    private readonly definition: JobDefinition | undefined,
+    private readonly open: () => Promise<readonly InstanceView[]>,
+  ) {}
+
+  /** Settles one run; `view` when already read (it must be read before the record), else it is read here. */
+  async settle(runId: string, view?: InstanceView): Promise<void> {
+    this.seen.add(runId);
+    try {
+      const current = view ?? (await this.deps.client.getStatus(runInstanceId(runId)));
+      const settled = await settleRun(endDepsOf(this.deps, this.summary, this.job), {
+        runId,
+        job: this.job,
+        definition: this.definition,
+        view: current,
+        open: this.open,
+      });
+      if (settled.running) this.running.add(runId);
+      if (settled.watch) this.watch.add(runId);
+      if (settled.ended) this.summary.ended.push({ runId, ...settled.ended });
+    } catch (err) {
+      if (endsTheTick(this.deps, err)) throw err;
+      report(this.deps, this.summary, this.job, err, `checking run ${runId}`);
+      // Not known to have ended: watched again next tick; it counts for overlap while Durable says it is open.
+      this.watch.add(runId);
+      if (view && isOpenStatus(view.runtimeStatus)) this.running.add(runId);
+    }
+  }
+}
+
+/** The run a chunk instance belongs to, from its input. */
+function runIdOfChunk(view: InstanceView): string | undefined {
+  const runId = (view.input as { runId?: unknown } | null | undefined)?.runId;
+  return typeof runId === 'string' ? runId : undefined;
 }
 
 async function startJob(
@@ -97,40 +195,80 @@ async function startJob(
     catchUp: job.catchUp,
   });
   const at = deps.now.toISOString();
-  const events: JobEvent[] = plan.missed.map((o) => ({
+  const missed: JobEvent[] = plan.missed.map((o) => ({
     at,
     occurrence: o.toISOString(),
     outcome: 'missed',
     reason: `not started within ${job.startingDeadlineSeconds} s, or superseded by a later occurrence`,
   }));
-  summary.missed += plan.missedCount;
 
   const open = await deps.client.listRunning(jobInstancePrefix(job.name));
-  const runs = open.filter((i) => i.name === DURABLE_NAMES.orchestrator && !isChunkInstance(i.instanceId));
-  let active = runs.map((i) => runIdOfInstance(i.instanceId, i.input));
-  const started: string[] = [];
+  const runs = new JobRuns(deps, summary, job.name, job, async () => open);
+  // Every run that may still need ending: those watched since the last tick, and every run or chunk open now.
+  const watched = new Map<string, InstanceView | undefined>();
+  for (const instance of open) {
+    if (instance.name === DURABLE_NAMES.orchestrator && !isChunkInstance(instance.instanceId)) {
+      watched.set(runIdOfInstance(instance.instanceId, instance.input), instance);
+    }
+  }
+  for (const instance of open) {
+    const runId = isChunkInstance(instance.instanceId) ? runIdOfChunk(instance) : undefined;
+    if (runId && !watched.has(runId)) watched.set(runId, undefined);
+  }
+  for (const runId of current.active) if (!watched.has(runId)) watched.set(runId, undefined);
+  for (const [runId, view] of watched) await runs.settle(runId, view);
+
+  const planned: JobEvent[] = [...missed];
+  const runEvents: JobEvent[] = [];
+  const toStart: Array<{ runId: string; instanceId: string; occurrence: Date }> = [];
   for (const occurrence of plan.run) {
     const runId = scheduledRunId(job.name, occurrence);
     const instanceId = runInstanceId(runId);
-    if (await deps.client.getStatus(instanceId)) {
+    const existing = await deps.client.getStatus(instanceId);
+    if (existing) {
       summary.existing.push(runId);
+      // An instance the job state never listed (its record of the start was lost): settled like any other.
+      if (!runs.seen.has(runId)) await runs.settle(runId, existing);
       continue;
     }
-    const decision = decideOverlap(job.overlap, [...active, ...started]);
+    const decision = decideOverlap(job.overlap, [...runs.running, ...toStart.map((s) => s.runId)]);
     if (!decision.start) {
       const reason = decision.skippedBecause ?? 'overlap';
-      events.push({ at, occurrence: occurrence.toISOString(), outcome: 'skipped', reason });
+      planned.push({ at, occurrence: occurrence.toISOString(), outcome: 'skipped', reason });
       summary.skipped.push({ job: job.name, occurrence: occurrence.toISOString(), reason });
       continue;
     }
     for (const old of decision.cancel) {
       const reason = `replaced by the occurrence at ${occurrence.toISOString()}`;
-      if (await cancelDurableRun(deps.client, deps.docs, open, old, reason, deps.now, deps.signal)) {
-        events.push({ at, occurrence: null, outcome: 'cancelled', runId: old, reason: 'overlap: replace' });
+      const endDeps = endDepsOf(deps, summary, job.name);
+      if (await cancelDurableRun(endDeps, open, old, reason, job.timeoutSeconds)) {
+        runEvents.push({ at, occurrence: null, outcome: 'cancelled', runId: old, reason: 'overlap: replace' });
         summary.cancelled.push(old);
+        // Ended; an orchestration of it a terminate missed is open next tick, and stopped then.
+        runs.watch.delete(old);
       }
-      active = active.filter((id) => id !== old);
+      runs.running.delete(old);
     }
+    toStart.push({ runId, instanceId, occurrence });
+  }
+
+  // Watched before it starts: a leader that dies right after the start still leaves it in `active`.
+  if (toStart.length > 0) {
+    await states.update(
+      key,
+      deps.epoch,
+      (latest) => {
+        const base = latest ?? newJobState(job.name);
+        const fresh = toStart.map((s) => s.runId).filter((id) => !base.active.includes(id));
+        return fresh.length ? { ...base, active: [...base.active, ...fresh] } : undefined;
+      },
+      options,
+    );
+  }
+  let startError: { runId: string; err: unknown } | undefined;
+  // Each leaves `active` again unless its start is made (or found made).
+  for (const { runId } of toStart) runs.seen.add(runId);
+  for (const { runId, instanceId, occurrence } of toStart) {
     const input: RunInput = {
       runId,
       job: job.name,
@@ -138,25 +276,36 @@ async function startJob(
       trigger: 'schedule',
       settings,
     };
-    const outcome = await deps.client.startNew(DURABLE_NAMES.orchestrator, { instanceId, input });
+    let outcome: 'started' | 'exists';
+    try {
+      outcome = await deps.client.startNew(DURABLE_NAMES.orchestrator, { instanceId, input });
+    } catch (err) {
+      if (endsTheTick(deps, err)) throw err;
+      // The later occurrences wait for this one: the window stays unchecked and the next tick tries them in order.
+      startError = { runId, err };
+      break;
+    }
+    runs.watch.add(runId);
     if (outcome === 'exists') {
       deps.log?.('info', `run ${runId}: its orchestration ${instanceId} was started by another starter`);
       summary.existing.push(runId);
-      active.push(runId);
       continue;
     }
     deps.log?.('info', `run ${runId} started as orchestration ${instanceId}`);
     summary.started.push(runId);
-    started.push(runId);
-    events.push({ at, occurrence: occurrence.toISOString(), outcome: 'started', runId });
+    runEvents.push({ at, occurrence: occurrence.toISOString(), outcome: 'started', runId });
   }
 
-  const nextActive = [...new Set([...active, ...started])];
+  // With a start that failed, only what happened to runs is recorded; where the schedule was
+  // checked up to, and its skips and misses, are decided again on the next tick.
+  const events = startError ? runEvents : [...planned, ...runEvents];
+  const leaves = (id: string) => runs.seen.has(id) && !runs.watch.has(id);
+  const nextActive = [...new Set([...current.active.filter((id) => !leaves(id)), ...runs.watch])];
   const sameActive = nextActive.length === current.active.length && nextActive.every((id) => current.active.includes(id));
   // Nothing happened and the job has been checked before: leave the state as it is (the next
   // check covers the longer window just the same) and save a write on every idle tick.
-  if (events.length === 0 && sameActive && current.lastChecked !== null) return;
-  const checkedUntil = plan.checkedUntil.toISOString();
+  if (events.length === 0 && sameActive && current.lastChecked !== null && !startError) return;
+  const checkedUntil = startError ? current.lastChecked : plan.checkedUntil.toISOString();
   await states.update(
     key,
     deps.epoch,
@@ -166,15 +315,17 @@ async function startJob(
       const raced = base.lastChecked !== current.lastChecked;
       const known = new Set(base.recent.filter((e) => e.runId).map((e) => `${e.outcome}:${e.runId}`));
       const fresh = events.filter((e) => (e.runId ? !known.has(`${e.outcome}:${e.runId}`) : !raced));
+      const lastChecked =
+        base.lastChecked && (checkedUntil === null || base.lastChecked > checkedUntil) ? base.lastChecked : checkedUntil;
       return withEvents(
         {
           ...base,
-          lastChecked: base.lastChecked && base.lastChecked > checkedUntil ? base.lastChecked : checkedUntil,
-          active: nextActive,
+          lastChecked,
+          active: [...new Set([...base.active.filter((id) => !leaves(id)), ...runs.watch])],
           totals: {
             started: base.totals.started + fresh.filter((e) => e.outcome === 'started').length,
             skipped: base.totals.skipped + fresh.filter((e) => e.outcome === 'skipped').length,
-            missed: base.totals.missed + (raced ? 0 : plan.missedCount),
+            missed: base.totals.missed + (raced || startError ? 0 : plan.missedCount),
           },
         },
         fresh,
@@ -182,4 +333,45 @@ async function startJob(
     },
     options,
   );
+  if (startError) {
+    const { runId, err } = startError;
+    throw new Error(`start of run ${runId} failed: ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`, {
+      cause: err,
+    });
+  }
+}
+
+/**
+ * The runs a job that is no longer defined left in its `active` list (a deploy removed the
+ * job): settled like any other, against their record's deadline, until each has ended. Their
+ * open chunks are listed only when one has to be stopped.
+ */
+async function settleUndefinedJobs(
+  deps: StartDueRunsDeps,
+  states: FencedDocuments<JobState>,
+  summary: StartSummary,
+): Promise<void> {
+  const defined = new Set(deps.jobs.map((j) => j.name));
+  const options = { abortSignal: deps.signal };
+  for await (const key of deps.docs.list('jobs/', options)) {
+    const name = key.slice('jobs/'.length).replace(/\.json$/, '');
+    if (defined.has(name) || key !== jobStateKey(name)) continue;
+    await isolated(deps, summary, name, async () => {
+      const state = (await states.read(key, options))?.value;
+      if (!state || state.active.length === 0) return;
+      let listed: Promise<InstanceView[]> | undefined;
+      const open = () => (listed ??= deps.client.listRunning(jobInstancePrefix(state.job)));
+      const runs = new JobRuns(deps, summary, state.job, undefined, open);
+      for (const runId of state.active) await runs.settle(runId);
+      const leaves = (id: string) => runs.seen.has(id) && !runs.watch.has(id);
+      if (!state.active.some(leaves)) return;
+      await states.update(
+        key,
+        deps.epoch,
+        (latest) =>
+          latest && latest.active.some(leaves) ? { ...latest, active: latest.active.filter((id) => !leaves(id)) } : undefined,
+        options,
+      );
+    });
+  }
 }

@@ -1,3 +1,4 @@
+import * as df from 'durable-functions';
 import { describe, expect, it } from 'vitest';
 import { InvalidConfigError, StaleEpochError } from '../../src/errors';
 import { jobStateKey, jobStateSchema, type JobState } from '../../src/engine/job-state';
@@ -18,6 +19,7 @@ import {
   type DurableClientPort,
   type InstanceView,
 } from '../../src/durable';
+import { useFakeDurable } from '../support/durable-extension';
 import { withMerge } from '../support/durable-jobs';
 import { sumJob, type SumAcc } from '../support/sample-jobs';
 
@@ -33,53 +35,13 @@ const T0 = new Date('2026-03-01T02:00:30.000Z'); // first check: records where t
 const T1 = new Date('2026-03-01T02:01:10.000Z'); // the 02:01:00 occurrence is due
 const DUE = new Date('2026-03-01T02:01:00.000Z');
 const DUE_RUN = scheduledRunId('nightly', DUE);
+const Status = df.OrchestrationRuntimeStatus;
 
 /**
- * Durable's instance store as the starter sees it, with host.json `overridableExistingInstanceStates:
- * NonRunningStates`: a start on the id of an open instance is refused, one on an ended instance replaces it.
+ * Durable as the starter sees it: the real durable-functions client (and the port over it) talking
+ * to a fake of the extension's HTTP API, which dedupes starts as host.json configures it.
  */
-class FakeDurable implements DurableClientPort {
-  readonly instances = new Map<string, InstanceView>();
-  readonly starts: Array<{ name: string; instanceId: string; input: unknown }> = [];
-  readonly terminated: Array<{ instanceId: string; reason: string }> = [];
-  /** When set, getStatus waits until this many calls are waiting: two starters both look before either starts. */
-  barrier?: { size: number; waiting: Array<() => void> };
-
-  add(instanceId: string, name: string, runtimeStatus: string, input?: unknown): void {
-    this.instances.set(instanceId, { instanceId, name, runtimeStatus, input });
-  }
-
-  async getStatus(instanceId: string): Promise<InstanceView | undefined> {
-    const barrier = this.barrier;
-    if (barrier) {
-      await new Promise<void>((resolve) => {
-        barrier.waiting.push(resolve);
-        if (barrier.waiting.length >= barrier.size) barrier.waiting.splice(0).forEach((go) => go());
-      });
-    }
-    return this.instances.get(instanceId);
-  }
-
-  async startNew(name: string, options: { instanceId: string; input: unknown }): Promise<'started' | 'exists'> {
-    const existing = this.instances.get(options.instanceId);
-    if (existing && ['Pending', 'Running', 'Suspended'].includes(existing.runtimeStatus)) return 'exists';
-    this.add(options.instanceId, name, 'Pending', options.input);
-    this.starts.push({ name, ...options });
-    return 'started';
-  }
-
-  async listRunning(prefix: string): Promise<InstanceView[]> {
-    return [...this.instances.values()].filter(
-      (i) => i.instanceId.startsWith(prefix) && ['Pending', 'Running'].includes(i.runtimeStatus),
-    );
-  }
-
-  async terminate(instanceId: string, reason: string): Promise<void> {
-    const instance = this.instances.get(instanceId);
-    if (instance) instance.runtimeStatus = 'Terminated';
-    this.terminated.push({ instanceId, reason });
-  }
-}
+const fakeDurable = useFakeDurable();
 
 function hub() {
   const docs = new InMemoryDocumentStore();
@@ -90,12 +52,12 @@ function hub() {
 describe('startDueRuns', () => {
   it('starts a due occurrence as one orchestration whose instance id is the run id made safe; asking again starts nothing', async () => {
     const { docs, state } = hub();
-    const durable = new FakeDurable();
+    const durable = await fakeDurable();
     const jobs = [everyMinute()];
-    expect((await startDueRuns({ jobs, client: durable, docs, epoch: 3, now: T0 })).started).toEqual([]);
+    expect((await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T0 })).started).toEqual([]);
     const before = await docs.read(jobStateKey('nightly'));
 
-    const first = await startDueRuns({ jobs, client: durable, docs, epoch: 3, now: T1 });
+    const first = await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T1 });
     expect(first.started).toEqual([DUE_RUN]);
     expect(durable.starts).toEqual([
       {
@@ -122,20 +84,20 @@ describe('startDueRuns', () => {
 
     // A leader whose job-state write was lost (or a second app on the hub) sees the same window again.
     await docs.write(jobStateKey('nightly'), before!.body, {});
-    const again = await startDueRuns({ jobs, client: durable, docs, epoch: 4, now: T1 });
+    const again = await startDueRuns({ jobs, client: durable.port(), docs, epoch: 4, now: T1 });
     expect(again).toMatchObject({ started: [], existing: [DUE_RUN] });
     expect(durable.starts).toHaveLength(1);
   });
 
   it('two starters racing on one occurrence without the lease make one orchestration, and neither fails', async () => {
     const { docs } = hub();
-    const durable = new FakeDurable();
+    const durable = await fakeDurable();
     const jobs = [everyMinute()];
-    await startDueRuns({ jobs, client: durable, docs, epoch: 3, now: T0 });
+    await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T0 });
     durable.barrier = { size: 2, waiting: [] }; // both have looked (nothing there) before either starts
     const [a, b] = await Promise.all([
-      startDueRuns({ jobs, client: durable, docs, epoch: 3, now: T1 }),
-      startDueRuns({ jobs, client: durable, docs, epoch: 3, now: T1 }),
+      startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T1 }),
+      startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T1 }),
     ]);
     expect(durable.starts.map((s) => s.instanceId)).toEqual([runInstanceId(DUE_RUN)]);
     expect([...a.started, ...b.started]).toEqual([DUE_RUN]);
@@ -144,24 +106,24 @@ describe('startDueRuns', () => {
 
   it('never starts again an instance Durable already has, even one that has completed', async () => {
     const { docs } = hub();
-    const durable = new FakeDurable();
+    const durable = await fakeDurable();
     const jobs = [everyMinute()];
-    await startDueRuns({ jobs, client: durable, docs, epoch: 3, now: T0 });
-    durable.add(runInstanceId(DUE_RUN), DURABLE_NAMES.orchestrator, 'Completed', { runId: DUE_RUN });
-    const summary = await startDueRuns({ jobs, client: durable, docs, epoch: 3, now: T1 });
+    await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T0 });
+    durable.add(runInstanceId(DUE_RUN), DURABLE_NAMES.orchestrator, Status.Completed, { runId: DUE_RUN });
+    const summary = await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T1 });
     expect(summary).toMatchObject({ started: [], existing: [DUE_RUN] });
     expect(durable.starts).toEqual([]);
   });
 
   it('overlap skip: an open run of the job (not its chunks) skips the occurrence and the job state says why', async () => {
     const { docs, state } = hub();
-    const durable = new FakeDurable();
+    const durable = await fakeDurable();
     const jobs = [everyMinute('skip')];
-    await startDueRuns({ jobs, client: durable, docs, epoch: 3, now: T0 });
+    await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T0 });
     const open = scheduledRunId('nightly', new Date('2026-03-01T01:59:00.000Z'));
-    durable.add(runInstanceId(open), DURABLE_NAMES.orchestrator, 'Running', { runId: open });
-    durable.add(chunkInstanceId(runInstanceId(open), 0), DURABLE_NAMES.chunk, 'Running', { runId: open, chunk: 0 });
-    const summary = await startDueRuns({ jobs, client: durable, docs, epoch: 3, now: T1 });
+    durable.add(runInstanceId(open), DURABLE_NAMES.orchestrator, Status.Running, { runId: open });
+    durable.add(chunkInstanceId(runInstanceId(open), 0), DURABLE_NAMES.chunk, Status.Running, { runId: open, chunk: 0 });
+    const summary = await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T1 });
     expect(summary.started).toEqual([]);
     expect(summary.skipped).toEqual([{ job: 'nightly', occurrence: DUE.toISOString(), reason: `run ${open} is still active` }]);
     expect(durable.starts).toEqual([]);
@@ -174,12 +136,12 @@ describe('startDueRuns', () => {
 
   it('overlap allow: starts beside the open run, and both are listed open', async () => {
     const { docs, state } = hub();
-    const durable = new FakeDurable();
+    const durable = await fakeDurable();
     const jobs = [everyMinute('allow')];
-    await startDueRuns({ jobs, client: durable, docs, epoch: 3, now: T0 });
+    await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T0 });
     const open = scheduledRunId('nightly', new Date('2026-03-01T01:59:00.000Z'));
-    durable.add(runInstanceId(open), DURABLE_NAMES.orchestrator, 'Running', { runId: open });
-    const summary = await startDueRuns({ jobs, client: durable, docs, epoch: 3, now: T1 });
+    durable.add(runInstanceId(open), DURABLE_NAMES.orchestrator, Status.Running, { runId: open });
+    const summary = await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T1 });
     expect(summary.started).toEqual([DUE_RUN]);
     expect(durable.terminated).toEqual([]);
     expect((await state())?.active.sort()).toEqual([open, DUE_RUN].sort());
@@ -187,14 +149,14 @@ describe('startDueRuns', () => {
 
   it('overlap replace: terminates the old run and its chunks, ends its record cancelled, then starts', async () => {
     const { docs, state } = hub();
-    const durable = new FakeDurable();
+    const durable = await fakeDurable();
     const jobs = [everyMinute('replace')];
-    await startDueRuns({ jobs, client: durable, docs, epoch: 3, now: T0 });
+    await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T0 });
     const open = scheduledRunId('nightly', new Date('2026-03-01T01:59:00.000Z'));
     const oldInstance = runInstanceId(open);
-    durable.add(oldInstance, DURABLE_NAMES.orchestrator, 'Running', { runId: open });
-    durable.add(chunkInstanceId(oldInstance, 0), DURABLE_NAMES.chunk, 'Running');
-    durable.add(chunkInstanceId(oldInstance, 1), DURABLE_NAMES.chunk, 'Completed');
+    durable.add(oldInstance, DURABLE_NAMES.orchestrator, Status.Running, { runId: open });
+    durable.add(chunkInstanceId(oldInstance, 0), DURABLE_NAMES.chunk, Status.Running);
+    durable.add(chunkInstanceId(oldInstance, 1), DURABLE_NAMES.chunk, Status.Completed);
     const records = new FencedDocuments<RunRecord>(docs, { parse: (v) => runRecordSchema.parse(v) });
     const created = newRunRecord({
       runId: open,
@@ -207,7 +169,7 @@ describe('startDueRuns', () => {
     const running = transition(transition(created, 'dispatching', T0), 'running', T0);
     await records.create(runKeys.record(open), 0, { ...running, counters: { ...running.counters, planned: 10 } });
 
-    const summary = await startDueRuns({ jobs, client: durable, docs, epoch: 3, now: T1 });
+    const summary = await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T1 });
     const reason = `replaced by the occurrence at ${DUE.toISOString()}`;
     expect(durable.terminated).toEqual([
       { instanceId: oldInstance, reason },
@@ -223,25 +185,55 @@ describe('startDueRuns', () => {
   it('takes a start Durable refuses because the instance exists as existing, not as an error', async () => {
     const { docs } = hub();
     const jobs = [everyMinute()];
-    const refusing: DurableClientPort = {
-      ...new FakeDurable(),
-      getStatus: async () => undefined,
-      listRunning: async () => [],
-      terminate: async () => undefined,
-      startNew: async () => 'exists',
-    };
-    await startDueRuns({ jobs, client: refusing, docs, epoch: 3, now: T0 });
-    await expect(startDueRuns({ jobs, client: refusing, docs, epoch: 3, now: T1 })).resolves.toMatchObject({
+    const durable = await fakeDurable();
+    const real = durable.port();
+    await startDueRuns({ jobs, client: real, docs, epoch: 3, now: T0 });
+    // Another starter's instance appears after this one looked: the extension refuses this start.
+    durable.add(runInstanceId(DUE_RUN), DURABLE_NAMES.orchestrator, Status.Running, { runId: DUE_RUN });
+    const lookedEarly: DurableClientPort = { ...real, getStatus: async () => undefined, listRunning: async () => [] };
+    await expect(startDueRuns({ jobs, client: lookedEarly, docs, epoch: 3, now: T1 })).resolves.toMatchObject({
       started: [],
       existing: [DUE_RUN],
     });
+    expect(durable.starts).toEqual([]);
   });
+
+  it.each(Object.values(df.OrchestrationRuntimeStatus))(
+    'overlap skip: another run of the job whose instance is %s counts as open exactly when Durable says it is',
+    async (status) => {
+      const { docs } = hub();
+      const durable = await fakeDurable();
+      const jobs = [everyMinute('skip')];
+      await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T0 });
+      const other = scheduledRunId('nightly', new Date('2026-03-01T01:59:00.000Z'));
+      durable.add(runInstanceId(other), DURABLE_NAMES.orchestrator, status, { runId: other });
+      const open = [Status.Pending, Status.Running, Status.ContinuedAsNew, Status.Suspended].includes(status);
+      const summary = await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T1 });
+      expect(summary.started).toEqual(open ? [] : [DUE_RUN]);
+      expect(summary.skipped.map((s) => s.reason)).toEqual(open ? [`run ${other} is still active`] : []);
+    },
+  );
+
+  it.each(Object.values(df.OrchestrationRuntimeStatus))(
+    'one occurrence, one orchestration: an instance of the occurrence that is %s is never started again',
+    async (status) => {
+      const { docs } = hub();
+      const durable = await fakeDurable();
+      const jobs = [everyMinute('allow')];
+      await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T0 });
+      durable.add(runInstanceId(DUE_RUN), DURABLE_NAMES.orchestrator, status, { runId: DUE_RUN });
+      const summary = await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T1 });
+      expect(summary).toMatchObject({ started: [], existing: [DUE_RUN] });
+      expect(durable.starts).toEqual([]);
+      expect(durable.instances.get(runInstanceId(DUE_RUN))?.runtimeStatus).toBe(status);
+    },
+  );
 
   it('refuses, before starting anything, a job without aggregate.merge, naming it', async () => {
     const { docs } = hub();
-    const durable = new FakeDurable();
+    const durable = await fakeDurable();
     const bare = sumJob({ name: 'bare', items: 1, schedule: '0 * * * * *' });
-    const attempt = startDueRuns({ jobs: [everyMinute(), bare], client: durable, docs, epoch: 3, now: T1 });
+    const attempt = startDueRuns({ jobs: [everyMinute(), bare], client: durable.port(), docs, epoch: 3, now: T1 });
     await expect(attempt).rejects.toThrow(InvalidConfigError);
     await expect(attempt).rejects.toMatchObject({ option: 'bare.aggregate.merge' });
     expect(durable.starts).toEqual([]);
@@ -300,21 +292,77 @@ describe('durableClientPort over the durable-functions client', () => {
   });
 });
 
+describe('durableClientPort over the real durable-functions client and the extension HTTP API', () => {
+  it('reads an instance with its times as dates, and an unknown one as undefined', async () => {
+    const created = new Date('2026-03-01T02:00:00.000Z');
+    const durable = await fakeDurable();
+    durable.add(
+      'nightly~a',
+      DURABLE_NAMES.orchestrator,
+      Status.Failed,
+      { runId: 'nightly/a' },
+      { output: 'boom', createdTime: created },
+    );
+    const port = durable.port();
+    await expect(port.getStatus('nightly~a')).resolves.toEqual({
+      instanceId: 'nightly~a',
+      name: DURABLE_NAMES.orchestrator,
+      runtimeStatus: Status.Failed,
+      input: { runId: 'nightly/a' },
+      output: 'boom',
+      customStatus: null,
+      createdTime: created,
+    });
+    await expect(port.getStatus('nightly~gone')).resolves.toBeUndefined();
+  });
+
+  it('lists every open instance under the prefix across pages, and no ended one', async () => {
+    const durable = await fakeDurable({ pageSize: 2 });
+    for (const status of Object.values(df.OrchestrationRuntimeStatus)) {
+      durable.add(`nightly~${status}`, DURABLE_NAMES.orchestrator, status, { runId: `nightly/${status}` });
+      durable.add(`other~${status}`, DURABLE_NAMES.orchestrator, status);
+    }
+    const listed = await durable.port().listRunning('nightly~');
+    expect(listed.map((i) => i.runtimeStatus).sort()).toEqual(['ContinuedAsNew', 'Pending', 'Running', 'Suspended']);
+    expect(listed.every((i) => i.createdTime instanceof Date && i.input !== null)).toBe(true);
+  });
+
+  it('answers exists when the extension refuses a start for an instance still open', async () => {
+    const durable = await fakeDurable();
+    durable.add('nightly~a', DURABLE_NAMES.orchestrator, Status.Suspended);
+    const port = durable.port();
+    await expect(port.startNew(DURABLE_NAMES.orchestrator, { instanceId: 'nightly~a', input: {} })).resolves.toBe('exists');
+    await expect(port.startNew(DURABLE_NAMES.orchestrator, { instanceId: 'nightly~b', input: { x: 1 } })).resolves.toBe(
+      'started',
+    );
+    expect(durable.starts).toEqual([{ name: DURABLE_NAMES.orchestrator, instanceId: 'nightly~b', input: { x: 1 } }]);
+  });
+
+  it('terminates with the whole reason, whatever characters it holds', async () => {
+    const durable = await fakeDurable();
+    durable.add('nightly~a', DURABLE_NAMES.orchestrator, Status.Running);
+    const reason = 'replaced by run nightly/2026-03-01T02:01:00.000Z & more: 100% #1?';
+    await durable.port().terminate('nightly~a', reason);
+    expect(durable.terminated).toEqual([{ instanceId: 'nightly~a', reason }]);
+    expect(durable.instances.get('nightly~a')).toMatchObject({ runtimeStatus: Status.Terminated, output: reason });
+  });
+});
+
 describe('the durable starter after the lease record restarted its count', () => {
   it('is refused by a newer job state before it starts anything; raised above it, it starts the due run once and records the start', async () => {
     const { docs, state } = hub();
-    const durable = new FakeDurable();
+    const durable = await fakeDurable();
     const jobs = [everyMinute()];
-    await startDueRuns({ jobs, client: durable, docs, epoch: 5, now: T0 });
+    await startDueRuns({ jobs, client: durable.port(), docs, epoch: 5, now: T0 });
     // The lease blob was deleted: the next leader holds epoch 1, below the job state's 5.
-    const refused = await startDueRuns({ jobs, client: durable, docs, epoch: 1, now: T1 }).catch((err: unknown) => err);
+    const refused = await startDueRuns({ jobs, client: durable.port(), docs, epoch: 1, now: T1 }).catch((err: unknown) => err);
     expect(refused).toBeInstanceOf(StaleEpochError);
     expect(refused).toMatchObject({ writerEpoch: 1, storedEpoch: 5 });
     expect(durable.starts).toEqual([]);
 
     const elector = new LeaderElector({ store: new InMemoryLeaseStore(), identity: 'starter' });
     const led = await elector.runIfLeader((l) =>
-      withEpochRaises(l, (epoch) => startDueRuns({ jobs, client: durable, docs, epoch, now: T1 })),
+      withEpochRaises(l, (epoch) => startDueRuns({ jobs, client: durable.port(), docs, epoch, now: T1 })),
     );
     expect(led).toMatchObject({ led: true, epoch: 6, value: { started: [DUE_RUN], existing: [] } });
     expect(durable.starts.map((s) => s.instanceId)).toEqual([runInstanceId(DUE_RUN)]);
