@@ -27,18 +27,38 @@ export const HUNG_HOOK_EFFECT: Record<HungHook, RegExp> = {
   finalize: /^finalize did not finish within [\d.]+ s and ignored its abort signal, so it was abandoned$/,
 };
 
+/**
+ * What the poison copy of a work message fails its items with: the host moved the message there
+ * after a delivery that never finished (its worker killed, paused past the message's
+ * visibility, or unable to reach storage).
+ */
+export const POISON_COPY_REASON = /^no result after \d+ deliveries: the worker never finished this message$/;
+
 const jobOf = (runId: string): string => runId.slice(0, runId.indexOf('/'));
+
+/** A run as storage holds it at the end, for the times it was open. */
+export interface RunSpan {
+  createdAt: string;
+  endedAt: string | null;
+}
 
 /**
  * Per run a fault was aimed at, what it must come to instead of its job's usual end: the runs a
  * hung hook or a worker's death reached. Every other run keeps its job's expectation, so a
- * fault whose effect leaks onto another run is still a violation there. `existing` are the run
- * ids storage holds: a hook aimed at an occurrence the schedule skipped hit nothing.
+ * fault whose effect leaks onto another run is still a violation there. `runs` are the runs
+ * storage holds: a hook aimed at an occurrence the schedule skipped hit nothing.
+ *
+ * `disturbed` are the spans of faults that can cut any delivery short (kill -9 until the
+ * replacement starts, a pause of the leader, a storage restart). A hung item whose last
+ * delivery one of them cut short fails through the poison copy instead of its timeout: for a
+ * run open during such a fault, either reason is the documented end, and the item must still
+ * fail.
  */
 export function faultExpectations(
   jobs: readonly SyntheticJobSpec[],
   targets: readonly FaultTarget[],
-  existing: ReadonlySet<string>,
+  runs: ReadonlyMap<string, RunSpan>,
+  disturbed: ReadonlyArray<{ from: number; to: number }> = [],
 ): Map<string, Expectation> {
   const out = new Map<string, Expectation>();
   const hungItems = new Map<string, number[]>();
@@ -47,7 +67,7 @@ export function faultExpectations(
     new Set(targets.flatMap((t) => (t.kind === 'hung-hook' && t.run === run && t.item !== undefined ? [t.item] : [])));
   for (const target of targets) {
     if (target.kind !== 'hung-hook' && target.kind !== 'worker-death') continue;
-    if (target.kind === 'hung-hook' && !target.started && !existing.has(target.run)) continue;
+    if (target.kind === 'hung-hook' && !target.started && !runs.has(target.run)) continue;
     const spec = jobs.find((j) => j.name === jobOf(target.run));
     if (!spec) continue;
     const base = out.get(target.run) ?? { ...jobExpectation(spec), reasons: [] };
@@ -77,19 +97,20 @@ export function faultExpectations(
         const items = [...(hungItems.get(target.run) ?? []), item];
         hungItems.set(target.run, items);
         const { output, failed } = expectedSynthetic(spec, items);
-        out.set(target.run, {
-          ...base,
-          fault,
-          output,
-          failed,
-          reasons: [...(base.reasons ?? []), { items: [item], reason: HUNG_HOOK_EFFECT.process }],
-        });
+        const span = runs.get(target.run);
+        const from = span ? Date.parse(span.createdAt) : Number.NaN;
+        const to = span?.endedAt ? Date.parse(span.endedAt) : Number.POSITIVE_INFINITY;
+        const cutShort = disturbed.some((d) => d.from <= to && d.to >= from);
+        const reason = cutShort ? eitherOf(HUNG_HOOK_EFFECT.process, POISON_COPY_REASON) : HUNG_HOOK_EFFECT.process;
+        out.set(target.run, { ...base, fault, output, failed, reasons: [...(base.reasons ?? []), { items: [item], reason }] });
         break;
       }
     }
   }
   return out;
 }
+
+const eitherOf = (a: RegExp, b: RegExp): RegExp => new RegExp(`(?:${a.source})|(?:${b.source})`);
 
 /** What every run of a soak job must come to: its known output, succeeded, and no finalize error. */
 export function jobExpectation(spec: SyntheticJobSpec): Expectation {

@@ -291,23 +291,35 @@ export function checkTerms(terms: readonly Term[], leaseDeletions: readonly numb
   const deletions = [...leaseDeletions].sort((a, b) => a - b);
   let next = 0;
   let highest: { epoch: number; term: Term } | undefined;
-  /** A deletion no term has recovered from yet, and the highest epoch led with before it. */
-  let restart: { at: number; above: number } | undefined;
+  /** Who first took each epoch, to name the term a restarted one took it from. */
+  const firstTaker = new Map<number, Term>();
+  /** A deletion no term has recovered from yet, the highest epoch led with before it, and the terms taken since. */
+  let restart: { at: number; above: number; terms: Term[] } | undefined;
+  const unrecovered = (end: string): Violation => {
+    const r = restart as NonNullable<typeof restart>;
+    const reused = r.terms.map((t) => {
+      const before = firstTaker.get(t.epoch);
+      return `${t.holder} took epoch ${t.epoch} at ${at(t.at)}${before ? ` (${before.holder} had taken it at ${at(before.at)})` : ''}`;
+    });
+    return {
+      rule: 'epoch-monotonic',
+      subject: `lease deleted at ${at(r.at)}`,
+      evidence:
+        `the highest epoch led with before was ${r.above}; ${reused.length ? reused.join(', ') : 'no term followed'}; ` +
+        `no term raised its epoch above ${r.above}, ${end}`,
+    };
+  };
   for (const term of [...terms].sort((a, b) => a.at - b.at)) {
     for (; next < deletions.length && (deletions[next] as number) <= term.at; next++) {
-      restart ??= { at: deletions[next] as number, above: highest?.epoch ?? 0 };
+      restart ??= { at: deletions[next] as number, above: highest?.epoch ?? 0, terms: [] };
     }
     const led = Math.max(term.epoch, term.raisedTo ?? 0);
     if (restart && term.epoch > restart.above) {
-      out.push({
-        rule: 'epoch-monotonic',
-        subject: `epoch ${term.epoch}`,
-        evidence:
-          `${term.holder} took epoch ${term.epoch} at ${at(term.at)} by bumping, after the lease record was deleted at ` +
-          `${at(restart.at)}: no term raised its epoch above ${restart.above} first, so earlier epochs were taken again`,
-      });
+      out.push(unrecovered(`and the count climbed back by bumping: ${term.holder} took epoch ${term.epoch} at ${at(term.at)}`));
       restart = undefined;
-    } else if (!restart && highest && term.epoch <= highest.epoch) {
+    } else if (restart) {
+      restart.terms.push(term);
+    } else if (highest && term.epoch <= highest.epoch) {
       out.push({
         rule: 'epoch-monotonic',
         subject: `epoch ${term.epoch}`,
@@ -317,15 +329,10 @@ export function checkTerms(terms: readonly Term[], leaseDeletions: readonly numb
       });
     }
     if (restart && led > restart.above) restart = undefined;
+    if (!firstTaker.has(term.epoch)) firstTaker.set(term.epoch, term);
     if (!highest || led > highest.epoch) highest = { epoch: led, term };
   }
-  if (restart) {
-    out.push({
-      rule: 'epoch-monotonic',
-      subject: `lease deleted at ${at(restart.at)}`,
-      evidence: `no term raised its epoch above ${restart.above}, the highest led with before the lease record was deleted`,
-    });
-  }
+  if (restart) out.push(unrecovered('up to the end'));
   return out;
 }
 

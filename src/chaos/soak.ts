@@ -234,6 +234,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
 
   const faults = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0])) as Record<FaultKind, number>;
   const targets: FaultTarget[] = [];
+  /** When faults that can cut any delivery short were on: kill -9, pause, storage restart. */
+  const disturbed: Array<{ from: number; to: number }> = [];
+  const disturbing = new Set<FaultKind>(['kill', 'pause', 'storage-restart']);
   const rng = new SeededRandom(options.seed ^ 0x5eed);
   /**
    * Orders the hook of the job's next run to hang. With overlap `skip`, an occurrence that comes
@@ -244,7 +247,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const aimHang = async (hook: HungHook, item: number | undefined): Promise<boolean> => {
     const schedule = Schedule.parse(HUNG_JOB.schedule as string);
     for (let attempt = 0; attempt < 4; attempt++) {
-      const occurrence = schedule.next(new Date(Date.now() + 2000)) as Date;
+      // One hang per run, so each is judged by its own documented end.
+      let occurrence = schedule.next(new Date(Date.now() + 2000)) as Date;
+      while (targets.some((t) => t.kind === 'hung-hook' && t.run === scheduledRunId(HUNG_JOB.name, occurrence)))
+        occurrence = schedule.next(occurrence) as Date;
       const run = scheduledRunId(HUNG_JOB.name, occurrence);
       writeFileSync(join(hangOrders, hangOrderName(run, hook, item)), '');
       const target: FaultTarget = { kind: 'hung-hook', hook, run, ...(item === undefined ? {} : { item }), started: false };
@@ -327,7 +333,11 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         const candidates = async () => {
           const open = (await readHubStatus(docs, leaseStore()).catch(() => undefined))?.activeRuns ?? [];
           const out = (r: (typeof open)[number]) => r.counters.planned - r.counters.succeeded - r.counters.failed;
-          return open.filter((r) => r.state === 'dispatching' || r.state === 'running').sort((a, b) => out(b) - out(a));
+          // A run a hook hangs in is left alone, so each fault's effect is its own to judge.
+          const hung = new Set(targets.flatMap((t) => (t.kind === 'hung-hook' ? [t.run] : [])));
+          return open
+            .filter((r) => (r.state === 'dispatching' || r.state === 'running') && !hung.has(r.runId))
+            .sort((a, b) => out(b) - out(a));
         };
         const until = Date.now() + 20_000;
         let found = await candidates();
@@ -432,11 +442,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       // next one still gets a quiet gap, so runs make progress between faults.
       const wait = Math.max(start + step.atMs, lastEnd + MIN_QUIET_MS) - Date.now();
       if (wait > 0) await sleep(wait);
+      const from = Date.now();
       let injected = await inject(step);
       // A fault that found nothing to act on (no leader yet) is tried once more.
       if (!injected) injected = await inject(step);
       if (injected === true) faults[step.kind]++;
       lastEnd = Date.now();
+      if (injected && disturbing.has(step.kind)) disturbed.push({ from, to: lastEnd });
       const note = injected === 'later' ? ' (aimed)' : injected ? '' : ' (not injected)';
       options.log(`  ${((lastEnd - start) / 1000).toFixed(0).padStart(4)} s  ${step.kind}${note}`);
     }
@@ -495,7 +507,12 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const check = checkInvariants({
       ...snapshot,
       expectations: chaosExpectations(),
-      runExpectations: faultExpectations(CHAOS_JOBS, targets, new Set(snapshot.runs.map((r) => r.record.runId))),
+      runExpectations: faultExpectations(
+        CHAOS_JOBS,
+        targets,
+        new Map(snapshot.runs.map(({ record }) => [record.runId, record])),
+        disturbed,
+      ),
       terms: instances.terms,
       leaseDeletions: targets.flatMap((t) => (t.kind === 'lease-delete' ? [t.at] : [])),
       audit: readAuditTrail(audit.file),

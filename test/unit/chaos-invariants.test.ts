@@ -332,15 +332,23 @@ describe('the terms of leadership', () => {
       [term('a', 3, 10_000), term('b', 1, 25_000), term('c', 2, 30_000), term('d', 3, 35_000), term('e', 4, 40_000)],
       [20_000],
     );
-    expect(bumped.map((v) => v.subject)).toEqual(['epoch 4']);
+    expect(bumped.map((v) => v.subject)).toEqual([`lease deleted at ${new Date(T0 + 20_000).toISOString()}`]);
     expect(bumped[0]?.evidence).toMatch(
-      /^e took epoch 4 at .* by bumping, after the lease record was deleted at .*: no term raised its epoch above 3/,
+      /^the highest epoch led with before was 3; b took epoch 1 at .*, c took epoch 2 at .*, d took epoch 3 at .* \(a had taken it at .*\); no term raised its epoch above 3, and the count climbed back by bumping: e took epoch 4 at /,
     );
+    // Deleted while the first term led: the next took epoch 1 again, and nothing stored was
+    // higher, so nothing refused it and it never raised.
+    const reused = rules([term('a', 1, 0), term('b', 1, 25_000), term('c', 2, 45_000)], [20_000]);
+    expect(reused.map((v) => v.evidence)).toEqual([
+      expect.stringMatching(
+        /^the highest epoch led with before was 1; b took epoch 1 at .* \(a had taken it at .*\); no term raised/,
+      ),
+    ]);
     const stuck = rules([term('a', 3, 10_000), term('b', 1, 25_000), term('c', 2, 30_000, 3)], [20_000]);
     expect(stuck).toEqual([
       expect.objectContaining({
         rule: 'epoch-monotonic',
-        evidence: 'no term raised its epoch above 3, the highest led with before the lease record was deleted',
+        evidence: expect.stringMatching(/no term raised its epoch above 3, up to the end$/),
       }),
     ]);
   });
@@ -362,12 +370,12 @@ describe('the effects of faults aimed at one run', () => {
   const soakJobs = new Map([
     ['sum', { ...expectedSynthetic(JOB), planned: 10, state: 'succeeded' as const, finalizeError: null }],
   ]);
-  const check = (runs: CheckedRun[], targets: FaultTarget[]) =>
+  const check = (runs: CheckedRun[], targets: FaultTarget[], disturbed: Array<{ from: number; to: number }> = []) =>
     checkInvariants({
       runs,
       leftovers: [],
       expectations: soakJobs,
-      runExpectations: faultExpectations([JOB], targets, new Set(runs.map((r) => r.record.runId))),
+      runExpectations: faultExpectations([JOB], targets, new Map(runs.map((r) => [r.record.runId, r.record])), disturbed),
     }).violations;
   /** goodRun(0), its failures with the given reasons, and `extra` failed too (counts, output and manifest agree). */
   const ended = (reasons: Record<number, string>, extra: number[] = []): CheckedRun => {
@@ -397,6 +405,16 @@ describe('the effects of faults aimed at one run', () => {
     expect(check([ended({})], [hung]).map((v) => v.rule)).toContain('counts-add-up');
     // The same hang on another run: that run must not show it.
     expect(check([ended({ 5: timeout }, [5])], [{ ...hung, run: runAt(20) }]).map((v) => v.rule)).toContain('counts-add-up');
+  });
+
+  it('a hung item whose last delivery a kill, pause or restart cut short may fail through the poison copy instead', () => {
+    const hung: FaultTarget = { kind: 'hung-hook', hook: 'process', run: runAt(0), item: 5, started: true };
+    const poisoned = ended({ 5: 'no result after 2 deliveries: the worker never finished this message' }, [5]);
+    // goodRun(0) was open from T0 to T0 + 5 s.
+    expect(check([poisoned], [hung], [{ from: T0 + 2000, to: T0 + 2500 }])).toEqual([]);
+    expect(check([poisoned], [hung], [{ from: T0 + 9000, to: T0 + 9500 }]).map((v) => v.rule)).toEqual(['fault-effect']);
+    // It must still fail: a success is no documented end for a hung item.
+    expect(check([ended({})], [hung], [{ from: T0 + 2000, to: T0 + 2500 }]).map((v) => v.rule)).toContain('counts-add-up');
   });
 
   it('a hung split fails its run with the timeout as its reason', () => {
@@ -467,7 +485,7 @@ describe('the effects of faults aimed at one run', () => {
       { kind: 'hung-hook', hook: 'process', run: runAt(0), item: 5, started: true },
       { kind: 'worker-death', instance: 'instance-9', run: runAt(0), first: 4, count: 4, dequeueCount: 5, at: T0 },
     ];
-    const expected = faultExpectations([JOB], targets, new Set([runAt(0)])).get(runAt(0));
+    const expected = faultExpectations([JOB], targets, new Map([[runAt(0), goodRun(0).record]])).get(runAt(0));
     expect(expected?.fault).toBe('hung process of item 5; instance-9 died after sending the result of items 4..7');
     expect(check([ended({ 5: timeout }, [5])], targets)).toEqual([]);
     expect(check([ended({ 5: timeout, 7: 'no result after 6 deliveries' }, [5])], targets).map((v) => v.rule)).toEqual([
