@@ -333,10 +333,11 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         const candidates = async () => {
           const open = (await readHubStatus(docs, leaseStore()).catch(() => undefined))?.activeRuns ?? [];
           const out = (r: (typeof open)[number]) => r.counters.planned - r.counters.succeeded - r.counters.failed;
-          // A run a hook hangs in is left alone, so each fault's effect is its own to judge.
-          const hung = new Set(targets.flatMap((t) => (t.kind === 'hung-hook' ? [t.run] : [])));
+          // A run another fault was aimed at is left alone, so each fault's effect is its own to
+          // judge: their delays add up (a poison copy waits a drain visibility into each term).
+          const spared = new Set(targets.flatMap((t) => (t.kind === 'hung-hook' || t.kind === 'worker-death' ? [t.run] : [])));
           return open
-            .filter((r) => (r.state === 'dispatching' || r.state === 'running') && !hung.has(r.runId))
+            .filter((r) => (r.state === 'dispatching' || r.state === 'running') && !spared.has(r.runId))
             .sort((a, b) => out(b) - out(a));
         };
         const until = Date.now() + 20_000;
@@ -356,7 +357,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         blobProxy.setOutage(undefined);
         const refused = blobProxy.counts.outage - before;
         targets.push({ kind: 'unreadable-record', run, from, to: Date.now(), refused, setAside: 0, stepErrors: 0 });
-        return refused > 0;
+        // Injected even if nothing asked for the record meanwhile: trying again would double the outage on one run.
+        return true;
       }
       case 'worker-death': {
         const dead = new Set(instances.all.filter((i) => i.death));
