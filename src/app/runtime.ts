@@ -10,6 +10,7 @@ import { assertDurableReady } from '../durable/ready';
 import { assertUniqueJobs } from '../jobs/define-job';
 import type { HostQueueConfig } from '../local/host-config';
 import type { JobDefinition } from '../jobs/job-definition';
+import { BlobEpochMark } from '../lease/blob-epoch-mark';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import type { LeaderLogger } from '../lease/elector-options';
 import { LeaderElector } from '../lease/leader-elector';
@@ -53,6 +54,8 @@ export function hubResources(hub: string) {
     /** The Functions host moves work messages here after maxDequeueCount; workers put malformed ones here. */
     poisonQueue: `${hub}-work-poison`,
     container: `${hub}-runs`,
+    /** In `container`: the highest epoch the hub's lease has handed out (see `BlobEpochMark`). */
+    epochMark: 'leadership/epoch-mark',
   };
 }
 
@@ -153,7 +156,11 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   const poison = new AzureQueue(queueService, resources.poisonQueue);
   const jobMap = new Map(jobs.map((job) => [job.name, job]));
   const elector = new LeaderElector({
-    store: new BlobLeaseStore(leaseClient, settings.hub, { containerName: settings.leaseContainer }),
+    store: new BlobLeaseStore(leaseClient, settings.hub, {
+      containerName: settings.leaseContainer,
+      // Beside the documents the epochs fence, so a deleted lease container restarts nothing.
+      epochMark: BlobEpochMark.at(leaseClient.getContainerClient(resources.container), resources.epochMark),
+    }),
     leaseDurationSeconds: settings.leaseDurationSeconds,
     renewDeadlineMs: settings.renewDeadlineMs,
     // Every instance's coordinator timer is a follower's chance to take over; on a fixed grid,

@@ -1,6 +1,7 @@
 import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure/storage-blob';
 import { ConcurrentUpdateError, CorruptLeaseError, LeaseHeldError, LeaseLostError } from '../errors';
 import { storageErrorOf } from '../storage/rest-error';
+import type { BlobEpochMark } from './blob-epoch-mark';
 import { checkRaiseAbove, raisedEpoch, type LeaseCallOptions, type LeaseRecord, type LeaseStore } from './lease-store';
 
 const META_EPOCH = 'batonepoch';
@@ -10,6 +11,14 @@ const META_ACQUIRED = 'batonacquiredat';
 export interface BlobLeaseStoreOptions {
   /** Container of lease blobs. Default `leases`. */
   containerName?: string;
+  /**
+   * Where the highest epoch ever handed out is kept, in another container (the hub's). With it,
+   * every bump and raise goes above the mark first, so a lease blob or container that was
+   * deleted does not restart the count: no two holders ever share an epoch. Without it, a
+   * deleted lease record restarts at 0 and its next holders climb back only as stored epochs
+   * refuse their writes (see `Leadership.raiseEpoch`).
+   */
+  epochMark?: BlobEpochMark;
 }
 
 /**
@@ -24,10 +33,12 @@ export class BlobLeaseStore implements LeaseStore {
   readonly description: string;
   private readonly container: ContainerClient;
   private readonly blob: BlockBlobClient;
+  private readonly mark: BlobEpochMark | undefined;
 
   constructor(blobService: BlobServiceClient, leaseName: string, options: BlobLeaseStoreOptions = {}) {
     this.container = blobService.getContainerClient(options.containerName ?? 'leases');
     this.blob = this.container.getBlockBlobClient(leaseName);
+    this.mark = options.epochMark;
     this.description = this.blob.url.split('?')[0] ?? leaseName;
   }
 
@@ -91,7 +102,12 @@ export class BlobLeaseStore implements LeaseStore {
     return this.writeEpoch(leaseId, 'raise the epoch', (epoch) => raisedEpoch(epoch, above), options);
   }
 
-  /** Reads the epoch and writes `next(epoch)` beside the rest of the metadata, under the lease. */
+  /**
+   * Reads the epoch and writes `next(epoch)` beside the rest of the metadata, under the lease.
+   * With an epoch mark, `next` starts from the higher of the lease's epoch and the mark, and the
+   * new epoch is marked before the lease records it: a failure between the two leaves the mark
+   * ahead, which only makes the next epoch skip a number.
+   */
   private async writeEpoch(
     leaseId: string,
     action: string,
@@ -99,15 +115,26 @@ export class BlobLeaseStore implements LeaseStore {
     options: LeaseCallOptions | undefined,
     extra: Record<string, string> = {},
   ): Promise<number> {
-    try {
-      const props = await this.blob.getProperties({ abortSignal: options?.abortSignal, conditions: { leaseId } });
-      const epoch = next(parseMetadata(this.description, props.metadata).epoch);
-      await this.blob.setMetadata(
+    const props = await this.underLease(action, () =>
+      this.blob.getProperties({ abortSignal: options?.abortSignal, conditions: { leaseId } }),
+    );
+    const stored = parseMetadata(this.description, props.metadata).epoch;
+    // The mark's own failures are not this lease's: they keep their errors.
+    const epoch = this.mark ? await this.mark.advance((marked) => next(Math.max(stored, marked)), options) : next(stored);
+    await this.underLease(action, () =>
+      this.blob.setMetadata(
         { ...props.metadata, ...extra, [META_EPOCH]: String(epoch) },
         // The lease keeps other writers out; the ETag makes the change exact even so.
         { abortSignal: options?.abortSignal, conditions: { leaseId, ifMatch: props.etag } },
-      );
-      return epoch;
+      ),
+    );
+    return epoch;
+  }
+
+  /** Runs a call on the lease blob, answering "this lease id no longer holds" as `LeaseLostError`. */
+  private async underLease<T>(action: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
     } catch (err) {
       if (storageErrorOf(err)?.code === 'ConditionNotMet') throw new ConcurrentUpdateError(this.description, { cause: err });
       throw asLeaseLoss(err, action) ?? err;

@@ -4,8 +4,9 @@ import { checkRaiseAbove, raisedEpoch, type LeaseCallOptions, type LeaseRecord, 
 
 /**
  * A `LeaseStore` in memory, with lease expiry on an injected clock: fast and deterministic for
- * tests on a `FakeClock`. It passes the same contract suite as `BlobLeaseStore`. It also offers
- * `breakLease()`, as an outside client can do to a blob lease.
+ * tests on a `FakeClock`. It passes the same contract suite as `BlobLeaseStore` with an epoch
+ * mark. It also offers `breakLease()` and `deleteRecord()`, as an outside client can do to a
+ * blob lease.
  */
 export class InMemoryLeaseStore implements LeaseStore {
   readonly description: string;
@@ -14,6 +15,8 @@ export class InMemoryLeaseStore implements LeaseStore {
   private expiresAt = 0;
   private broken = false;
   private epoch = 0;
+  /** The highest epoch handed out, which outlives the record, as `BlobEpochMark` does. */
+  private mark = 0;
   private holder: string | undefined;
   private acquiredAt: Date | undefined;
   private durationMs = 0;
@@ -60,7 +63,8 @@ export class InMemoryLeaseStore implements LeaseStore {
     this.checkHolder(leaseId, 'bump the epoch');
     // Unlike renew, a write needs a live lease (Azure answers 412 LeaseLost).
     if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot bump the epoch: the lease has expired');
-    this.epoch += 1;
+    this.epoch = Math.max(this.epoch, this.mark) + 1;
+    this.mark = this.epoch;
     this.holder = holder;
     this.acquiredAt = this.clock.date();
     return this.epoch;
@@ -71,7 +75,8 @@ export class InMemoryLeaseStore implements LeaseStore {
     options?.abortSignal?.throwIfAborted();
     this.checkHolder(leaseId, 'raise the epoch');
     if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot raise the epoch: the lease has expired');
-    this.epoch = raisedEpoch(this.epoch, above);
+    this.epoch = raisedEpoch(Math.max(this.epoch, this.mark), above);
+    this.mark = this.epoch;
     return this.epoch;
   }
 
@@ -79,6 +84,16 @@ export class InMemoryLeaseStore implements LeaseStore {
   breakLease(): void {
     if (this.leaseId !== undefined) this.broken = true;
     this.expiresAt = 0;
+  }
+
+  /** Deletes the lease record, lease and all, as deleting its blob or container does; the mark stays. */
+  deleteRecord(): void {
+    this.leaseId = undefined;
+    this.expiresAt = 0;
+    this.broken = false;
+    this.epoch = 0;
+    this.holder = undefined;
+    this.acquiredAt = undefined;
   }
 
   private isLeased(): boolean {

@@ -55,7 +55,8 @@ type Outcome<T> = { ok: true; value: T } | { ok: false; error: unknown };
  *
  * Guaranteed:
  * - At most one candidate holds the lease at a time, as far as storage is concerned.
- * - Each new holder's epoch is strictly greater than every earlier holder's, across restarts.
+ * - Each new holder's epoch is strictly greater than every earlier holder's, across restarts,
+ *   and across deletions of the lease record when the store keeps an epoch mark.
  * - A leader that cannot renew before its renew deadline, whose lease is taken or broken, or
  *   whose task stops calling `heartbeat()`, aborts `leadership.signal`, by the local monotonic
  *   clock, before the lease can expire in storage (the deadline is shorter than the lease).

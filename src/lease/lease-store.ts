@@ -16,6 +16,9 @@
  *   holder whose epoch restarted (the lease blob or its container was deleted) climbs back above
  *   the epochs its documents carry; a holder that lost the lease cannot raise, so the only epoch
  *   that can climb is the current holder's, and every later holder bumps above it.
+ * - With an epoch mark (`BlobEpochMark`; the in-memory store always has one), an epoch once handed
+ *   out is never handed out again, even after the lease record was deleted under its holder: each
+ *   bump or raise goes above every earlier one.
  * - Any other failure (timeouts, 5xx, aborts) is thrown as is; callers treat it as transient.
  */
 export interface LeaseStore {

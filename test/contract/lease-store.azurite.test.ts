@@ -1,4 +1,5 @@
 import { setTimeout as delay } from 'node:timers/promises';
+import { BlobEpochMark } from '../../src/lease/blob-epoch-mark';
 import { BlobLeaseStore } from '../../src/lease/blob-lease-store';
 import { useAzurite } from '../support/azurite';
 import { leaseStoreContract } from './lease-store.contract';
@@ -7,11 +8,17 @@ const fixture = useAzurite();
 
 leaseStoreContract('BlobLeaseStore on Azurite', async () => {
   const name = fixture.uniqueName('hub');
-  const store = new BlobLeaseStore(fixture.leaseBlobService, name);
+  // A container of its own, so deleting it touches no other test; the mark lives elsewhere.
+  const containerName = fixture.uniqueName('leases');
+  const epochMark = BlobEpochMark.at(fixture.leaseBlobService.getContainerClient(fixture.uniqueName('hub')), 'epoch-mark');
+  const store = new BlobLeaseStore(fixture.leaseBlobService, name, { containerName, epochMark });
   return {
     store,
     breakLease: async () => {
-      await fixture.blobService.getContainerClient('leases').getBlobClient(name).getBlobLeaseClient().breakLease(0);
+      await fixture.blobService.getContainerClient(containerName).getBlobClient(name).getBlobLeaseClient().breakLease(0);
+    },
+    deleteRecord: async () => {
+      await fixture.blobService.getContainerClient(containerName).delete();
     },
     elapse: (ms) => delay(ms),
   };

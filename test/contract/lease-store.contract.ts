@@ -7,6 +7,8 @@ export interface LeaseStoreHarness {
   store: LeaseStore;
   /** Breaks the lease as an outside client would (`breakLease(0)`). */
   breakLease(): Promise<void>;
+  /** Deletes the lease record, lease and all, as an outside client can (its blob or container). */
+  deleteRecord(): Promise<void>;
   /** Lets `ms` pass for the store's lease clock. */
   elapse(ms: number): Promise<void>;
 }
@@ -133,6 +135,44 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
         await store.release(leaseId);
       }
       expect(seen).toEqual([1, 2, 3, 4, 5, 6]);
+    });
+
+    it('hands out no epoch twice after the lease record is deleted under its holder', async () => {
+      const harness = await makeHarness();
+      const { store } = harness;
+      const a = id();
+      await store.acquire(a, 15);
+      expect(await store.bumpEpoch(a, 'a')).toBe(1);
+      await harness.deleteRecord();
+      expect(await store.read()).toMatchObject({ leased: false, epoch: 0 });
+      // The first holder has not noticed; the next one must not get its epoch.
+      const b = id();
+      await store.acquire(b, 15);
+      expect(await store.bumpEpoch(b, 'b')).toBe(2);
+      await expect(store.raiseEpoch(a, 5)).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(store.bumpEpoch(a, 'a')).rejects.toBeInstanceOf(LeaseLostError);
+      expect(await store.read()).toMatchObject({ leased: true, holder: 'b', epoch: 2 });
+    });
+
+    it('raises and bumps above every epoch handed out before the lease record was deleted', async () => {
+      const harness = await makeHarness();
+      const { store } = harness;
+      for (let i = 0; i < 3; i++) {
+        const leaseId = id();
+        await store.acquire(leaseId, 15);
+        await store.bumpEpoch(leaseId, `holder-${i}`);
+        await store.release(leaseId);
+      }
+      await harness.deleteRecord();
+      const b = id();
+      await store.acquire(b, 15);
+      // Refused by a stored 1, say: the raise still goes above the 3 handed out before.
+      expect(await store.raiseEpoch(b, 1)).toBe(4);
+      await store.release(b);
+      await harness.deleteRecord();
+      const c = id();
+      await store.acquire(c, 15);
+      expect(await store.bumpEpoch(c, 'c')).toBe(5);
     });
 
     it('reports a broken lease to its holder, lets another acquire, and refuses the old holder', async () => {

@@ -8,6 +8,7 @@ leaseStoreContract('InMemoryLeaseStore', async () => {
   return {
     store,
     breakLease: async () => store.breakLease(),
+    deleteRecord: async () => store.deleteRecord(),
     elapse: (ms) => clock.advance(ms),
   };
 });
