@@ -35,12 +35,25 @@ export function isAuditedWrite(method: string, url: string, container: string): 
   return target === container && blob.join('/') !== '';
 }
 
+/**
+ * The blob a request names inside `container` (decoded), or undefined when it names none there.
+ * Path-style URLs, as the local emulator uses: /<account>/<container>/<blob name, encoded>.
+ */
+export function blobKeyOf(url: string, container: string): string | undefined {
+  const [, , target, ...blob] = new URL(url, 'http://proxy').pathname.split('/');
+  if (target !== container || blob.length === 0) return undefined;
+  try {
+    return blob.map((s) => decodeURIComponent(s)).join('/') || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The audit entry for one exchange, or undefined when it is not a write into `container`. */
 export function auditEntryOf(exchange: Exchange, container: string): AuditEntry | undefined {
   if (!isAuditedWrite(exchange.method, exchange.url, container)) return undefined;
-  // Path-style URL (the local emulator): /<account>/<container>/<blob name, encoded>.
-  const segments = new URL(exchange.url, 'http://proxy').pathname.split('/').slice(3);
-  const key = segments.map((s) => decodeURIComponent(s)).join('/');
+  const key = blobKeyOf(exchange.url, container);
+  if (key === undefined) return undefined;
   const header = (name: string): string | undefined => {
     const value = exchange.requestHeaders[name];
     return Array.isArray(value) ? value[0] : value;

@@ -4,6 +4,17 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { redactSecrets } from '../storage/settings';
 import { parseInstanceLine } from '../local/instance-events';
+import type { Term } from './invariants';
+
+/** A worker that died on purpose right after sending the result of a message on its last delivery. */
+export interface WorkerDeath {
+  instance: string;
+  run: string;
+  first: number;
+  count: number;
+  dequeueCount: number;
+  at: number;
+}
 
 export interface ChaosInstance {
   name: string;
@@ -11,6 +22,8 @@ export interface ChaosInstance {
   alive: boolean;
   /** When this instance last renewed the lease (ms since the epoch, as it reported). */
   lastRenewedAt?: number;
+  /** Set when it died on purpose after sending a result (`BATON_CHAOS_DIE_AFTER_SENDING`). */
+  death?: WorkerDeath;
   exited: Promise<void>;
 }
 
@@ -21,6 +34,10 @@ export interface ChaosInstance {
 export class ChaosInstances {
   readonly all: ChaosInstance[] = [];
   leaderChanges = 0;
+  /** Every term of leadership an instance reported taking, with its epoch. */
+  readonly terms: Term[] = [];
+  /** Every warning the instances logged, as it came. */
+  readonly warnings: Array<{ instance: string; at: number; message: string }> = [];
   private next = 1;
 
   constructor(
@@ -59,11 +76,30 @@ export class ChaosInstances {
         return;
       }
       if (event.kind === 'stopping') this.log(`${name} stopping: ${event.why}`);
+      if (event.kind === 'chaos') {
+        const { run, first, count, dequeueCount } = event;
+        instance.death = { instance: name, run, first, count, dequeueCount, at: event.at ?? Date.now() };
+        this.log(
+          `${name} dies (SIGKILL) after sending the result of ${run} items ${first}..${first + count - 1}, delivery ${dequeueCount}`,
+        );
+      }
+      if (event.kind === 'leader' && event.type === 'epoch-raised' && event.epoch !== undefined) {
+        // Raised under the lease this instance took last: that term's.
+        const term = [...this.terms].reverse().find((t) => t.holder === name);
+        if (term) term.raisedTo = Math.max(term.raisedTo ?? 0, event.epoch);
+        this.log(`${name} raised its epoch to ${event.epoch}`);
+      }
       if (event.kind === 'leader' && event.type === 'renewed') instance.lastRenewedAt = event.at ?? Date.now();
       else if (event.kind === 'leader' && (event.type === 'acquired' || event.type === 'lost')) {
-        if (event.type === 'acquired') this.leaderChanges++;
+        if (event.type === 'acquired') {
+          this.leaderChanges++;
+          if (event.epoch !== undefined) this.terms.push({ holder: name, epoch: event.epoch, at: event.at ?? Date.now() });
+        }
         this.log(`${name} leadership ${event.type} epoch ${event.epoch ?? '?'}${event.reason ? ` (${event.reason})` : ''}`);
-      } else if (event.kind === 'log' && event.level === 'warn') this.log(`${name} warn: ${event.message}`);
+      } else if (event.kind === 'log' && event.level === 'warn') {
+        this.log(`${name} warn: ${event.message}`);
+        this.warnings.push({ instance: name, at: event.at ?? Date.now(), message: event.message });
+      }
     });
     createInterface({ input: proc.stderr as NodeJS.ReadableStream }).on('line', (line) => this.log(`${name} stderr: ${line}`));
     this.all.push(instance);

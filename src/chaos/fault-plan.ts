@@ -1,7 +1,25 @@
 import { SeededRandom } from './rng';
 
-export const FAULT_KINDS = ['kill', 'pause', 'storage-restart', 'proxy', 'lease-break'] as const;
+export const FAULT_KINDS = [
+  'kill',
+  'pause',
+  'storage-restart',
+  'proxy',
+  'lease-break',
+  'unreadable-record',
+  'worker-death',
+  'hung-hook',
+  'lease-delete',
+] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** The job hooks a `hung-hook` fault can hang. */
+export const HUNG_HOOKS = ['split', 'process', 'finalize'] as const;
+export type HungHook = (typeof HUNG_HOOKS)[number];
+
+/** What a `lease-delete` fault deletes: the lease blob (its lease broken first) or its whole container. */
+export const LEASE_DELETE_TARGETS = ['blob', 'container'] as const;
+export type LeaseDeleteTarget = (typeof LEASE_DELETE_TARGETS)[number];
 
 /** Shares of requests the fault proxy disturbs while a proxy fault is on (the rest pass untouched). */
 export interface ProxyProfile {
@@ -25,7 +43,23 @@ export type FaultStep =
   | { kind: 'storage-restart'; atMs: number; downMs: number }
   | { kind: 'proxy'; atMs: number; windowMs: number; profile: ProxyProfile }
   /** An outside client breaks the leader's lease. */
-  | { kind: 'lease-break'; atMs: number };
+  | { kind: 'lease-break'; atMs: number }
+  /**
+   * For `windowMs`, storage answers every request for one open run's record with 500
+   * InternalError, as when the partition serving that one blob is unavailable; other blobs are
+   * served as usual.
+   */
+  | { kind: 'unreadable-record'; atMs: number; windowMs: number }
+  /**
+   * The first instance whose worker sends the result of a message on its last delivery within
+   * `withinMs` SIGKILLs itself before the message is deleted, so the result and a poison copy
+   * of the message both reach the leader; a replacement starts `restartAfterMs` later.
+   */
+  | { kind: 'worker-death'; atMs: number; withinMs: number; restartAfterMs: number }
+  /** One hook of one run of a test job never settles and ignores its abort signal. */
+  | { kind: 'hung-hook'; atMs: number; hook: HungHook }
+  /** An outside client deletes the lease blob, or the container holding it, under a leader. */
+  | { kind: 'lease-delete'; atMs: number; target: LeaseDeleteTarget };
 
 export interface FaultPlanOptions {
   seed: number;
@@ -57,6 +91,15 @@ function meanBusyMs(kind: FaultKind, leaseSeconds: number): number {
     case 'proxy':
       return 9000;
     case 'lease-break':
+    case 'lease-delete':
+      return 0;
+    case 'unreadable-record':
+      return 25_000;
+    // Mostly waiting for a message on its last delivery.
+    case 'worker-death':
+      return 12_000;
+    // The hang bites when the run gets there; the soak does not wait for it.
+    case 'hung-hook':
       return 0;
   }
 }
@@ -75,7 +118,18 @@ export function planFaults(options: FaultPlanOptions): FaultStep[] {
   const rounds = Math.max(1, Math.floor(options.durationMs / roundMs));
   const order = Array.from({ length: rounds }, () => rng.shuffle(kinds)).flat();
 
-  const steps = order.map((kind) => makeStep(kind, 0, rng, options.leaseSeconds));
+  // Variants go round in a shuffled cycle, so a plan with enough rounds has each; they are drawn
+  // only when their kind is in the plan, so a plan without it stays the same for its seed.
+  const variants = <T>(all: readonly T[]): (() => T) => {
+    let cycle: T[] | undefined;
+    let next = 0;
+    return () => {
+      cycle ??= rng.shuffle(all);
+      return cycle[next++ % cycle.length] as T;
+    };
+  };
+  const choose = { hook: variants(HUNG_HOOKS), leaseTarget: variants(LEASE_DELETE_TARGETS) };
+  const steps = order.map((kind) => makeStep(kind, 0, rng, options.leaseSeconds, choose));
   const busy = steps.reduce((sum, step) => sum + stepDurationMs(step), 0);
   const quiet = Math.max(steps.length * minGapMs, options.durationMs - busy);
   // Gaps vary by ±25% around their share, so faults do not fall on one phase of the tick; the
@@ -91,7 +145,13 @@ export function planFaults(options: FaultPlanOptions): FaultStep[] {
   return steps;
 }
 
-function makeStep(kind: FaultKind, atMs: number, rng: SeededRandom, leaseSeconds: number): FaultStep {
+function makeStep(
+  kind: FaultKind,
+  atMs: number,
+  rng: SeededRandom,
+  leaseSeconds: number,
+  choose: { hook: () => HungHook; leaseTarget: () => LeaseDeleteTarget },
+): FaultStep {
   switch (kind) {
     case 'kill':
       return { kind, atMs, restartAfterMs: rng.int(1000, 3000) };
@@ -103,6 +163,15 @@ function makeStep(kind: FaultKind, atMs: number, rng: SeededRandom, leaseSeconds
       return { kind, atMs, windowMs: rng.int(6000, 12000), profile: PROXY_PROFILE };
     case 'lease-break':
       return { kind, atMs };
+    case 'unreadable-record':
+      // Longer than the SDK's retries of one call (4 tries over 16 s), so calls fail, not just wait.
+      return { kind, atMs, windowMs: rng.int(20_000, 30_000) };
+    case 'worker-death':
+      return { kind, atMs, withinMs: 60_000, restartAfterMs: rng.int(1000, 3000) };
+    case 'hung-hook':
+      return { kind, atMs, hook: choose.hook() };
+    case 'lease-delete':
+      return { kind, atMs, target: choose.leaseTarget() };
   }
 }
 
@@ -117,7 +186,13 @@ export function stepDurationMs(step: FaultStep): number {
       return step.downMs;
     case 'proxy':
       return step.windowMs;
+    case 'unreadable-record':
+      return step.windowMs;
+    // These last as long as their target takes: the soak waits for it, not the plan.
+    case 'worker-death':
+    case 'hung-hook':
     case 'lease-break':
+    case 'lease-delete':
       return 0;
   }
 }

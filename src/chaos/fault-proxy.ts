@@ -22,7 +22,8 @@ export interface Exchange {
   hiddenFromClient: boolean;
 }
 
-export type ProxyAction = 'latency' | 'unavailable' | 'resetBefore' | 'resetAfter' | 'refused';
+/** `outage`: answered 500 because the request named a blob in an outage (see `setOutage`). */
+export type ProxyAction = 'latency' | 'unavailable' | 'resetBefore' | 'resetAfter' | 'refused' | 'outage';
 
 export interface FaultProxyOptions {
   upstreamHost: string;
@@ -35,6 +36,8 @@ export interface FaultProxyOptions {
   captureBody?: (method: string, url: string) => boolean;
 }
 
+const INTERNAL_ERROR_BODY =
+  '<?xml version="1.0" encoding="utf-8"?><Error><Code>InternalError</Code><Message>Injected by the fault proxy.</Message></Error>';
 const BUSY_BODY =
   '<?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code><Message>Injected by the fault proxy.</Message></Error>';
 
@@ -45,12 +48,20 @@ const BUSY_BODY =
  * While storage is down it refuses every request by resetting the connection.
  */
 export class FaultProxy {
-  readonly counts: Record<ProxyAction, number> = { latency: 0, unavailable: 0, resetBefore: 0, resetAfter: 0, refused: 0 };
+  readonly counts: Record<ProxyAction, number> = {
+    latency: 0,
+    unavailable: 0,
+    resetBefore: 0,
+    resetAfter: 0,
+    refused: 0,
+    outage: 0,
+  };
   forwarded = 0;
   private seq = 0;
   private inFlight = 0;
   private profile: ProxyProfile | undefined;
   private upstreamDown = false;
+  private outage: ((method: string, url: string) => boolean) | undefined;
   private readonly rng: SeededRandom;
   private agent = new Agent({ keepAlive: true, maxSockets: 256 });
   private readonly sockets = new Set<Socket>();
@@ -84,6 +95,15 @@ export class FaultProxy {
   /** Turns a fault profile on, or off with `undefined`. */
   setProfile(profile: ProxyProfile | undefined): void {
     this.profile = profile;
+  }
+
+  /**
+   * Requests `matches` picks are answered 500 InternalError without reaching storage, as when
+   * the partition serving them is unavailable; `undefined` ends the outage. The profile's
+   * faults still apply to every other request.
+   */
+  setOutage(matches: ((method: string, url: string) => boolean) | undefined): void {
+    this.outage = matches;
   }
 
   /**
@@ -123,16 +143,16 @@ export class FaultProxy {
       req.socket.resetAndDestroy();
       return;
     }
+    if (this.outage?.(req.method ?? 'GET', req.url ?? '/')) {
+      this.counts.outage++;
+      this.answerWithoutStorage(req, res, 500, 'InternalError', INTERNAL_ERROR_BODY);
+      return;
+    }
     const action = this.choose();
     if (action) this.counts[action]++;
     switch (action) {
       case 'unavailable':
-        // Drain the body first, so the connection stays usable for the client's retry.
-        req.resume();
-        req.on('end', () => {
-          res.writeHead(503, { 'content-type': 'application/xml', 'x-ms-error-code': 'ServerBusy' });
-          res.end(BUSY_BODY);
-        });
+        this.answerWithoutStorage(req, res, 503, 'ServerBusy', BUSY_BODY);
         return;
       case 'resetBefore':
         req.socket.resetAndDestroy();
@@ -151,6 +171,15 @@ export class FaultProxy {
       default:
         this.forward(req, res, action === 'resetAfter');
     }
+  }
+
+  private answerWithoutStorage(req: IncomingMessage, res: ServerResponse, status: number, code: string, body: string): void {
+    // Drain the body first, so the connection stays usable for the client's retry.
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(status, { 'content-type': 'application/xml', 'x-ms-error-code': code });
+      res.end(body);
+    });
   }
 
   private forward(req: IncomingMessage, res: ServerResponse, resetAfter: boolean): void {

@@ -25,7 +25,26 @@ export interface Expectation {
   /** Item indexes that fail on every attempt, ascending. */
   failed: readonly number[];
   /** How every run of the job must end, when its failures are known to be within its tolerance. */
-  state?: 'succeeded';
+  state?: 'succeeded' | 'failed';
+  /** The fault that shaped this expectation, for one run; its own checks report as `fault-effect`. */
+  fault?: string;
+  /** What the run's end reason must say. */
+  endReason?: RegExp;
+  /** What the run's finalize error must say; `null`: it must have none. Unchecked when absent. */
+  finalizeError?: RegExp | null;
+  /** The reason the failures manifest must give for each failed item among `items`: the outcome that had to count. */
+  reasons?: ReadonlyArray<{ items: readonly number[]; reason: RegExp }>;
+}
+
+/** One term of leadership, as its holder reported taking it. */
+export interface Term {
+  holder: string;
+  /** The epoch it took the lease with. */
+  epoch: number;
+  /** When the holder took it (ms since the epoch, the holder's clock: every instance runs on one machine). */
+  at: number;
+  /** The highest epoch it raised its own to, above a stored one, if it did. */
+  raisedTo?: number;
 }
 
 export const INVARIANTS = {
@@ -40,6 +59,9 @@ export const INVARIANTS = {
   'expected-state': 'every run of a test job ends the way its design says (succeeded), and each job has runs',
   'audit-complete': 'the audit trail holds every write of every run record, so the order checks saw them all',
   readable: 'every run record, output and manifest can be read',
+  'fault-effect': 'a run a fault targeted ends the way that fault is documented to end it, and no other run shows its effect',
+  'epoch-monotonic':
+    'every term of leadership takes a higher epoch than every epoch led with before it, also after the lease record is deleted',
 } as const;
 export type InvariantRule = keyof typeof INVARIANTS;
 
@@ -55,6 +77,12 @@ export interface CheckInput {
   leftovers: readonly Leftover[];
   /** By job name; runs of other jobs get the checks that need no expectation. */
   expectations: ReadonlyMap<string, Expectation>;
+  /** By run id, in place of its job's: runs a fault was aimed at. */
+  runExpectations?: ReadonlyMap<string, Expectation>;
+  /** Every term of leadership the instances reported; without it, `epoch-monotonic` is not checked. */
+  terms?: readonly Term[];
+  /** When the lease record (its blob or its container) was deleted, each time (ms since the epoch). */
+  leaseDeletions?: readonly number[];
   /** Accepted and refused blob writes as storage answered them; without it, the write-order checks are skipped. */
   audit?: readonly AuditEntry[];
   /** When the faults stopped (ms since the epoch); default: the runs' own creation times. */
@@ -102,6 +130,17 @@ export function checkInvariants(input: CheckInput): CheckResult {
   if (input.unseenMessages) notes.push(`${input.unseenMessages} queued message(s) were hidden or past a peek, so not checked`);
   violations.push(...checkOccurrences(input.runs));
   violations.push(...checkLeftovers(input.runs, input.leftovers, notes));
+  if (input.terms) violations.push(...checkTerms(input.terms, input.leaseDeletions ?? []));
+  else notes.push('no terms of leadership: epoch-monotonic was not checked');
+  for (const runId of input.runExpectations?.keys() ?? []) {
+    if (!input.runs.some((r) => r.record.runId === runId)) {
+      violations.push({
+        rule: 'fault-effect',
+        subject: runId,
+        evidence: 'a fault was aimed at this run, and it has no run record',
+      });
+    }
+  }
   let audit: CheckResult['audit'];
   if (input.audit) {
     violations.push(
@@ -136,7 +175,7 @@ function checkRun(run: CheckedRun, input: CheckInput): Violation[] {
   const { record, output, manifest } = run;
   const out: Violation[] = [];
   const v = (rule: InvariantRule, evidence: string) => out.push({ rule, subject: record.runId, evidence });
-  const expected = input.expectations.get(record.job);
+  const expected = input.runExpectations?.get(record.runId) ?? input.expectations.get(record.job);
   const { planned, succeeded, failed } = record.counters;
 
   const bound = boundOf(record, input);
@@ -156,6 +195,7 @@ function checkRun(run: CheckedRun, input: CheckInput): Violation[] {
   if (expected?.state && record.state !== expected.state) {
     v('expected-state', `${record.state}, expected ${expected.state}${record.endReason ? `: ${record.endReason}` : ''}`);
   }
+  if (expected) out.push(...checkFaultEffect(run, expected));
 
   // Finalized: every item was counted before the output was written (succeeded, or failed beyond tolerance).
   const finalized = record.state === 'succeeded' || (record.state === 'failed' && record.outputKey !== null);
@@ -203,6 +243,68 @@ function checkRun(run: CheckedRun, input: CheckInput): Violation[] {
   }
   if (record.state === 'succeeded' && output && JSON.stringify(output.output) !== JSON.stringify(expected.output)) {
     v('output-correct', `output ${JSON.stringify(output.output)}, expected ${JSON.stringify(expected.output)}`);
+  }
+  return out;
+}
+
+/**
+ * What a fault aimed at a run must have done to it (its end reason, its finalize error, the
+ * reason each targeted item failed with), and, for every other run, that it shows no finalize
+ * error: only a hung finalize gives one to the test jobs.
+ */
+function checkFaultEffect(run: CheckedRun, expected: Expectation): Violation[] {
+  const { record, manifest } = run;
+  const out: Violation[] = [];
+  const by = expected.fault ? `${expected.fault}: ` : '';
+  const v = (evidence: string) => out.push({ rule: 'fault-effect', subject: record.runId, evidence: `${by}${evidence}` });
+  if (expected.endReason && !expected.endReason.test(record.endReason ?? '')) {
+    v(`ended ${record.state} with reason ${JSON.stringify(record.endReason)}, expected one matching ${expected.endReason}`);
+  }
+  if (expected.finalizeError === null && record.finalizeError !== null) {
+    v(`a finalize error no fault explains: ${JSON.stringify(record.finalizeError)}`);
+  } else if (expected.finalizeError && !expected.finalizeError.test(record.finalizeError ?? '')) {
+    v(`finalize error ${JSON.stringify(record.finalizeError)}, expected one matching ${expected.finalizeError}`);
+  }
+  for (const { items, reason } of expected.reasons ?? []) {
+    const wanted = new Set(items);
+    for (const entry of manifest?.failed ?? []) {
+      if (wanted.has(entry.item) && !reason.test(entry.reason)) {
+        v(`item ${entry.item} failed with ${JSON.stringify(entry.reason)}, expected a reason matching ${reason}`);
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * Terms in the order they were taken. Each must take a higher epoch than every earlier term led
+ * with, or the fence cannot tell its writes from theirs. A deleted lease record is no excuse:
+ * its count restarts, but the epoch mark in the hub's container keeps the count, so the next
+ * holder still takes an epoch above every one before (docs/architecture.md). The deletions are
+ * named in the evidence.
+ */
+export function checkTerms(terms: readonly Term[], leaseDeletions: readonly number[]): Violation[] {
+  const out: Violation[] = [];
+  const at = (t: number) => new Date(t).toISOString();
+  const deletions = [...leaseDeletions].sort((a, b) => a - b);
+  let highest: { epoch: number; term: Term } | undefined;
+  for (const term of [...terms].sort((a, b) => a.at - b.at)) {
+    if (highest && term.epoch <= highest.epoch) {
+      const before = highest;
+      const between = deletions.filter((d) => d > before.term.at && d <= term.at);
+      out.push({
+        rule: 'epoch-monotonic',
+        subject: `epoch ${term.epoch}`,
+        evidence:
+          `${term.holder} took epoch ${term.epoch} at ${at(term.at)}, after ${before.term.holder} had led with epoch ` +
+          `${before.epoch} (taken at ${at(before.term.at)}), and ` +
+          (between.length
+            ? `the lease record was deleted in between (at ${between.map(at).join(', ')}): the epoch mark did not keep the count`
+            : 'the lease record was not deleted in between'),
+      });
+    }
+    const led = Math.max(term.epoch, term.raisedTo ?? 0);
+    if (!highest || led > highest.epoch) highest = { epoch: led, term };
   }
   return out;
 }

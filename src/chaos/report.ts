@@ -1,3 +1,4 @@
+import type { FaultTarget } from './fault-effects';
 import { INVARIANTS, type CheckResult } from './invariants';
 import type { SoakReport } from './soak';
 
@@ -7,17 +8,53 @@ export function formatSoakReport(report: SoakReport): string {
   lines.push('', 'faults injected', '| kind | count |', '|---|---|');
   for (const [kind, count] of Object.entries(report.faults))
     if (report.kinds.includes(kind as never)) lines.push(`| ${kind} | ${count} |`);
+  if (report.targets.length) {
+    lines.push('', 'what the aimed faults hit');
+    for (const target of report.targets) lines.push(`- ${describeTarget(target, report)}`);
+  }
   const p = report.proxy;
   lines.push(
     '',
     `proxy: ${p.forwarded} requests forwarded; disturbed: ${p.latency} delayed, ${p.unavailable} answered 503, ` +
-      `${p.resetBefore} reset before storage, ${p.resetAfter} reset after storage applied them, ${p.refused} refused while storage was down`,
+      `${p.resetBefore} reset before storage, ${p.resetAfter} reset after storage applied them, ${p.refused} refused while storage was down, ` +
+      `${p.outage} answered 500 for an unavailable run record`,
     `leadership changed hands ${report.leaderChanges} times; faults ran ${(report.faultMs / 1000).toFixed(0)} s; ` +
       `every run had ended ${(report.settleMs / 1000).toFixed(1)} s after the faults stopped`,
   );
   lines.push(...formatCheck(report.check));
   lines.push('', `seed ${report.seed}; data ${report.kept ? `kept in ${report.data}` : 'removed'}`);
   return lines.join('\n');
+}
+
+function describeTarget(target: FaultTarget, report: SoakReport): string {
+  const ended = (run: string): string => {
+    const r = report.targetRuns[run];
+    if (!r) return 'it has no run record';
+    const why = [r.endReason && `reason: ${r.endReason}`, r.finalizeError && `finalize error: ${r.finalizeError}`].filter(
+      Boolean,
+    );
+    return `it ended ${r.state}${why.length ? ` (${why.join('; ')})` : ''}`;
+  };
+  switch (target.kind) {
+    case 'unreadable-record':
+      return (
+        `unreadable-record: ${target.run} for ${((target.to - target.from) / 1000).toFixed(0)} s; ${target.refused} requests answered 500, ` +
+        `the leader set its messages aside ${target.setAside} times and retried a failed step ${target.stepErrors} times; ` +
+        ended(target.run)
+      );
+    case 'worker-death':
+      return (
+        `worker-death: ${target.instance} died after sending the result of ${target.run} items ${target.first}..` +
+        `${target.first + target.count - 1} (delivery ${target.dequeueCount}); ${ended(target.run)}`
+      );
+    case 'hung-hook':
+      return (
+        `hung-hook: ${target.hook}${target.item === undefined ? '' : ` of item ${target.item}`} of ${target.run}` +
+        `${target.started ? '' : ' (the occurrence did not start)'}; ${ended(target.run)}`
+      );
+    case 'lease-delete':
+      return `lease-delete: the lease ${target.target} deleted under ${target.holder}`;
+  }
 }
 
 export function formatCheck(check: CheckResult): string[] {

@@ -1,19 +1,23 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { hubResources } from '../app/runtime';
+import { jobStateKey, jobStateSchema, type JobState } from '../engine/job-state';
 import { listRuns, readHubStatus } from '../engine/status';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import { startAzurite, type RunningAzurite } from '../local/azurite';
-import { isTerminal } from '../runs/run-record';
-import { expectedSynthetic, type SyntheticJobSpec } from '../sample/synthetic-job';
+import { FencedDocuments } from '../fencing/fenced-documents';
+import { isTerminal, runKeys, scheduledRunId } from '../runs/run-record';
+import { Schedule } from '../schedule/schedule';
+import { expectedSynthetic, hangOrderName, type SyntheticJobSpec } from '../sample/synthetic-job';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
 import { storageErrorOf } from '../storage/rest-error';
-import { auditEntryOf, AuditTrailWriter, isAuditedWrite, readAuditTrail } from './audit-trail';
+import { auditEntryOf, AuditTrailWriter, blobKeyOf, isAuditedWrite, readAuditTrail } from './audit-trail';
 import { ChaosInstances } from './chaos-instances';
-import { FAULT_KINDS, planFaults, type FaultKind, type FaultStep } from './fault-plan';
+import { faultExpectations, jobExpectation, type FaultTarget } from './fault-effects';
+import { FAULT_KINDS, planFaults, type FaultKind, type FaultStep, type HungHook } from './fault-plan';
 import { FaultProxy, type ProxyAction } from './fault-proxy';
 import { checkInvariants, type CheckResult, type Expectation } from './invariants';
 import { SeededRandom } from './rng';
@@ -44,6 +48,10 @@ export interface SoakReport {
   instances: number;
   kinds: FaultKind[];
   faults: Record<FaultKind, number>;
+  /** What the faults aimed at a run, an instance or the lease hit, in the order they were injected. */
+  targets: FaultTarget[];
+  /** How each run a fault was aimed at ended (absent: it has no record, as a skipped occurrence has none). */
+  targetRuns: Record<string, { state: string; endReason: string | null; finalizeError: string | null }>;
   /** Requests the proxies disturbed, by action. */
   proxy: Record<ProxyAction, number> & { forwarded: number };
   leaderChanges: number;
@@ -68,6 +76,8 @@ export const CHAOS_JOBS: SyntheticJobSpec[] = [
     failEvery: 37,
     failureTolerance: { percent: 10 },
     timeoutSeconds: 120,
+    // Its hooks answer at once, so seconds are plenty; a hung one (`hung-hook`) costs seconds too.
+    hookTimeouts: { splitSeconds: 3, processSeconds: 3, finalizeSeconds: 3, graceSeconds: 1, maxSplitTimeouts: 2 },
   },
   {
     name: 'chaos-slow',
@@ -81,8 +91,8 @@ export const CHAOS_JOBS: SyntheticJobSpec[] = [
     timeoutSeconds: 150,
   },
 ];
-/** The same jobs with a schedule that never comes round, for the settling phase after the faults. */
-const SETTLING_JOBS = CHAOS_JOBS.map((job) => ({ ...job, schedule: '0 0 0 1 1 *' }));
+/** The job whose hooks `hung-hook` faults hang: its runs are short, so a hung one costs little time. */
+const HUNG_JOB = CHAOS_JOBS[0] as SyntheticJobSpec;
 
 // Failed items are retried after 1 s, not 30 s as in the app's host.json, so a failing item costs
 // seconds, not two minutes; five deliveries leave room for those a kill or a lost answer burns.
@@ -110,8 +120,9 @@ export function chaosExpectations(
 ): Map<string, Expectation> {
   return new Map(
     jobs.map((spec) => {
+      if (requireSuccess) return [spec.name, jobExpectation(spec)];
       const { output, failed } = expectedSynthetic(spec);
-      return [spec.name, { planned: spec.items, output, failed, ...(requireSuccess ? { state: 'succeeded' as const } : {}) }];
+      return [spec.name, { planned: spec.items, output, failed }];
     }),
   );
 }
@@ -134,6 +145,11 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const container = hubResources(hub).container;
   const audit = new AuditTrailWriter(join(data, 'audit.ndjson'));
   writeFileSync(audit.file, '');
+  // Hang orders for the test jobs' hooks (`hung-hook`): files the instances look for by name.
+  const hangOrders = join(data, 'hang-orders');
+  mkdirSync(hangOrders, { recursive: true });
+  // While this file exists, the first worker to send a last delivery's result dies (`worker-death`).
+  const dieAfterSending = join(data, 'die-after-sending');
   writeFileSync(join(data, 'host.json'), JSON.stringify(CHAOS_HOST_JSON, null, 2));
 
   let azurite: RunningAzurite = await startAzurite({ persistTo: azuriteDir });
@@ -157,7 +173,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const proxied = azurite.connectionString
     .replace(/BlobEndpoint=http:\/\/[^/]+/, `BlobEndpoint=http://127.0.0.1:${blobProxy.port}`)
     .replace(/QueueEndpoint=http:\/\/[^/]+/, `QueueEndpoint=http://127.0.0.1:${queueProxy.port}`);
-  let jobs: SyntheticJobSpec[] = CHAOS_JOBS;
+  let jobs: SyntheticJobSpec[] = CHAOS_JOBS.map((job) => ({ ...job, hangOrders }));
   const instances = new ChaosInstances(
     () => ({
       ...inheritedEnv(),
@@ -169,6 +185,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       BATON_MAX_ATTEMPTS: String(CHAOS_HOST_JSON.extensions.queues.maxDequeueCount),
       BATON_HOST_JSON: join(data, 'host.json'),
       BATON_SYNTHETIC_JOBS: JSON.stringify(jobs),
+      BATON_CHAOS_DIE_AFTER_SENDING: dieAfterSending,
     }),
     join(data, 'instances.log'),
   );
@@ -208,9 +225,55 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     }
   };
 
+  const jobStateOf = async (job: string): Promise<JobState | undefined> =>
+    (
+      await new FencedDocuments<JobState>(docs, { parse: (v) => jobStateSchema.parse(v) })
+        .read(jobStateKey(job))
+        .catch(() => undefined)
+    )?.value;
+
   const faults = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0])) as Record<FaultKind, number>;
+  const targets: FaultTarget[] = [];
+  /** When faults that can cut any delivery short were on: kill -9, pause, storage restart. */
+  const disturbed: Array<{ from: number; to: number }> = [];
+  const disturbing = new Set<FaultKind>(['kill', 'pause', 'storage-restart']);
   const rng = new SeededRandom(options.seed ^ 0x5eed);
-  const inject = async (step: FaultStep): Promise<boolean> => {
+  /**
+   * Orders the hook of the job's next run to hang. With overlap `skip`, an occurrence that comes
+   * while a run of the job is open starts nothing, so it aims at the next one until one starts;
+   * the job's state says what became of an occurrence once the leader has checked past it.
+   * Every order stays: a run that starts late still meets its hang and is judged by it.
+   */
+  const aimHang = async (hook: HungHook, item: number | undefined): Promise<boolean> => {
+    const schedule = Schedule.parse(HUNG_JOB.schedule as string);
+    for (let attempt = 0; attempt < 4; attempt++) {
+      // One hang per run, so each is judged by its own documented end.
+      let occurrence = schedule.next(new Date(Date.now() + 2000)) as Date;
+      while (targets.some((t) => t.kind === 'hung-hook' && t.run === scheduledRunId(HUNG_JOB.name, occurrence)))
+        occurrence = schedule.next(occurrence) as Date;
+      const run = scheduledRunId(HUNG_JOB.name, occurrence);
+      writeFileSync(join(hangOrders, hangOrderName(run, hook, item)), '');
+      const target: FaultTarget = { kind: 'hung-hook', hook, run, ...(item === undefined ? {} : { item }), started: false };
+      targets.push(target);
+      instances.log(`fault: the ${hook} hook of ${run}${item === undefined ? '' : ` (item ${item})`} will hang`);
+      const until = occurrence.getTime() + 60_000;
+      while (Date.now() < until) {
+        const state = await jobStateOf(HUNG_JOB.name);
+        if (state?.active.includes(run) || state?.recent.some((e) => e.outcome === 'started' && e.runId === run)) {
+          target.started = true;
+          return true;
+        }
+        if (state?.lastChecked && Date.parse(state.lastChecked) >= occurrence.getTime()) break;
+        await sleep(250);
+      }
+      instances.log(`  ${run} was not started`);
+    }
+    return false;
+  };
+  const aimed: Array<Promise<void>> = [];
+
+  /** Injects one fault: whether it did, or `later` when it counts itself once it has bitten. */
+  const inject = async (step: FaultStep): Promise<boolean | 'later'> => {
     switch (step.kind) {
       case 'kill': {
         const victim = rng.pick(instances.alive);
@@ -264,6 +327,104 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         instances.log(`fault: lease of ${leader.name} broken by an outside client`);
         return true;
       }
+      case 'unreadable-record': {
+        // A run whose items are out, so results keep coming while its record is unavailable: the
+        // leader's drains then meet it among other runs' results. The most items out first.
+        const candidates = async () => {
+          const open = (await readHubStatus(docs, leaseStore()).catch(() => undefined))?.activeRuns ?? [];
+          const out = (r: (typeof open)[number]) => r.counters.planned - r.counters.succeeded - r.counters.failed;
+          // A run another fault was aimed at is left alone, so each fault's effect is its own to
+          // judge: their delays add up (a poison copy waits a drain visibility into each term).
+          const spared = new Set(targets.flatMap((t) => (t.kind === 'hung-hook' || t.kind === 'worker-death' ? [t.run] : [])));
+          return open
+            .filter((r) => (r.state === 'dispatching' || r.state === 'running') && !spared.has(r.runId))
+            .sort((a, b) => out(b) - out(a));
+        };
+        const until = Date.now() + 20_000;
+        let found = await candidates();
+        while (found.length === 0 && Date.now() < until) {
+          await sleep(100);
+          found = await candidates();
+        }
+        const run = found[0]?.runId;
+        if (run === undefined) return false;
+        const key = runKeys.record(run);
+        const before = blobProxy.counts.outage;
+        const from = Date.now();
+        instances.log(`fault: ${key} unavailable (500 InternalError) for ${step.windowMs} ms`);
+        blobProxy.setOutage((_method, url) => blobKeyOf(url, container) === key);
+        await sleep(step.windowMs);
+        blobProxy.setOutage(undefined);
+        const refused = blobProxy.counts.outage - before;
+        targets.push({ kind: 'unreadable-record', run, from, to: Date.now(), refused, setAside: 0, stepErrors: 0 });
+        // Injected even if nothing asked for the record meanwhile: trying again would double the outage on one run.
+        return true;
+      }
+      case 'worker-death': {
+        const dead = new Set(instances.all.filter((i) => i.death));
+        const died = () => instances.all.find((i) => i.death && !dead.has(i));
+        writeFileSync(dieAfterSending, '');
+        instances.log('fault: the first worker to send the result of a message on its last delivery will die before deleting it');
+        const until = Date.now() + step.withinMs;
+        while (!died() && Date.now() < until) await sleep(100);
+        if (!died()) {
+          try {
+            unlinkSync(dieAfterSending);
+            return false;
+          } catch {
+            // An instance claimed the trigger meanwhile: its death is on the way.
+            const soon = Date.now() + 10_000;
+            while (!died() && Date.now() < soon) await sleep(100);
+          }
+        }
+        const victim = died();
+        if (!victim?.death) return false;
+        targets.push({ kind: 'worker-death', ...victim.death });
+        await victim.exited;
+        await sleep(step.restartAfterMs);
+        instances.spawn();
+        return true;
+      }
+      case 'hung-hook': {
+        let item: number | undefined;
+        const failEvery = HUNG_JOB.failEvery ?? 0;
+        // An item that would succeed, so that it failing is the hang's doing alone.
+        if (step.hook === 'process')
+          do item = rng.int(0, HUNG_JOB.items - 1);
+          while (failEvery && item % failEvery === failEvery - 1);
+        // The hook hangs when the run gets there, seconds on; the next faults go on meanwhile.
+        aimed.push(
+          aimHang(step.hook, item).then((started) => {
+            if (started) faults['hung-hook']++;
+          }),
+        );
+        return 'later';
+      }
+      case 'lease-delete': {
+        await waitForOpenRun(10_000);
+        const holder = await waitForLeader(15_000);
+        if (!holder || !instances.byName(holder)) return false;
+        const leases = direct().getContainerClient('leases');
+        // Before the call: a new term can take the restarted lease as soon as storage has deleted it.
+        const at = Date.now();
+        try {
+          if (step.target === 'container') await leases.delete();
+          else {
+            const blob = leases.getBlobClient(hub);
+            // A leased blob can only be deleted by its holder; an operator breaks the lease first.
+            await blob.getBlobLeaseClient().breakLease(0);
+            await blob.delete();
+          }
+        } catch (err) {
+          // Gone already, or leased again between the break and the delete: nothing was deleted.
+          const status = storageErrorOf(err)?.status;
+          if (status === 404 || status === 409 || status === 412) return false;
+          throw err;
+        }
+        instances.log(`fault: the lease ${step.target} deleted under ${holder} by an outside client`);
+        targets.push({ kind: 'lease-delete', target: step.target, holder, at });
+        return true;
+      }
     }
   };
 
@@ -283,14 +444,18 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       // next one still gets a quiet gap, so runs make progress between faults.
       const wait = Math.max(start + step.atMs, lastEnd + MIN_QUIET_MS) - Date.now();
       if (wait > 0) await sleep(wait);
+      const from = Date.now();
       let injected = await inject(step);
       // A fault that found nothing to act on (no leader yet) is tried once more.
       if (!injected) injected = await inject(step);
-      if (injected) faults[step.kind]++;
+      if (injected === true) faults[step.kind]++;
       lastEnd = Date.now();
-      options.log(`  ${((lastEnd - start) / 1000).toFixed(0).padStart(4)} s  ${step.kind}${injected ? '' : ' (not injected)'}`);
+      if (injected && disturbing.has(step.kind)) disturbed.push({ from, to: lastEnd });
+      const note = injected === 'later' ? ' (aimed)' : injected ? '' : ' (not injected)';
+      options.log(`  ${((lastEnd - start) / 1000).toFixed(0).padStart(4)} s  ${step.kind}${note}`);
     }
     const faultsStoppedAt = Date.now();
+    await Promise.all(aimed);
     const longest = (options.settleSeconds ?? Math.max(...CHAOS_JOBS.map((j) => j.timeoutSeconds ?? 0)) + 20) * 1000;
     const allEnded = async (createdBy = Infinity): Promise<boolean> => {
       const runs = await listRuns(docs).catch(() => undefined);
@@ -303,7 +468,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     // Then a deploy with the schedules off, so the runs started since can end and none begins.
     options.log('soak: redeploying with the schedules off so the runs started since can end');
     await instances.stopAll();
-    jobs = SETTLING_JOBS;
+    // Hang orders stay: a hung run still open must keep meeting its hang, as its documented end needs.
+    jobs = jobs.map((job) => ({ ...job, schedule: '0 0 0 1 1 *' }));
     for (let i = 0; i < options.instances; i++) instances.spawn();
     const redeployedAt = Date.now();
     while (Date.now() < redeployedAt + longest && !(await allEnded())) await sleep(1000);
@@ -330,9 +496,27 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     // Messages a stopped instance held stay hidden until their visibility timeout ends.
     if ((await queued()) > 0) await sleep(Math.min(31_000, longest));
     const snapshot = await readHubSnapshot(docs, queues, hub);
+    for (const target of targets) {
+      if (target.kind !== 'unreadable-record') continue;
+      // How the leader met the record unavailable: its drains set the run's messages aside, or a
+      // step of the run failed. The SDK's retries of one call outlast the window by up to 16 s.
+      const met = instances.warnings.filter(
+        (w) => w.at >= target.from && w.at <= target.to + 20_000 && w.message.includes(target.run),
+      );
+      target.setAside = met.filter((w) => /for a later pass/.test(w.message)).length;
+      target.stepErrors = met.filter((w) => /failed, will retry/.test(w.message)).length;
+    }
     const check = checkInvariants({
       ...snapshot,
       expectations: chaosExpectations(),
+      runExpectations: faultExpectations(
+        CHAOS_JOBS,
+        targets,
+        new Map(snapshot.runs.map(({ record }) => [record.runId, record])),
+        disturbed,
+      ),
+      terms: instances.terms,
+      leaseDeletions: targets.flatMap((t) => (t.kind === 'lease-delete' ? [t.at] : [])),
       audit: readAuditTrail(audit.file),
       faultsStoppedAt,
     });
@@ -342,6 +526,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       instances: options.instances,
       kinds,
       faults,
+      targets,
+      targetRuns: Object.fromEntries(
+        snapshot.runs
+          .filter((r) => targets.some((t) => 'run' in t && t.run === r.record.runId))
+          .map(({ record }) => [
+            record.runId,
+            { state: record.state, endReason: record.endReason, finalizeError: record.finalizeError },
+          ]),
+      ),
       proxy: { ...sumCounts(proxies), forwarded: proxies.reduce((n, p) => n + p.forwarded, 0) },
       leaderChanges: instances.leaderChanges,
       faultMs: faultsStoppedAt - start,
@@ -384,7 +577,7 @@ function inheritedEnv(): NodeJS.ProcessEnv {
 }
 
 function sumCounts(proxies: readonly FaultProxy[]): Record<ProxyAction, number> {
-  const out: Record<ProxyAction, number> = { latency: 0, unavailable: 0, resetBefore: 0, resetAfter: 0, refused: 0 };
+  const out: Record<ProxyAction, number> = { latency: 0, unavailable: 0, resetBefore: 0, resetAfter: 0, refused: 0, outage: 0 };
   for (const proxy of proxies) for (const key of Object.keys(out) as ProxyAction[]) out[key] += proxy.counts[key];
   return out;
 }

@@ -22,6 +22,15 @@ export const instanceEventSchema = z.discriminatedUnion('kind', [
     peakHeapUsed: z.number(),
   }),
   z.object({ kind: z.literal('stopping'), why: z.string() }),
+  /** A test-only fault this instance injects on itself, just before it does (see `BATON_CHAOS_DIE_AFTER_SENDING`). */
+  z.object({
+    kind: z.literal('chaos'),
+    fault: z.literal('died-after-sending'),
+    run: z.string(),
+    first: z.number(),
+    count: z.number(),
+    dequeueCount: z.number(),
+  }),
   z.object({ kind: z.literal('stopped') }),
 ]);
 export type InstanceEvent = z.infer<typeof instanceEventSchema>;

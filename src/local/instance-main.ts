@@ -1,4 +1,5 @@
 import type { InvocationContext } from '@azure/functions';
+import { unlinkSync } from 'node:fs';
 import { batonRegistrations, type QueueRegistration, type Registration } from '../app/registrations';
 import { createBatonRuntime, type BatonRuntime } from '../app/runtime';
 import { AzureQueue } from '../queue/azure-queue';
@@ -47,8 +48,10 @@ async function main(): Promise<void> {
   });
   // The host's queue polling is counted with the app's own requests: both are this instance's cost.
   const queueService = createQueueServiceClient(parseStorageSettings(env), { requestCounter: runtime.storageRequests });
+  const trigger = env.BATON_CHAOS_DIE_AFTER_SENDING?.trim();
+  const dieAfterSending = trigger ? { trigger, lastAttempt: runtime.settings.maxAttempts } : undefined;
   const host = new LocalHost({
-    registrations: batonRegistrations(runtime).map(countWork),
+    registrations: batonRegistrations(runtime).map((r) => countWork(r, dieAfterSending)),
     queues: (name) => new AzureQueue(queueService, name),
     hostConfig,
     // Invocation logs: the handlers' own lines and what they threw, so masked here before they leave the process.
@@ -118,8 +121,21 @@ function reportMetrics(runtime: BatonRuntime): { stop(): void } {
   };
 }
 
-/** Reports items processed per message, so the live view can show work per instance. */
-function countWork(registration: Registration): Registration {
+/**
+ * Reports items processed per message, so the live view can show work per instance.
+ *
+ * `dieAfterSending` is the chaos soak's `BATON_CHAOS_DIE_AFTER_SENDING`: the path of a trigger
+ * file. While it exists, the first instance whose worker has sent the result of a message on
+ * its last delivery removes it (so only one instance dies per trigger) and SIGKILLs itself,
+ * before the host deletes the message. The result is then on the results queue and the message
+ * comes back once more, so the host moves it to the poison queue: the case in which the leader
+ * must count the result, not the poison copy. Nothing else can make a real process die at
+ * exactly that point, between two storage calls of the host.
+ */
+function countWork(
+  registration: Registration,
+  dieAfterSending: { trigger: string; lastAttempt: number } | undefined,
+): Registration {
   if (registration.kind !== 'queue') return registration;
   const counted: QueueRegistration = {
     ...registration,
@@ -127,10 +143,35 @@ function countWork(registration: Registration): Registration {
       const outcome = await registration.handler(entry, context);
       const o = outcome as { kind?: string; succeeded?: number; failed?: number } | undefined;
       if (o?.kind === 'processed') emit({ kind: 'worked', items: (o.succeeded ?? 0) + (o.failed ?? 0) });
+      const dequeueCount = Number(context.triggerMetadata?.dequeueCount);
+      const work = entry as { run?: unknown; first?: unknown; count?: unknown } | null;
+      // Processed on the last attempt means every outcome was in the result it sent.
+      if (
+        dieAfterSending !== undefined &&
+        o?.kind === 'processed' &&
+        dequeueCount >= dieAfterSending.lastAttempt &&
+        typeof work?.run === 'string' &&
+        typeof work.first === 'number' &&
+        typeof work.count === 'number' &&
+        claim(dieAfterSending.trigger)
+      ) {
+        emit({ kind: 'chaos', fault: 'died-after-sending', run: work.run, first: work.first, count: work.count, dequeueCount });
+        process.kill(process.pid, 'SIGKILL');
+      }
       return outcome;
     },
   };
   return counted;
+}
+
+/** Removes the trigger file: true for exactly one of the instances that try while it exists. */
+function claim(trigger: string): boolean {
+  try {
+    unlinkSync(trigger);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 main().catch((err: unknown) => {

@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { InvalidSettingError, isBatonError } from '../errors';
@@ -34,6 +36,23 @@ export const syntheticJobSpecSchema = z
       .strict()
       .optional(),
     timeoutSeconds: z.number().int().min(1).optional(),
+    /** The job's hook time bounds (`defineJob`'s `hookTimeouts`, which checks them). */
+    hookTimeouts: z
+      .object({
+        splitSeconds: z.number().optional(),
+        processSeconds: z.number().optional(),
+        finalizeSeconds: z.number().optional(),
+        graceSeconds: z.number().optional(),
+        maxSplitTimeouts: z.number().optional(),
+      })
+      .strict()
+      .optional(),
+    /**
+     * A folder of hang orders, for the chaos soak: while the file `hangOrderName(...)` names
+     * exists there, that call of `split`, `process` (of one item) or `finalize` never settles and
+     * ignores its abort signal, as a hook stuck on a dead connection does.
+     */
+    hangOrders: z.string().min(1).optional(),
   })
   .strict();
 export type SyntheticJobSpec = z.input<typeof syntheticJobSpecSchema>;
@@ -47,20 +66,41 @@ export interface SyntheticOutput {
 
 const everyNth = (n: number | undefined, i: number): boolean => n !== undefined && i % n === n - 1;
 
+/** Why a synthetic item that fails by design failed, as its worker reports it. */
+export const SYNTHETIC_FAILURE = /^Error: synthetic item \d+ fails by design$/;
+
+/** The file in `hangOrders` that makes one hook call of one run hang (`item` for `process`). */
+export function hangOrderName(runId: string, hook: 'split' | 'process' | 'finalize', item?: number): string {
+  return `${runId.replace(/[^A-Za-z0-9.-]/g, '_')}.${hook}${item === undefined ? '' : `.${item}`}`;
+}
+
+/** Never settles, whatever the signal says. */
+const hang = (): Promise<never> => new Promise<never>(() => undefined);
+
 export function createSyntheticJob(spec: SyntheticJobSpec): JobDefinition {
   const s: ResolvedSpec = syntheticJobSpecSchema.parse(spec);
+  const ordered = (...name: Parameters<typeof hangOrderName>): boolean =>
+    s.hangOrders !== undefined && existsSync(join(s.hangOrders, hangOrderName(...name)));
   return defineJob<{ i: number }, { v: number }, SyntheticOutput>({
     name: s.name,
     schedule: s.schedule,
     itemsPerMessage: s.itemsPerMessage,
     ...(s.failureTolerance ? { failureTolerance: s.failureTolerance } : {}),
     ...(s.timeoutSeconds ? { timeoutSeconds: s.timeoutSeconds } : {}),
+    ...(s.hookTimeouts ? { hookTimeouts: s.hookTimeouts } : {}),
     itemSchema: z.object({ i: z.number().int().min(0) }),
     resultSchema: z.object({ v: z.number() }),
-    *split() {
-      for (let i = 0; i < s.items; i++) yield { i };
-    },
+    split:
+      s.hangOrders === undefined
+        ? function* () {
+            for (let i = 0; i < s.items; i++) yield { i };
+          }
+        : async function* (ctx) {
+            if (ordered(ctx.runId, 'split')) await hang();
+            for (let i = 0; i < s.items; i++) yield { i };
+          },
     async process(item, ctx) {
+      if (ordered(ctx.runId, 'process', item.i)) await hang();
       if (everyNth(s.slowEvery, item.i) && s.slowMs > 0) await sleep(s.slowMs, undefined, { signal: ctx.signal });
       if (everyNth(s.failEvery, item.i)) throw new Error(`synthetic item ${item.i} fails by design`);
       return { v: 2 * item.i };
@@ -71,16 +111,31 @@ export function createSyntheticJob(spec: SyntheticJobSpec): JobDefinition {
       // Two disjoint folds combine by adding each part (the squares modulo the same prime), for the durable engine.
       merge: (a, b) => ({ count: a.count + b.count, sum: a.sum + b.sum, squares: (a.squares + b.squares) % SQUARES_MODULUS }),
     },
+    // Only a job that takes hang orders has a finalize hook: one that does nothing unless told to hang.
+    ...(s.hangOrders !== undefined
+      ? {
+          async finalize(_output: SyntheticOutput, ctx: { runId: string }) {
+            if (ordered(ctx.runId, 'finalize')) await hang();
+          },
+        }
+      : {}),
   });
 }
 
-/** What a run of `spec` must output, and which item indexes must fail. */
-export function expectedSynthetic(spec: SyntheticJobSpec): { output: SyntheticOutput; failed: number[] } {
+/**
+ * What a run of `spec` must output, and which item indexes must fail; `alsoFailing` are items
+ * that fail in this run besides those that fail by design (a hung `process`).
+ */
+export function expectedSynthetic(
+  spec: SyntheticJobSpec,
+  alsoFailing: readonly number[] = [],
+): { output: SyntheticOutput; failed: number[] } {
   const s = syntheticJobSpecSchema.parse(spec);
   const output = { count: 0, sum: 0, squares: 0 };
   const failed: number[] = [];
+  const extra = new Set(alsoFailing);
   for (let i = 0; i < s.items; i++) {
-    if (everyNth(s.failEvery, i)) {
+    if (everyNth(s.failEvery, i) || extra.has(i)) {
       failed.push(i);
       continue;
     }

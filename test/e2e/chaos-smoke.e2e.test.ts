@@ -1,8 +1,10 @@
 /**
- * The 90-second chaos smoke: `npm run chaos` with 3 real instance processes on a persisted
+ * The chaos smoke: `npm run chaos` for 2 minutes with 3 real instance processes on a persisted
  * Azurite behind the fault proxies, every fault kind at least once (kill -9, SIGSTOP of the
- * leader past its lease, an Azurite restart, proxy faults, a lease broken from outside), then
- * the invariant checker over every run, with the audit trail taken off the wire.
+ * leader past its lease, an Azurite restart, proxy faults, a lease broken from outside, a run
+ * record unavailable, a worker dying between sending its result and deleting its message, a
+ * hung hook, the lease blob or its container deleted), then the invariant checker over every
+ * run, with the audit trail taken off the wire.
  */
 import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
 import { join } from 'node:path';
@@ -32,7 +34,7 @@ describe('the chaos smoke', () => {
       process.execPath,
       [
         join(projectRoot, 'dist', 'src', 'chaos', 'main.js'),
-        ...['--minutes', '1.5', '--instances', '3', '--seed', '90', '--json', '--data', data],
+        ...['--minutes', '2', '--instances', '3', '--seed', '90', '--json', '--data', data],
       ],
       withoutFencingSwitch(),
       data,
@@ -54,5 +56,14 @@ describe('the chaos smoke', () => {
     );
     expect(report.proxy.refused).toBeGreaterThan(0);
     expect(report.check.audit?.accepted).toBeGreaterThan(20);
+    // The aimed faults hit something: a record was refused, a worker died after sending, a hook
+    // hung in a run that started, and the lease record was deleted under a leader.
+    expect(report.proxy.outage).toBeGreaterThan(0);
+    const kinds = report.targets.map((t) => t.kind);
+    expect(kinds).toContain('worker-death');
+    expect(kinds).toContain('lease-delete');
+    const hung = report.targets.flatMap((t) => (t.kind === 'hung-hook' && t.started ? [t.run] : []));
+    expect(hung.length).toBeGreaterThanOrEqual(1);
+    for (const run of hung) expect(report.targetRuns[run], run).toBeDefined();
   });
 });

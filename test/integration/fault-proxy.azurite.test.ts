@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auditEntryOf, isAuditedWrite, type AuditEntry } from '../../src/chaos/audit-trail';
+import { auditEntryOf, blobKeyOf, isAuditedWrite, type AuditEntry } from '../../src/chaos/audit-trail';
 import type { ProxyProfile } from '../../src/chaos/fault-plan';
 import { FaultProxy } from '../../src/chaos/fault-proxy';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
@@ -116,6 +116,29 @@ describe('the fault proxy', () => {
     // (a busy machine can add seconds of its own to a Put Blob).
     expect(proxy.counts.latency - delayedBefore).toBe(1);
     expect(elapsed).toBeLessThan(5_000);
+  });
+
+  it('answers 500 to every request for one blob in an outage, serves the others, and serves it again after', async () => {
+    const docs = new FencedDocuments<{ n: number }>(throughProxy());
+    const key = `runs/job/${fixture.uniqueName('occ')}/run.json`;
+    const other = `runs/job/${fixture.uniqueName('occ')}/run.json`;
+    const created = await docs.create(key, 1, { n: 1 });
+    await docs.create(other, 1, { n: 1 });
+    const before = proxy.counts.outage;
+    proxy.setOutage((_method, url) => blobKeyOf(url, CONTAINER) === key);
+    const refused = (p: Promise<unknown>) =>
+      p.then(
+        () => undefined,
+        (err: unknown) => storageErrorOf(err)?.status,
+      );
+    expect(await refused(docs.read(key))).toBe(500);
+    expect(await refused(docs.replace(key, 1, created, { n: 2 }))).toBe(500);
+    expect((await docs.read(other))?.value).toEqual({ n: 1 });
+    proxy.setOutage(undefined);
+    // Neither request reached storage: the write is not applied, and nothing was audited for it.
+    expect(proxy.counts.outage - before).toBe(2);
+    expect((await docs.read(key))?.value).toEqual({ n: 1 });
+    expect(audit.filter((e) => e.key === key)).toHaveLength(1);
   });
 
   it('refuses everything while storage is down, and recovers when it is back', async () => {

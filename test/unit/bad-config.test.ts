@@ -473,8 +473,9 @@ describe('bad configuration stops start-up with one line naming the setting', ()
     walk(join(root, 'functions'));
     // Set by the local cluster for each instance process; test/integration/bad-config-exit.test.ts covers them.
     const instanceOnly = new Set(['BATON_INSTANCE', 'BATON_HOST_JSON']);
-    // Not a setting: a test-only sabotage switch (src/fencing), where any value but 1 means off.
-    const notSettings = new Set(['BATON_UNSAFE_DISABLE_FENCING']);
+    // Not settings: test-only sabotage switches, off unless set: src/fencing (1 turns fencing
+    // off) and the chaos soak's dying worker in src/local/instance-main.ts (a trigger file).
+    const notSettings = new Set(['BATON_UNSAFE_DISABLE_FENCING', 'BATON_CHAOS_DIE_AFTER_SENDING']);
     const covered = new Set(rows.map((row) => row.setting));
     const missing = [...read].filter((name) => !covered.has(name) && !instanceOnly.has(name) && !notSettings.has(name));
     expect(missing).toEqual([]);

@@ -1,14 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import type { AuditEntry } from '../../src/chaos/audit-trail';
+import { faultExpectations, HUNG_HOOK_EFFECT, type FaultTarget } from '../../src/chaos/fault-effects';
 import {
   checkEpochOrder,
   checkInvariants,
+  checkTerms,
   type CheckedRun,
   type CheckInput,
   type InvariantRule,
 } from '../../src/chaos/invariants';
 import { newRunRecord, transition, type RunRecord } from '../../src/runs/run-record';
-import { expectedSynthetic } from '../../src/sample/synthetic-job';
+import { expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
 
 const SPEC = { name: 'sum', items: 10, failEvery: 4 };
 const EXPECTED = expectedSynthetic(SPEC);
@@ -284,5 +286,194 @@ describe('the write order of one document', () => {
       { ...write(T0 + 2, 1, '"b"', { ifMatch: '"a"' }), status: 412 },
     ];
     expect(checkEpochOrder(audit)).toEqual([]);
+  });
+});
+
+describe('the terms of leadership', () => {
+  const term = (holder: string, epoch: number, at: number, raisedTo?: number) => ({
+    holder,
+    epoch,
+    at: T0 + at,
+    ...(raisedTo === undefined ? {} : { raisedTo }),
+  });
+  const rules = (terms: ReturnType<typeof term>[], deletions: number[] = []) =>
+    checkTerms(
+      terms,
+      deletions.map((d) => T0 + d),
+    );
+
+  it('accept epochs that only go up, however far apart, in the order taken', () => {
+    expect(rules([term('a', 1, 0), term('b', 2, 20_000), term('a', 7, 40_000)])).toEqual([]);
+    expect(rules([term('b', 2, 20_000), term('a', 1, 0)])).toEqual([]);
+  });
+
+  it('report an epoch taken twice, or lower than one led with before, when the lease record was not deleted', () => {
+    const again = rules([term('a', 3, 0), term('b', 3, 20_000)]);
+    expect(again.map((v) => v.rule)).toEqual(['epoch-monotonic']);
+    expect(again[0]?.evidence).toMatch(
+      /^b took epoch 3 at .*, after a had led with epoch 3 .* and the lease record was not deleted/,
+    );
+    // Led with a raised epoch: the next term must take one above it.
+    expect(rules([term('a', 1, 0, 6), term('b', 2, 20_000)]).map((v) => v.subject)).toEqual(['epoch 2']);
+  });
+
+  it('accept terms above every epoch led with before, across a deleted lease record', () => {
+    // Deleted under a (epoch 5); the mark keeps the count, so b takes 6 and c 7.
+    expect(rules([term('x', 4, 0), term('a', 5, 10_000), term('b', 6, 25_000), term('c', 7, 45_000)], [20_000])).toEqual([]);
+    // b raised above a document's stored epoch; c takes one above the raise.
+    expect(rules([term('a', 5, 10_000), term('b', 6, 25_000, 9), term('c', 10, 30_000)], [20_000])).toEqual([]);
+  });
+
+  it('report a term that restarts the count after the lease record was deleted, even one that raises later', () => {
+    // Deleted while the first term led: the next took epoch 1 again (the soak's case).
+    const reused = rules([term('a', 1, 0), term('b', 1, 25_000), term('c', 2, 45_000)], [20_000]);
+    expect(reused.map((v) => v.subject)).toEqual(['epoch 1']);
+    expect(reused[0]?.evidence).toMatch(
+      /^b took epoch 1 at .*, after a had led with epoch 1 .*, and the lease record was deleted in between \(at .*\): the epoch mark did not keep the count$/,
+    );
+    // Refused by a stored 5 and raised to 6: still a restart, and two terms shared epochs below.
+    const raised = rules([term('a', 5, 10_000), term('b', 1, 25_000, 6), term('c', 7, 45_000)], [20_000]);
+    expect(raised.map((v) => v.subject)).toEqual(['epoch 1']);
+  });
+
+  it('are part of the check when given, and noted as unchecked when not', () => {
+    expect(rulesOf({ terms: [term('a', 4, 0), term('b', 1, 1000)] })).toEqual(['epoch-monotonic']);
+    expect(rulesOf({ terms: [term('a', 4, 0), term('b', 5, 1000)], leaseDeletions: [T0 + 500] })).toEqual([]);
+    expect(rulesOf({ terms: [term('a', 4, 0), term('b', 1, 1000, 5)], leaseDeletions: [T0 + 500] })).toEqual(['epoch-monotonic']);
+    expect(checkInvariants({ runs: [], leftovers: [], expectations }).notes.join('\n')).toMatch(
+      /epoch-monotonic was not checked/,
+    );
+  });
+});
+
+describe('the effects of faults aimed at one run', () => {
+  // A soak job, with the occurrences of goodRun(): items 3 and 7 fail by design.
+  const JOB: SyntheticJobSpec = { name: 'sum', items: 10, failEvery: 4, failureTolerance: { percent: 30 } };
+  const runAt = (seconds: number) => `sum/${new Date(T0 + seconds * 1000).toISOString()}`;
+  const byDesign = (item: number) => `Error: synthetic item ${item} fails by design`;
+  const soakJobs = new Map([
+    ['sum', { ...expectedSynthetic(JOB), planned: 10, state: 'succeeded' as const, finalizeError: null }],
+  ]);
+  const check = (runs: CheckedRun[], targets: FaultTarget[], disturbed: Array<{ from: number; to: number }> = []) =>
+    checkInvariants({
+      runs,
+      leftovers: [],
+      expectations: soakJobs,
+      runExpectations: faultExpectations([JOB], targets, new Map(runs.map((r) => [r.record.runId, r.record])), disturbed),
+    }).violations;
+  /** goodRun(0), its failures with the given reasons, and `extra` failed too (counts, output and manifest agree). */
+  const ended = (reasons: Record<number, string>, extra: number[] = []): CheckedRun => {
+    const run = goodRun(0);
+    const { output, failed } = expectedSynthetic(JOB, extra);
+    const counters = { ...run.record.counters, succeeded: 10 - failed.length, failed: failed.length };
+    return {
+      record: { ...run.record, counters },
+      output: { ...run.output!, counters, output },
+      manifest: {
+        ...run.manifest!,
+        failed: failed.map((item) => ({ item, reason: reasons[item] ?? byDesign(item), attempts: 5 })),
+      },
+    };
+  };
+
+  it('a hung process fails its item with the timeout, and nothing else in its run', () => {
+    const hung: FaultTarget = { kind: 'hung-hook', hook: 'process', run: runAt(0), item: 5, started: true };
+    const timeout = 'HookTimeoutError: process did not finish within 3 s and ignored its abort signal, so it was abandoned';
+    expect(HUNG_HOOK_EFFECT.process.test(timeout)).toBe(true);
+    expect(check([ended({ 5: timeout }, [5])], [hung])).toEqual([]);
+    // Failed another way (the poison copy's reason): not what a hung process does.
+    const poisoned = check([ended({ 5: 'no result after 6 deliveries: the worker never finished this message' }, [5])], [hung]);
+    expect(poisoned.map((v) => v.rule)).toEqual(['fault-effect']);
+    expect(poisoned[0]?.evidence).toMatch(/^hung process of item 5: item 5 failed with "no result after 6 deliveries/);
+    // The item counted as succeeded: the hang did not bite, or was lost.
+    expect(check([ended({})], [hung]).map((v) => v.rule)).toContain('counts-add-up');
+    // The same hang on another run: that run must not show it.
+    expect(check([ended({ 5: timeout }, [5])], [{ ...hung, run: runAt(20) }]).map((v) => v.rule)).toContain('counts-add-up');
+  });
+
+  it('a hung item whose last delivery a kill, pause or restart cut short may fail through the poison copy instead', () => {
+    const hung: FaultTarget = { kind: 'hung-hook', hook: 'process', run: runAt(0), item: 5, started: true };
+    const poisoned = ended({ 5: 'no result after 2 deliveries: the worker never finished this message' }, [5]);
+    // goodRun(0) was open from T0 to T0 + 5 s.
+    expect(check([poisoned], [hung], [{ from: T0 + 2000, to: T0 + 2500 }])).toEqual([]);
+    expect(check([poisoned], [hung], [{ from: T0 + 9000, to: T0 + 9500 }]).map((v) => v.rule)).toEqual(['fault-effect']);
+    // It must still fail: a success is no documented end for a hung item.
+    expect(check([ended({})], [hung], [{ from: T0 + 2000, to: T0 + 2500 }]).map((v) => v.rule)).toContain('counts-add-up');
+  });
+
+  it('a hung split fails its run with the timeout as its reason', () => {
+    const base = goodRun(0);
+    const failed: CheckedRun = {
+      record: {
+        ...transition({ ...base.record, state: 'planning', endedAt: null }, 'failed', new Date(T0 + 9000)),
+        counters: { ...base.record.counters, planned: 0, dispatched: 0, succeeded: 0, failed: 0 },
+        endReason: 'split timed out 3 times: split gave no item within 3 s and ignored its abort signal, so it was abandoned',
+      },
+    };
+    const hung: FaultTarget = { kind: 'hung-hook', hook: 'split', run: runAt(0), started: true };
+    expect(check([failed], [hung])).toEqual([]);
+    expect(check([{ ...failed, record: { ...failed.record, endReason: 'its step failed 5 times in a row' } }], [hung])).toEqual([
+      expect.objectContaining({ rule: 'fault-effect', evidence: expect.stringMatching(/^hung split: ended failed with reason/) }),
+    ]);
+    // Without the fault, a failed run of a soak job is a violation.
+    expect(check([failed], []).map((v) => v.rule)).toContain('expected-state');
+  });
+
+  it('a hung finalize leaves its run ended as decided, with the error noted; no other run has one', () => {
+    const noted = 'finalize did not finish within 3 s and ignored its abort signal, so it was abandoned';
+    const run = goodRun(0);
+    const withError = { ...run, record: { ...run.record, finalizeError: noted } };
+    const hung: FaultTarget = { kind: 'hung-hook', hook: 'finalize', run: runAt(0), started: true };
+    expect(check([withError], [hung])).toEqual([]);
+    expect(check([run], [hung]).map((v) => v.rule)).toEqual(['fault-effect']);
+    expect(check([withError], []).map((v) => v.evidence)).toEqual([
+      `a finalize error no fault explains: ${JSON.stringify(noted)}`,
+    ]);
+  });
+
+  it("a worker that died after sending: its result's outcomes count, not the poison copy's", () => {
+    const death: FaultTarget = {
+      kind: 'worker-death',
+      instance: 'instance-9',
+      run: runAt(0),
+      first: 2,
+      count: 2,
+      dequeueCount: 5,
+      at: T0,
+    };
+    expect(check([ended({})], [death])).toEqual([]);
+    const copyWon = check([ended({ 3: 'no result after 6 deliveries: the worker never finished this message' })], [death]);
+    expect(copyWon).toEqual([
+      expect.objectContaining({
+        rule: 'fault-effect',
+        evidence: expect.stringMatching(
+          /^instance-9 died after sending the result of items 2\.\.3: item 3 failed with "no result/,
+        ),
+      }),
+    ]);
+    // Outside the message, a failure's reason is not this fault's business.
+    expect(check([ended({ 7: 'no result after 6 deliveries: the worker never finished this message' })], [death])).toEqual([]);
+  });
+
+  it('a hang aimed at an occurrence that never started hits nothing, unless the job had started it', () => {
+    const skipped: FaultTarget = { kind: 'hung-hook', hook: 'split', run: runAt(40), started: false };
+    expect(check([goodRun(0)], [skipped])).toEqual([]);
+    expect(check([goodRun(0)], [{ ...skipped, started: true }])).toEqual([
+      { rule: 'fault-effect', subject: runAt(40), evidence: 'a fault was aimed at this run, and it has no run record' },
+    ]);
+  });
+
+  it('puts two faults on one run together', () => {
+    const timeout = 'HookTimeoutError: process did not finish within 3 s and ignored its abort signal, so it was abandoned';
+    const targets: FaultTarget[] = [
+      { kind: 'hung-hook', hook: 'process', run: runAt(0), item: 5, started: true },
+      { kind: 'worker-death', instance: 'instance-9', run: runAt(0), first: 4, count: 4, dequeueCount: 5, at: T0 },
+    ];
+    const expected = faultExpectations([JOB], targets, new Map([[runAt(0), goodRun(0).record]])).get(runAt(0));
+    expect(expected?.fault).toBe('hung process of item 5; instance-9 died after sending the result of items 4..7');
+    expect(check([ended({ 5: timeout }, [5])], targets)).toEqual([]);
+    expect(check([ended({ 5: timeout, 7: 'no result after 6 deliveries' }, [5])], targets).map((v) => v.rule)).toEqual([
+      'fault-effect',
+    ]);
   });
 });

@@ -1,8 +1,20 @@
 import { describe, expect, it } from 'vitest';
-import { FAULT_KINDS, planFaults, stepDurationMs, type FaultKind } from '../../src/chaos/fault-plan';
+import {
+  FAULT_KINDS,
+  HUNG_HOOKS,
+  LEASE_DELETE_TARGETS,
+  planFaults,
+  stepDurationMs,
+  type FaultKind,
+  type FaultStep,
+} from '../../src/chaos/fault-plan';
 import { SeededRandom } from '../../src/chaos/rng';
 
 const count = (steps: ReturnType<typeof planFaults>, kind: FaultKind) => steps.filter((s) => s.kind === kind).length;
+/** The kinds the soak had before the faults aimed at one run, one worker or the lease blob. */
+const FIRST_KINDS = ['kill', 'pause', 'storage-restart', 'proxy', 'lease-break'] as const;
+const stepsOf = <K extends FaultKind>(steps: FaultStep[], kind: K) =>
+  steps.filter((s): s is Extract<FaultStep, { kind: K }> => s.kind === kind);
 
 describe('the fault plan', () => {
   it('is the same for the same seed and differs for another', () => {
@@ -13,8 +25,10 @@ describe('the fault plan', () => {
 
   it.each([
     // minutes, kinds, least of each kind
-    [10, FAULT_KINDS, 5],
-    [1.5, FAULT_KINDS, 1],
+    [10, FIRST_KINDS, 5],
+    [1.5, FIRST_KINDS, 1],
+    [10, FAULT_KINDS, 4],
+    [2.5, FAULT_KINDS, 1],
     [0.75, ['lease-break'] as const, 5],
   ])('over %s min injects every kind at least %s times, in order and within the time', (minutes, kinds, least) => {
     for (const seed of [1, 2, 3, 42, 20261121]) {
@@ -36,6 +50,26 @@ describe('the fault plan', () => {
     const pauses = planFaults({ seed: 5, durationMs: 600_000, leaseSeconds: 15 }).filter((s) => s.kind === 'pause');
     expect(pauses.length).toBeGreaterThan(0);
     for (const pause of pauses) expect(pause.kind === 'pause' && pause.pauseMs).toBeGreaterThan(15_000);
+  });
+
+  it('hangs each hook and deletes both the lease blob and its container over 10 minutes', () => {
+    for (const seed of [1, 2, 3, 42, 20261124]) {
+      const steps = planFaults({ seed, durationMs: 600_000, leaseSeconds: 15 });
+      expect(new Set(stepsOf(steps, 'hung-hook').map((s) => s.hook))).toEqual(new Set(HUNG_HOOKS));
+      expect(new Set(stepsOf(steps, 'lease-delete').map((s) => s.target))).toEqual(new Set(LEASE_DELETE_TARGETS));
+    }
+  });
+
+  it('keeps a run record unavailable longer than the SDK retries one call (16 s), so the calls fail', () => {
+    const windows = stepsOf(planFaults({ seed: 9, durationMs: 600_000, leaseSeconds: 15 }), 'unreadable-record');
+    expect(windows.length).toBeGreaterThan(0);
+    for (const step of windows) expect(step.windowMs).toBeGreaterThanOrEqual(20_000);
+  });
+
+  it("draws the new kinds' choices only when they are planned: the broken-build plan is as before", () => {
+    // Seed 8, lease breaks only: the broken-build test's plan, whose figures RELIABILITY.md gives.
+    const breaks = planFaults({ seed: 8, durationMs: 60_000, kinds: ['lease-break'], leaseSeconds: 15 });
+    expect(breaks.map((s) => s.atMs)).toEqual([7032, 16055, 23700, 33023, 41875, 50151, 59996]);
   });
 
   it('refuses an empty list of kinds', () => {

@@ -1,6 +1,20 @@
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, describe, expect, it } from 'vitest';
+import { processItem } from '../../src/engine/worker';
 import { InvalidSettingError } from '../../src/errors';
-import { createSyntheticJob, expectedSynthetic, parseSyntheticJobs } from '../../src/sample/synthetic-job';
+import {
+  createSyntheticJob,
+  expectedSynthetic,
+  hangOrderName,
+  parseSyntheticJobs,
+  SYNTHETIC_FAILURE,
+} from '../../src/sample/synthetic-job';
+
+const orders = mkdtempSync(join(tmpdir(), 'baton-hang-orders-'));
+afterAll(() => rmSync(orders, { recursive: true, force: true }));
 
 describe('the synthetic job', () => {
   it('splits n items, fails every nth by design and folds to the expected output', async () => {
@@ -32,6 +46,59 @@ describe('the synthetic job', () => {
       sum: 2 * (45 - 3 - 7),
       squares: [0, 1, 2, 4, 5, 6, 8, 9].reduce((s, i) => s + 4 * i * i, 0),
     });
+  });
+
+  it('leaves out the items a run fails besides those failing by design', () => {
+    const spec = { name: 'sum', items: 10, failEvery: 4 };
+    const { output, failed } = expectedSynthetic(spec, [5]);
+    expect(failed).toEqual([3, 5, 7]);
+    expect(output.count).toBe(7);
+    expect(output.sum).toBe(2 * (45 - 3 - 5 - 7));
+  });
+
+  it('says why an item failed by design in words the checker knows', async () => {
+    const job = createSyntheticJob({ name: 'sum', items: 4, failEvery: 4 });
+    const outcome = await processItem(
+      job,
+      { i: 3 },
+      { runId: 'r', itemIndex: 3, attempt: 1, signal: new AbortController().signal },
+    );
+    expect(outcome).toMatchObject({ ok: false, e: expect.stringMatching(SYNTHETIC_FAILURE) });
+  });
+
+  it('hangs exactly the hook call a hang order names, whatever its signal says', async () => {
+    const job = createSyntheticJob({ name: 'sum', items: 3, hangOrders: orders });
+    const runId = 'sum/2026-11-24T10:00:20.000Z';
+    writeFileSync(join(orders, hangOrderName(runId, 'process', 1)), '');
+    writeFileSync(join(orders, hangOrderName(runId, 'split')), '');
+    writeFileSync(join(orders, hangOrderName(runId, 'finalize')), '');
+    const aborted = AbortSignal.abort(new Error('past its bound'));
+    const ctx = (i: number) => ({ runId, itemIndex: i, attempt: 1, signal: aborted });
+    const settled = (p: Promise<unknown>) =>
+      p.then(
+        () => true,
+        () => true,
+      );
+    expect(await job.process({ i: 0 }, ctx(0))).toEqual({ v: 0 });
+    expect(await job.process({ i: 1 }, { ...ctx(1), runId: 'sum/2026-11-24T10:00:40.000Z' })).toEqual({ v: 2 });
+    const hung = [
+      settled(Promise.resolve(job.process({ i: 1 }, ctx(1)))),
+      settled(
+        (job.split({ runId, occurrence: undefined, signal: aborted }) as AsyncIterable<unknown>)[Symbol.asyncIterator]().next(),
+      ),
+      settled(Promise.resolve(job.finalize?.({ count: 0, sum: 0, squares: 0 }, { runId } as never))),
+    ];
+    // Absence is what is asserted: nothing settles within a window much longer than the calls above took.
+    const first = await Promise.race([...hung, sleep(200).then(() => 'none')]);
+    expect(first).toBe('none');
+    // Without an order for it, the same run's split gives every item.
+    const other = createSyntheticJob({ name: 'sum', items: 3, hangOrders: join(orders, 'empty') });
+    const items: unknown[] = [];
+    for await (const item of other.split({ runId, occurrence: undefined, signal: aborted }) as AsyncIterable<unknown>)
+      items.push(item);
+    expect(items).toEqual([{ i: 0 }, { i: 1 }, { i: 2 }]);
+    // A job that takes no orders has no finalize hook at all.
+    expect(createSyntheticJob({ name: 'sum', items: 3 }).finalize).toBeUndefined();
   });
 
   it('a slow item stops waiting when its signal aborts', async () => {
