@@ -1,3 +1,4 @@
+import { hubResources } from '../hub/resources';
 import { systemClock, type Clock } from '../clock/clock';
 import { SKEW_REPORT_THRESHOLD_MS, StorageTimeClock } from '../clock/storage-time-clock';
 import { Coordinator } from '../engine/coordinator';
@@ -19,16 +20,10 @@ import { AzureQueue } from '../queue/azure-queue';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
 import { StorageRequestCounter } from '../storage/request-counter';
 import { Schedule } from '../schedule/schedule';
-import {
-  parseBatonSettings,
-  parseLogLevel,
-  parseStorageSettings,
-  redactSecrets,
-  type BatonSettings,
-  type Env,
-  type LogLevel,
-  type StorageSettings,
-} from '../storage/settings';
+import { parseBatonSettings, parseLogLevel, type BatonSettings, type LogLevel } from './settings';
+import { parseStorageSettings, type StorageSettings } from '../storage/connection';
+import { redactSecrets } from '../redact';
+import { type Env } from '../storage/setting';
 
 /** The worker's last attempt must be the host's last delivery, and messages travel as plain JSON. */
 function assertHostAgrees(host: HostQueueConfig, settings: BatonSettings): void {
@@ -46,18 +41,6 @@ function assertHostAgrees(host: HostQueueConfig, settings: BatonSettings): void 
   }
 }
 
-/** Names of the storage resources one hub uses. */
-export function hubResources(hub: string) {
-  return {
-    workQueue: `${hub}-work`,
-    resultsQueue: `${hub}-results`,
-    /** The Functions host moves work messages here after maxDequeueCount; workers put malformed ones here. */
-    poisonQueue: `${hub}-work-poison`,
-    container: `${hub}-runs`,
-    /** In `container`: the highest epoch the hub's lease has handed out (see `BlobEpochMark`). */
-    epochMark: 'leadership/epoch-mark',
-  };
-}
 
 /** What one Functions worker process shares across invocations. */
 export interface BatonRuntime {

@@ -8,7 +8,9 @@ import { findHostJson, readHostQueueConfig, type HostQueueConfig } from '../loca
 import { CliError } from './connection';
 import { ExitWith } from './context';
 import { EXIT } from './failure';
-import { parseBatonSettings, redactSecrets, type Env } from '../storage/settings';
+import { parseBatonSettings } from '../app/settings';
+import { redactSecrets } from '../redact';
+import { type Env } from '../storage/setting';
 
 function positiveInt(what: string, max: number) {
   return (value: string): number => {

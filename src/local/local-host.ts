@@ -4,7 +4,7 @@ import { InvocationContext, type Timer } from '@azure/functions';
 import { Cron } from 'croner';
 import type { QueueRegistration, Registration, TimerRegistration } from '../app/registrations';
 import type { QueuePort, ReceivedMessage } from '../queue/queue-port';
-import { redactSecrets } from '../storage/settings';
+import { redactSecrets } from '../redact';
 import type { HostQueueConfig } from './host-config';
 import { pumpQueue } from './queue-pump';
 

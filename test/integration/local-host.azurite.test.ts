@@ -8,7 +8,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InvocationContext, type Timer } from '@azure/functions';
-import { hubResources } from '../../src/app/runtime';
+import { hubResources } from '../../src/hub/resources';
 import type { QueueRegistration, Registration, TimerRegistration } from '../../src/app/registrations';
 import type { HostQueueConfig } from '../../src/local/host-config';
 import { LocalHost } from '../../src/local/local-host';

@@ -14,7 +14,7 @@ import { createBatonRuntime } from '../../src/app/runtime';
 import { CliError, resolveConnection } from '../../src/cli/connection';
 import { InvalidSettingError } from '../../src/errors';
 import { readHostQueueConfig, type HostQueueConfig } from '../../src/local/host-config';
-import type { Env } from '../../src/storage/settings';
+import type { Env } from '../../src/storage/setting';
 import { oneLineError } from '../support/errors';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
