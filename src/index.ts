@@ -76,4 +76,4 @@ export { createBatonRuntime } from './app/runtime';
 export { hubResources } from './hub/resources';
 export type { BatonRuntime } from './app/runtime';
 export { batonRegistrations } from './app/registrations';
-export type { Registration } from './app/registrations';
+export type { Registration } from './app/registration-types';

@@ -1,10 +1,10 @@
 import { accessSync, constants, mkdirSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
-import { createJobs } from '../../functions/jobs';
 import { createBatonRuntime } from '../app/runtime';
 import { isBatonError } from '../errors';
+import { loadAppJobs } from '../local/app-jobs';
 import { DEFAULT_CLUSTER, LOCAL_MAX_IN_FLIGHT, runCluster } from '../local/cluster';
-import { findHostJson, readHostQueueConfig, type HostQueueConfig } from '../local/host-config';
+import { findHostJson, readHostQueueConfig, type HostQueueConfig } from '../app/host-config';
 import { CliError } from './connection';
 import { ExitWith } from './context';
 import { EXIT } from './failure';
@@ -42,7 +42,7 @@ function checkInstanceSettings(hub: string): string[] {
     // An unreadable host.json is each instance's to report; the cluster stops once all have exited.
   }
   try {
-    const jobs = createJobs(env);
+    const jobs = loadAppJobs(env);
     const runtime = createBatonRuntime(env, { jobs, ...(hostQueueConfig ? { hostQueueConfig } : {}) });
     if (runtime.settings.engine === 'durable') {
       throw new CliError(

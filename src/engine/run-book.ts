@@ -5,7 +5,7 @@ import type { JobDefinition } from '../jobs/job-definition';
 import { Bitset } from '../hub/bitset';
 import { isTerminal, runKeys, runRecordSchema, type RunRecord } from '../hub/run-record';
 import type { EngineContext, TermContext } from './engine-context';
-import type { PlanSession } from './planner';
+import type { PlanSession } from './plan-session';
 import { PoisonGate } from './poison-gate';
 
 /** A run the leader is working on, with its dedupe set decoded once per term. */

@@ -245,6 +245,12 @@ describe('the local host instance process', () => {
       /^InvalidSettingError: BATON_HOST_JSON: cannot read \/nonexistent\/host\.json: ENOENT/,
     ],
     [
+      'a BATON_JOBS_MODULE that does not exist',
+      { BATON_JOBS_MODULE: '/nonexistent/jobs' },
+      'BATON_JOBS_MODULE',
+      /^InvalidSettingError: BATON_JOBS_MODULE: no module at \/nonexistent\/jobs$/,
+    ],
+    [
       'an instance name too long to be a lease holder',
       { BATON_INSTANCE: 'i'.repeat(300) },
       'BATON_INSTANCE',

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvocationContext, type Timer } from '@azure/functions';
 import { z } from 'zod';
-import { batonRegistrations, type TimerRegistration } from '../../src/app/registrations';
+import { batonRegistrations } from '../../src/app/registrations';
+import { type TimerRegistration } from '../../src/app/registration-types';
 import { FaultProxy, type Exchange } from '../../src/chaos/fault-proxy';
 import { createBatonRuntime } from '../../src/app/runtime';
 import { jobStateKey, jobStateSchema, type JobState } from '../../src/hub/job-state';

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { InvocationContext, type Timer } from '@azure/functions';
-import { batonRegistrations, type QueueRegistration, type TimerRegistration } from '../../src/app/registrations';
+import { batonRegistrations } from '../../src/app/registrations';
+import { type QueueRegistration, type TimerRegistration } from '../../src/app/registration-types';
 import { createBatonRuntime } from '../../src/app/runtime';
 import { DEFAULT_TUNING } from '../../src/engine/engine-context';
 import type { RunOutput } from '../../src/hub/run-output';
