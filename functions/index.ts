@@ -1,6 +1,6 @@
 import { app } from '@azure/functions';
 import * as df from 'durable-functions';
-import { findHostJson, readHostQueueConfig } from '../src/local/host-config';
+import { findHostJson, readHostQueueConfig } from '../src/app/host-config';
 import { batonRegistrations } from '../src/app/registrations';
 import { createBatonRuntime } from '../src/app/runtime';
 import { createJobs } from './jobs';

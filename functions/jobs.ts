@@ -1,10 +1,12 @@
-import { hubResources } from '../src/app/runtime';
+import { hubResources } from '../src/hub/resources';
 import { BlobDocumentStore } from '../src/fencing/blob-document-store';
 import type { JobDefinition } from '../src/jobs/job-definition';
 import { createBlobAuditJob } from '../src/sample/blob-audit';
 import { createSyntheticJob, parseSyntheticJobs } from '../src/sample/synthetic-job';
 import { createBlobServiceClient } from '../src/storage/client-factory';
-import { parseBatonSettings, parseStorageSettings, type Env } from '../src/storage/settings';
+import { parseBatonSettings } from '../src/app/settings';
+import { parseStorageSettings } from '../src/storage/connection';
+import { type Env } from '../src/storage/setting';
 
 /**
  * The jobs this app runs: the one place to add yours (`defineJob` from the library). The

@@ -15,7 +15,7 @@ import type { Leadership } from '../../src/lease/leader-elector';
 import { startAzurite } from '../../src/local/azurite';
 import { AzureQueue } from '../../src/queue/azure-queue';
 import type { QueuePort } from '../../src/queue/queue-port';
-import { newRunRecord } from '../../src/runs/run-record';
+import { newRunRecord } from '../../src/hub/run-record';
 import { createBlobServiceClient, createQueueServiceClient } from '../../src/storage/client-factory';
 import { ForwardingDocumentStore } from '../../test/support/forwarding-document-store';
 import { ForwardingQueue, type SendOptions } from '../../test/support/forwarding-queue';

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { createInterface } from 'node:readline';
-import { runKeys } from '../../src/runs/run-record';
+import { runKeys } from '../../src/hub/run-record';
 import { expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
 import { BenchCluster, type BenchInstance, type TimedEvent } from '../lib/bench-cluster';
 import { median, report, type BenchOptions, type BenchResult } from '../lib/report';

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { isTerminal, runKeys, type RunRecord } from '../../src/runs/run-record';
+import { isTerminal, runKeys, type RunRecord } from '../../src/hub/run-record';
 import type { BenchCluster } from './bench-cluster';
 import type { FloorProgress, FloorSummary } from './throughput-floor';
 

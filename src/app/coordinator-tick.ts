@@ -1,6 +1,6 @@
 import type { InvocationContext, Timer } from '@azure/functions';
 import { LeaseLostError } from '../errors';
-import { redactSecrets } from '../storage/settings';
+import { redactSecrets } from '../redact';
 import type { Leadership } from '../lease/leader-elector';
 import type { BatonRuntime } from './runtime';
 

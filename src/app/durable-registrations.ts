@@ -12,7 +12,7 @@ import {
 } from '../durable';
 import { withEpochRaises } from '../lease/epoch-refusal';
 import { createCoordinatorTick } from './coordinator-tick';
-import type { Registration } from './registrations';
+import type { Registration } from './registration-types';
 import type { BatonRuntime } from './runtime';
 
 /**

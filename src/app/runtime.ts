@@ -1,3 +1,4 @@
+import { hubResources } from '../hub/resources';
 import { systemClock, type Clock } from '../clock/clock';
 import { SKEW_REPORT_THRESHOLD_MS, StorageTimeClock } from '../clock/storage-time-clock';
 import { Coordinator } from '../engine/coordinator';
@@ -8,7 +9,7 @@ import { BlobDocumentStore } from '../fencing/blob-document-store';
 import { InvalidSettingError } from '../errors';
 import { assertDurableReady } from '../durable/ready';
 import { assertUniqueJobs } from '../jobs/define-job';
-import type { HostQueueConfig } from '../local/host-config';
+import type { HostQueueConfig } from './host-config';
 import type { JobDefinition } from '../jobs/job-definition';
 import { BlobEpochMark } from '../lease/blob-epoch-mark';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
@@ -19,16 +20,10 @@ import { AzureQueue } from '../queue/azure-queue';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
 import { StorageRequestCounter } from '../storage/request-counter';
 import { Schedule } from '../schedule/schedule';
-import {
-  parseBatonSettings,
-  parseLogLevel,
-  parseStorageSettings,
-  redactSecrets,
-  type BatonSettings,
-  type Env,
-  type LogLevel,
-  type StorageSettings,
-} from '../storage/settings';
+import { parseBatonSettings, parseLogLevel, type BatonSettings, type LogLevel } from './settings';
+import { parseStorageSettings, type StorageSettings } from '../storage/connection';
+import { redactSecrets } from '../redact';
+import { type Env } from '../storage/setting';
 
 /** The worker's last attempt must be the host's last delivery, and messages travel as plain JSON. */
 function assertHostAgrees(host: HostQueueConfig, settings: BatonSettings): void {
@@ -44,19 +39,6 @@ function assertHostAgrees(host: HostQueueConfig, settings: BatonSettings): void 
       'host.json extensions.queues.messageEncoding must be "none": Baton sends plain JSON messages',
     );
   }
-}
-
-/** Names of the storage resources one hub uses. */
-export function hubResources(hub: string) {
-  return {
-    workQueue: `${hub}-work`,
-    resultsQueue: `${hub}-results`,
-    /** The Functions host moves work messages here after maxDequeueCount; workers put malformed ones here. */
-    poisonQueue: `${hub}-work-poison`,
-    container: `${hub}-runs`,
-    /** In `container`: the highest epoch the hub's lease has handed out (see `BlobEpochMark`). */
-    epochMark: 'leadership/epoch-mark',
-  };
 }
 
 /** What one Functions worker process shares across invocations. */
@@ -95,11 +77,11 @@ export interface RuntimeOptions {
 }
 
 /**
- * The chaos suite's broken-build switch (see `fenced-documents.ts`) must never reach real
+ * The chaos suite's broken-build switch (`DocumentStore.unsafeUnfenced`) must never reach real
  * storage: it is refused unless storage is the local emulator, and loud when on.
  */
-function checkFencingSwitch(env: Env, storage: StorageSettings, log: { warn(message: string): void }): void {
-  if (!env.BATON_UNSAFE_DISABLE_FENCING) return;
+function checkFencingSwitch(env: Env, storage: StorageSettings, log: { warn(message: string): void }): boolean {
+  if (!env.BATON_UNSAFE_DISABLE_FENCING) return false;
   const local =
     storage.kind === 'connectionString' &&
     /(^|;)(UseDevelopmentStorage=true|BlobEndpoint=https?:\/\/(127\.0\.0\.1|localhost)[:/])/i.test(storage.connectionString);
@@ -110,6 +92,7 @@ function checkFencingSwitch(env: Env, storage: StorageSettings, log: { warn(mess
     );
   }
   log.warn('fencing is OFF (BATON_UNSAFE_DISABLE_FENCING): a stale leader can overwrite run records; for the chaos suite only');
+  return true;
 }
 
 /**
@@ -140,7 +123,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   if (options.hostQueueConfig) assertHostAgrees(options.hostQueueConfig, settings);
   const logger = options.logger && redactingLogger(options.logger, logLevel);
   const log = logger ?? { info: () => undefined, warn: () => undefined };
-  checkFencingSwitch(env, storage, log);
+  const unsafeUnfenced = checkFencingSwitch(env, storage, log);
   const clock = new StorageTimeClock(options.clock ?? systemClock, { onSkewChange: (skewMs) => reportSkew(log, skewMs) });
   const resources = hubResources(settings.hub);
   const storageRequests = options.storageRequests ?? new StorageRequestCounter();
@@ -150,7 +133,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   const leaseClient = createBlobServiceClient(storage, { retryOptions: LEASE_RETRY_OPTIONS, ...clientOptions });
   const blobService = createBlobServiceClient(storage, clientOptions);
   const queueService = createQueueServiceClient(storage, clientOptions);
-  const docs = new BlobDocumentStore(blobService.getContainerClient(resources.container));
+  const docs = new BlobDocumentStore(blobService.getContainerClient(resources.container), { unsafeUnfenced });
   const work = new AzureQueue(queueService, resources.workQueue);
   const results = new AzureQueue(queueService, resources.resultsQueue);
   const poison = new AzureQueue(queueService, resources.poisonQueue);

@@ -1,6 +1,6 @@
 import type { InvocationContext } from '@azure/functions';
 import { handleWorkMessage, type WorkerDeps, type WorkOutcome } from '../engine/worker';
-import { redactSecrets } from '../storage/settings';
+import { redactSecrets } from '../redact';
 
 /**
  * The queue trigger's handler. A failure before the last attempt is thrown so the host

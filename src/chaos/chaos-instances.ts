@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { redactSecrets } from '../storage/settings';
+import { redactSecrets } from '../redact';
 import { parseInstanceLine } from '../local/instance-events';
 import type { Term } from './invariants';
 

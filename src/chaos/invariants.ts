@@ -1,5 +1,5 @@
-import type { FailuresManifest, RunOutput } from '../engine/finalizer';
-import { isTerminal, type RunRecord } from '../runs/run-record';
+import type { FailuresManifest, RunOutput } from '../hub/run-output';
+import { isTerminal, type RunRecord } from '../hub/run-record';
 import type { AuditEntry } from './audit-trail';
 
 /** A run as it stands in storage at the end. */

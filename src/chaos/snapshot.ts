@@ -1,10 +1,10 @@
 import type { QueueServiceClient } from '@azure/storage-queue';
-import { hubResources } from '../app/runtime';
-import type { FailuresManifest, RunOutput } from '../engine/finalizer';
+import { hubResources } from '../hub/resources';
+import type { FailuresManifest, RunOutput } from '../hub/run-output';
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments } from '../fencing/fenced-documents';
 import { AzureQueue } from '../queue/azure-queue';
-import { runKeys, runRecordSchema, type RunRecord } from '../runs/run-record';
+import { runKeys, runRecordSchema, type RunRecord } from '../hub/run-record';
 import { storageErrorOf } from '../storage/rest-error';
 import type { CheckedRun, Leftover } from './invariants';
 

@@ -2,14 +2,14 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, unlinkSync, wr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { hubResources } from '../app/runtime';
-import { jobStateKey, jobStateSchema, type JobState } from '../engine/job-state';
-import { listRuns, readHubStatus } from '../engine/status';
+import { hubResources } from '../hub/resources';
+import { jobStateKey, jobStateSchema, type JobState } from '../hub/job-state';
+import { listRuns, readHubStatus } from '../hub/status';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import { startAzurite, type RunningAzurite } from '../local/azurite';
 import { FencedDocuments } from '../fencing/fenced-documents';
-import { isTerminal, runKeys, scheduledRunId } from '../runs/run-record';
+import { isTerminal, runKeys, scheduledRunId } from '../hub/run-record';
 import { Schedule } from '../schedule/schedule';
 import { expectedSynthetic, hangOrderName, type SyntheticJobSpec } from '../sample/synthetic-job';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';

@@ -1,7 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidSettingError } from '../errors';
-import { parseBatonSettings, parseStorageSettings, redactSecrets, type Env, type StorageSettings } from '../storage/settings';
+import { parseBatonSettings } from '../app/settings';
+import { parseStorageSettings, type StorageSettings } from '../storage/connection';
+import { redactSecrets } from '../redact';
+import { type Env } from '../storage/setting';
 
 /** Where the storage connection came from, in the order the CLI looks. */
 export type ConnectionSource = '--connection' | 'AzureWebJobsStorage' | 'local.settings.json';

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { Env } from '../storage/settings';
+import type { Env } from '../storage/setting';
 import { resolveConnection } from './connection';
 import { describeFailure, type FailureContext } from './failure';
 import { openHub, type HubHandle } from './hub';

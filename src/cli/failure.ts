@@ -1,5 +1,5 @@
 import { isBatonError } from '../errors';
-import { redactSecrets } from '../storage/settings';
+import { redactSecrets } from '../redact';
 import { CliError, type ConnectionSource } from './connection';
 import { StorageTimeoutError } from './hub';
 

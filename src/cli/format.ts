@@ -1,7 +1,7 @@
-import type { FailuresManifest } from '../engine/finalizer';
-import type { JobState } from '../engine/job-state';
-import type { HubStatus, RunDetails } from '../engine/status';
-import { isTerminal, type RunRecord } from '../runs/run-record';
+import type { FailuresManifest } from '../hub/run-output';
+import type { JobState } from '../hub/job-state';
+import type { HubStatus, RunDetails } from '../hub/status';
+import { isTerminal, type RunRecord } from '../hub/run-record';
 
 // ---- JSON views ---------------------------------------------------------------------------
 // What `--json` prints: stable, plain data. Run records are trimmed of engine internals (the

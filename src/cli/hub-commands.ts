@@ -1,7 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { pendingRequests, requestCancel, requestRun } from '../engine/requests';
-import { listRuns, readHubStatus, readRunDetails, type RunDetails } from '../engine/status';
-import { isTerminal } from '../runs/run-record';
+import { pendingRequests, requestCancel, requestRun } from '../hub/requests';
+import { listRuns, readHubStatus, readRunDetails, type RunDetails } from '../hub/status';
+import { isTerminal } from '../hub/run-record';
 import { CliError } from './connection';
 import { withHub, type CliContext } from './context';
 import type { HubHandle } from './hub';

@@ -1,5 +1,5 @@
 import type { StorageRetryOptions } from '@azure/storage-blob';
-import { hubResources } from '../app/runtime';
+import { hubResources } from '../hub/resources';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition } from '../fencing/document-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';

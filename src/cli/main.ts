@@ -6,7 +6,7 @@ import { cliContext, ExitWith, type CliIo, type CliOptions } from './context';
 import { describeFailure, EXIT } from './failure';
 import { registerHubCommands } from './hub-commands';
 import { registerStart } from './start-command';
-import { redactSecrets } from '../storage/settings';
+import { redactSecrets } from '../redact';
 
 export type { CliIo, CliOptions } from './context';
 export { ExitWith } from './context';

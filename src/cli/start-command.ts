@@ -1,14 +1,16 @@
 import { accessSync, constants, mkdirSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
-import { createJobs } from '../../functions/jobs';
 import { createBatonRuntime } from '../app/runtime';
 import { isBatonError } from '../errors';
+import { loadAppJobs } from '../local/app-jobs';
 import { DEFAULT_CLUSTER, LOCAL_MAX_IN_FLIGHT, runCluster } from '../local/cluster';
-import { findHostJson, readHostQueueConfig, type HostQueueConfig } from '../local/host-config';
+import { findHostJson, readHostQueueConfig, type HostQueueConfig } from '../app/host-config';
 import { CliError } from './connection';
 import { ExitWith } from './context';
 import { EXIT } from './failure';
-import { parseBatonSettings, redactSecrets, type Env } from '../storage/settings';
+import { parseBatonSettings } from '../app/settings';
+import { redactSecrets } from '../redact';
+import { type Env } from '../storage/setting';
 
 function positiveInt(what: string, max: number) {
   return (value: string): number => {
@@ -40,7 +42,7 @@ function checkInstanceSettings(hub: string): string[] {
     // An unreadable host.json is each instance's to report; the cluster stops once all have exited.
   }
   try {
-    const jobs = createJobs(env);
+    const jobs = loadAppJobs(env);
     const runtime = createBatonRuntime(env, { jobs, ...(hostQueueConfig ? { hostQueueConfig } : {}) });
     if (runtime.settings.engine === 'durable') {
       throw new CliError(

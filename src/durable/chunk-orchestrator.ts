@@ -1,9 +1,9 @@
 import type { OrchestrationContext, OrchestrationHandler, Task } from 'durable-functions';
-import { foldOutcomes } from '../engine/fold';
-import type { ItemOutcome } from '../engine/messages';
-import { errorText } from '../engine/worker';
+import { foldOutcomes } from '../hub/fold';
+import type { ItemOutcome } from '../jobs/item-outcome';
+import { errorText } from '../jobs/error-text';
 import type { JobDefinition } from '../jobs/job-definition';
-import { Bitset } from '../runs/bitset';
+import { Bitset } from '../hub/bitset';
 import { chunkInputSchema, processOutputSchema, type ChunkInput, type ChunkResult, type ProcessInput } from './contracts';
 import { requireJob } from './jobs';
 import { DURABLE_NAMES } from './names';

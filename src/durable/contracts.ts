@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { RUN_STATES } from '../runs/run-record';
+import { RUN_STATES } from '../hub/run-record';
 import { durableSettingsSchema } from './settings';
 
 /**

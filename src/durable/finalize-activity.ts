@@ -1,8 +1,8 @@
-import type { FailureEntry } from '../engine/fold';
-import type { FailuresManifest, RunOutput } from '../engine/finalizer';
-import { errorText } from '../engine/worker';
+import type { FailureEntry } from '../hub/fold';
+import type { FailuresManifest, RunOutput } from '../hub/run-output';
+import { errorText } from '../jobs/error-text';
 import { withinTolerance } from '../jobs/job-definition';
-import { isTerminal, runKeys, transition, type RunRecord, type TerminalRunState } from '../runs/run-record';
+import { isTerminal, runKeys, transition, type RunRecord, type TerminalRunState } from '../hub/run-record';
 import { nowOf, signalOf, type DurableActivityDeps } from './activity-deps';
 import { finalizeInputSchema, type RunResult } from './contracts';
 import { requireJob } from './jobs';

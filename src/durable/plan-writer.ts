@@ -1,7 +1,7 @@
 import type { DocumentStore } from '../fencing/document-store';
 import type { JobDefinition } from '../jobs/job-definition';
-import { PlanError, serializeItem } from '../engine/planner';
-import { runKeys } from '../runs/run-record';
+import { PlanError, serializeItem } from '../jobs/plan-item';
+import { runKeys } from '../hub/run-record';
 
 /**
  * Runs the job's `split` and writes the items as the queue engine's plan: NDJSON blobs of

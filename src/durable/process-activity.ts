@@ -1,6 +1,6 @@
-import type { ItemOutcome } from '../engine/messages';
-import { processItem } from '../engine/worker';
-import { runKeys } from '../runs/run-record';
+import type { ItemOutcome } from '../jobs/item-outcome';
+import { processItem } from '../jobs/process-item';
+import { runKeys } from '../hub/run-record';
 import { signalOf, type DurableActivityDeps } from './activity-deps';
 import { processInputSchema, type ProcessOutput } from './contracts';
 import { requireJob } from './jobs';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import type { FailuresManifest } from '../engine/finalizer';
-import { errorText } from '../engine/worker';
+import type { FailuresManifest } from '../hub/run-output';
+import { errorText } from '../jobs/error-text';
 import { StaleEpochError } from '../errors';
 import type { DocumentStore } from '../fencing/document-store';
 import { writeOnce } from '../fencing/write-once';
@@ -13,7 +13,7 @@ import {
   transition,
   type RunRecord,
   type TerminalRunState,
-} from '../runs/run-record';
+} from '../hub/run-record';
 import { isOpenStatus, type DurableClientPort, type InstanceView } from './client-port';
 import { runInputSchema } from './contracts';
 import { chunkInstancePrefix, runInstanceId } from './instance-ids';

@@ -1,6 +1,6 @@
 import type { OrchestrationContext, OrchestrationHandler, Task } from 'durable-functions';
-import type { FailureEntry } from '../engine/fold';
-import { errorText } from '../engine/worker';
+import type { FailureEntry } from '../hub/fold';
+import { errorText } from '../jobs/error-text';
 import type { JobDefinition } from '../jobs/job-definition';
 import {
   chunkResultSchema,

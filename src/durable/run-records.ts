@@ -1,6 +1,6 @@
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments, type FencedDocument } from '../fencing/fenced-documents';
-import { runKeys, runRecordSchema, type RunRecord } from '../runs/run-record';
+import { runKeys, runRecordSchema, type RunRecord } from '../hub/run-record';
 import type { RunResult } from './contracts';
 import { DURABLE_EPOCH } from './names';
 

@@ -1,8 +1,8 @@
 import { randomInt } from 'node:crypto';
 import { ConcurrentUpdateError } from '../errors';
-import { PlanError } from '../engine/planner';
-import { isTerminal, newRunRecord, runKeys, transition, type RunRecord } from '../runs/run-record';
-import { redactSecrets } from '../storage/settings';
+import { PlanError } from '../jobs/plan-item';
+import { isTerminal, newRunRecord, runKeys, transition, type RunRecord } from '../hub/run-record';
+import { redactSecrets } from '../redact';
 import { nowOf, signalOf, type DurableActivityDeps } from './activity-deps';
 import { splitInputSchema, type SplitResult } from './contracts';
 import { requireJob } from './jobs';

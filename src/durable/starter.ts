@@ -1,11 +1,12 @@
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments } from '../fencing/fenced-documents';
-import { jobStateKey, jobStateSchema, newJobState, withEvents, type JobEvent, type JobState } from '../engine/job-state';
+import { jobStateKey, jobStateSchema, newJobState, type JobEvent, type JobState } from '../hub/job-state';
+import { checkSchedule, recordCheck } from '../hub/occurrence-ledger';
 import { LeaseLostError, StaleEpochError } from '../errors';
 import type { JobDefinition } from '../jobs/job-definition';
-import { scheduledRunId, type TerminalRunState } from '../runs/run-record';
-import { decideOverlap, planOccurrences, Schedule } from '../schedule/schedule';
-import { redactSecrets } from '../storage/settings';
+import { scheduledRunId, type TerminalRunState } from '../hub/run-record';
+import { decideOverlap } from '../schedule/schedule';
+import { redactSecrets } from '../redact';
 import { cancelDurableRun } from './cancel-run';
 import { isOpenStatus, type DurableClientPort, type InstanceView } from './client-port';
 import type { RunInput } from './contracts';
@@ -43,13 +44,6 @@ export interface StartSummary {
   ended: Array<{ runId: string; state: TerminalRunState; reason: string }>;
   /** What failed without stopping the other jobs, each naming its job; tried again on the next tick. */
   errors: Array<{ job: string; error: string }>;
-}
-
-const schedules = new Map<string, Schedule>();
-function scheduleOf(job: JobDefinition): Schedule {
-  let schedule = schedules.get(job.schedule);
-  if (!schedule) schedules.set(job.schedule, (schedule = Schedule.parse(job.schedule, `${job.name}.schedule`)));
-  return schedule;
 }
 
 /**
@@ -187,20 +181,8 @@ async function startJob(
   // Refused before starting anything, so a leader that raises its epoch and starts again records every start.
   if (stored && stored.epoch > deps.epoch) throw new StaleEpochError(key, deps.epoch, stored.epoch);
   const current = stored?.value ?? newJobState(job.name);
-  const plan = planOccurrences({
-    schedule: scheduleOf(job),
-    lastChecked: current.lastChecked ? new Date(current.lastChecked) : undefined,
-    now: deps.now,
-    startingDeadlineSeconds: job.startingDeadlineSeconds,
-    catchUp: job.catchUp,
-  });
+  const { plan, missed } = checkSchedule(job, current, deps.now);
   const at = deps.now.toISOString();
-  const missed: JobEvent[] = plan.missed.map((o) => ({
-    at,
-    occurrence: o.toISOString(),
-    outcome: 'missed',
-    reason: `not started within ${job.startingDeadlineSeconds} s, or superseded by a later occurrence`,
-  }));
 
   const open = await deps.client.listRunning(jobInstancePrefix(job.name));
   const runs = new JobRuns(deps, summary, job.name, job, async () => open);
@@ -309,28 +291,15 @@ async function startJob(
   await states.update(
     key,
     deps.epoch,
-    (latest) => {
-      const base = latest ?? newJobState(job.name);
-      // Another leader checked this window meanwhile: keep only what it cannot have recorded.
-      const raced = base.lastChecked !== current.lastChecked;
-      const known = new Set(base.recent.filter((e) => e.runId).map((e) => `${e.outcome}:${e.runId}`));
-      const fresh = events.filter((e) => (e.runId ? !known.has(`${e.outcome}:${e.runId}`) : !raced));
-      const lastChecked =
-        base.lastChecked && (checkedUntil === null || base.lastChecked > checkedUntil) ? base.lastChecked : checkedUntil;
-      return withEvents(
-        {
-          ...base,
-          lastChecked,
-          active: [...new Set([...base.active.filter((id) => !leaves(id)), ...runs.watch])],
-          totals: {
-            started: base.totals.started + fresh.filter((e) => e.outcome === 'started').length,
-            skipped: base.totals.skipped + fresh.filter((e) => e.outcome === 'skipped').length,
-            missed: base.totals.missed + (raced || startError ? 0 : plan.missedCount),
-          },
-        },
-        fresh,
-      );
-    },
+    (latest) =>
+      recordCheck(latest, job.name, {
+        readFrom: current,
+        checkedUntil,
+        events,
+        missedCount: startError ? 0 : plan.missedCount,
+        leaves,
+        watch: runs.watch,
+      }),
     options,
   );
   if (startError) {

@@ -1,16 +1,16 @@
 import { setMaxListeners } from 'node:events';
 import { sleep } from '../clock/clock';
 import type { Leadership } from '../lease/leader-elector';
-import { runKeys, transition } from '../runs/run-record';
+import { runKeys, transition } from '../hub/run-record';
 import { DEFAULT_TUNING, type EngineContext, type EngineTuning, type TermContext } from './engine-context';
 import { dispatchSlice } from './dispatcher';
 import { fenceAtTermEpoch, raiseAboveRefusal } from './epoch-raise';
 import { drainPoison, drainResults, type DrainStats } from './drain';
 import { abortRun, completeEnding, failRun, finalizeRun } from './finalizer';
-import { jobStateSchema, type JobState } from './job-state';
+import { jobStateSchema, type JobState } from '../hub/job-state';
 import { planRun } from './planner';
 import { adoptOpenRuns, cancelRun, forgetRun, jobStates, reconcileJob, startManualRun } from './reconcile';
-import { pendingRequests } from './requests';
+import { pendingRequests } from '../hub/requests';
 import { retryLater } from './retry-later';
 import { RunBook, type ActiveRun } from './run-book';
 

@@ -1,6 +1,6 @@
 import { ConcurrentUpdateError } from '../errors';
 import type { ReceivedMessage } from '../queue/queue-port';
-import { redactSecrets } from '../storage/settings';
+import { redactSecrets } from '../redact';
 import type { EngineContext, TermContext } from './engine-context';
 import { truncate } from './messages';
 

@@ -1,4 +1,4 @@
-import { runKeys, transition, type RunRecord } from '../runs/run-record';
+import { runKeys, transition, type RunRecord } from '../hub/run-record';
 import { inLanes } from './lanes';
 import type { EngineContext, TermContext } from './engine-context';
 import { encodeWithClaimCheck, type WorkMessage } from './messages';

@@ -1,22 +1,21 @@
 import { randomUUID } from 'node:crypto';
 import type { QueuePort, ReceivedMessage } from '../queue/queue-port';
 import { inLanes } from './lanes';
-import { runKeys, type RunRecord } from '../runs/run-record';
+import { runKeys, type RunRecord } from '../hub/run-record';
 import { keepDeadLetter } from './dead-letters';
 import type { EngineContext, TermContext } from './engine-context';
-import { foldOutcomes, type FailureEntry } from './fold';
+import { foldOutcomes, type FailureEntry } from '../hub/fold';
 import {
   ClaimMissingError,
-  describeIssue,
-  itemOutcomeSchema,
   loadClaim,
   parseBody,
   poisonNoteSchema,
   resultMessageSchema,
   runIdSchema,
   workMessageSchema,
-  type ItemOutcome,
 } from './messages';
+import { describeIssue } from '../jobs/error-text';
+import { itemOutcomeSchema, type ItemOutcome } from '../jobs/item-outcome';
 import type { RunBook } from './run-book';
 import { retryLater } from './retry-later';
 

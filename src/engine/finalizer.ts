@@ -1,36 +1,15 @@
+import type { FailuresManifest, RunOutput } from '../hub/run-output';
 import { writeOnce } from '../fencing/write-once';
 import { callHook } from '../jobs/call-hook';
 import { withinTolerance } from '../jobs/job-definition';
-import { isTerminal, runKeys, transition, type RunRecord, type TerminalRunState } from '../runs/run-record';
+import { isTerminal, runKeys, transition, type RunRecord, type TerminalRunState } from '../hub/run-record';
 import type { EngineContext, TermContext } from './engine-context';
-import type { FailureEntry } from './fold';
+import type { FailureEntry } from '../hub/fold';
 import { forgetRun } from './reconcile';
 import type { ActiveRun, RunBook } from './run-book';
-import { errorText } from './worker';
+import { errorText } from '../jobs/error-text';
 
 const MISSING_LISTED = 100_000;
-
-/** The output document: the job's output plus enough of the run to read it alone. */
-export interface RunOutput {
-  runId: string;
-  job: string;
-  occurrence: string | null;
-  state: 'succeeded' | 'failed';
-  counters: RunRecord['counters'];
-  output: unknown;
-}
-
-/** The failures manifest, written beside the output (and for timed-out runs alone). */
-export interface FailuresManifest {
-  runId: string;
-  state: TerminalRunState;
-  failed: FailureEntry[];
-  /** Items with no outcome at all (timed-out or cancelled runs). */
-  missing: number[];
-  missingCount: number;
-  /** Failure blobs the checkpoint named but storage no longer had. */
-  unreadableParts?: string[];
-}
 
 /**
  * Ends a run whose every item is accounted for: records the end first (succeeded or failed by

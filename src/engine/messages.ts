@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { itemOutcomeSchema } from '../jobs/item-outcome';
 import type { DocumentStore } from '../fencing/document-store';
 import { MAX_QUEUE_MESSAGE_BYTES } from '../queue/queue-port';
-import { runKeys } from '../runs/run-record';
+import { runKeys } from '../hub/run-record';
 
 /**
  * A run id names blobs (`runs/<run>/…`), so it must name its own: storage resolves `.` and `..`
@@ -45,12 +46,6 @@ export const workMessageSchema = z
   .refine((m) => m.items === undefined || m.items.length === m.count, 'items.length must equal count')
   .refine(ownClaim, OWN_CLAIM);
 export type WorkMessage = z.infer<typeof workMessageSchema>;
-
-export const itemOutcomeSchema = z.discriminatedUnion('ok', [
-  z.object({ i: z.number().int().nonnegative(), ok: z.literal(true), r: z.unknown() }),
-  z.object({ i: z.number().int().nonnegative(), ok: z.literal(false), e: z.string(), a: z.number().int().positive() }),
-]);
-export type ItemOutcome = z.infer<typeof itemOutcomeSchema>;
 
 /** Outcomes of some items of one run; only the items it names. */
 export const resultMessageSchema = z
@@ -143,13 +138,6 @@ function isBase64Json(text: string): boolean {
   } catch {
     return false;
   }
-}
-
-/** The first problem zod found, as one short line. */
-export function describeIssue(error: z.ZodError): string {
-  const issue = error.issues[0];
-  if (!issue) return 'invalid';
-  return `${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`;
 }
 
 /** Keeps a body small enough to travel inside a poison note. */

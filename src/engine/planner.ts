@@ -1,16 +1,12 @@
 import { HookTimeoutError } from '../errors';
 import { callHook } from '../jobs/call-hook';
-import type { JobDefinition } from '../jobs/job-definition';
-import { redactSecrets } from '../storage/settings';
-import { Bitset } from '../runs/bitset';
-import { runKeys, transition, type RunRecord } from '../runs/run-record';
+import { PlanError, serializeItem } from '../jobs/plan-item';
+import { redactSecrets } from '../redact';
+import { Bitset } from '../hub/bitset';
+import { runKeys, transition, type RunRecord } from '../hub/run-record';
 import type { EngineContext, TermContext } from './engine-context';
-import { describeIssue } from './messages';
+import type { PlanSession } from './plan-session';
 import type { ActiveRun, RunBook } from './run-book';
-
-export class PlanError extends Error {
-  override name = 'PlanError';
-}
 
 /**
  * Planning persists its position every second or every 16 chunks, whichever comes first, and at
@@ -18,29 +14,6 @@ export class PlanError extends Error {
  */
 const CHECKPOINT_EVERY_MS = 1000;
 const CHECKPOINT_EVERY_CHUNKS = 16;
-
-/**
- * A split under way in this term: its iterator, and the chunk being filled. Kept by the run
- * book between turns, so planning goes on where the last slice stopped.
- */
-export interface PlanSession {
-  readonly iterator: Iterator<unknown> | AsyncIterator<unknown>;
-  readonly async: boolean;
-  /** The epoch its chunks are written under. */
-  readonly epoch: number;
-  /** Aborts the split's own signal: at the end of the term, or when it times out. */
-  readonly abort: AbortController;
-  /** Items of the split already persisted by an earlier attempt, still to be passed over. */
-  skip: number;
-  /** Index of the next item the split gives. */
-  next: number;
-  chunk: string[];
-  /** Chunks persisted in the record when the session started, and chunks it wrote since. */
-  readonly baseChunks: number;
-  written: number;
-  /** The split has ended. */
-  done: boolean;
-}
 
 /**
  * Plans for one slice: takes items from the job's `split` until `until`, persists them as
@@ -257,23 +230,4 @@ async function failPlan(ctx: EngineContext, term: TermContext, book: RunBook, ru
   );
   ctx.log.warn(`run ${run.doc.value.runId} failed while planning: ${reason}`);
   await book.save(run, transition(run.doc.value, 'failed', ctx.clock.date(), reason));
-}
-
-/** One planned item as its NDJSON line: the item schema, JSON, and `maxItemBytes`; a bad item throws `PlanError` naming it. */
-export function serializeItem(job: JobDefinition, item: unknown, index: number): string {
-  let value = item;
-  if (job.itemSchema) {
-    const checked = job.itemSchema.safeParse(item);
-    if (!checked.success)
-      throw new PlanError(`item ${index} does not match the job's item schema: ${describeIssue(checked.error)}`);
-    value = checked.data;
-  }
-  const line = JSON.stringify(value);
-  if (line === undefined) throw new PlanError(`item ${index} is not JSON (${typeof item})`);
-  // One item too big fails the plan rather than the item: it is the split's bug, and it would fail every attempt.
-  const bytes = Buffer.byteLength(line);
-  if (bytes > job.maxItemBytes) {
-    throw new PlanError(`item ${index} is ${bytes} bytes as JSON, over the job's maxItemBytes (${job.maxItemBytes})`);
-  }
-  return line;
 }

@@ -1,18 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { FencedDocuments } from '../fencing/fenced-documents';
 import type { JobDefinition } from '../jobs/job-definition';
-import { manualRunId, newRunRecord, scheduledRunId } from '../runs/run-record';
-import { decideOverlap, planOccurrences, Schedule } from '../schedule/schedule';
+import { manualRunId, newRunRecord, scheduledRunId } from '../hub/run-record';
+import { decideOverlap } from '../schedule/schedule';
 import type { EngineContext, TermContext } from './engine-context';
-import { jobStateKey, jobStateSchema, newJobState, withEvents, type JobEvent, type JobState } from './job-state';
+import { jobStateKey, jobStateSchema, newJobState, withEvents, type JobEvent, type JobState } from '../hub/job-state';
+import { checkSchedule, recordCheck } from '../hub/occurrence-ledger';
 import type { RunBook } from './run-book';
-
-const schedules = new Map<string, Schedule>();
-function scheduleOf(job: JobDefinition): Schedule {
-  let schedule = schedules.get(job.schedule);
-  if (!schedule) schedules.set(job.schedule, (schedule = Schedule.parse(job.schedule, `${job.name}.schedule`)));
-  return schedule;
-}
 
 export function jobStates(ctx: EngineContext): FencedDocuments<JobState> {
   return new FencedDocuments(ctx.docs, { parse: (v) => jobStateSchema.parse(v) });
@@ -31,29 +25,16 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
   const current = cached ?? (await states.read(key, { abortSignal: term.signal }))?.value ?? newJobState(job.name);
   if (!cached) book.jobStates.set(job.name, current);
   const now = ctx.clock.date();
-  const plan = planOccurrences({
-    schedule: scheduleOf(job),
-    lastChecked: current.lastChecked ? new Date(current.lastChecked) : undefined,
-    now,
-    startingDeadlineSeconds: job.startingDeadlineSeconds,
-    catchUp: job.catchUp,
-  });
+  const { plan, missed } = checkSchedule(job, current, now);
   const at = now.toISOString();
-  const events: JobEvent[] = plan.missed.map((o) => ({
-    at,
-    occurrence: o.toISOString(),
-    outcome: 'missed',
-    reason: `not started within ${job.startingDeadlineSeconds} s, or superseded by a later occurrence`,
-  }));
+  const events: JobEvent[] = [...missed];
   const active = await adoptOpenRuns(ctx, book, job, current.active);
   const ended = new Set(current.active.filter((id) => !active.includes(id)));
   const starting: Array<{ runId: string; occurrence: Date }> = [];
-  let skipped = 0;
   for (const occurrence of plan.run) {
     // Runs asked to cancel still count as active until they have ended.
     const decision = decideOverlap(job.overlap, [...active, ...starting.map((s) => s.runId)]);
     if (!decision.start) {
-      skipped++;
       events.push({ at, occurrence: occurrence.toISOString(), outcome: 'skipped', reason: decision.skippedBecause ?? 'overlap' });
       continue;
     }
@@ -75,29 +56,15 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
   const written = await states.update(
     key,
     term.epoch,
-    (latest) => {
-      const base = latest ?? newJobState(job.name);
-      // Another coordinator (a racing or stale one) reconciled this window meanwhile: keep only
-      // what it cannot have recorded, the runs it does not know about, and never move back.
-      const raced = base.lastChecked !== current.lastChecked;
-      const known = new Set([...base.active.map((id) => `started:${id}`), ...base.recent.map((e) => `${e.outcome}:${e.runId}`)]);
-      const fresh = events.filter((e) =>
-        e.outcome === 'started' || e.outcome === 'cancelled' ? !known.has(`${e.outcome}:${e.runId}`) : !raced,
-      );
-      return withEvents(
-        {
-          ...base,
-          lastChecked: base.lastChecked && base.lastChecked > checkedUntil ? base.lastChecked : checkedUntil,
-          active: [...new Set([...base.active.filter((id) => !ended.has(id)), ...starting.map((s) => s.runId)])],
-          totals: {
-            started: base.totals.started + fresh.filter((e) => e.outcome === 'started').length,
-            skipped: base.totals.skipped + (raced ? 0 : skipped),
-            missed: base.totals.missed + (raced ? 0 : plan.missedCount),
-          },
-        },
-        fresh,
-      );
-    },
+    (latest) =>
+      recordCheck(latest, job.name, {
+        readFrom: current,
+        checkedUntil,
+        events,
+        missedCount: plan.missedCount,
+        leaves: (id) => ended.has(id),
+        watch: starting.map((s) => s.runId),
+      }),
     { abortSignal: term.signal },
   );
   if (written) book.jobStates.set(job.name, written.value);

@@ -1,5 +1,5 @@
 import { ConcurrentUpdateError, LeaseLostError, StaleEpochError } from '../errors';
-import { redactSecrets } from '../storage/settings';
+import { redactSecrets } from '../redact';
 import type { EngineContext, TermContext } from './engine-context';
 
 /**

@@ -1,11 +1,11 @@
 import { FencedDocuments, type FencedDocument } from '../fencing/fenced-documents';
-import type { JobState } from './job-state';
+import type { JobState } from '../hub/job-state';
 import { ConcurrentUpdateError } from '../errors';
 import type { JobDefinition } from '../jobs/job-definition';
-import { Bitset } from '../runs/bitset';
-import { isTerminal, runKeys, runRecordSchema, type RunRecord } from '../runs/run-record';
+import { Bitset } from '../hub/bitset';
+import { isTerminal, runKeys, runRecordSchema, type RunRecord } from '../hub/run-record';
 import type { EngineContext, TermContext } from './engine-context';
-import type { PlanSession } from './planner';
+import type { PlanSession } from './plan-session';
 import { PoisonGate } from './poison-gate';
 
 /** A run the leader is working on, with its dedupe set decoded once per term. */

@@ -1,7 +1,7 @@
 import { systemClock, type Clock } from '../clock/clock';
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments } from '../fencing/fenced-documents';
-import { isTerminal, runKeys, runRecordSchema, type RunRecord, type RunState } from '../runs/run-record';
+import { isTerminal, runKeys, runRecordSchema, type RunRecord, type RunState } from '../hub/run-record';
 
 export interface RunView {
   state: RunState;

@@ -1,22 +1,20 @@
-import { systemClock, type Clock } from '../clock/clock';
 import type { DocumentStore } from '../fencing/document-store';
-import { callHook } from '../jobs/call-hook';
 import type { JobDefinition } from '../jobs/job-definition';
+import { processItem } from '../jobs/process-item';
 import type { QueuePort } from '../queue/queue-port';
-import { isTerminal } from '../runs/run-record';
-import { redactSecrets } from '../storage/settings';
+import { isTerminal } from '../hub/run-record';
 import {
   ClaimMissingError,
-  describeIssue,
   encodeWithClaimCheck,
   loadClaim,
   parseBody,
   truncate,
   workMessageSchema,
-  type ItemOutcome,
   type PoisonNote,
   type ResultMessage,
 } from './messages';
+import { describeIssue } from '../jobs/error-text';
+import type { ItemOutcome } from '../jobs/item-outcome';
 import type { RunStateCache } from './run-state-cache';
 
 export interface WorkerDeps {
@@ -36,8 +34,6 @@ export type WorkOutcome =
   | { kind: 'retry'; failed: number; firstError: string }
   | { kind: 'dropped'; reason: string }
   | { kind: 'poisoned'; reason: string };
-
-const ERROR_TEXT_LIMIT = 500;
 
 /**
  * Handles one work message as a queue-triggered function would. A message it cannot use goes
@@ -133,64 +129,6 @@ export async function handleWorkMessage(
   return { kind: 'processed', succeeded: outcomes.length - failed, failed };
 }
 
-/** One item through the job: size, item schema, `process`, result schema, JSON, size. A failure is an outcome, never a throw. */
-export async function processItem(
-  job: JobDefinition,
-  item: unknown,
-  ctx: { runId: string; itemIndex: number; attempt: number; signal: AbortSignal },
-  clock: Clock = systemClock,
-): Promise<ItemOutcome> {
-  const fail = (e: string): ItemOutcome => ({ i: ctx.itemIndex, ok: false, e: errorText(e), a: ctx.attempt });
-  // The leader checks this when planning; a message from anywhere else is checked here too.
-  const itemBytes = jsonBytes(item);
-  if (itemBytes > job.maxItemBytes) {
-    return fail(`item is ${itemBytes} bytes as JSON, over the job's maxItemBytes (${job.maxItemBytes})`);
-  }
-  if (job.itemSchema) {
-    const checked = job.itemSchema.safeParse(item);
-    if (!checked.success) return fail(`item does not match the job's item schema: ${describeIssue(checked.error)}`);
-    item = checked.data;
-  }
-  let result: unknown;
-  try {
-    const checkedItem = item;
-    const { processSeconds, graceSeconds } = job.hookTimeouts;
-    result = await callHook((signal) => job.process(checkedItem, { ...ctx, signal }), {
-      hook: 'process',
-      timeoutMs: processSeconds * 1000,
-      graceMs: graceSeconds * 1000,
-      clock,
-      signal: ctx.signal,
-    });
-  } catch (err) {
-    return fail(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
-  }
-  if (job.resultSchema) {
-    const checked = job.resultSchema.safeParse(result);
-    if (!checked.success) return fail(`result does not match the job's result schema: ${describeIssue(checked.error)}`);
-    result = checked.data;
-  }
-  if (result === undefined) result = null; // JSON has no undefined
-  // Reported as this item's failure, not thrown: a result that cannot be sent must not fail its neighbours.
-  let resultBytes: number;
-  try {
-    resultBytes = jsonBytes(result);
-  } catch (err) {
-    return fail(`result is not JSON: ${err instanceof Error ? err.message : String(err)}`);
-  }
-  if (Number.isNaN(resultBytes)) return fail(`result is not JSON (${typeof result})`);
-  if (resultBytes > job.maxResultBytes) {
-    return fail(`result is ${resultBytes} bytes as JSON, over the job's maxResultBytes (${job.maxResultBytes})`);
-  }
-  return { i: ctx.itemIndex, ok: true, r: result };
-}
-
-/** UTF-8 bytes of `value` as JSON; NaN when JSON has no form for it (a function). Throws on BigInt or a cycle. */
-export function jsonBytes(value: unknown): number {
-  const text = JSON.stringify(value);
-  return text === undefined ? NaN : Buffer.byteLength(text);
-}
-
 class ClaimShapeError extends Error {}
 
 async function loadClaimedItems(key: string, count: number, docs: DocumentStore, signal: AbortSignal): Promise<unknown[]> {
@@ -199,12 +137,6 @@ async function loadClaimedItems(key: string, count: number, docs: DocumentStore,
     throw new ClaimShapeError(`claim-check blob ${key} does not hold ${count} items`);
   }
   return items;
-}
-
-/** Error text for results and manifests: short, and with anything secret-looking removed. */
-export function errorText(text: string): string {
-  const clean = redactSecrets(text).replace(/\s+/g, ' ').trim();
-  return clean.length > ERROR_TEXT_LIMIT ? `${clean.slice(0, ERROR_TEXT_LIMIT)}…` : clean;
 }
 
 function safeStringify(value: unknown): string {

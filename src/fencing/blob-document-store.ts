@@ -7,7 +7,15 @@ import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition
 export class BlobDocumentStore implements DocumentStore {
   private containerReady = false;
 
-  constructor(private readonly container: ContainerClient) {}
+  readonly unsafeUnfenced: boolean;
+
+  /** `unsafeUnfenced` turns fencing off for the documents on this store: see `DocumentStore`. */
+  constructor(
+    private readonly container: ContainerClient,
+    options: { unsafeUnfenced?: boolean } = {},
+  ) {
+    this.unsafeUnfenced = options.unsafeUnfenced === true;
+  }
 
   async read(key: string, options?: DocumentCallOptions): Promise<StoredDocument | undefined> {
     try {

@@ -17,6 +17,12 @@ export interface DocumentStore {
   delete(key: string, options?: DocumentCallOptions): Promise<boolean>;
   /** Keys under `prefix`, in lexical order. */
   list(prefix: string, options?: DocumentCallOptions): AsyncIterable<string>;
+  /**
+   * Sabotage for the chaos suite's broken run only: `FencedDocuments` on this store skip the
+   * epoch check and write without `If-Match`, as an unfenced coordinator would, so the checker
+   * can show it notices. Set through `BlobDocumentStore`'s `unsafeUnfenced`; never in an app.
+   */
+  readonly unsafeUnfenced?: boolean;
 }
 
 /** `{}` writes unconditionally: only for blobs nobody else writes, such as a term's own plan chunks. */

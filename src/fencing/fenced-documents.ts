@@ -13,14 +13,6 @@ interface Envelope {
   value: unknown;
 }
 
-/**
- * Sabotage for one test only: `BATON_UNSAFE_DISABLE_FENCING=1` turns fencing off (no epoch
- * comparison, and replacements written without `If-Match`), so a leader that lost its lease
- * overwrites its successor as an unfenced coordinator would. The chaos suite sets it to prove
- * that its checker notices; nothing else may, and it is not a documented setting.
- */
-const FENCING = process.env.BATON_UNSAFE_DISABLE_FENCING !== '1';
-
 export interface FencedDocumentsOptions<T> {
   /** Checks and types a stored value (for example a zod schema's `parse`). */
   parse?: (value: unknown) => T;
@@ -41,12 +33,15 @@ export interface FencedDocumentsOptions<T> {
  */
 export class FencedDocuments<T> {
   private readonly parse: (value: unknown) => T;
+  /** Off only on a store the chaos suite sabotages (`DocumentStore.unsafeUnfenced`). */
+  private readonly fencing: boolean;
 
   constructor(
     private readonly store: DocumentStore,
     options: FencedDocumentsOptions<T> = {},
   ) {
     this.parse = options.parse ?? ((value) => value as T);
+    this.fencing = store.unsafeUnfenced !== true;
   }
 
   async read(key: string, options?: DocumentCallOptions): Promise<FencedDocument<T> | undefined> {
@@ -73,8 +68,8 @@ export class FencedDocuments<T> {
     value: T,
     options?: DocumentCallOptions,
   ): Promise<FencedDocument<T>> {
-    if (FENCING && current.epoch > epoch) throw new StaleEpochError(key, epoch, current.epoch);
-    const { etag } = await this.store.write(key, serialize(epoch, value), FENCING ? { ifMatch: current.etag } : {}, options);
+    if (this.fencing && current.epoch > epoch) throw new StaleEpochError(key, epoch, current.epoch);
+    const { etag } = await this.store.write(key, serialize(epoch, value), this.fencing ? { ifMatch: current.etag } : {}, options);
     return { value, epoch, etag };
   }
 
@@ -92,7 +87,7 @@ export class FencedDocuments<T> {
     const maxAttempts = options.maxAttempts ?? 10;
     for (let attempt = 1; ; attempt++) {
       const current = await this.read(key, options);
-      if (FENCING && current && current.epoch > epoch) throw new StaleEpochError(key, epoch, current.epoch);
+      if (this.fencing && current && current.epoch > epoch) throw new StaleEpochError(key, epoch, current.epoch);
       const next = mutate(current?.value);
       if (next === undefined) return current;
       try {

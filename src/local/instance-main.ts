@@ -1,13 +1,16 @@
 import type { InvocationContext } from '@azure/functions';
 import { unlinkSync } from 'node:fs';
-import { batonRegistrations, type QueueRegistration, type Registration } from '../app/registrations';
+import { batonRegistrations } from '../app/registrations';
+import { type QueueRegistration, type Registration } from '../app/registration-types';
 import { createBatonRuntime, type BatonRuntime } from '../app/runtime';
 import { AzureQueue } from '../queue/azure-queue';
 import { createQueueServiceClient } from '../storage/client-factory';
 import { InvalidSettingError } from '../errors';
-import { parseLogLevel, parseStorageSettings, redactSecrets } from '../storage/settings';
-import { createJobs } from '../../functions/jobs';
-import { findHostJson, readHostQueueConfig, type HostQueueConfig } from './host-config';
+import { parseLogLevel } from '../app/settings';
+import { parseStorageSettings } from '../storage/connection';
+import { redactSecrets } from '../redact';
+import { findHostJson, readHostQueueConfig, type HostQueueConfig } from '../app/host-config';
+import { loadAppJobs } from './app-jobs';
 import { LocalHost } from './local-host';
 import { emit } from './instance-events';
 
@@ -25,7 +28,7 @@ async function main(): Promise<void> {
   const hostConfig = readHostConfig(env.BATON_HOST_JSON?.trim());
   const logLevel = parseLogLevel(env);
   const runtime: BatonRuntime = createBatonRuntime(env, {
-    jobs: createJobs(env),
+    jobs: loadAppJobs(env),
     hostQueueConfig: hostConfig,
     identity: instance,
     logger: {

@@ -1,7 +1,7 @@
 import cliProgress from 'cli-progress';
-import type { HubStatus } from '../engine/status';
-import type { RunRecord } from '../runs/run-record';
-import { redactSecrets } from '../storage/settings';
+import type { HubStatus } from '../hub/status';
+import type { RunRecord } from '../hub/run-record';
+import { redactSecrets } from '../redact';
 
 export interface InstanceView {
   name: string;

@@ -2,10 +2,10 @@ import { InvalidSettingError } from '../errors';
 import { randomUUID } from 'node:crypto';
 import { InvocationContext, type Timer } from '@azure/functions';
 import { Cron } from 'croner';
-import type { QueueRegistration, Registration, TimerRegistration } from '../app/registrations';
+import type { QueueRegistration, Registration, TimerRegistration } from '../app/registration-types';
 import type { QueuePort, ReceivedMessage } from '../queue/queue-port';
-import { redactSecrets } from '../storage/settings';
-import type { HostQueueConfig } from './host-config';
+import { redactSecrets } from '../redact';
+import type { HostQueueConfig } from '../app/host-config';
 import { pumpQueue } from './queue-pump';
 
 export interface LocalHostOptions {

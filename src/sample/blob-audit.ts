@@ -6,7 +6,7 @@ import { ConcurrentUpdateError, InvalidConfigError } from '../errors';
 import type { DocumentStore } from '../fencing/document-store';
 import { defineJob } from '../jobs/define-job';
 import type { JobDefinition } from '../jobs/job-definition';
-import { runKeys } from '../runs/run-record';
+import { runKeys } from '../hub/run-record';
 import { storageErrorOf } from '../storage/rest-error';
 
 /**

@@ -6,7 +6,7 @@ import { InvalidSettingError, isBatonError } from '../errors';
 import { defineJob } from '../jobs/define-job';
 import type { JobDefinition } from '../jobs/job-definition';
 import { Schedule } from '../schedule/schedule';
-import type { Env } from '../storage/settings';
+import type { Env } from '../storage/setting';
 
 /**
  * A synthetic job whose output is known in advance, for benchmarks, soak tests and trying Baton

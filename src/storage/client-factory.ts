@@ -3,7 +3,7 @@ import { BlobServiceClient, newPipeline as newBlobPipeline, type StorageRetryOpt
 import { newPipeline as newQueuePipeline, QueueServiceClient } from '@azure/storage-queue';
 import type { StorageTimeClock } from '../clock/storage-time-clock.js';
 import type { StorageRequestCounter } from './request-counter.js';
-import type { StorageSettings } from './settings.js';
+import type { StorageSettings } from './connection.js';
 import { storageTimePolicyFactory } from './storage-time-policy.js';
 
 export interface StorageClientOptions {

@@ -13,11 +13,11 @@ import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { hubResources } from '../../src/app/runtime';
+import { hubResources } from '../../src/hub/resources';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { startAzurite } from '../../src/local/azurite';
-import { runKeys, type RunRecord } from '../../src/runs/run-record';
+import { runKeys, type RunRecord } from '../../src/hub/run-record';
 import { expectedAudit } from '../../src/sample/demo-seed';
 import { createBlobServiceClient } from '../../src/storage/client-factory';
 import {

@@ -16,12 +16,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { hubResources } from '../../src/app/runtime';
-import { requestRun } from '../../src/engine/requests';
-import { readRunDetails } from '../../src/engine/status';
+import { hubResources } from '../../src/hub/resources';
+import { requestRun } from '../../src/hub/requests';
+import { readRunDetails } from '../../src/hub/status';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import { startAzurite, type RunningAzurite } from '../../src/local/azurite';
-import { isTerminal, type RunRecord } from '../../src/runs/run-record';
+import { isTerminal, type RunRecord } from '../../src/hub/run-record';
 import { createBlobServiceClient } from '../../src/storage/client-factory';
 import {
   cliPath,

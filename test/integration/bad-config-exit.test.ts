@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hubResources } from '../../src/app/runtime';
+import { hubResources } from '../../src/hub/resources';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
-import type { Env } from '../../src/storage/settings';
+import type { Env } from '../../src/storage/setting';
 import { useAzurite } from '../support/azurite';
 import { azuriteStyleConnection, closedPort, seedHub } from '../support/cli-harness';
 import { cliPath, markDistInUse, projectRoot } from '../support/cluster-process';
@@ -243,6 +243,12 @@ describe('the local host instance process', () => {
       { BATON_HOST_JSON: '/nonexistent/host.json' },
       'BATON_HOST_JSON',
       /^InvalidSettingError: BATON_HOST_JSON: cannot read \/nonexistent\/host\.json: ENOENT/,
+    ],
+    [
+      'a BATON_JOBS_MODULE that does not exist',
+      { BATON_JOBS_MODULE: '/nonexistent/jobs' },
+      'BATON_JOBS_MODULE',
+      /^InvalidSettingError: BATON_JOBS_MODULE: no module at \/nonexistent\/jobs$/,
     ],
     [
       'an instance name too long to be a lease holder',

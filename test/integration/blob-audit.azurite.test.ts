@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { RunOutput } from '../../src/engine/finalizer';
+import type { RunOutput } from '../../src/hub/run-output';
 import { LeaseLostError } from '../../src/errors';
-import { requestRun } from '../../src/engine/requests';
-import { runKeys } from '../../src/runs/run-record';
+import { requestRun } from '../../src/hub/requests';
+import { runKeys } from '../../src/hub/run-record';
 import { auditReportKey, createBlobAuditJob, type AuditOutput } from '../../src/sample/blob-audit';
 import { expectedAudit, seedDemoBlobs } from '../../src/sample/demo-seed';
 import { useAzurite } from '../support/azurite';

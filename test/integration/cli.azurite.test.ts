@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { resolveConnection } from '../../src/cli/connection';
 import type { RunsView, ShowView, StatusView } from '../../src/cli/format';
-import { pendingRequests, type EngineRequest } from '../../src/engine/requests';
+import { pendingRequests, type EngineRequest } from '../../src/hub/requests';
 import type { DocumentStore } from '../../src/fencing/document-store';
 import { useAzurite } from '../support/azurite';
 import {

@@ -1,14 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvocationContext, type Timer } from '@azure/functions';
 import { z } from 'zod';
-import { batonRegistrations, type TimerRegistration } from '../../src/app/registrations';
+import { batonRegistrations } from '../../src/app/registrations';
+import { type TimerRegistration } from '../../src/app/registration-types';
 import { FaultProxy, type Exchange } from '../../src/chaos/fault-proxy';
 import { createBatonRuntime } from '../../src/app/runtime';
-import { jobStateKey, jobStateSchema, type JobState } from '../../src/engine/job-state';
-import { requestRun } from '../../src/engine/requests';
+import { jobStateKey, jobStateSchema, type JobState } from '../../src/hub/job-state';
+import { requestRun } from '../../src/hub/requests';
 import { defineJob } from '../../src/jobs/define-job';
 import type { JobDefinition } from '../../src/jobs/job-definition';
-import { runKeys, runRecordSchema, type RunRecord } from '../../src/runs/run-record';
+import { runKeys, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
 import { useAzurite } from '../support/azurite';
 import { skewedClock } from '../support/skewed-clock';
 

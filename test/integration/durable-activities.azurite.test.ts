@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import { defineJob } from '../../src/jobs/define-job';
-import { requestRun } from '../../src/engine/requests';
-import { listRuns, readRunDetails } from '../../src/engine/status';
-import { isTerminal, newRunRecord, runKeys, runRecordSchema, type RunRecord } from '../../src/runs/run-record';
+import { requestRun } from '../../src/hub/requests';
+import { listRuns, readRunDetails } from '../../src/hub/status';
+import { isTerminal, newRunRecord, runKeys, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
 import { createSyntheticJob, expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
 import {
   createFinalizeActivity,

@@ -1,11 +1,11 @@
 import * as df from 'durable-functions';
 import { describe, expect, it } from 'vitest';
-import { jobStateKey, jobStateSchema, type JobState } from '../../src/engine/job-state';
-import { readRunDetails } from '../../src/engine/status';
+import { jobStateKey, jobStateSchema, type JobState } from '../../src/hub/job-state';
+import { readRunDetails } from '../../src/hub/status';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import type { JobDefinition } from '../../src/jobs/job-definition';
-import { runKeys } from '../../src/runs/run-record';
+import { runKeys } from '../../src/hub/run-record';
 import type { SyntheticJobSpec } from '../../src/sample/synthetic-job';
 import {
   createChunkOrchestrator,

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { systemClock, type Clock } from '../../src/clock/clock';
-import type { FailuresManifest, RunOutput } from '../../src/engine/finalizer';
+import type { FailuresManifest, RunOutput } from '../../src/hub/run-output';
 import { poisonNoteSchema, resultMessageSchema, workMessageSchema, type PoisonNote } from '../../src/engine/messages';
-import { requestCancel, requestRun } from '../../src/engine/requests';
+import { requestCancel, requestRun } from '../../src/hub/requests';
 import { handleWorkMessage } from '../../src/engine/worker';
 import type { LeadSummary } from '../../src/engine/coordinator';
 import { MAX_QUEUE_MESSAGE_BYTES } from '../../src/queue/queue-port';
-import { isTerminal, runKeys } from '../../src/runs/run-record';
+import { isTerminal, runKeys } from '../../src/hub/run-record';
 import { useAzurite } from '../support/azurite';
 import { azuritePorts } from '../support/azurite-engine';
 import { buildEngine, type Engine } from '../support/engine-harness';

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { StaleEpochError } from '../../src/errors';
-import type { RunOutput } from '../../src/engine/finalizer';
-import { requestRun } from '../../src/engine/requests';
+import type { RunOutput } from '../../src/hub/run-output';
+import { requestRun } from '../../src/hub/requests';
 import type { Leadership } from '../../src/lease/leader-elector';
 import type { MessageReceipt, QueueCallOptions, QueuePort } from '../../src/queue/queue-port';
 import { ForwardingQueue, type SendOptions } from '../support/forwarding-queue';
-import { runKeys } from '../../src/runs/run-record';
+import { runKeys } from '../../src/hub/run-record';
 import { useAzurite } from '../support/azurite';
 import { azuritePorts } from '../support/azurite-engine';
 import { buildEngine } from '../support/engine-harness';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { requestRun } from '../../src/engine/requests';
-import type { FailuresManifest, RunOutput } from '../../src/engine/finalizer';
-import { runKeys } from '../../src/runs/run-record';
+import { requestRun } from '../../src/hub/requests';
+import type { FailuresManifest, RunOutput } from '../../src/hub/run-output';
+import { runKeys } from '../../src/hub/run-record';
 import { useAzurite } from '../support/azurite';
 import { azuritePorts } from '../support/azurite-engine';
 import { DuplicatingQueue } from '../support/duplicating-queue';

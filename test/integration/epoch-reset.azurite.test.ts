@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { LeaseLostError, StaleEpochError } from '../../src/errors';
-import type { RunOutput } from '../../src/engine/finalizer';
-import { requestRun } from '../../src/engine/requests';
+import type { RunOutput } from '../../src/hub/run-output';
+import { requestRun } from '../../src/hub/requests';
 import { BlobLeaseStore } from '../../src/lease/blob-lease-store';
 import { LeaderElector } from '../../src/lease/leader-elector';
 import type { LeaderEvent } from '../../src/lease/leader-events';
-import { runKeys } from '../../src/runs/run-record';
+import { runKeys } from '../../src/hub/run-record';
 import { useAzurite } from '../support/azurite';
 import { azuritePorts } from '../support/azurite-engine';
 import { buildEngine } from '../support/engine-harness';

@@ -1,15 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { InvocationContext, type Timer } from '@azure/functions';
-import { batonRegistrations, type QueueRegistration, type TimerRegistration } from '../../src/app/registrations';
+import { batonRegistrations } from '../../src/app/registrations';
+import { type QueueRegistration, type TimerRegistration } from '../../src/app/registration-types';
 import { createBatonRuntime } from '../../src/app/runtime';
 import { DEFAULT_TUNING } from '../../src/engine/engine-context';
-import type { RunOutput } from '../../src/engine/finalizer';
-import { requestRun } from '../../src/engine/requests';
+import type { RunOutput } from '../../src/hub/run-output';
+import { requestRun } from '../../src/hub/requests';
 import { AzureQueue } from '../../src/queue/azure-queue';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
-import { newRunRecord, runKeys, transition } from '../../src/runs/run-record';
-import { parseBatonSettings } from '../../src/storage/settings';
+import { newRunRecord, runKeys, transition } from '../../src/hub/run-record';
+import { parseBatonSettings } from '../../src/app/settings';
 import { useAzurite } from '../support/azurite';
 import { expectedSum, sumJob } from '../support/sample-jobs';
 

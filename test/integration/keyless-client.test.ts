@@ -28,7 +28,7 @@ import type { QueueServiceClient } from '@azure/storage-queue';
 import { afterAll, beforeAll, describe, expect, it, vi, type MockInstance } from 'vitest';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../../src/storage/client-factory';
 import { StorageRequestCounter } from '../../src/storage/request-counter';
-import { parseStorageSettings, type StorageSettings } from '../../src/storage/settings';
+import { parseStorageSettings, type StorageSettings } from '../../src/storage/connection';
 
 // Test setup only: a decoy in the environment the settings are parsed from; it must never be used.
 const AZURITE_KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';

@@ -8,9 +8,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InvocationContext, type Timer } from '@azure/functions';
-import { hubResources } from '../../src/app/runtime';
-import type { QueueRegistration, Registration, TimerRegistration } from '../../src/app/registrations';
-import type { HostQueueConfig } from '../../src/local/host-config';
+import { hubResources } from '../../src/hub/resources';
+import type { QueueRegistration, Registration, TimerRegistration } from '../../src/app/registration-types';
+import type { HostQueueConfig } from '../../src/app/host-config';
 import { LocalHost } from '../../src/local/local-host';
 import { AzureQueue } from '../../src/queue/azure-queue';
 import { useAzurite } from '../support/azurite';

@@ -4,15 +4,15 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BlobServiceClient } from '@azure/storage-blob';
-import { hubResources } from '../../src/app/runtime';
-import type { FailuresManifest, RunOutput } from '../../src/engine/finalizer';
-import { jobStateKey, newJobState, type JobState } from '../../src/engine/job-state';
+import { hubResources } from '../../src/hub/resources';
+import type { FailuresManifest, RunOutput } from '../../src/hub/run-output';
+import { jobStateKey, newJobState, type JobState } from '../../src/hub/job-state';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { BlobLeaseStore } from '../../src/lease/blob-lease-store';
 import { main, type CliOptions } from '../../src/cli/main';
-import { newRunRecord, runKeys, runRecordSchema, scheduledRunId, transition, type RunRecord } from '../../src/runs/run-record';
-import type { Env } from '../../src/storage/settings';
+import { newRunRecord, runKeys, runRecordSchema, scheduledRunId, transition, type RunRecord } from '../../src/hub/run-record';
+import type { Env } from '../../src/storage/setting';
 
 export interface CliResult {
   code: number;

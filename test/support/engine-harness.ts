@@ -11,7 +11,7 @@ import { LeaderElector } from '../../src/lease/leader-elector';
 import type { LeaseStore } from '../../src/lease/lease-store';
 import { pumpQueue } from '../../src/local/queue-pump';
 import type { QueuePort } from '../../src/queue/queue-port';
-import { runKeys, runRecordSchema, type RunRecord } from '../../src/runs/run-record';
+import { runKeys, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
 
 export interface EnginePorts {
   docs: DocumentStore;

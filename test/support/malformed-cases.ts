@@ -4,7 +4,7 @@ import { drainResults } from '../../src/engine/drain';
 import { ConcurrentUpdateError, StaleEpochError } from '../../src/errors';
 import { poisonNoteSchema, truncate } from '../../src/engine/messages';
 import { MAX_QUEUE_MESSAGE_BYTES } from '../../src/queue/queue-port';
-import { runKeys, type RunRecord } from '../../src/runs/run-record';
+import { runKeys, type RunRecord } from '../../src/hub/run-record';
 import {
   BYSTANDER_CLAIM,
   fullySeen,

@@ -1,14 +1,14 @@
 import { FakeClock } from '../../src/clock/fake-clock';
 import { LeaseLostError } from '../../src/errors';
 import { DEFAULT_TUNING, type EngineContext, type TermContext } from '../../src/engine/engine-context';
-import { jobStateKey, jobStateSchema, type JobState } from '../../src/engine/job-state';
+import { jobStateKey, jobStateSchema, type JobState } from '../../src/hub/job-state';
 import { RunBook } from '../../src/engine/run-book';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
 import type { JobDefinition } from '../../src/jobs/job-definition';
 import type { Leadership } from '../../src/lease/leader-elector';
 import { InMemoryQueue } from '../../src/queue/in-memory-queue';
-import { runRecordSchema, type RunRecord } from '../../src/runs/run-record';
+import { runRecordSchema, type RunRecord } from '../../src/hub/run-record';
 
 /**
  * The raise of a hand-made term: it holds no lease to raise its epoch under, so, as a stale

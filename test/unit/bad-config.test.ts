@@ -13,8 +13,8 @@ import { createJobs } from '../../functions/jobs';
 import { createBatonRuntime } from '../../src/app/runtime';
 import { CliError, resolveConnection } from '../../src/cli/connection';
 import { InvalidSettingError } from '../../src/errors';
-import { readHostQueueConfig, type HostQueueConfig } from '../../src/local/host-config';
-import type { Env } from '../../src/storage/settings';
+import { readHostQueueConfig, type HostQueueConfig } from '../../src/app/host-config';
+import type { Env } from '../../src/storage/setting';
 import { oneLineError } from '../support/errors';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -471,8 +471,8 @@ describe('bad configuration stops start-up with one line naming the setting', ()
     };
     walk(join(root, 'src'));
     walk(join(root, 'functions'));
-    // Set by the local cluster for each instance process; test/integration/bad-config-exit.test.ts covers them.
-    const instanceOnly = new Set(['BATON_INSTANCE', 'BATON_HOST_JSON']);
+    // Read only by the local cluster and its instance processes; test/integration/bad-config-exit.test.ts covers them.
+    const instanceOnly = new Set(['BATON_INSTANCE', 'BATON_HOST_JSON', 'BATON_JOBS_MODULE']);
     // Not settings: test-only sabotage switches, off unless set: src/fencing (1 turns fencing
     // off) and the chaos soak's dying worker in src/local/instance-main.ts (a trigger file).
     const notSettings = new Set(['BATON_UNSAFE_DISABLE_FENCING', 'BATON_CHAOS_DIE_AFTER_SENDING']);

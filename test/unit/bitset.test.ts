@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Bitset } from '../../src/runs/bitset';
+import { Bitset } from '../../src/hub/bitset';
 
 describe('Bitset', () => {
   it.each([0, 1, 7, 8, 9, 64, 1001])('empty(%i) has nothing set and costs ceil(n/8) bytes', (size) => {

@@ -9,7 +9,7 @@ import {
   type CheckInput,
   type InvariantRule,
 } from '../../src/chaos/invariants';
-import { newRunRecord, transition, type RunRecord } from '../../src/runs/run-record';
+import { newRunRecord, transition, type RunRecord } from '../../src/hub/run-record';
 import { expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
 
 const SPEC = { name: 'sum', items: 10, failEvery: 4 };

@@ -4,7 +4,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../../src/storage/client-factory.js';
-import { parseStorageSettings, type StorageSettings } from '../../src/storage/settings.js';
+import { parseStorageSettings, type StorageSettings } from '../../src/storage/connection.js';
 
 const AZURITE_KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import type { OrchestrationContext } from 'durable-functions';
-import { requestRun } from '../../src/engine/requests';
-import { readRunDetails, type RunDetails } from '../../src/engine/status';
+import { requestRun } from '../../src/hub/requests';
+import { readRunDetails, type RunDetails } from '../../src/hub/status';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
-import { isTerminal, runKeys } from '../../src/runs/run-record';
+import { isTerminal, runKeys } from '../../src/hub/run-record';
 import { createSyntheticJob, expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
 import {
   chunkInstanceId,

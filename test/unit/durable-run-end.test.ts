@@ -1,7 +1,7 @@
 import * as df from 'durable-functions';
 import { assert, describe, expect, it } from 'vitest';
-import { jobStateKey, jobStateSchema, newJobState, type JobState } from '../../src/engine/job-state';
-import { readRunDetails } from '../../src/engine/status';
+import { jobStateKey, jobStateSchema, newJobState, type JobState } from '../../src/hub/job-state';
+import { readRunDetails } from '../../src/hub/status';
 import type { DocumentStore, WriteCondition, DocumentCallOptions } from '../../src/fencing/document-store';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
@@ -14,7 +14,7 @@ import {
   transition,
   type RunRecord,
   type RunState,
-} from '../../src/runs/run-record';
+} from '../../src/hub/run-record';
 import {
   chunkInstanceId,
   createSplitActivity,

@@ -1,14 +1,14 @@
 import * as df from 'durable-functions';
 import { describe, expect, it } from 'vitest';
 import { InvalidConfigError, StaleEpochError } from '../../src/errors';
-import { jobStateKey, jobStateSchema, type JobState } from '../../src/engine/job-state';
-import { readRunDetails } from '../../src/engine/status';
+import { jobStateKey, jobStateSchema, type JobState } from '../../src/hub/job-state';
+import { readRunDetails } from '../../src/hub/status';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
 import { withEpochRaises } from '../../src/lease/epoch-refusal';
 import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
 import { LeaderElector } from '../../src/lease/leader-elector';
-import { newRunRecord, runKeys, runRecordSchema, scheduledRunId, transition, type RunRecord } from '../../src/runs/run-record';
+import { newRunRecord, runKeys, runRecordSchema, scheduledRunId, transition, type RunRecord } from '../../src/hub/run-record';
 import {
   chunkInstanceId,
   DEFAULT_DURABLE_SETTINGS,

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { defineJob } from '../../src/jobs/define-job';
-import { requestRun } from '../../src/engine/requests';
-import { runKeys } from '../../src/runs/run-record';
-import type { RunOutput } from '../../src/engine/finalizer';
+import { requestRun } from '../../src/hub/requests';
+import { runKeys } from '../../src/hub/run-record';
+import type { RunOutput } from '../../src/hub/run-output';
 import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';
 import { expectedSum, sumJob, type SumAcc } from '../support/sample-jobs';

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { foldOutcomes, type FoldState } from '../../src/engine/fold';
-import type { ItemOutcome } from '../../src/engine/messages';
-import { Bitset } from '../../src/runs/bitset';
-import type { RunCounters } from '../../src/runs/run-record';
+import { foldOutcomes, type FoldState } from '../../src/hub/fold';
+import type { ItemOutcome } from '../../src/jobs/item-outcome';
+import { Bitset } from '../../src/hub/bitset';
+import type { RunCounters } from '../../src/hub/run-record';
 import { sumJob, type SumAcc } from '../support/sample-jobs';
 import { shuffled } from '../support/unit-engine';
 

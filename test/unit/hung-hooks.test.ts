@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { HookTimeoutError, LeaseLostError, TaskAbandonedError } from '../../src/errors';
-import type { FailuresManifest } from '../../src/engine/finalizer';
-import { requestRun } from '../../src/engine/requests';
+import type { FailuresManifest } from '../../src/hub/run-output';
+import { requestRun } from '../../src/hub/requests';
 import { defineJob } from '../../src/jobs/define-job';
 import type { HookTimeouts } from '../../src/jobs/job-definition';
 import { LeaderElector } from '../../src/lease/leader-elector';
 import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
-import { runKeys } from '../../src/runs/run-record';
+import { runKeys } from '../../src/hub/run-record';
 import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';
 

@@ -4,8 +4,8 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FUNCIGNORE, INSTALL_ARGS, PACKAGE_FILES, STAGE_DIR, stagePackage } from '../../infra/hooks/stage-package.mjs';
-import { hubResources } from '../../src/app/runtime';
-import { parseBatonSettings } from '../../src/storage/settings';
+import { hubResources } from '../../src/hub/resources';
+import { parseBatonSettings } from '../../src/app/settings';
 import {
   MAIN_BICEP,
   ROLE,

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import type { DrainStats } from '../../src/engine/drain';
 import { poisonNoteSchema, workMessageSchema } from '../../src/engine/messages';
 import type { QueuePort } from '../../src/queue/queue-port';
-import { runKeys, type RunRecord } from '../../src/runs/run-record';
+import { runKeys, type RunRecord } from '../../src/hub/run-record';
 import {
   BYSTANDER_CLAIM,
   failOnUnhandledRejections,

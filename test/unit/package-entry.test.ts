@@ -13,14 +13,22 @@ describe('the built package', () => {
     expect(require.resolve(pkg.name)).toBe(join(root, 'dist', 'src', 'index.js'));
   });
 
-  it('exports the elector, both lease stores, startAzurite and the error classes', () => {
+  it('exports jobs, the app, the hub read model, the elector, fencing and the error classes', () => {
     const lib = require(pkg.name) as Record<string, unknown>;
     for (const name of [
+      'defineJob',
+      'createBatonRuntime',
+      'batonRegistrations',
+      'requestRun',
+      'requestCancel',
+      'readHubStatus',
+      'listRuns',
+      'readRunDetails',
       'LeaderElector',
       'BlobLeaseStore',
-      'InMemoryLeaseStore',
-      'startAzurite',
+      'BlobEpochMark',
       'FencedDocuments',
+      'BlobDocumentStore',
       'BatonError',
       'InvalidConfigError',
       'InvalidSettingError',
@@ -28,14 +36,32 @@ describe('the built package', () => {
       'LeaseLostError',
       'StaleEpochError',
       'ConcurrentUpdateError',
-      'defineJob',
-      'Coordinator',
-      'requestRun',
-      'requestCancel',
-      'createBatonRuntime',
-      'batonRegistrations',
+      'HookTimeoutError',
     ]) {
       expect(typeof lib[name], name).toBe('function');
+    }
+  });
+
+  it('keeps engine internals and test fakes out of the main entry', () => {
+    const lib = require(pkg.name) as Record<string, unknown>;
+    for (const name of [
+      'Coordinator',
+      'handleWorkMessage',
+      'runKeys',
+      'pumpQueue',
+      'InMemoryLeaseStore',
+      'FakeClock',
+      'startAzurite',
+    ]) {
+      expect(lib[name], name).toBeUndefined();
+    }
+  });
+
+  it('exports the fakes, the fake clock and the embedded Azurite from `baton/testing`', () => {
+    expect(require.resolve(`${pkg.name}/testing`)).toBe(join(root, 'dist', 'src', 'testing.js'));
+    const testing = require(`${pkg.name}/testing`) as Record<string, unknown>;
+    for (const name of ['InMemoryLeaseStore', 'InMemoryDocumentStore', 'InMemoryQueue', 'FakeClock', 'startAzurite']) {
+      expect(typeof testing[name], name).toBe('function');
     }
   });
 

@@ -4,7 +4,7 @@ import type { DocumentCallOptions, WriteCondition } from '../../src/fencing/docu
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { defineJob } from '../../src/jobs/define-job';
 import type { Leadership } from '../../src/lease/leader-elector';
-import { newRunRecord, runKeys, runRecordSchema, type RunRecord } from '../../src/runs/run-record';
+import { newRunRecord, runKeys, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
 import { ForwardingDocumentStore } from '../support/forwarding-document-store';
 import { noLeaseToRaise, unitEngine } from '../support/unit-engine';
 

@@ -8,7 +8,7 @@ import { writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeClock } from '../../src/clock/fake-clock';
-import { readHostQueueConfig } from '../../src/local/host-config';
+import { readHostQueueConfig } from '../../src/app/host-config';
 import { pumpQueue } from '../../src/local/queue-pump';
 import { InMemoryQueue } from '../../src/queue/in-memory-queue';
 

@@ -3,7 +3,7 @@ import { StaleEpochError } from '../../src/errors';
 import { cancelRun, reconcileJob } from '../../src/engine/reconcile';
 import { defineJob } from '../../src/jobs/define-job';
 import type { JobOptions } from '../../src/jobs/job-definition';
-import { runKeys, transition } from '../../src/runs/run-record';
+import { runKeys, transition } from '../../src/hub/run-record';
 import { unitEngine, type UnitEngine } from '../support/unit-engine';
 
 const START = new Date('2026-01-01T00:00:00.000Z');

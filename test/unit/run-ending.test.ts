@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { Coordinator } from '../../src/engine/coordinator';
-import { abortRun, failRun, finalizeRun, type FailuresManifest, type RunOutput } from '../../src/engine/finalizer';
-import { jobStateKey, jobStateSchema, newJobState, type JobState } from '../../src/engine/job-state';
+import { abortRun, failRun, finalizeRun } from '../../src/engine/finalizer';
+import { type FailuresManifest, type RunOutput } from '../../src/hub/run-output';
+import { jobStateKey, jobStateSchema, newJobState, type JobState } from '../../src/hub/job-state';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import type { ActiveRun } from '../../src/engine/run-book';
 import type { DocumentCallOptions, WriteCondition } from '../../src/fencing/document-store';
-import { Bitset } from '../../src/runs/bitset';
-import { newRunRecord, runKeys, runRecordSchema, transition, type RunRecord } from '../../src/runs/run-record';
+import { Bitset } from '../../src/hub/bitset';
+import { newRunRecord, runKeys, runRecordSchema, transition, type RunRecord } from '../../src/hub/run-record';
 import { ForwardingDocumentStore } from '../support/forwarding-document-store';
 import { expectedSum, sumJob } from '../support/sample-jobs';
 import { handLeadership, unitEngine, type UnitEngine } from '../support/unit-engine';

@@ -11,7 +11,7 @@ import {
   transition,
   type RunRecord,
   type RunState,
-} from '../../src/runs/run-record';
+} from '../../src/hub/run-record';
 
 const T0 = new Date('2026-03-01T12:00:00.000Z');
 const T1 = new Date('2026-03-01T12:05:00.000Z');

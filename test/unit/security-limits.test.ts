@@ -7,18 +7,19 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { InvalidConfigError } from '../../src/errors';
-import type { FailuresManifest, RunOutput } from '../../src/engine/finalizer';
-import { foldOutcomes } from '../../src/engine/fold';
-import { resultMessageSchema, type ItemOutcome, type WorkMessage } from '../../src/engine/messages';
-import { requestRun } from '../../src/engine/requests';
+import type { FailuresManifest, RunOutput } from '../../src/hub/run-output';
+import { foldOutcomes } from '../../src/hub/fold';
+import { resultMessageSchema, type WorkMessage } from '../../src/engine/messages';
+import type { ItemOutcome } from '../../src/jobs/item-outcome';
+import { requestRun } from '../../src/hub/requests';
 import { RunStateCache } from '../../src/engine/run-state-cache';
 import { handleWorkMessage, type WorkerDeps } from '../../src/engine/worker';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
 import { defineJob } from '../../src/jobs/define-job';
 import { InMemoryQueue } from '../../src/queue/in-memory-queue';
-import { Bitset } from '../../src/runs/bitset';
-import { newRunRecord, runKeys, runRecordSchema, type RunCounters, type RunRecord } from '../../src/runs/run-record';
+import { Bitset } from '../../src/hub/bitset';
+import { newRunRecord, runKeys, runRecordSchema, type RunCounters, type RunRecord } from '../../src/hub/run-record';
 import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';
 

@@ -2,7 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { InvalidSettingError } from '../../src/errors.js';
 import { resolveElectorOptions } from '../../src/lease/elector-options.js';
 import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store.js';
-import { parseBatonSettings, parseStorageSettings, redactSecrets, type Env } from '../../src/storage/settings.js';
+import { parseBatonSettings } from '../../src/app/settings.js';
+import { parseStorageSettings } from '../../src/storage/connection.js';
+import { redactSecrets } from '../../src/redact.js';
+import { type Env } from '../../src/storage/setting.js';
 import { oneLineError } from '../support/errors';
 
 const KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
-import { processItem } from '../../src/engine/worker';
+import { processItem } from '../../src/jobs/process-item';
 import { InvalidSettingError } from '../../src/errors';
 import {
   createSyntheticJob,

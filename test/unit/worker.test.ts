@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { FakeClock } from '../../src/clock/fake-clock';
-import { poisonNoteSchema, resultMessageSchema, type ItemOutcome, type WorkMessage } from '../../src/engine/messages';
+import { poisonNoteSchema, resultMessageSchema, type WorkMessage } from '../../src/engine/messages';
+import type { ItemOutcome } from '../../src/jobs/item-outcome';
 import { RunStateCache } from '../../src/engine/run-state-cache';
 import { handleWorkMessage, type WorkerDeps } from '../../src/engine/worker';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
@@ -9,7 +10,7 @@ import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-stor
 import { defineJob } from '../../src/jobs/define-job';
 import type { ProcessContext } from '../../src/jobs/job-definition';
 import { InMemoryQueue } from '../../src/queue/in-memory-queue';
-import { newRunRecord, runKeys, runRecordSchema, type RunRecord, type RunState } from '../../src/runs/run-record';
+import { newRunRecord, runKeys, runRecordSchema, type RunRecord, type RunState } from '../../src/hub/run-record';
 
 const RUN = 'square/manual-w1';
 const SECRET_TAIL = 'y'.repeat(2000);

@@ -1,8 +1,8 @@
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments } from '../fencing/fenced-documents';
 import type { LeaseStore } from '../lease/lease-store';
-import { isTerminal, runKeys, runRecordSchema, type RunRecord } from '../runs/run-record';
-import type { FailuresManifest, RunOutput } from './finalizer';
+import { isTerminal, runKeys, runRecordSchema, type RunRecord } from './run-record';
+import type { FailuresManifest, RunOutput } from './run-output';
 import { jobStateSchema, type JobState } from './job-state';
 
 /** What anyone can read about a hub without leading it: the status the CLI and the live view show. */

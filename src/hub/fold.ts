@@ -1,8 +1,9 @@
 import type { JobDefinition } from '../jobs/job-definition';
-import type { Bitset } from '../runs/bitset';
-import type { RunCounters } from '../runs/run-record';
-import type { ItemOutcome } from './messages';
-import { errorText, jsonBytes } from './worker';
+import type { Bitset } from './bitset';
+import type { RunCounters } from './run-record';
+import type { ItemOutcome } from '../jobs/item-outcome';
+import { errorText } from '../jobs/error-text';
+import { jsonBytes } from '../jobs/process-item';
 
 export interface FailureEntry {
   item: number;

@@ -1,0 +1,74 @@
+/**
+ * The architecture check (`npm test` runs it through `npm run lint:arch`): the layers of
+ * DESIGN.md, lowest first. A module may import its own layer and the layers below it, never one
+ * above; the two engines never import each other; nothing in src/ imports the app skin, the
+ * benchmarks or the tests; and there are no import cycles.
+ */
+const LAYERS = [
+  { name: 'base', paths: ['src/clock/', 'src/errors\\.ts$', 'src/redact\\.ts$'] },
+  { name: 'ports', paths: ['src/storage/', 'src/queue/', 'src/schedule/'] },
+  { name: 'election, fencing, jobs', paths: ['src/lease/', 'src/fencing/', 'src/jobs/'] },
+  { name: 'shared run model', paths: ['src/hub/'] },
+  { name: 'engines', paths: ['src/engine/', 'src/durable/', 'src/sample/'] },
+  { name: 'composition root', paths: ['src/app/'] },
+  { name: 'skins', paths: ['src/cli/', 'src/local/', 'src/index\\.ts$', 'src/testing\\.ts$'] },
+  { name: 'tools', paths: ['src/chaos/'] },
+];
+
+const anyOf = (paths) => `^(${paths.join('|')})`;
+
+const upward = LAYERS.slice(0, -1).map((layer, i) => ({
+  name: `no-upward-from-${layer.name.replace(/[^a-z]+/g, '-')}`,
+  comment: `${layer.name} may import only its own layer and those below it`,
+  severity: 'error',
+  from: { path: anyOf(layer.paths) },
+  to: { path: anyOf(LAYERS.slice(i + 1).flatMap((l) => l.paths)) },
+}));
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      comment: 'an import cycle makes the layers meaningless and the load order fragile',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { circular: true },
+    },
+    {
+      name: 'no-app-bench-or-tests-in-src',
+      comment: 'the library does not import the Functions app skin, the benchmarks or the tests',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^(functions|bench|test)/' },
+    },
+    {
+      name: 'engines-apart',
+      comment: 'the queue engine and the durable engine share src/hub, never each other',
+      severity: 'error',
+      from: { path: '^src/engine/' },
+      to: { path: '^src/durable/' },
+    },
+    {
+      name: 'engines-apart-durable',
+      comment: 'the queue engine and the durable engine share src/hub, never each other',
+      severity: 'error',
+      from: { path: '^src/durable/' },
+      to: { path: '^src/engine/' },
+    },
+    {
+      name: 'every-module-has-a-layer',
+      comment: 'a new folder in src/ must be given its place in LAYERS',
+      severity: 'error',
+      from: { path: '^src/', pathNot: anyOf(LAYERS.flatMap((l) => l.paths)) },
+      to: {},
+    },
+    ...upward,
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '^(node_modules|dist)/' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { extensions: ['.ts', '.js'] },
+  },
+};

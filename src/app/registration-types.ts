@@ -1,0 +1,35 @@
+import type { InvocationContext, Timer } from '@azure/functions';
+import type { OrchestrationHandler } from 'durable-functions';
+
+/** What the Functions entry point and the local host register: one list, whichever engine runs. */
+export interface TimerRegistration {
+  kind: 'timer';
+  name: string;
+  schedule: string;
+  /** The timer also gets a Durable Functions client (the durable engine's starter). */
+  durableClient?: boolean;
+  handler: (timer: Timer, context: InvocationContext) => Promise<unknown>;
+}
+
+export interface QueueRegistration {
+  kind: 'queue';
+  name: string;
+  queueName: string;
+  /** The app setting (prefix) of the storage connection, as the Functions host names it. */
+  connection: string;
+  handler: (queueEntry: unknown, context: InvocationContext) => Promise<unknown>;
+}
+
+export interface OrchestrationRegistration {
+  kind: 'orchestration';
+  name: string;
+  handler: OrchestrationHandler;
+}
+
+export interface ActivityRegistration {
+  kind: 'activity';
+  name: string;
+  handler: (input: unknown, context: InvocationContext) => Promise<unknown>;
+}
+
+export type Registration = TimerRegistration | QueueRegistration | OrchestrationRegistration | ActivityRegistration;

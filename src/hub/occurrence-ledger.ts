@@ -1,0 +1,92 @@
+import type { JobDefinition } from '../jobs/job-definition';
+import { planOccurrences, Schedule, type OccurrencePlan } from '../schedule/schedule';
+import { newJobState, withEvents, type JobEvent, type JobState } from './job-state';
+
+/**
+ * The occurrence ledger: how a job's schedule is checked and how each check is recorded in its
+ * job state (`jobs/<job>.json`). Both engines keep the ledger through these two functions, so a
+ * job's state reads the same whichever engine ran it; they differ only in how a run is started
+ * and when it has ended.
+ */
+
+const schedules = new Map<string, Schedule>();
+
+/** The job's parsed schedule, parsed once per expression for the life of the process. */
+export function scheduleOf(job: JobDefinition): Schedule {
+  let schedule = schedules.get(job.schedule);
+  if (!schedule) schedules.set(job.schedule, (schedule = Schedule.parse(job.schedule, `${job.name}.schedule`)));
+  return schedule;
+}
+
+/** The occurrences due since the state's last check, and a `missed` event for each one listed as not run. */
+export function checkSchedule(job: JobDefinition, state: JobState, now: Date): { plan: OccurrencePlan; missed: JobEvent[] } {
+  const plan = planOccurrences({
+    schedule: scheduleOf(job),
+    lastChecked: state.lastChecked ? new Date(state.lastChecked) : undefined,
+    now,
+    startingDeadlineSeconds: job.startingDeadlineSeconds,
+    catchUp: job.catchUp,
+  });
+  const at = now.toISOString();
+  const missed: JobEvent[] = plan.missed.map((o) => ({
+    at,
+    occurrence: o.toISOString(),
+    outcome: 'missed',
+    reason: `not started within ${job.startingDeadlineSeconds} s, or superseded by a later occurrence`,
+  }));
+  return { plan, missed };
+}
+
+/** What one check of a job's schedule did, to be recorded in its job state. */
+export interface ScheduleCheck {
+  /** The job state the check was planned from. */
+  readFrom: JobState;
+  /** Where the schedule is now checked up to; `null` leaves the window unchecked (to be decided again). */
+  checkedUntil: string | null;
+  /** Starts, skips, misses and cancels, newest last. */
+  events: readonly JobEvent[];
+  /** Occurrences missed in the window, listed in `events` or not (the list may be truncated). */
+  missedCount: number;
+  /** Runs that have ended and leave `active`. */
+  leaves: (runId: string) => boolean;
+  /** Runs that are, or stay, `active`: the ones started, and the ones still to be watched. */
+  watch: Iterable<string>;
+}
+
+/**
+ * Records a check in the job state as stored now (`latest`), which another leader (a racing or
+ * stale one) may have changed since the check read it. What the other leader decided stands:
+ * skips and misses at or before where it checked up to are its to record, and a start or cancel
+ * it already recorded is not recorded again (by run id, among the recent events). The window
+ * never moves back, and totals count the events recorded.
+ */
+export function recordCheck(latest: JobState | undefined, job: string, check: ScheduleCheck): JobState {
+  const base = latest ?? newJobState(job);
+  const raced = base.lastChecked !== check.readFrom.lastChecked;
+  const theirs = raced ? base.lastChecked : null;
+  const known = new Set(base.recent.filter((e) => e.runId).map((e) => `${e.outcome}:${e.runId}`));
+  const fresh = check.events.filter((e) =>
+    // A start or a cancel names a run that exists whoever decided it: recorded once. A skip or a
+    // miss at or before where the other leader checked up to is its decision, not this one's.
+    e.runId !== undefined
+      ? !known.has(`${e.outcome}:${e.runId}`)
+      : !(theirs !== null && e.occurrence !== null && e.occurrence <= theirs),
+  );
+  const count = (outcome: JobEvent['outcome']) => fresh.filter((e) => e.outcome === outcome).length;
+  const { checkedUntil } = check;
+  return withEvents(
+    {
+      ...base,
+      lastChecked:
+        base.lastChecked && (checkedUntil === null || base.lastChecked > checkedUntil) ? base.lastChecked : checkedUntil,
+      active: [...new Set([...base.active.filter((id) => !check.leaves(id)), ...check.watch])],
+      totals: {
+        started: base.totals.started + count('started'),
+        skipped: base.totals.skipped + count('skipped'),
+        // Unlisted misses count too, unless another leader checked part of the window.
+        missed: base.totals.missed + (raced ? count('missed') : check.missedCount),
+      },
+    },
+    fresh,
+  );
+}

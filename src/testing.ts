@@ -1,0 +1,10 @@
+// `baton/testing`: what tests of a Baton app need, kept out of the main entry so an app never
+// ships a fake by mistake. Each in-memory store passes the same contract suite as its Azure one.
+
+export { FakeClock } from './clock/fake-clock';
+export { InMemoryLeaseStore } from './lease/in-memory-lease-store';
+export { InMemoryDocumentStore } from './fencing/in-memory-document-store';
+export { InMemoryQueue } from './queue/in-memory-queue';
+export type { QueuePort, ReceivedMessage } from './queue/queue-port';
+export { startAzurite } from './local/azurite';
+export type { StartAzuriteOptions, RunningAzurite } from './local/azurite';
