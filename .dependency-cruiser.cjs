@@ -45,15 +45,8 @@ module.exports = {
       name: 'engines-apart',
       comment: 'the queue engine and the durable engine share src/hub, never each other',
       severity: 'error',
-      from: { path: '^src/engine/' },
-      to: { path: '^src/durable/' },
-    },
-    {
-      name: 'engines-apart-durable',
-      comment: 'the queue engine and the durable engine share src/hub, never each other',
-      severity: 'error',
-      from: { path: '^src/durable/' },
-      to: { path: '^src/engine/' },
+      from: { path: '^src/(engine|durable)/' },
+      to: { path: '^src/(engine|durable)/', pathNot: '^src/$1/' },
     },
     {
       name: 'every-module-has-a-layer',
