@@ -81,9 +81,9 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'the instance processes share the cores with it. Its receive and delete also slow down as a queue grows (measured ' +
       'here: 320 messages/s with an empty queue, 219 with 500 waiting, 41 with 2,000, 15 with 4,000). The floor sends ' +
       "all its work at once and pays that slope; Baton's leader keeps at most `BATON_MAX_IN_FLIGHT` messages of a run " +
-      'uncounted (256 on the local cluster), so its queues stay short. That is why ours can beat the floor here; ' +
-      'before the window, a 2,000-item run took 26–40 s instead of 15 s. `itemsPerMessage` divides the message ' +
-      'traffic. Against real Azure Storage the limits are the queue scale targets and the function host instead.',
+      'uncounted (256 on the local cluster), so its queues stay short. That is why ours can beat the floor here. ' +
+      '`itemsPerMessage` divides the message traffic. Against real Azure Storage the limits are the queue scale ' +
+      'targets and the function host instead.',
   },
   transactions: {
     measures:
@@ -116,8 +116,8 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'garbage, not retained state: V8 lets old-space garbage pile up to a limit before a full collection, and the ' +
       '100k run lasts long enough to reach it while the 10k run does not (about 22–26 MiB live after every full ' +
       'collection of the 100k run; 300,000 items peak at 116 MiB heap used against 96 MiB at 100,000, so it levels ' +
-      "off). The leader deletes drained messages 32 at a time; sending all of a checkpoint's deletes at once opened " +
-      'about 150 sockets and raised both peaks.',
+      "off). The leader deletes drained messages 32 at a time: all of a checkpoint's deletes at once would open " +
+      'about 150 sockets and raise both peaks.',
   },
   dispatch: {
     measures:

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { EXIT } from './exit-codes';
 import { InvalidSettingError } from '../errors';
 import { parseBatonSettings } from '../app/settings';
 import { parseStorageSettings, type StorageSettings } from '../storage/connection';
@@ -27,13 +28,14 @@ export interface ConnectionInput {
 }
 
 /**
- * A failure the CLI reports as one line (prefixed `baton: `) and ends with `exitCode`. The
- * message never holds a setting's value.
+ * A failure the CLI reports as one line (prefixed `baton: `) and ends with `exitCode`
+ * (`EXIT.failed` unless the command line itself is wrong: `EXIT.usage`). The message never
+ * holds a setting's value.
  */
 export class CliError extends Error {
   constructor(
     message: string,
-    readonly exitCode = 1,
+    readonly exitCode: number = EXIT.failed,
   ) {
     super(message);
     this.name = 'CliError';
@@ -65,7 +67,7 @@ export function resolveConnection(input: ConnectionInput): ResolvedConnection {
   let source: ConnectionSource;
   if (input.connection !== undefined) {
     source = '--connection';
-    if (input.connection.trim() === '') throw new CliError('--connection is empty: pass a storage connection string');
+    if (input.connection.trim() === '') throw new CliError('--connection is empty: pass a storage connection string', EXIT.usage);
     storage = asCliError(() => parseStorageSettings({ [source]: input.connection }, { prefix: source }));
   } else if (hasStorageSettings(env)) {
     source = STORAGE;
@@ -99,8 +101,11 @@ export function resolveConnection(input: ConnectionInput): ResolvedConnection {
       return fn();
     } catch (err) {
       if (!(err instanceof InvalidSettingError)) throw err;
-      const message = err.setting === 'BATON_HUB' && hubFromFlag ? err.message.replace(/^BATON_HUB/, '--hub') : err.message;
-      throw new CliError(redactSecrets(message) + where);
+      const hubFlag = err.setting === 'BATON_HUB' && hubFromFlag;
+      const message = hubFlag ? err.message.replace(/^BATON_HUB/, '--hub') : err.message;
+      // A bad --connection or --hub value is a usage error; a bad setting from the environment is not.
+      const usage = hubFlag || err.setting === '--connection';
+      throw new CliError(redactSecrets(message) + where, usage ? EXIT.usage : EXIT.failed);
     }
   }
 }

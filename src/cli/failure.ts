@@ -2,9 +2,9 @@ import { isBatonError } from '../errors';
 import { redactSecrets } from '../redact';
 import { CliError, type ConnectionSource } from './connection';
 import { StorageTimeoutError } from './hub';
+import { EXIT } from './exit-codes';
 
-/** Exit codes: 0 done, 1 failed or bad input, 2 storage unreachable. */
-export const EXIT = { ok: 0, failed: 1, unreachable: 2 } as const;
+export { EXIT };
 
 /** Network-level codes that mean the endpoint cannot be reached at all. */
 const UNREACHABLE_CODES = new Set([

@@ -6,6 +6,7 @@ import { CliError } from './connection';
 import { withHub, type CliContext } from './context';
 import type { HubHandle } from './hub';
 import { renderRuns, renderShow, renderStatus, runView, showView, statusView, toJson, type RunsView } from './format';
+import { examples } from './help';
 
 const DEFAULT_LIMIT = 20;
 
@@ -64,6 +65,13 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .command('status')
     .description('the leader, its epoch and how long it has led; active runs with progress; jobs')
     .option('--json', 'print one JSON document')
+    .addHelpText(
+      'after',
+      examples(
+        'baton status --connection UseDevelopmentStorage=true   # the local cluster of npm start',
+        'baton status --hub nightly --json',
+      ),
+    )
     .action(async (options: { json?: boolean }, command: Command) => {
       await withHub(ctx, command, async (hub) => {
         const now = ctx.now();
@@ -78,6 +86,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .option('--job <name>', 'only runs of this job')
     .option('--limit <n>', `at most this many (default ${DEFAULT_LIMIT})`, parseLimit)
     .option('--json', 'print one JSON document')
+    .addHelpText('after', examples('baton runs --job blob-audit --limit 5', 'baton runs --json'))
     .action(async (options: { job?: string; limit?: number; json?: boolean }, command: Command) => {
       await withHub(ctx, command, async (hub) => {
         const runs = await listRuns(hub.docs, {
@@ -94,6 +103,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .description('one run: state, counters, failures and output')
     .argument('<runId>', "the run id, as 'baton runs' lists it")
     .option('--json', 'print one JSON document')
+    .addHelpText('after', examples('baton show blob-audit/2026-11-21T02:00:00.000Z', 'baton show blob-audit/manual-<id> --json'))
     .action(async (runId: string, options: { json?: boolean }, command: Command) => {
       await withHub(ctx, command, async (hub) => {
         const details = (await readRunDetails(hub.docs, runId)) ?? (await lateRunOrWhyMissing(hub, runId));
@@ -108,6 +118,10 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .argument('<job>', 'the job name')
     .option('--force', 'request it even if no leader has recorded the job yet')
     .option('--json', 'print one JSON document')
+    .addHelpText(
+      'after',
+      examples('baton trigger blob-audit', 'baton trigger nightly-totals --force   # before any leader has recorded the job'),
+    )
     .action(async (job: string, options: { force?: boolean; json?: boolean }, command: Command) => {
       await withHub(ctx, command, async (hub) => {
         let checked = false;
@@ -140,6 +154,10 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .argument('<runId>', "the run id, as 'baton runs' lists it")
     .option('--reason <text>', "recorded as the run's end reason", 'cancelled with the baton CLI')
     .option('--json', 'print one JSON document')
+    .addHelpText(
+      'after',
+      examples('baton cancel blob-audit/manual-<id>', 'baton cancel blob-audit/2026-11-21T02:00:00.000Z --reason "bad input"'),
+    )
     .action(async (runId: string, options: { reason: string; json?: boolean }, command: Command) => {
       await withHub(ctx, command, async (hub) => {
         const details = await readRunDetails(hub.docs, runId);

@@ -4,6 +4,7 @@ import { dirname, join } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { cliContext, ExitWith, type CliIo, type CliOptions } from './context';
 import { describeFailure, EXIT } from './failure';
+import { examples, EXIT_CODES_HELP } from './help';
 import { registerHubCommands } from './hub-commands';
 import { registerStart } from './start-command';
 import { redactSecrets } from '../redact';
@@ -44,7 +45,15 @@ export function buildProgram(io: CliIo = processIo, options: CliOptions = {}): C
             .replace(/\s*\n\s*/g, ' ')}\n`,
         ),
     })
-    .showSuggestionAfterError(true);
+    .showSuggestionAfterError(true)
+    // A subcommand's help lists the global options too (--connection, --hub, --timeout).
+    .configureHelp({ showGlobalOptions: true })
+    .addHelpText(
+      'after',
+      examples('baton status --connection UseDevelopmentStorage=true', 'baton runs --job blob-audit', 'baton help trigger'),
+    )
+    // On every command's help, after its own text.
+    .addHelpText('afterAll', `\n${EXIT_CODES_HELP}`);
   const version = packageVersion();
   if (version) program.version(version);
 
@@ -57,8 +66,8 @@ export function buildProgram(io: CliIo = processIo, options: CliOptions = {}): C
 
 /**
  * Runs the CLI on `argv` (the arguments after the program name, as in
- * `process.argv.slice(2)`) and resolves to the exit code: 0 done, 1 failed or bad input,
- * 2 storage unreachable.
+ * `process.argv.slice(2)`) and resolves to the exit code: 0 done, 1 failed, 2 usage error
+ * (unknown command or option, missing argument, bad option value), 3 storage unreachable.
  */
 export async function main(argv: string[], io: CliIo = processIo, options: CliOptions = {}): Promise<number> {
   const program = buildProgram(io, options);
@@ -67,8 +76,9 @@ export async function main(argv: string[], io: CliIo = processIo, options: CliOp
     return EXIT.ok;
   } catch (err) {
     if (err instanceof ExitWith) return err.exitCode;
-    // Commander has already printed its message (or the help or version).
-    if (err instanceof CommanderError) return err.exitCode;
+    // Commander has already printed its message (or the help or version). Any of its errors is a
+    // usage error, as is `baton` with no command (help on stderr); `--help` and `--version` are not.
+    if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
     const failure = describeFailure(err);
     io.err(`baton: ${failure.line}\n`);
     return failure.exitCode;

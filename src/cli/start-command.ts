@@ -7,6 +7,7 @@ import { DEFAULT_CLUSTER, LOCAL_MAX_IN_FLIGHT, runCluster } from '../local/clust
 import { findHostJson, readHostQueueConfig, type HostQueueConfig } from '../app/host-config';
 import { CliError } from './connection';
 import { ExitWith } from './context';
+import { examples } from './help';
 import { EXIT } from './failure';
 import { parseBatonSettings } from '../app/settings';
 import { redactSecrets } from '../redact';
@@ -86,6 +87,18 @@ export function registerStart(program: Command): void {
     .option('--job <name>', 'the job --once runs', DEFAULT_CLUSTER.job)
     .option('--output <file>', 'with --once: write the run record and output here as JSON')
     .option('--log-dir <dir>', "keep each instance's whole output (stdout and stderr) in <dir>/<instance>.log")
+    .addHelpText(
+      'after',
+      [
+        examples(
+          'baton start --once                        # run the sample job once, print the summary',
+          'baton start --once --kill-leader-after 3  # kill -9 the leader mid-run',
+          'baton start --instances 5 --data .azurite',
+        ),
+        '',
+        'start runs its own Azurite: of the global options only --hub applies.',
+      ].join('\n'),
+    )
     .action(
       async (opts: {
         instances: number;
@@ -98,21 +111,21 @@ export function registerStart(program: Command): void {
       }) => {
         const globals = program.opts() as { hub?: string; connection?: string };
         if (globals.connection)
-          throw new CliError('start runs its own Azurite; --connection applies to the other commands', EXIT.failed);
+          throw new CliError('start runs its own Azurite; --connection applies to the other commands', EXIT.usage);
         if (!opts.once && (opts.killLeaderAfter !== undefined || opts.output)) {
-          throw new CliError('--kill-leader-after and --output need --once', EXIT.failed);
+          throw new CliError('--kill-leader-after and --output need --once', EXIT.usage);
         }
         const hub = globals.hub ?? DEFAULT_CLUSTER.hub;
         try {
           parseBatonSettings({ BATON_HUB: hub });
         } catch (err) {
           // The same rule the instances apply, checked before anything starts; one line, as --hub.
-          throw new CliError(`--hub: ${(err as Error).message.replace(/^BATON_HUB /, '')}`, EXIT.failed);
+          throw new CliError(`--hub: ${(err as Error).message.replace(/^BATON_HUB /, '')}`, EXIT.usage);
         }
         const jobs = checkInstanceSettings(hub);
         // Otherwise the leader drops the request and --once waits for a run that never comes.
         if (!jobs.includes(opts.job)) {
-          throw new CliError(`--job ${opts.job} is not a job of this app (jobs: ${jobs.join(', ')})`, EXIT.failed);
+          throw new CliError(`--job ${opts.job} is not a job of this app (jobs: ${jobs.join(', ')})`, EXIT.usage);
         }
         if (opts.logDir) makeLogDir(opts.logDir);
         const code = await runCluster({

@@ -309,7 +309,8 @@ describe('a SAS connection whose storage errors quote the sig', () => {
     await Promise.race([cli.closed, sleep(2_000)]);
     const out = cli.lines.map((l) => l.text).join('\n');
     const err = cli.stderr.join('');
-    expect(exit.code).toBe(1);
+    // A pasted SAS is an unknown command: a usage error (2); a refused status is a failure (1).
+    expect(exit.code).toBe(viaEnv ? 1 : 2);
     expect(err.trim().split('\n')).toHaveLength(1);
     expect(err).toMatch(/^baton: /);
     expectNoSecrets('baton stdout', out, [secretSig]);

@@ -127,13 +127,14 @@ const baton = (args: string[], env: Env = {}) => start(cliPath, args, env).finis
 const instance = (env: Env) => start(instancePath, [], env).finish(15_000);
 
 /**
- * Exit 1, nothing on stdout, exactly one line on stderr that names `setting` and matches
- * `rule`; no stack trace; `secret` nowhere. Returns the line.
+ * Exit `code` (1, or 2 for a bad value on the command line), nothing on stdout, exactly one line
+ * on stderr that names `setting` and matches `rule`; no stack trace; `secret` nowhere. Returns
+ * the line.
  */
-function expectOneLine(result: Finished, setting: string, rule: RegExp, secret?: string): string {
+function expectOneLine(result: Finished, setting: string, rule: RegExp, secret?: string, code = 1): string {
   const context = `stdout:\n${result.out}\nstderr:\n${result.err}`;
   expect(result.signal, context).toBeNull();
-  expect(result.code, context).toBe(1);
+  expect(result.code, context).toBe(code);
   expect(result.out, context).toBe('');
   expect(result.err.endsWith('\n'), context).toBe(true);
   const lines = result.err.split('\n').filter((line) => line.trim() !== '');
@@ -271,22 +272,7 @@ describe('the baton CLI', () => {
       /^baton: AzureWebJobsStorage is not a valid storage connection string: AccountKey is not base64 \(from the environment\)$/,
       KEY.slice(0, 20),
     ],
-    [
-      'a malformed --connection',
-      ['runs', '--connection', `AccountName=acct;Acountkey=${KEY}`],
-      {},
-      '--connection',
-      /^baton: --connection is not a valid storage connection string: part 2 has an unknown key/,
-      KEY.slice(0, 20),
-    ],
     ['no connection', ['status'], {}, 'AzureWebJobsStorage', /^baton: no storage connection: checked --connection/],
-    [
-      'a bad --hub',
-      ['trigger', 'sum', '--hub', 'Nightly', '--connection', 'UseDevelopmentStorage=true'],
-      {},
-      '--hub',
-      /^baton: --hub must be 1-51 characters/,
-    ],
     [
       'a bad BATON_LEASE_CONTAINER',
       ['status'],
@@ -296,6 +282,24 @@ describe('the baton CLI', () => {
     ],
   ])('%s: exit 1, one stderr line', async (_name, args, env, setting, rule, secret) => {
     expectOneLine(await baton(args, env), setting, rule, secret);
+  });
+
+  it.each<[string, string[], string, RegExp, string?]>([
+    [
+      'a malformed --connection',
+      ['runs', '--connection', `AccountName=acct;Acountkey=${KEY}`],
+      '--connection',
+      /^baton: --connection is not a valid storage connection string: part 2 has an unknown key/,
+      KEY.slice(0, 20),
+    ],
+    [
+      'a bad --hub',
+      ['trigger', 'sum', '--hub', 'Nightly', '--connection', 'UseDevelopmentStorage=true'],
+      '--hub',
+      /^baton: --hub must be 1-51 characters/,
+    ],
+  ])('%s is a usage error: exit 2, one stderr line', async (_name, args, setting, rule, secret) => {
+    expectOneLine(await baton(args), setting, rule, secret, 2);
   });
 });
 
@@ -350,7 +354,6 @@ describe('baton start: the same checks as its instances, before Azurite starts',
       'BATON_MAX_IN_FLIGHT',
       /^baton: BATON_MAX_IN_FLIGHT must be at least 16$/,
     ],
-    ['a bad --hub', ['--hub', 'a--b'], {}, '--hub', /^baton: --hub: must be 1-51 characters/],
     [
       'a --log-dir that cannot be made (a file is in the way)',
       ['--log-dir', 'not-a-folder/logs'],
@@ -358,6 +361,16 @@ describe('baton start: the same checks as its instances, before Azurite starts',
       '--log-dir',
       /^baton: --log-dir not-a-folder\/logs: cannot write there \(ENOTDIR\)$/,
     ],
+  ])('%s: exit 1, one stderr line, nothing started', async (_name, args, env, setting, rule) => {
+    const result = await baton(['start', ...args], env);
+    expectOneLine(result, setting, rule);
+    // Azurite and the instances would have taken seconds and printed "cluster up".
+    expect(result.out).not.toContain('cluster up');
+    expect(result.ms).toBeLessThan(8_000);
+  });
+
+  it.each<[string, string[], Env, string, RegExp]>([
+    ['a bad --hub', ['--hub', 'a--b'], {}, '--hub', /^baton: --hub: must be 1-51 characters/],
     [
       'an unknown --job for --once',
       ['--once', '--job', 'nope'],
@@ -365,10 +378,9 @@ describe('baton start: the same checks as its instances, before Azurite starts',
       '--job nope',
       /^baton: --job nope is not a job of this app \(jobs: blob-audit, sum\)$/,
     ],
-  ])('%s: exit 1, one stderr line, nothing started', async (_name, args, env, setting, rule) => {
+  ])('%s is a usage error: exit 2, one stderr line, nothing started', async (_name, args, env, setting, rule) => {
     const result = await baton(['start', ...args], env);
-    expectOneLine(result, setting, rule);
-    // Azurite and the instances would have taken seconds and printed "cluster up".
+    expectOneLine(result, setting, rule, undefined, 2);
     expect(result.out).not.toContain('cluster up');
     expect(result.ms).toBeLessThan(8_000);
   });

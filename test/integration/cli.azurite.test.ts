@@ -295,13 +295,13 @@ describe('connection and hub resolution', () => {
 });
 
 describe('unreachable storage', () => {
-  it('a closed port: exit 2, one line naming the endpoint, no key, within seconds', async () => {
+  it('a closed port: exit 3, one line naming the endpoint, no key, within seconds', async () => {
     const port = await closedPort();
     const result = await runCli(['--connection', azuriteStyleConnection(port, accountKey), 'status', '--json'], {
       env: {},
       cwd: cwd().path,
     });
-    expect(result.code).toBe(2);
+    expect(result.code).toBe(3);
     const line = expectOneErrorLine(result);
     expect(line).toBe(
       `baton: cannot reach blob storage at http://127.0.0.1:${port}/devstoreaccount1 (ECONNREFUSED). ` +
@@ -318,7 +318,7 @@ describe('unreachable storage', () => {
         cwd: cwd().path,
         callTimeoutMs: 1000,
       });
-      expect(result.code).toBe(2);
+      expect(result.code).toBe(3);
       expect(expectOneErrorLine(result)).toContain(
         `cannot reach blob storage at http://127.0.0.1:${server.port}/devstoreaccount1 (no answer within 1 s)`,
       );
@@ -335,7 +335,7 @@ describe('unreachable storage', () => {
         env: {},
         cwd: cwd().path,
       });
-      expect(result.code).toBe(2);
+      expect(result.code).toBe(3);
       expect(expectOneErrorLine(result)).toContain('(no answer within 2 s)');
       expect(result.ms).toBeGreaterThanOrEqual(1_900);
       expect(result.ms).toBeLessThan(8_000);
@@ -345,20 +345,20 @@ describe('unreachable storage', () => {
   });
 
   it.each(['10ms', '0', '601', '1.5'])(
-    '--timeout %s fails with one line naming the option, before any storage call',
+    '--timeout %s is a usage error: exit 2, one line naming the option, before any storage call',
     async (value) => {
       const result = await runCli(['--connection', 'UseDevelopmentStorage=true', '--timeout', value, 'status'], {
         env: {},
         cwd: cwd().path,
       });
-      expect(result.code).toBe(1);
+      expect(result.code).toBe(2);
       expect(expectOneErrorLine(result)).toBe(
         `baton: option '--timeout <seconds>' argument '${value}' is invalid. must be whole seconds from 1 to 600`,
       );
     },
   );
 
-  it('as a process: exits non-zero with one stderr line, in under 15 s', async () => {
+  it('as a process: exits 3 with one stderr line, in under 15 s', async () => {
     const port = await closedPort();
     const root = join(__dirname, '..', '..');
     const started = Date.now();
@@ -380,8 +380,70 @@ describe('unreachable storage', () => {
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
     const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     const result: CliResult = { code: code ?? -1, out, err, ms: Date.now() - started };
-    expect(result.code).toBe(2);
+    expect(result.code).toBe(3);
     expect(expectOneErrorLine(result)).toContain(`http://127.0.0.1:${port}/devstoreaccount1 (ECONNREFUSED)`);
     expect(result.ms).toBeLessThan(15_000);
+  });
+});
+
+describe('usage errors exit 2, and the help shows the global options', () => {
+  /** The CLI with no settings anywhere: a usage error must be found before any of them is read. */
+  const bare = (...argv: string[]) => runCli(argv, { env: {}, cwd: cwd().path });
+
+  it('an unknown option: exit 2, one line naming it and the near miss', async () => {
+    const result = await bare('status', '--jsn');
+    expect(result.code).toBe(2);
+    expect(expectOneErrorLine(result)).toBe("baton: unknown option '--jsn' (Did you mean --json?)");
+  });
+
+  it.each([
+    ['an unknown command', ['stauts'], "baton: unknown command 'stauts' (Did you mean status?)"],
+    ['a missing argument', ['show'], "baton: missing required argument 'runId'"],
+    ['a missing option value', ['runs', '--job'], "baton: option '--job <name>' argument missing"],
+    [
+      'a bad option value',
+      ['runs', '--limit', '0'],
+      "baton: option '--limit <n>' argument '0' is invalid. must be a whole number from 1 to 10000",
+    ],
+    ['an empty --connection', ['--connection', '', 'status'], 'baton: --connection is empty: pass a storage connection string'],
+    ['options start needs --once for', ['start', '--output', 'run.json'], 'baton: --kill-leader-after and --output need --once'],
+  ])('%s: exit 2, one line', async (_name, argv, line) => {
+    const result = await bare(...argv);
+    expect(result.code).toBe(2);
+    expect(expectOneErrorLine(result)).toBe(line);
+  });
+
+  it('no command at all: the help on stderr, exit 2', async () => {
+    const result = await bare();
+    expect(result.code).toBe(2);
+    expect(result.out).toBe('');
+    expect(result.err).toContain('Usage: baton [options] [command]');
+  });
+
+  it('a failure that is not about the command line still exits 1', async () => {
+    // Valid command line, no storage connection anywhere.
+    const result = await bare('status');
+    expect(result.code).toBe(1);
+  });
+
+  it('status --help lists the global options, an example and the exit codes, on stdout with exit 0', async () => {
+    const result = await bare('status', '--help');
+    expect(result.code).toBe(0);
+    expect(result.err).toBe('');
+    expect(result.out).toContain('Usage: baton status [options]');
+    expect(result.out).toMatch(/Global Options:\n(.*\n)*\s+--connection <string>/);
+    expect(result.out).toMatch(/^\s+--hub <name>/m);
+    expect(result.out).toMatch(/^\s+--timeout <seconds>/m);
+    expect(result.out).toMatch(/Examples:\n\s+baton status /);
+    expect(result.out).toMatch(/^\s+2\s+usage error/m);
+    expect(result.out).toMatch(/^\s+3\s+storage unreachable/m);
+  });
+
+  it.each(['runs', 'show', 'trigger', 'cancel', 'start'])('%s --help lists the global options and examples', async (command) => {
+    const result = await bare(command, '--help');
+    expect(result.code).toBe(0);
+    expect(result.out).toContain('Global Options:');
+    expect(result.out).toContain('--connection <string>');
+    expect(result.out).toMatch(new RegExp(`Examples:\\n\\s+baton ${command} `));
   });
 });
