@@ -268,6 +268,7 @@ export class LeaderElector {
       };
       if (signal.aborted) onEnd();
       else signal.addEventListener('abort', onEnd, { once: true });
+      // `settled` never rejects (the task's error is caught into its outcome above), so nothing is lost.
       void settled.then((outcome) => {
         signal.removeEventListener('abort', onEnd);
         if (timer) clock.clearTimeout(timer);

@@ -13,7 +13,6 @@ export function loadAppJobs(env: Env): JobDefinition[] {
   const path = env.BATON_JOBS_MODULE?.trim() || join(__dirname, '..', '..', 'functions', 'jobs');
   let loaded: { createJobs?: unknown };
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded by path at run time, as a host loads an app
     loaded = require(path) as { createJobs?: unknown };
   } catch (err) {
     // Only a module that is not there is a setting's fault; anything it throws as it loads is its own.

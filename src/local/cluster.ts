@@ -85,6 +85,7 @@ export async function runCluster(options: ClusterOptions): Promise<number> {
     }
     view.note(`${signal} again: killing every instance now`);
     cluster.killAll();
+    // Forced: the process exits when the close ends, failed or not, so no error is left to report.
     void azurite.close().finally(() => process.exit(130));
   };
   process.on('SIGINT', onSignal);

@@ -143,9 +143,9 @@ describe('the fault proxy', () => {
 
   it('refuses everything while storage is down, and recovers when it is back', async () => {
     const before = proxy.counts.refused;
-    proxy.setUpstreamDown(true);
+    await proxy.setUpstreamDown(true);
     await expect(put(fixture.uniqueName('down'))).rejects.toThrow();
-    proxy.setUpstreamDown(false);
+    await proxy.setUpstreamDown(false);
     const key = fixture.uniqueName('back');
     await put(key);
     expect(await direct().read(key)).toBeDefined();

@@ -1,0 +1,41 @@
+// @ts-check
+/**
+ * The lint (`npm test` runs it through `npm run lint`): almost all of Baton is async, so the rules
+ * are the ones that catch a promise nobody waits for or whose rejection nobody sees. Formatting is
+ * prettier's job (`npm run format`), and style rules are left out on purpose.
+ *
+ * The rules need types: src/ and functions/ are checked with tsconfig.json, as the CommonJS the
+ * Functions host loads; the tests, the benchmarks and the vitest config with tsconfig.test.json.
+ */
+import { defineConfig } from 'eslint/config';
+import tseslint from 'typescript-eslint';
+
+export default defineConfig(
+  { ignores: ['dist/**', 'coverage/**', 'bench/results/**'] },
+  {
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
+  },
+  {
+    files: ['**/*.ts', '**/*.mts'],
+    plugins: { '@typescript-eslint': tseslint.plugin },
+    languageOptions: {
+      parser: tseslint.parser,
+      parserOptions: {
+        project: ['./tsconfig.json', './tsconfig.test.json'],
+        tsconfigRootDir: import.meta.dirname,
+      },
+    },
+    rules: {
+      // A promise must be awaited, given a rejection handler, or marked `void` with a comment
+      // saying why nobody needs to wait for it.
+      '@typescript-eslint/no-floating-promises': 'error',
+      // No async function where a void callback is expected (event listeners, timers, servers):
+      // its rejection would go nowhere.
+      '@typescript-eslint/no-misused-promises': 'error',
+      // `await` on something that is not a promise usually means a call that was meant to be async.
+      '@typescript-eslint/await-thenable': 'error',
+      // Inside try/catch/finally, `return promise` skips the catch and runs the finally too early.
+      '@typescript-eslint/return-await': ['error', 'error-handling-correctness-only'],
+    },
+  },
+);
