@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import type { InvocationContext } from '@azure/functions';
 import { unlinkSync } from 'node:fs';
 import { batonRegistrations } from '../app/registrations';
@@ -6,6 +7,7 @@ import { createBatonRuntime, type BatonRuntime } from '../app/runtime';
 import { AzureQueue } from '../queue/azure-queue';
 import { createQueueServiceClient } from '../storage/client-factory';
 import { InvalidSettingError } from '../errors';
+import { parseSetting, readSetting } from '../storage/setting';
 import { parseLogLevel } from '../app/settings';
 import { parseStorageSettings } from '../storage/connection';
 import { redactSecrets } from '../redact';
@@ -19,6 +21,17 @@ import { emit } from './instance-events';
  * Functions instance would run it. It reports what happens as JSON lines on stdout for the
  * cluster's live view, and stops cleanly on SIGTERM/SIGINT or when its parent goes away.
  */
+/**
+ * How long the local host hides a message it is running, renewed at half-time (the Functions host
+ * uses 10 minutes). A killed instance's messages come back after it; the chaos soak shortens it
+ * so that runs a kill hit end sooner.
+ */
+const visibilitySchema = z
+  .string()
+  .regex(/^\d+$/, { error: 'must be a whole number of seconds from 5 to 600' })
+  .transform(Number)
+  .pipe(z.number().int().min(5, { error: 'must be at least 5' }).max(600, { error: 'must be at most 600' }));
+
 async function main(): Promise<void> {
   const env = process.env;
   const instance = env.BATON_INSTANCE?.trim() || `instance-${process.pid}`;
@@ -26,6 +39,11 @@ async function main(): Promise<void> {
     throw new InvalidSettingError('BATON_INSTANCE', 'BATON_INSTANCE must be at most 256 characters: it names the lease holder');
   }
   const hostConfig = readHostConfig(env.BATON_HOST_JSON?.trim());
+  const visibilityTimeoutSeconds = parseSetting(
+    visibilitySchema,
+    'BATON_LOCAL_VISIBILITY_SECONDS',
+    readSetting(env, 'BATON_LOCAL_VISIBILITY_SECONDS') ?? '30',
+  );
   const logLevel = parseLogLevel(env);
   const runtime: BatonRuntime = createBatonRuntime(env, {
     jobs: loadAppJobs(env),
@@ -57,6 +75,7 @@ async function main(): Promise<void> {
     registrations: batonRegistrations(runtime).map((r) => countWork(r, dieAfterSending)),
     queues: (name) => new AzureQueue(queueService, name),
     hostConfig,
+    visibilityTimeoutSeconds,
     // Invocation logs: the handlers' own lines and what they threw, so masked here before they leave the process.
     log: (level, message) => {
       if (level === 'error' || level === 'warning' || level === 'critical') {

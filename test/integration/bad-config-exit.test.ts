@@ -246,6 +246,18 @@ describe('the local host instance process', () => {
       /^InvalidSettingError: BATON_HOST_JSON: cannot read \/nonexistent\/host\.json: ENOENT/,
     ],
     [
+      'a local visibility timeout too short to renew',
+      { BATON_LOCAL_VISIBILITY_SECONDS: '2' },
+      'BATON_LOCAL_VISIBILITY_SECONDS',
+      /^InvalidSettingError: BATON_LOCAL_VISIBILITY_SECONDS must be at least 5$/,
+    ],
+    [
+      'a local visibility timeout that is not whole seconds',
+      { BATON_LOCAL_VISIBILITY_SECONDS: '7.5' },
+      'BATON_LOCAL_VISIBILITY_SECONDS',
+      /^InvalidSettingError: BATON_LOCAL_VISIBILITY_SECONDS must be a whole number of seconds from 5 to 600$/,
+    ],
+    [
       'a BATON_JOBS_MODULE that does not exist',
       { BATON_JOBS_MODULE: '/nonexistent/jobs' },
       'BATON_JOBS_MODULE',
