@@ -225,7 +225,8 @@ describe('clock skew: schedules and deadlines follow storage time', () => {
     expect(slowStorageNow - slowEstimate).toBeLessThan(5_000);
   });
 
-  it.each<[Skew, Skew]>([
+  // Each case has hubs of its own and waits on real time, so the cases run side by side.
+  it.concurrent.each<[Skew, Skew]>([
     ['fast', 'slow'],
     ['slow', 'fast'],
   ])(
@@ -265,7 +266,8 @@ describe('clock skew: schedules and deadlines follow storage time', () => {
     4 * PHASE_LIMIT_MS,
   );
 
-  it.each<[Skew, Skew]>([
+  // Each case has hubs of its own and waits on real time, so the cases run side by side.
+  it.concurrent.each<[Skew, Skew]>([
     ['slow', 'fast'],
     ['fast', 'slow'],
   ])(
