@@ -111,7 +111,7 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'idle baseline and the checkpoint size are in the results, each with its ratio.',
     limits:
       '**What the leader holds per run:** the accumulator (its size is the job’s choice) and a bitset of counted item ' +
-      'indexes, N/8 bytes, written base64 into every checkpoint. The plan is streamed to storage in chunks and results ' +
+      'indexes, N/8 bytes in memory, written into every checkpoint as the lengths of its runs of uncounted and counted items. The plan is streamed to storage in chunks and results ' +
       'are folded as they arrive, so neither is held. Peak heap used and peak RSS miss the goal, and the cause is ' +
       'garbage, not retained state: V8 lets old-space garbage pile up to a limit before a full collection, and the ' +
       '100k run lasts long enough to reach it while the 10k run does not (about 22–26 MiB live after every full ' +

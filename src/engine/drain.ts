@@ -276,7 +276,7 @@ async function applyToRun(
       ...record,
       acc: folded.acc,
       counters,
-      seen: run.seen.toBase64(),
+      seen: run.seen.toCheckpoint(),
       failureParts,
       updatedAt: ctx.clock.date().toISOString(),
     });

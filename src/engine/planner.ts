@@ -168,7 +168,7 @@ export async function planRun(
     cursor: 0,
     counters: { ...record.counters, planned },
     acc: job.aggregate.initial(),
-    seen: Bitset.empty(planned).toBase64(),
+    seen: Bitset.empty(planned).toCheckpoint(),
   };
   await book.save(run, next);
   run.seen = Bitset.empty(planned);

@@ -112,5 +112,5 @@ export class RunBook {
 }
 
 export function decodeSeen(record: RunRecord): Bitset | undefined {
-  return record.seen === null ? undefined : Bitset.fromBase64(record.counters.planned, record.seen);
+  return record.seen === null ? undefined : Bitset.fromCheckpoint(record.counters.planned, record.seen);
 }

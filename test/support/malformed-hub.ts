@@ -321,7 +321,7 @@ export function fingerprint(
 export function fullySeen(planned: number): string {
   const seen = Bitset.empty(planned);
   for (let i = 0; i < planned; i++) seen.add(i);
-  return seen.toBase64();
+  return seen.toCheckpoint();
 }
 
 export type { SumAcc };

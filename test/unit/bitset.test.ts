@@ -109,3 +109,103 @@ describe('Bitset', () => {
     expect(b.size).toBe(8);
   });
 });
+
+describe('Bitset checkpoints', () => {
+  const setOf = (size: number, indexes: Iterable<number>): Bitset => {
+    const b = Bitset.empty(size);
+    for (const i of indexes) b.add(i);
+    return b;
+  };
+  const roundTrip = (b: Bitset): Bitset => Bitset.fromCheckpoint(b.size, b.toCheckpoint());
+
+  it.each([
+    ['empty', setOf(0, [])],
+    ['nothing set', setOf(1001, [])],
+    [
+      'everything set',
+      setOf(
+        1001,
+        Array.from({ length: 1001 }, (_, i) => i),
+      ),
+    ],
+    [
+      'a prefix not on a byte boundary',
+      setOf(
+        77,
+        Array.from({ length: 45 }, (_, i) => i),
+      ),
+    ],
+    ['only the last item', setOf(9, [8])],
+    [
+      'alternating items',
+      setOf(
+        40,
+        Array.from({ length: 20 }, (_, i) => 2 * i),
+      ),
+    ],
+    [
+      'a run longer than one varint byte holds',
+      setOf(
+        100_003,
+        Array.from({ length: 100_001 }, (_, i) => i + 1),
+      ),
+    ],
+  ])('round-trips %s, item by item', (_what, b) => {
+    const restored = roundTrip(b);
+    expect(restored.size).toBe(b.size);
+    expect(restored.toBase64()).toBe(b.toBase64());
+  });
+
+  it('round-trips random sets of every size up to 70', () => {
+    let seed = 7;
+    const random = (): number => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+    for (let size = 0; size <= 70; size++) {
+      for (let round = 0; round < 20; round++) {
+        const b = setOf(
+          size,
+          Array.from({ length: size }, (_, i) => i).filter(() => random() < 0.5),
+        );
+        expect(roundTrip(b).toBase64(), `size ${size}`).toBe(b.toBase64());
+      }
+    }
+  });
+
+  it('stays small for a million items counted up to the in-flight window, where the plain bitset is 125 KB', () => {
+    const size = 1_000_000;
+    // Counted up to 900,000, and beyond it 4,096 messages of 8 items each in flight, every other one counted.
+    const counted = Array.from({ length: 900_000 }, (_, i) => i);
+    for (let m = 0; m < 4096; m += 2) for (let k = 0; k < 8; k++) counted.push(900_000 + m * 8 + k);
+    const b = setOf(size, counted);
+    const checkpoint = b.toCheckpoint();
+    expect(Buffer.from(b.toBase64(), 'base64').length).toBe(125_000);
+    // One run per message-sized hole, two bytes each at most, in base64.
+    expect(checkpoint.length).toBeLessThan(6_000);
+    expect(Bitset.fromCheckpoint(size, checkpoint).count()).toBe(counted.length);
+    // And the same window over 10k items costs the same, so bytes per item do not grow with the run.
+    const small = setOf(10_000 + 4096 * 8, [
+      ...Array.from({ length: 10_000 }, (_, i) => i),
+      ...counted.slice(900_000).map((i) => i - 890_000),
+    ]);
+    expect(Math.abs(small.toCheckpoint().length - checkpoint.length)).toBeLessThan(16);
+  });
+
+  it('still reads the plain bitset older run records hold', () => {
+    const b = setOf(100, [0, 5, 99]);
+    expect(Bitset.fromCheckpoint(100, b.toBase64()).toBase64()).toBe(b.toBase64());
+  });
+
+  it.each([
+    [
+      'runs that cover fewer items than the size',
+      10,
+      `r:${Buffer.from([3, 4]).toString('base64')}`,
+      /covers 7 items, expected 10/,
+    ],
+    ['runs past the size', 10, `r:${Buffer.from([3, 9]).toString('base64')}`, /past its size 10/],
+    ['a run length cut off mid-varint', 200, `r:${Buffer.from([0x81]).toString('base64')}`, /ends inside a run length/],
+    ['a run length too long to read', 10, `r:${Buffer.from(Array(9).fill(0xff)).toString('base64')}`, /too long to read/],
+  ])('refuses %s', (_what, size, encoded, message) => {
+    expect(() => Bitset.fromCheckpoint(size, encoded)).toThrow(RangeError);
+    expect(() => Bitset.fromCheckpoint(size, encoded)).toThrow(message);
+  });
+});
