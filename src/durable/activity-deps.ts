@@ -1,4 +1,4 @@
-import type { Clock } from '../clock/clock';
+import { systemClock, type Clock } from '../clock/clock';
 import type { DocumentStore } from '../fencing/document-store';
 import type { JobDefinition } from '../jobs/job-definition';
 
@@ -7,8 +7,11 @@ export interface DurableActivityDeps {
   jobs: ReadonlyMap<string, JobDefinition>;
   /** The hub's `<hub>-runs` container: the same documents the queue engine and the CLI use. */
   docs: DocumentStore;
-  /** For record timestamps; default the system clock. */
-  clock?: Pick<Clock, 'date'>;
+  /**
+   * For record timestamps, and for the hooks' time bounds when it is a whole `Clock`; default the
+   * system clock.
+   */
+  clock?: Pick<Clock, 'date'> | Clock;
   /** Aborts storage calls and `split`/`process`/`finalize` (for example on host shutdown). */
   signal?: AbortSignal;
   log?: (level: 'info' | 'warn', message: string) => void;
@@ -20,4 +23,10 @@ export function nowOf(deps: DurableActivityDeps): Date {
 
 export function signalOf(deps: DurableActivityDeps): AbortSignal {
   return deps.signal ?? new AbortController().signal;
+}
+
+/** The clock that times the hooks' bounds: the injected one when it can set timers, else the system's. */
+export function timersOf(deps: DurableActivityDeps): Clock {
+  const clock = deps.clock;
+  return clock && 'setTimeout' in clock ? clock : systemClock;
 }

@@ -1,9 +1,10 @@
 import type { FailureEntry } from '../hub/fold';
 import type { FailuresManifest, RunOutput } from '../hub/run-output';
+import { callHook } from '../jobs/call-hook';
 import { errorText } from '../jobs/error-text';
 import { withinTolerance } from '../jobs/job-definition';
 import { isTerminal, runKeys, transition, type RunRecord, type TerminalRunState } from '../hub/run-record';
-import { nowOf, signalOf, type DurableActivityDeps } from './activity-deps';
+import { nowOf, signalOf, timersOf, type DurableActivityDeps } from './activity-deps';
 import { finalizeInputSchema, type RunResult } from './contracts';
 import { requireJob } from './jobs';
 import { DURABLE_EPOCH } from './names';
@@ -54,15 +55,22 @@ export function createFinalizeActivity(deps: DurableActivityDeps): (input: unkno
     await writeOnce(deps.docs, runKeys.manifest(record.runId), manifest, signal);
 
     let finalizeError: string | null = null;
-    if (job.finalize) {
+    const finalize = job.finalize;
+    if (finalize) {
+      const { finalizeSeconds, graceSeconds } = job.hookTimeouts;
       try {
-        await job.finalize(output, {
-          runId: record.runId,
-          idempotencyKey: record.runId,
-          state,
-          counters: { planned, succeeded, failed },
-          signal,
-        });
+        // Bounded as the queue engine bounds it: a hook that hangs must not hold the activity forever.
+        await callHook(
+          (hookSignal) =>
+            finalize(output, {
+              runId: record.runId,
+              idempotencyKey: record.runId,
+              state,
+              counters: { planned, succeeded, failed },
+              signal: hookSignal,
+            }),
+          { hook: 'finalize', timeoutMs: finalizeSeconds * 1000, graceMs: graceSeconds * 1000, clock: timersOf(deps), signal },
+        );
       } catch (err) {
         if (signal.aborted) throw err;
         finalizeError = errorText(err instanceof Error ? err.message : String(err));

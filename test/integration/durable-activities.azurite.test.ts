@@ -1,11 +1,14 @@
 import { describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import { defineJob } from '../../src/jobs/define-job';
 import { requestRun } from '../../src/hub/requests';
 import { listRuns, readRunDetails } from '../../src/hub/status';
 import { isTerminal, newRunRecord, runKeys, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
-import { createSyntheticJob, expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
+import { createSyntheticJob, expectedSynthetic, hangOrderName, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
 import {
   createFinalizeActivity,
   createProcessActivity,
@@ -69,6 +72,50 @@ describe('durable activities on Azurite', () => {
     const plan: string[] = [];
     for await (const key of docs.list(`${runKeys.prefix(run.runId)}plan/`)) plan.push(key);
     expect(plan).toEqual([0, 1, 2].map((i) => runKeys.planChunk(run.runId, details!.record.planEpoch!, i)));
+  });
+
+  it('a finalize hook that hangs is bounded by hookTimeouts: the run ends with a finalize error', async () => {
+    const docs = hubDocs('hung');
+    const orders = mkdtempSync(join(tmpdir(), 'baton-hang-orders-'));
+    try {
+      const job = durableSynthetic({
+        name: 'hung',
+        items: 4,
+        itemsPerMessage: 2,
+        hangOrders: orders,
+        hookTimeouts: { finalizeSeconds: 1, graceSeconds: 0.5 },
+      });
+      const deps = { jobs: new Map([[job.name, job]]), docs };
+      const runId = `hung/${OCCURRENCE}`;
+      // The hook never settles and ignores its signal, as one stuck on a dead connection does.
+      writeFileSync(join(orders, hangOrderName(runId, 'finalize')), '');
+      const planned = await createSplitActivity(deps)({
+        runId,
+        job: 'hung',
+        occurrence: OCCURRENCE,
+        trigger: 'schedule',
+        chunkItems: 4,
+      });
+      const { planEpoch } = planned as Extract<SplitResult, { kind: 'planned' }>;
+      const process = createProcessActivity(deps);
+      for (const first of [0, 2]) {
+        await process({ runId, job: 'hung', planEpoch, chunkItems: 4, first, count: 2, attempt: 1, final: true });
+      }
+      const ended = await createFinalizeActivity(deps)({
+        kind: 'complete',
+        runId,
+        job: 'hung',
+        acc: { count: 4, sum: 12, squares: 56 },
+        counts: { planned: 4, succeeded: 4, failed: 0 },
+        failures: [],
+      });
+      expect(ended).toMatchObject({ runId, state: 'succeeded' });
+      const record = (await readRunDetails(docs, runId))?.record;
+      expect(record?.state).toBe('succeeded');
+      expect(record?.finalizeError).toMatch(/^finalize did not finish within 1 s and ignored its abort signal/);
+    } finally {
+      rmSync(orders, { recursive: true, force: true });
+    }
   });
 
   it('each activity is safe to repeat, and a run that has ended is only reported', async () => {
