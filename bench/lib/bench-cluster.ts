@@ -17,8 +17,8 @@ import type { SyntheticJobSpec } from '../../src/sample/synthetic-job';
 /**
  * A local cluster for benchmarks: Azurite in this process (in memory, free ports) and N real
  * instance processes (the compiled `instance-main`, as `baton start` runs them), each reporting
- * its leader events, storage requests and memory as JSON lines. kill -9, SIGTERM and SIGSTOP go
- * to real processes.
+ * its leader events, storage requests (and the bytes they sent) and memory as JSON lines. kill -9,
+ * SIGTERM and SIGSTOP go to real processes.
  */
 export interface BenchClusterOptions {
   instances: number;
@@ -41,6 +41,8 @@ export interface BenchInstance {
   events: TimedEvent[];
   /** The last cumulative request counts the instance reported. */
   requests: { total: number; byOperation: Record<string, number> };
+  /** The last cumulative request body bytes the instance reported, by operation. */
+  bytes: { total: number; byOperation: Record<string, number> };
   memory?: Extract<InstanceEvent, { kind: 'memory' }>;
   exited: Promise<void>;
   stderr: string[];
@@ -102,6 +104,7 @@ export class BenchCluster {
       alive: true,
       events: [],
       requests: { total: 0, byOperation: {} },
+      bytes: { total: 0, byOperation: {} },
       exited: new Promise<void>((r) => (exited = r)),
       stderr: [],
     };
@@ -115,7 +118,10 @@ export class BenchCluster {
       if (!event) return;
       const timed = { ...event, at: event.at ?? Date.now() } as TimedEvent;
       instance.events.push(timed);
-      if (timed.kind === 'requests') instance.requests = { total: timed.total, byOperation: timed.byOperation };
+      if (timed.kind === 'requests') {
+        instance.requests = { total: timed.total, byOperation: timed.byOperation };
+        instance.bytes = { total: timed.bytes ?? 0, byOperation: timed.bytesByOperation ?? {} };
+      }
       if (timed.kind === 'memory') instance.memory = timed;
       this.wake();
     });
@@ -179,6 +185,12 @@ export class BenchCluster {
   /** Request counts summed over every instance this cluster started (dead ones at their last report). */
   totalRequests(): { total: number; byOperation: Record<string, number> } {
     const byOperation = sumRequestCounts(...this.instances.map((i) => i.requests.byOperation));
+    return { total: Object.values(byOperation).reduce((a, b) => a + b, 0), byOperation };
+  }
+
+  /** Request body bytes summed over every instance this cluster started (dead ones at their last report). */
+  totalBytes(): { total: number; byOperation: Record<string, number> } {
+    const byOperation = sumRequestCounts(...this.instances.map((i) => i.bytes.byOperation));
     return { total: Object.values(byOperation).reduce((a, b) => a + b, 0), byOperation };
   }
 

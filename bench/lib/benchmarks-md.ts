@@ -51,6 +51,46 @@ export function formatDate(iso: string): string {
   return m ? `${m[1]} ${m[2]} UTC` : iso;
 }
 
+/**
+ * A benchmark with several goals (scale) lists them in `summary.goals`; the table row holds its
+ * headline one. Each is rendered as one line of the benchmark's section, met or missed computed
+ * here like the table's.
+ */
+interface SummaryGoal {
+  name: string;
+  measure?: string;
+  ours: number;
+  floor: number;
+  unit?: string;
+  goal: Goal;
+  result?: string;
+}
+
+function summaryGoals(result: BenchResult): SummaryGoal[] {
+  const goals = (result.summary as { goals?: unknown } | undefined)?.goals;
+  if (!Array.isArray(goals)) return [];
+  return goals.filter(
+    (g): g is SummaryGoal =>
+      typeof g === 'object' &&
+      g !== null &&
+      typeof (g as SummaryGoal).name === 'string' &&
+      typeof (g as SummaryGoal).ours === 'number' &&
+      typeof (g as SummaryGoal).floor === 'number' &&
+      typeof (g as SummaryGoal).goal?.ratio === 'number',
+  );
+}
+
+function goalLine(g: SummaryGoal): string {
+  const ratio = ratioOf(g.ours, g.floor);
+  const unit = g.unit ? ` ${g.unit}` : '';
+  const verdict = g.result === 'not measured' ? 'not measured' : isMet(g) ? 'met' : '**missed**';
+  return (
+    `- \`${g.name}\`${g.measure ? ` (${g.measure})` : ''}: ${formatNumber(g.ours)}${unit} against ` +
+    `${formatNumber(g.floor)}${unit}, ratio ${Number.isFinite(ratio) ? ratio.toFixed(3) : 'n/a'}, ` +
+    `goal ${formatGoal(g.goal)}, ${verdict}.`
+  );
+}
+
 function cell(text: string): string {
   return text.replace(/\|/g, '\\|').replace(/\r?\n/g, ' ');
 }
@@ -223,6 +263,8 @@ export function renderBenchmarksMarkdown(
           `; details in \`bench/results/${name}.json\`.`,
         '',
       );
+      const goals = summaryGoals(r);
+      if (goals.length > 0) p('**Every goal of the latest run.**', '', ...goals.map(goalLine), '');
     } else {
       p(`**Latest.** Not run yet: \`npm run bench -- ${name}\`.`, '');
     }

@@ -12,7 +12,14 @@ export const instanceEventSchema = z.discriminatedUnion('kind', [
   }),
   z.object({ kind: z.literal('worked'), items: z.number() }),
   z.object({ kind: z.literal('log'), level: z.enum(['info', 'warn']), message: z.string() }),
-  z.object({ kind: z.literal('requests'), total: z.number(), byOperation: z.record(z.string(), z.number()) }),
+  z.object({
+    kind: z.literal('requests'),
+    total: z.number(),
+    byOperation: z.record(z.string(), z.number()),
+    /** Request body bytes sent so far, in all and by operation (operations that sent none left out). */
+    bytes: z.number().optional(),
+    bytesByOperation: z.record(z.string(), z.number()).optional(),
+  }),
   z.object({
     kind: z.literal('memory'),
     rss: z.number(),

@@ -114,8 +114,8 @@ function readHostConfig(fromSetting: string | undefined): HostQueueConfig {
 }
 
 /**
- * Every second: the storage requests so far (when they changed) and memory with its peaks, for
- * the benchmarks and anyone watching the cluster's events.
+ * Every second: the storage requests so far and the request body bytes they sent (when they
+ * changed) and memory with its peaks, for the benchmarks and anyone watching the cluster's events.
  */
 function reportMetrics(runtime: BatonRuntime): { stop(): void } {
   let peakHeapUsed = 0;
@@ -125,7 +125,13 @@ function reportMetrics(runtime: BatonRuntime): { stop(): void } {
     const requests = runtime.storageRequests;
     if (requests.total !== reported) {
       reported = requests.total;
-      emit({ kind: 'requests', total: requests.total, byOperation: requests.snapshot() });
+      emit({
+        kind: 'requests',
+        total: requests.total,
+        byOperation: requests.snapshot(),
+        bytes: requests.totalBytes,
+        bytesByOperation: requests.bytesSnapshot(),
+      });
     }
     const { rss, heapUsed } = process.memoryUsage();
     emit({ kind: 'memory', rss, heapUsed, peakRss: process.resourceUsage().maxRSS * 1024, peakHeapUsed });

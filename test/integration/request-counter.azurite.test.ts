@@ -45,6 +45,9 @@ describe('the storage request counter', () => {
       'container.put': 1,
     });
     expect(counter.total).toBe(11);
+    // Only the uploads send a body: their Content-Length, 2 and 7 bytes.
+    expect(counter.bytesSnapshot()).toEqual({ 'blob.put': 9 });
+    expect(counter.totalBytes).toBe(9);
   });
 
   it('names and counts queue operations, and several counters add up', async () => {
@@ -77,6 +80,17 @@ describe('the storage request counter', () => {
       'queue.put': 1,
     });
     expect(sumRequestCounts(snapshot, { 'queue.put': 2, 'blob.get': 1 })).toMatchObject({ 'queue.put': 3, 'blob.get': 1 });
+    // A send's body is the message in its XML envelope: a little more than the text, and more for a longer text.
+    const sent = counter.bytesSnapshot();
+    expect(Object.keys(sent)).toEqual(['queue.messages.send']);
+    expect(sent['queue.messages.send']).toBeGreaterThan('one'.length + 'two'.length);
+    const longer = new StorageRequestCounter();
+    const counted = createQueueServiceClient(settings, { requestCounter: longer }).getQueueClient(az.uniqueName('sized'));
+    await counted.create();
+    await counted.sendMessage('x'.repeat(1000));
+    await counted.delete();
+    expect(longer.bytesSnapshot()['queue.messages.send']).toBeGreaterThan(1000);
+    expect(longer.bytesSnapshot()['queue.messages.send']).toBeLessThan(1200);
   });
 
   it('counts a failed operation too', async () => {

@@ -323,6 +323,42 @@ describe('renderBenchmarksMarkdown', () => {
     expect(partial).toContain('**Latest.** Not run yet: `npm run bench -- gamma`.');
   });
 
+  it('lists every goal of a benchmark that has several, each met or missed computed here', () => {
+    const goals = [
+      {
+        name: 'bytesPerItem',
+        measure: '1000000 / 10000 items',
+        ours: 120,
+        floor: 100,
+        unit: 'B/item',
+        goal: { ratio: 1.5, direction: 'atMost' },
+      },
+      {
+        name: 'itemsPerSecond',
+        ours: 700,
+        floor: 1000,
+        unit: 'items/s',
+        goal: { ratio: 0.8, direction: 'atLeast' },
+        result: 'met',
+      },
+      { name: 'peakLiveHeap', ours: 30, floor: 20, goal: { ratio: 1.5, direction: 'atMost' }, result: 'not measured' },
+      { name: 'malformed', ours: 'x' },
+    ];
+    const withGoals = renderBenchmarksMarkdown(
+      [result('beta', 30, 10, { ratio: 2.5, direction: 'atMost' }, { summary: { goals } })],
+      NOTES,
+    );
+    expect(withGoals).toContain('**Every goal of the latest run.**');
+    expect(withGoals).toContain(
+      '- `bytesPerItem` (1000000 / 10000 items): 120 B/item against 100 B/item, ratio 1.200, goal ≤ 1.5, met.',
+    );
+    // 0.7 is below 0.8: missed, whatever the JSON says.
+    expect(withGoals).toContain('- `itemsPerSecond`: 700 items/s against 1,000 items/s, ratio 0.700, goal ≥ 0.8, **missed**.');
+    expect(withGoals).toContain('- `peakLiveHeap`: 30.0 against 20.0, ratio 1.500, goal ≤ 1.5, not measured.');
+    expect(withGoals).not.toContain('malformed');
+    expect(md).not.toContain('Every goal of the latest run');
+  });
+
   it('says how to run, and that figures are ratios to a floor from the same run', () => {
     expect(md).toContain('npm run bench ');
     expect(md).toContain('npm run bench -- ');
@@ -368,13 +404,14 @@ describe('renderBenchmarksMarkdown', () => {
     expect(renderBenchmarksMarkdown([...results].reverse(), NOTES)).toBe(md);
   });
 
-  it('has notes for the six benchmarks', () => {
+  it('has notes for the seven benchmarks', () => {
     expect(Object.keys(BENCHMARK_NOTES)).toEqual([
       'crash-failover',
       'graceful-handover',
       'throughput',
       'transactions',
       'leader-memory',
+      'scale',
       'dispatch',
     ]);
     for (const note of Object.values(BENCHMARK_NOTES)) {

@@ -1,0 +1,307 @@
+import { resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { isTerminal, runKeys, type RunRecord } from '../../src/hub/run-record';
+import { expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
+import { BenchCluster, type BenchInstance } from '../lib/bench-cluster';
+import { formatLine, goalMet, ratioOf, report, type BenchOptions, type BenchResult, type Goal } from '../lib/report';
+
+/**
+ * scale: does a run's cost per item stay flat as the run grows? Synthetic runs of 10k, 100k and
+ * 1M items (itemsPerMessage 100) on a local cluster of three instance processes, each size on a
+ * fresh cluster (fresh in-process Azurite, fresh instances; the smoke run's two tiny sizes share
+ * one). For each size:
+ * - bytes written to storage per item: the request body bytes every instance sent while the run
+ *   went (blob uploads, queue messages), from their own counters;
+ * - storage requests per item, from the same counters (idle polling included: it is the run's
+ *   cost too);
+ * - the leader's peak live heap: bench/lib/memory-probe.cjs is preloaded into every instance and
+ *   forces a full collection every PROBE_MS, reporting the heap still live after it; the largest
+ *   on the leader during the run (see leader-memory for why live heap, not heap used);
+ * - wall time (run record created → ended, output written first) and items/s;
+ * - whether the output is exact (the synthetic job's answer is known in advance) and every item
+ *   counted once.
+ *
+ * The goals are ratios within one run: the largest size against the smallest for bytes, requests
+ * and heap, and the largest against the one before it for items/s. The headline (ours / floor in
+ * the table) is bytes per item; every goal is in `summary.goals`, each met or missed. The probe's
+ * collections cost every size alike, so they leave the ratios alone.
+ *
+ * A size that does not finish within BENCH_SCALE_TIMEOUT_MS is reported with how far it got.
+ */
+export const name = 'scale';
+
+const ITEMS_PER_MESSAGE = 100;
+const INSTANCES = 3;
+const PROBE_MS = Number(process.env.BENCH_SCALE_PROBE_MS ?? 500);
+const TIMEOUT_MS = Number(process.env.BENCH_SCALE_TIMEOUT_MS ?? 15 * 60_000);
+const VERBOSE = process.env.BENCH_VERBOSE === '1';
+const SETTLE_MS = 1000;
+const PROBE = resolve(__dirname, '..', 'lib', 'memory-probe.cjs');
+const MiB = 1024 * 1024;
+
+const GOALS = {
+  bytesPerItem: { ratio: 1.5, direction: 'atMost' },
+  requestsPerItem: { ratio: 1.1, direction: 'atMost' },
+  peakLiveHeap: { ratio: 1.5, direction: 'atMost' },
+  itemsPerSecond: { ratio: 0.8, direction: 'atLeast' },
+} as const satisfies Record<string, Goal>;
+
+interface ProbeLine {
+  at: number;
+  liveHeap: number;
+}
+
+export interface ScaleSample {
+  items: number;
+  messages: number;
+  /** False when the run did not end within the time limit; `done` says how far it got. */
+  finished: boolean;
+  done: number;
+  exact: boolean;
+  counters?: RunRecord['counters'];
+  /** Run record created → ended (or → the time limit), ms. */
+  runMs: number;
+  itemsPerSecond: number;
+  bytes: number;
+  bytesPerItem: number;
+  bytesByOperation: Record<string, number>;
+  requests: number;
+  requestsPerItem: number;
+  requestsByOperation: Record<string, number>;
+  peakLiveHeapMiB: number;
+  baselineLiveHeapMiB: number;
+  liveSamples: number;
+  /** Bytes of the run record document at the end: the checkpoint the leader rewrites. */
+  recordBytes: number;
+  leaderChanged: boolean;
+  wallSeconds: number;
+}
+
+function probeEnv(): Record<string, string> {
+  const inherited = process.env.NODE_OPTIONS?.trim();
+  return {
+    NODE_OPTIONS: `${inherited ? `${inherited} ` : ''}--require ${JSON.stringify(PROBE)}`,
+    BENCH_MEMORY_PROBE_MS: String(PROBE_MS),
+  };
+}
+
+/** The probe's lines of one instance, read beside the cluster's own reader. */
+function readProbe(instance: BenchInstance): ProbeLine[] {
+  const lines: ProbeLine[] = [];
+  createInterface({ input: instance.proc.stdout! }).on('line', (line) => {
+    if (line.startsWith('memory-probe ')) lines.push(JSON.parse(line.slice('memory-probe '.length)) as ProbeLine);
+  });
+  return lines;
+}
+
+const minus = (after: Record<string, number>, before: Record<string, number>): Record<string, number> =>
+  Object.fromEntries(
+    Object.entries(after)
+      .map(([op, n]) => [op, n - (before[op] ?? 0)] as const)
+      .filter(([, n]) => n > 0),
+  );
+const sum = (counts: Record<string, number>): number => Object.values(counts).reduce((a, b) => a + b, 0);
+
+const jobName = (items: number): string => `scale-${items}`;
+const jobSpec = (items: number): SyntheticJobSpec => ({ name: jobName(items), items, itemsPerMessage: ITEMS_PER_MESSAGE });
+
+interface Started {
+  cluster: BenchCluster;
+  probes: Map<BenchInstance, ProbeLine[]>;
+}
+
+/** A fresh cluster (Azurite and instances, the probe in each) with a job for each size. */
+async function startCluster(sizes: readonly number[]): Promise<Started> {
+  const cluster = await BenchCluster.start({ instances: INSTANCES, jobs: sizes.map(jobSpec), env: probeEnv() });
+  return { cluster, probes: new Map(cluster.instances.map((i) => [i, readProbe(i)])) };
+}
+
+async function measure({ cluster, probes }: Started, items: number): Promise<ScaleSample> {
+  const spec = jobSpec(items);
+  const leader = await cluster.waitFor(() => cluster.leader(), 60_000, 'a leader');
+  const acquired = cluster.acquiredSince(0)?.at ?? Date.now();
+  await new Promise((r) => setTimeout(r, Math.max(0, acquired + SETTLE_MS - Date.now())));
+  const live = probes.get(leader) as ProbeLine[];
+  const settled = Date.now();
+  await cluster.waitFor(() => live.find((p) => p.at >= settled), 10_000, 'a baseline probe line');
+  await cluster.freshRequestReports(Date.now());
+  const requestsBefore = cluster.totalRequests().byOperation;
+  const bytesBefore = cluster.totalBytes().byOperation;
+
+  const triggered = Date.now();
+  const runId = await cluster.trigger(spec.name);
+  const deadline = triggered + TIMEOUT_MS;
+  let record: RunRecord | undefined;
+  let recordBytes = 0;
+  for (;;) {
+    // The run record alone: it carries the counters and whether the run ended.
+    const stored = await cluster.docs.read(runKeys.record(runId)).catch(() => undefined);
+    if (stored) {
+      record = (JSON.parse(stored.body) as { value: RunRecord }).value;
+      recordBytes = Buffer.byteLength(stored.body);
+      if (isTerminal(record.state)) break;
+    }
+    if (Date.now() > deadline) break;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  const ended = Date.now();
+  await cluster.freshRequestReports(Date.now(), 10_000);
+  const requestsByOperation = minus(cluster.totalRequests().byOperation, requestsBefore);
+  const bytesByOperation = minus(cluster.totalBytes().byOperation, bytesBefore);
+  if (!record) throw new Error(`run ${runId} has no run record after ${TIMEOUT_MS} ms`);
+
+  const finished = isTerminal(record.state);
+  const c = record.counters;
+  let exact = false;
+  if (finished) {
+    const details = await cluster.waitForRun(runId, 10_000);
+    const expected = expectedSynthetic(spec).output;
+    exact =
+      details.record.state === 'succeeded' &&
+      JSON.stringify(details.output?.output) === JSON.stringify(expected) &&
+      c.planned === items &&
+      c.succeeded === items &&
+      c.failed === 0 &&
+      c.rejected === 0;
+  }
+  const createdAt = Date.parse(record.createdAt);
+  const runMs = finished && record.endedAt ? Date.parse(record.endedAt) - createdAt : ended - createdAt;
+  const done = c.succeeded + c.failed;
+  const during = live.filter((p) => p.at >= triggered && p.at <= ended);
+  const before = live.filter((p) => p.at < triggered).at(-1);
+  const bytes = sum(bytesByOperation);
+  const requests = sum(requestsByOperation);
+  return {
+    items,
+    messages: record.messages,
+    finished,
+    done,
+    exact,
+    counters: c,
+    runMs,
+    itemsPerSecond: (done / runMs) * 1000,
+    bytes,
+    bytesPerItem: bytes / Math.max(1, done),
+    bytesByOperation,
+    requests,
+    requestsPerItem: requests / Math.max(1, done),
+    requestsByOperation,
+    peakLiveHeapMiB: Math.max(0, ...during.map((p) => p.liveHeap)) / MiB,
+    baselineLiveHeapMiB: (before?.liveHeap ?? Number.NaN) / MiB,
+    liveSamples: during.length,
+    recordBytes,
+    // A new term of the same instance is fine; another instance leading is not one leader's heap.
+    leaderChanged: cluster.leader() !== leader || cluster.acquiredSince(triggered, leader) !== undefined,
+    wallSeconds: 0,
+  };
+}
+
+function printSize(s: ScaleSample, options: BenchOptions): void {
+  if (!VERBOSE && options.smoke) return;
+  console.error(
+    `  ${s.items} items: ${s.finished ? '' : `NOT FINISHED (${s.done} done), `}${s.bytesPerItem.toFixed(1)} B/item, ` +
+      `${s.requestsPerItem.toFixed(4)} requests/item, peak live heap ${s.peakLiveHeapMiB.toFixed(1)} MiB, ` +
+      `${(s.runMs / 1000).toFixed(1)} s, ${s.itemsPerSecond.toFixed(0)} items/s, exact ${s.exact}`,
+  );
+}
+
+function sizes(options: BenchOptions): number[] {
+  if (options.smoke) return [2_000, 5_000];
+  const fromEnv = process.env.BENCH_SCALE_SIZES?.split(',').map(Number);
+  return fromEnv && fromEnv.length >= 2 ? fromEnv : [10_000, 100_000, 1_000_000];
+}
+
+export async function run(options: BenchOptions = {}): Promise<BenchResult> {
+  const started = performance.now();
+  const samples: ScaleSample[] = [];
+  // A fresh cluster per size, so no size inherits another's queues, blobs or heap; the smoke run
+  // shares one, since starting and stopping a cluster costs more than its tiny runs.
+  const groups = options.smoke ? [sizes(options)] : sizes(options).map((items) => [items]);
+  for (const group of groups) {
+    const t0 = performance.now();
+    const started = await startCluster(group);
+    try {
+      for (const items of group) {
+        const t1 = performance.now();
+        const s = await measure(started, items);
+        // The first size on a cluster carries its start-up.
+        s.wallSeconds = (performance.now() - (items === group[0] ? t0 : t1)) / 1000;
+        samples.push(s);
+        printSize(s, options);
+      }
+    } finally {
+      await started.cluster.stop();
+      if (VERBOSE)
+        console.error(`  (${group.join(', ')} items: cluster up and down in ${Math.round(performance.now() - t0)} ms)`);
+    }
+  }
+  const smallest = samples[0]!;
+  const largest = samples.at(-1)!;
+  const previous = samples.at(-2)!;
+  const goal = (
+    key: keyof typeof GOALS,
+    unit: string,
+    ours: ScaleSample,
+    floor: ScaleSample,
+    pick: (s: ScaleSample) => number,
+  ) => {
+    const ratio = ratioOf(pick(ours), pick(floor));
+    // A size that did not finish measured nothing to hold a goal to.
+    const measured = ours.finished && floor.finished;
+    return {
+      name: key,
+      measure: `${ours.items} / ${floor.items} items`,
+      ours: pick(ours),
+      floor: pick(floor),
+      unit,
+      ratio,
+      goal: GOALS[key],
+      result: !measured ? 'not measured' : goalMet(ratio, GOALS[key]) ? 'met' : 'missed',
+    };
+  };
+  const goals = [
+    goal('bytesPerItem', 'B/item', largest, smallest, (s) => s.bytesPerItem),
+    // Per 1,000 items: per item they are a few hundredths, which two decimals would blur.
+    goal('requestsPerItem', 'requests/1k items', largest, smallest, (s) => s.requestsPerItem * 1000),
+    goal('peakLiveHeap', 'MiB', largest, smallest, (s) => s.peakLiveHeapMiB),
+    goal('itemsPerSecond', 'items/s', largest, previous, (s) => s.itemsPerSecond),
+  ];
+  const summary = {
+    headline:
+      'bytes written to storage per item (request body bytes of every instance, the run start to its end) at the ' +
+      'largest size against the smallest; every goal is in `goals`.',
+    instances: INSTANCES,
+    itemsPerMessage: ITEMS_PER_MESSAGE,
+    probeMs: PROBE_MS,
+    timeoutSeconds: TIMEOUT_MS / 1000,
+    sizes: samples.map((s) => ({
+      items: s.items,
+      finished: s.finished,
+      done: s.done,
+      exact: s.exact,
+      bytesPerItem: s.bytesPerItem,
+      requestsPerItem: s.requestsPerItem,
+      peakLiveHeapMiB: s.peakLiveHeapMiB,
+      runSeconds: s.runMs / 1000,
+      itemsPerSecond: s.itemsPerSecond,
+      recordBytes: s.recordBytes,
+      leaderChanged: s.leaderChanged,
+    })),
+    allExact: samples.every((s) => s.exact),
+    goals,
+    order: 'sizes from smallest to largest, each on a fresh cluster (Azurite and instances)',
+    wallSeconds: (performance.now() - started) / 1000,
+  };
+  const headline = goals[0]!;
+  const result = report(
+    name,
+    { samples, summary, ours: headline.ours, floor: headline.floor, unit: 'B/item', goal: GOALS.bytesPerItem },
+    options,
+  );
+  for (const g of goals.slice(1)) {
+    const line = formatLine({ name: `${name}.${g.name}`, ours: g.ours, floor: g.floor, unit: g.unit, goal: g.goal });
+    console.log(g.result === 'not measured' ? `${line} (not measured: a size did not finish)` : line);
+  }
+  if (!summary.allExact) console.log(`${name}: an output was not exact or a run did not finish; see summary.sizes`);
+  return result;
+}
