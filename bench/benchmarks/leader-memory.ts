@@ -1,7 +1,6 @@
-import { resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { runKeys } from '../../src/hub/run-record';
 import { expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
+import { probeEnv, readProbe, type ProbeLine } from '../lib/live-heap-probe';
 import { BenchCluster, type BenchInstance, type TimedEvent } from '../lib/bench-cluster';
 import { median, report, type BenchOptions, type BenchResult } from '../lib/report';
 
@@ -42,17 +41,10 @@ const VERBOSE = process.env.BENCH_VERBOSE === '1';
  * costs seconds of trigger latency on every cluster.
  */
 const SETTLE_MS = 1000;
-const PROBE = resolve(__dirname, '..', 'lib', 'memory-probe.cjs');
 const MiB = 1024 * 1024;
 
 type MemoryEvent = Extract<TimedEvent, { kind: 'memory' }>;
 type Arm = 'plain' | 'probe';
-interface ProbeLine {
-  at: number;
-  liveHeap: number;
-  gcMs: number;
-}
-
 interface Sample {
   arm: Arm;
   items: number;
@@ -84,30 +76,13 @@ function memoryEvents(instance: BenchInstance, from: number, to = Number.POSITIV
   return instance.events.filter((e): e is MemoryEvent => e.kind === 'memory' && e.at >= from && e.at <= to);
 }
 
-function probeEnv(): Record<string, string> {
-  const inherited = process.env.NODE_OPTIONS?.trim();
-  return {
-    NODE_OPTIONS: `${inherited ? `${inherited} ` : ''}--require ${JSON.stringify(PROBE)}`,
-    BENCH_MEMORY_PROBE_MS: String(PROBE_MS),
-  };
-}
-
-/** The probe's lines of one instance, read beside the cluster's own reader. */
-function readProbe(instance: BenchInstance): ProbeLine[] {
-  const lines: ProbeLine[] = [];
-  createInterface({ input: instance.proc.stdout! }).on('line', (line) => {
-    if (line.startsWith('memory-probe ')) lines.push(JSON.parse(line.slice('memory-probe '.length)) as ProbeLine);
-  });
-  return lines;
-}
-
 async function measure(items: number, trial: number, arm: Arm): Promise<Sample> {
   const wall0 = performance.now();
   const spec: SyntheticJobSpec = { name: 'memory', items, itemsPerMessage: ITEMS_PER_MESSAGE };
   const cluster = await BenchCluster.start({
     instances: INSTANCES,
     jobs: [spec],
-    ...(arm === 'probe' ? { env: probeEnv() } : {}),
+    ...(arm === 'probe' ? { env: probeEnv(PROBE_MS) } : {}),
   });
   try {
     const probes = new Map(cluster.instances.map((i) => [i, arm === 'probe' ? readProbe(i) : []]));

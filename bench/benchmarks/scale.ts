@@ -1,7 +1,6 @@
-import { resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { isTerminal, runKeys, type RunRecord } from '../../src/hub/run-record';
 import { expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
+import { probeEnv, readProbe, type ProbeLine } from '../lib/live-heap-probe';
 import { BenchCluster, type BenchInstance } from '../lib/bench-cluster';
 import { formatLine, goalMet, ratioOf, report, type BenchOptions, type BenchResult, type Goal } from '../lib/report';
 
@@ -36,7 +35,6 @@ const PROBE_MS = Number(process.env.BENCH_SCALE_PROBE_MS ?? 500);
 const TIMEOUT_MS = Number(process.env.BENCH_SCALE_TIMEOUT_MS ?? 15 * 60_000);
 const VERBOSE = process.env.BENCH_VERBOSE === '1';
 const SETTLE_MS = 1000;
-const PROBE = resolve(__dirname, '..', 'lib', 'memory-probe.cjs');
 const MiB = 1024 * 1024;
 
 const GOALS = {
@@ -45,11 +43,6 @@ const GOALS = {
   peakLiveHeap: { ratio: 1.5, direction: 'atMost' },
   itemsPerSecond: { ratio: 0.8, direction: 'atLeast' },
 } as const satisfies Record<string, Goal>;
-
-interface ProbeLine {
-  at: number;
-  liveHeap: number;
-}
 
 export interface ScaleSample {
   items: number;
@@ -77,23 +70,6 @@ export interface ScaleSample {
   wallSeconds: number;
 }
 
-function probeEnv(): Record<string, string> {
-  const inherited = process.env.NODE_OPTIONS?.trim();
-  return {
-    NODE_OPTIONS: `${inherited ? `${inherited} ` : ''}--require ${JSON.stringify(PROBE)}`,
-    BENCH_MEMORY_PROBE_MS: String(PROBE_MS),
-  };
-}
-
-/** The probe's lines of one instance, read beside the cluster's own reader. */
-function readProbe(instance: BenchInstance): ProbeLine[] {
-  const lines: ProbeLine[] = [];
-  createInterface({ input: instance.proc.stdout! }).on('line', (line) => {
-    if (line.startsWith('memory-probe ')) lines.push(JSON.parse(line.slice('memory-probe '.length)) as ProbeLine);
-  });
-  return lines;
-}
-
 const minus = (after: Record<string, number>, before: Record<string, number>): Record<string, number> =>
   Object.fromEntries(
     Object.entries(after)
@@ -112,7 +88,7 @@ interface Started {
 
 /** A fresh cluster (Azurite and instances, the probe in each) with a job for each size. */
 async function startCluster(sizes: readonly number[]): Promise<Started> {
-  const cluster = await BenchCluster.start({ instances: INSTANCES, jobs: sizes.map(jobSpec), env: probeEnv() });
+  const cluster = await BenchCluster.start({ instances: INSTANCES, jobs: sizes.map(jobSpec), env: probeEnv(PROBE_MS) });
   return { cluster, probes: new Map(cluster.instances.map((i) => [i, readProbe(i)])) };
 }
 
