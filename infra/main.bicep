@@ -33,6 +33,11 @@ param coordinatorSchedule string = '*/10 * * * * *'
 param leaseSeconds int = 15
 
 @minValue(1)
+@maxValue(16)
+@description('BATON_QUEUE_SHARDS: work and results queues each run is spread over (1-16), with a queue trigger per shard. Past 10 shards the hub name must be at most 47 characters. Azure targets 2,000 messages per second per queue.')
+param queueShards int = 1
+
+@minValue(1)
 @maxValue(1000)
 @description('Most instances Flex Consumption may run for this app. Each instance polls the work queue, so this also caps storage requests and cost.')
 param maximumInstanceCount int = 40
@@ -90,6 +95,13 @@ module monitoring 'modules/monitoring.bicep' = {
   }
 }
 
+// Shards past the first: <hub>-work-s<k>, <hub>-results-s<k> and <hub>-work-s<k>-poison.
+var shardQueueNames = flatten(map(range(1, queueShards - 1), k => [
+  '${hubName}-work-s${k}'
+  '${hubName}-results-s${k}'
+  '${hubName}-work-s${k}-poison'
+]))
+
 // Created here so every hub resource exists before the first instance starts; Baton still
 // creates any that go missing (queues at the start of each leader term, containers on first
 // write), which the roles below allow and which does nothing when they exist.
@@ -105,11 +117,11 @@ module storage 'modules/storage.bicep' = if (!useSharedStorage) {
       leaseContainerName
       auditContainerName
     ]
-    queueNames: [
+    queueNames: concat([
       '${hubName}-work'
       '${hubName}-results'
       '${hubName}-work-poison'
-    ]
+    ], shardQueueNames)
   }
 }
 
@@ -146,6 +158,7 @@ module app 'modules/function-app.bicep' = {
     hubName: hubName
     coordinatorSchedule: coordinatorSchedule
     leaseSeconds: leaseSeconds
+    queueShards: queueShards
     leaseContainerName: leaseContainerName
     auditContainerName: auditContainerName
   }

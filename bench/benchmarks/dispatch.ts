@@ -1,3 +1,4 @@
+import { HubQueues } from '../../src/engine/queue-shards';
 import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import type { QueueClient, QueueServiceClient } from '@azure/storage-queue';
@@ -267,9 +268,7 @@ async function oursTrial(env: Env, round: number, items: number): Promise<Sample
   const ctx: EngineContext = {
     jobs: new Map([[job.name, job]]),
     docs: env.docs,
-    work,
-    results: work,
-    poison: work,
+    queues: HubQueues.of({ work, results: work, poison: work }),
     clock: systemClock,
     log: { info() {}, warn: (m) => console.warn(m) },
     // No workers here: the in-flight window would stop the dispatch it measures.

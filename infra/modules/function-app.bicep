@@ -33,6 +33,10 @@ param coordinatorSchedule string
 @maxValue(60)
 param leaseSeconds int
 
+@minValue(1)
+@maxValue(16)
+param queueShards int
+
 param leaseContainerName string
 param auditContainerName string
 
@@ -134,6 +138,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     BATON_HUB: hubName
     BATON_COORDINATOR_SCHEDULE: coordinatorSchedule
     BATON_LEASE_SECONDS: string(leaseSeconds)
+    BATON_QUEUE_SHARDS: string(queueShards)
     BATON_LEASE_CONTAINER: leaseContainerName
     BATON_AUDIT_CONTAINER: auditContainerName
   }

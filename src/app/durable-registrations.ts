@@ -22,7 +22,7 @@ import type { BatonRuntime } from './runtime';
  * rest. No queue trigger: the Durable extension moves the work.
  */
 export function durableRegistrations(runtime: BatonRuntime): Registration[] {
-  const { jobs, docs } = runtime.worker;
+  const { jobs, docs } = runtime.coordinator.ctx;
   const log = runtime.log;
   const activityDeps = {
     jobs,

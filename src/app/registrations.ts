@@ -20,12 +20,13 @@ export function batonRegistrations(runtime: BatonRuntime): Registration[] {
         runtime.coordinator.lead(leadership, { termMs }).then(() => undefined),
       ),
     },
-    {
+    // A trigger per shard; shard 0 keeps the name it had before shards existed.
+    ...runtime.workers.map((worker, shard): Registration => ({
       kind: 'queue',
-      name: 'baton-worker',
-      queueName: runtime.resources.workQueue,
+      name: shard === 0 ? 'baton-worker' : `baton-worker-s${shard}`,
+      queueName: runtime.resources.shards[shard]!.work,
       connection: 'AzureWebJobsStorage',
-      handler: createWorkerHandler(runtime.worker),
-    },
+      handler: createWorkerHandler(worker),
+    })),
   ];
 }

@@ -16,7 +16,8 @@ import { BlobLeaseStore } from '../lease/blob-lease-store';
 import type { LeaderLogger } from '../lease/elector-options';
 import { LeaderElector } from '../lease/leader-elector';
 import type { LeaderEvent } from '../lease/leader-events';
-import { AzureQueue } from '../queue/azure-queue';
+import { AzureQueueDirectory } from '../queue/azure-queue';
+import { HubQueues } from '../engine/queue-shards';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
 import { StorageRequestCounter } from '../storage/request-counter';
 import { Schedule } from '../schedule/schedule';
@@ -49,7 +50,8 @@ export interface BatonRuntime {
   shutdown(): void;
   elector: LeaderElector;
   coordinator: Coordinator;
-  worker: WorkerDeps;
+  /** One worker per queue shard: shard k's trigger sends its results and notes to shard k's queues. */
+  workers: WorkerDeps[];
   resources: ReturnType<typeof hubResources>;
   /** Every storage request this runtime's clients sent, by operation: Baton's cost metric. */
   storageRequests: StorageRequestCounter;
@@ -125,7 +127,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   const log = logger ?? { info: () => undefined, warn: () => undefined };
   const unsafeUnfenced = checkFencingSwitch(env, storage, log);
   const clock = new StorageTimeClock(options.clock ?? systemClock, { onSkewChange: (skewMs) => reportSkew(log, skewMs) });
-  const resources = hubResources(settings.hub);
+  const resources = hubResources(settings.hub, settings.queueShards);
   const storageRequests = options.storageRequests ?? new StorageRequestCounter();
   // Every client feeds the clock; the lease client's answers alone would do for the leader, whose
   // term begins with one, but the others keep the estimate tight during a term.
@@ -134,9 +136,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   const blobService = createBlobServiceClient(storage, clientOptions);
   const queueService = createQueueServiceClient(storage, clientOptions);
   const docs = new BlobDocumentStore(blobService.getContainerClient(resources.container), { unsafeUnfenced });
-  const work = new AzureQueue(queueService, resources.workQueue);
-  const results = new AzureQueue(queueService, resources.resultsQueue);
-  const poison = new AzureQueue(queueService, resources.poisonQueue);
+  const queues = HubQueues.forHub(settings.hub, settings.queueShards, new AzureQueueDirectory(queueService), clock);
   const jobMap = new Map(jobs.map((job) => [job.name, job]));
   const elector = new LeaderElector({
     store: new BlobLeaseStore(leaseClient, settings.hub, {
@@ -158,27 +158,26 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   const coordinator = new Coordinator({
     jobs: jobMap,
     docs,
-    work,
-    results,
-    poison,
+    queues,
     clock,
     log,
     tuning: { maxAttempts: settings.maxAttempts, maxInFlightMessages: settings.maxInFlightMessages },
   });
-  const worker: WorkerDeps = {
+  const runs = new RunStateCache(docs, { clock });
+  const workers = queues.active.map((shard): WorkerDeps => ({
     jobs: jobMap,
     docs,
-    results,
-    poison,
-    runs: new RunStateCache(docs, { clock }),
+    results: shard.results,
+    poison: shard.poison,
+    runs,
     maxAttempts: settings.maxAttempts,
     log: (level, message) => log[level](message),
-  };
+  }));
   return {
     settings,
     elector,
     coordinator,
-    worker,
+    workers,
     resources,
     storageRequests,
     log,

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { InvalidSettingError } from '../errors.js';
 import { defaultRenewDeadlineMs, defaultRenewIntervalMs, RENEW_JITTER_FACTOR } from '../lease/elector-options.js';
+import { MAX_QUEUE_SHARDS, shardQueueNames } from '../hub/resources.js';
 import { Schedule } from '../schedule/schedule.js';
 import { parseSetting, readSetting, type Env } from '../storage/setting.js';
 
@@ -25,6 +26,8 @@ export interface BatonSettings {
   auditContainer: string;
   /** Which engine runs the jobs: Baton's queues (default) or Durable Functions orchestrations. */
   engine: 'queue' | 'durable';
+  /** Work and results queues the queue engine spreads a hub's messages over (`BATON_QUEUE_SHARDS`). */
+  queueShards: number;
 }
 
 // The hub names queues (`<hub>-work-poison`, at most 63 characters) and a container
@@ -96,6 +99,36 @@ function parseRenewDeadlineMs(env: Env, leaseDurationSeconds: number): number {
   return deadlineMs;
 }
 
+/** Queue names are at most 63 characters; the longest a hub has is its last shard's poison queue. */
+const MAX_QUEUE_NAME = 63;
+
+/**
+ * `BATON_QUEUE_SHARDS` (default 1). Checked against the hub and the engine here, so a value
+ * that would name a queue Storage refuses, or that the durable engine would ignore, fails at
+ * start-up with one line.
+ */
+function parseQueueShards(env: Env, hub: string, engine: BatonSettings['engine']): number {
+  const name = 'BATON_QUEUE_SHARDS';
+  const value = readSetting(env, name);
+  if (value === undefined) return 1;
+  const shards = parseSetting(wholeNumber(1, MAX_QUEUE_SHARDS, 'queues'), name, value);
+  if (shards > 1 && engine === 'durable') {
+    throw new InvalidSettingError(
+      name,
+      `${name} applies to the queue engine only; with BATON_ENGINE=durable the Durable Task extension's partitionCount in host.json spreads the load`,
+    );
+  }
+  const longest = shardQueueNames(hub, shards - 1).poison;
+  if (longest.length > MAX_QUEUE_NAME) {
+    const room = MAX_QUEUE_NAME - (longest.length - hub.length);
+    throw new InvalidSettingError(
+      name,
+      `${name} (${shards}) names the queue ${longest}, over Storage's ${MAX_QUEUE_NAME} characters: use a BATON_HUB of at most ${room} characters or fewer shards`,
+    );
+  }
+  return shards;
+}
+
 export function parseBatonSettings(env: Env = process.env): BatonSettings {
   // Parsed in a fixed order so several bad settings still produce one predictable error.
   const hub = parseSetting(hubSchema, 'BATON_HUB', readSetting(env, 'BATON_HUB') ?? 'baton');
@@ -104,7 +137,7 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
     'BATON_LEASE_SECONDS',
     readSetting(env, 'BATON_LEASE_SECONDS') ?? '15',
   );
-  return {
+  const settings = {
     hub,
     leaseDurationSeconds,
     renewDeadlineMs: parseRenewDeadlineMs(env, leaseDurationSeconds),
@@ -140,6 +173,7 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
       readSetting(env, 'BATON_ENGINE') ?? 'queue',
     ),
   };
+  return { ...settings, queueShards: parseQueueShards(env, hub, settings.engine) };
 }
 
 export type LogLevel = 'info' | 'debug';

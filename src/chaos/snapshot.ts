@@ -1,9 +1,9 @@
 import type { QueueServiceClient } from '@azure/storage-queue';
-import { hubResources } from '../hub/resources';
+import { parseShardQueueName } from '../hub/resources';
 import type { FailuresManifest, RunOutput } from '../hub/run-output';
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments } from '../fencing/fenced-documents';
-import { AzureQueue } from '../queue/azure-queue';
+import { AzureQueue, AzureQueueDirectory } from '../queue/azure-queue';
 import { runKeys, runRecordSchema, type RunRecord } from '../hub/run-record';
 import { storageErrorOf } from '../storage/rest-error';
 import type { CheckedRun, Leftover } from './invariants';
@@ -54,10 +54,9 @@ export async function readHubSnapshot(
       unreadable.push({ key, reason: err instanceof Error ? err.message.split('\n')[0]! : String(err) });
     }
   }
-  const names = hubResources(hub);
   const leftovers: Leftover[] = [];
   let unseenMessages = 0;
-  for (const name of [names.workQueue, names.resultsQueue]) {
+  for (const name of await messageQueuesOf(queues, hub, options)) {
     const client = queues.getQueueClient(name);
     let total: number;
     try {
@@ -105,4 +104,17 @@ function runNamedBy(text: string): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** The work and results queues of every shard of `hub` that exists. */
+export async function messageQueuesOf(
+  queues: QueueServiceClient,
+  hub: string,
+  options: { abortSignal?: AbortSignal } = {},
+): Promise<string[]> {
+  const names = await new AzureQueueDirectory(queues).list(`${hub}-`, options);
+  return names.filter((name) => {
+    const role = parseShardQueueName(hub, name)?.role;
+    return role === 'work' || role === 'results';
+  });
 }

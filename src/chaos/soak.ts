@@ -21,7 +21,7 @@ import { FAULT_KINDS, planFaults, type FaultKind, type FaultStep, type HungHook 
 import { FaultProxy, type ProxyAction } from './fault-proxy';
 import { checkInvariants, type CheckResult, type Expectation } from './invariants';
 import { SeededRandom } from './rng';
-import { readHubSnapshot } from './snapshot';
+import { messageQueuesOf, readHubSnapshot } from './snapshot';
 
 export interface SoakOptions {
   minutes: number;
@@ -479,10 +479,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     while (Date.now() < redeployedAt + longest && !(await allEnded())) await sleep(1000);
     // Results of ended runs are swept by the leader's idle drain; give it time to come round.
     const queues = createQueueServiceClient({ kind: 'connectionString', connectionString: azurite.connectionString });
-    const names = hubResources(hub);
     const queued = async (): Promise<number> => {
       const counts = await Promise.all(
-        [names.workQueue, names.resultsQueue].map((q) =>
+        (await messageQueuesOf(queues, hub)).map((q) =>
           queues
             .getQueueClient(q)
             .getProperties()

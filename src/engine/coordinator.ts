@@ -13,6 +13,7 @@ import { adoptOpenRuns, cancelRun, forgetRun, jobStates, reconcileJob, startManu
 import { pendingRequests } from '../hub/requests';
 import { retryLater } from './retry-later';
 import { RunBook, type ActiveRun } from './run-book';
+import { moveStrandedWork } from './stranded-work';
 
 export interface LeadOptions {
   /** Longest time to lead before giving the lease back (the next tick may take it again). */
@@ -42,8 +43,8 @@ const REQUESTS_EVERY_MS = 2000;
 const MAX_IDLE_POLL_MS = 5000;
 /**
  * With no run open there is nothing to fold, only late duplicates and malformed messages to
- * clear away, so an idle leader drains its two queues this seldom: two requests per 30 s rather
- * than per turn.
+ * clear away, so an idle leader drains its results and poison queues this seldom: two requests
+ * per shard per 30 s rather than per turn.
  */
 const IDLE_DRAIN_EVERY_MS = 30_000;
 /** A run whose step fails this many times in a row ends failed instead of stalling every turn. */
@@ -111,8 +112,17 @@ export class Coordinator {
         if (ok) failures.delete(runId);
         else await this.countFailure(term, book, runId, failures);
       }
+      // A new term looks afresh for shards past its own count: someone may have changed it.
+      await this.guard(term, summary, 'find queue shards', () =>
+        ctx.queues.discover({ abortSignal: term.signal, force: summary.turns === 1 }),
+      );
       const drainNow = book.open.size > 0 || ctx.clock.now() - lastDrain >= IDLE_DRAIN_EVERY_MS;
       if (drainNow) lastDrain = ctx.clock.now();
+      if (drainNow) {
+        await this.guard(term, summary, 'move stranded work', async () => {
+          busy = (await moveStrandedWork(ctx, term)) > 0 || busy;
+        });
+      }
       for (const drain of drainNow ? [drainResults, drainPoison] : []) {
         await this.guard(term, summary, drain.name, async () => {
           const stats: DrainStats = await drain(ctx, term, book);
@@ -274,8 +284,7 @@ export class Coordinator {
 
   private async ensureQueues(signal: AbortSignal): Promise<void> {
     if (this.queuesReady) return;
-    const { work, results, poison } = this.ctx;
-    await Promise.all([work, results, poison].map((q) => q.ensure({ abortSignal: signal })));
+    await this.ctx.queues.ensure({ abortSignal: signal });
     this.queuesReady = true;
   }
 }

@@ -33,7 +33,7 @@ export async function dispatchSlice(
     const room = ctx.tuning.maxInFlightMessages - inFlight;
     if (room <= 0) break;
     const end = Math.min(record.messages, cursor + Math.min(window, room));
-    const texts: string[] = [];
+    const texts: { m: number; text: string }[] = [];
     for (let m = cursor; m < end; m++) {
       const first = m * itemsPerMessage;
       const count = Math.min(itemsPerMessage, planned - first);
@@ -46,9 +46,11 @@ export async function dispatchSlice(
         count,
         items: await chunks.items(first, count),
       };
-      texts.push(await encodeWithClaimCheck(message, 'items', ctx.docs, { abortSignal: term.signal }));
+      texts.push({ m, text: await encodeWithClaimCheck(message, 'items', ctx.docs, { abortSignal: term.signal }) });
     }
-    await inLanes(texts, ctx.tuning.dispatchConcurrency, (text) => ctx.work.send(text, { abortSignal: term.signal }));
+    await inLanes(texts, ctx.tuning.dispatchConcurrency, ({ m, text }) =>
+      ctx.queues.workFor(m).send(text, { abortSignal: term.signal }),
+    );
     cursor = end;
     term.leadership.heartbeat();
     if (cursor === record.messages || ctx.clock.now() - lastCheckpoint >= CHECKPOINT_EVERY_MS) {

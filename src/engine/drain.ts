@@ -47,7 +47,7 @@ interface Group {
   run: string;
   /** The job the messages name (results only): they count only toward a run of that job. */
   job?: string;
-  messages: ReceivedMessage[];
+  messages: Received[];
   /** The outcomes each message brought, by its position in `messages`. */
   byMessage: ItemOutcome[][];
   rejected: number;
@@ -69,7 +69,7 @@ type Parsed =
  * set makes the second fold a no-op, so every item counts exactly once.
  */
 export function drainResults(ctx: EngineContext, term: TermContext, book: RunBook): Promise<DrainStats> {
-  return drain(ctx, term, book, ctx.results, async (message) => {
+  return drain(ctx, term, book, 'results', async (message) => {
     const body = parseBody(message.text);
     const parsed = body.ok ? resultMessageSchema.safeParse(body.value) : undefined;
     if (!parsed?.success)
@@ -103,11 +103,11 @@ export function drainResults(ctx: EngineContext, term: TermContext, book: RunBoo
  * outcome, once the results sent before it have been counted (see `PoisonGate`).
  */
 export function drainPoison(ctx: EngineContext, term: TermContext, book: RunBook): Promise<DrainStats> {
-  return drain(ctx, term, book, ctx.poison, async (message) => {
+  return drain(ctx, term, book, 'poison', async (message, queue) => {
     const body = parseBody(message.text);
     const note = body.ok ? poisonNoteSchema.safeParse(body.value) : undefined;
     if (note?.success) {
-      await keepDeadLetter(ctx, term, ctx.poison.name, message, note.data.reason, note.data.run, note.data.body);
+      await keepDeadLetter(ctx, term, queue.name, message, note.data.reason, note.data.run, note.data.body);
       ctx.log.warn(`poisoned work message: ${note.data.reason}`);
       return note.data.run && runIdSchema.safeParse(note.data.run).success
         ? { kind: 'group', run: note.data.run, outcomes: [], rejected: 1 }
@@ -140,66 +140,91 @@ export function drainPoison(ctx: EngineContext, term: TermContext, book: RunBook
     const why = !body.ok ? body.reason : describeIssue((claimsNote ? note : work)!.error!);
     const reason = `unreadable message on the poison queue: ${why}`;
     // Neither a note nor a work message: nothing else keeps its reason once it is deleted.
-    await keepDeadLetter(ctx, term, ctx.poison.name, message, reason);
+    await keepDeadLetter(ctx, term, queue.name, message, reason);
     return { kind: 'dead', reason };
   });
+}
+
+/** A received message and the queue it came from, which is where it is deleted or hidden again. */
+interface Received {
+  queue: QueuePort;
+  message: ReceivedMessage;
+}
+
+/**
+ * Up to `BATCHES_PER_CHECKPOINT` receives from each queue, all queues at once: with several
+ * shards, one pass (and so one checkpoint per run) folds every shard's messages. `emptied` says
+ * whether every queue's last receive came back short of a batch.
+ */
+async function receiveAll(ctx: EngineContext, term: TermContext, queues: readonly QueuePort[]) {
+  let emptied = true;
+  const perQueue = await Promise.all(
+    queues.map(async (queue) => {
+      const got: Received[] = [];
+      for (let batch = 0; batch < BATCHES_PER_CHECKPOINT; batch++) {
+        const messages = await queue.receive(BATCH, ctx.tuning.drainVisibilitySeconds, { abortSignal: term.signal });
+        got.push(...messages.map((message) => ({ queue, message })));
+        // A shard past the hub's count that has nothing left is not polled until it is found again.
+        if (batch === 0 && messages.length === 0) ctx.queues.seenEmpty(queue);
+        if (messages.length < BATCH) return got;
+      }
+      emptied = false;
+      return got;
+    }),
+  );
+  return { received: perQueue.flat(), emptied };
 }
 
 async function drain(
   ctx: EngineContext,
   term: TermContext,
   book: RunBook,
-  queue: QueuePort,
-  parse: (message: ReceivedMessage) => Promise<Parsed>,
+  kind: 'results' | 'poison',
+  parse: (message: ReceivedMessage, queue: QueuePort) => Promise<Parsed>,
 ): Promise<DrainStats> {
   const stats: DrainStats = { received: 0, folded: 0, duplicates: 0, stray: 0, malformed: 0, deferred: 0, held: 0 };
   const groups = new Map<string, Group>();
-  const discard: ReceivedMessage[] = [];
-  const hold: ReceivedMessage[] = [];
+  const discard: Received[] = [];
+  const hold: Received[] = [];
   const startedAt = ctx.clock.now();
-  let emptied = false;
-  for (let batch = 0; batch < BATCHES_PER_CHECKPOINT; batch++) {
-    const messages = await queue.receive(BATCH, ctx.tuning.drainVisibilitySeconds, { abortSignal: term.signal });
-    stats.received += messages.length;
-    for (const message of messages) {
-      const parsed = await parse(message);
-      if (parsed.kind === 'hold') {
-        stats.held++;
-        hold.push(message);
-        continue;
-      }
-      if (parsed.kind === 'later') {
-        stats.deferred++;
-        continue;
-      }
-      if (parsed.kind === 'dead') {
-        if (queue !== ctx.poison) await keepDeadLetter(ctx, term, queue.name, message, parsed.reason, parsed.run);
-        ctx.log.warn(`set aside message ${message.id} from ${queue.name}: ${parsed.reason}`);
-        stats.malformed++;
-        discard.push(message);
-        continue;
-      }
-      if (parsed.rejected) stats.malformed += parsed.rejected;
-      const group = groupFor(groups, parsed.run, parsed.job);
-      group.messages.push(message);
-      group.byMessage.push(parsed.outcomes);
-      group.rejected += parsed.rejected;
-      if (parsed.claim) group.claims.push(parsed.claim);
+  const queues = kind === 'results' ? ctx.queues.resultsToDrain() : ctx.queues.poisonToDrain();
+  const { received, emptied } = await receiveAll(ctx, term, queues);
+  stats.received = received.length;
+  for (const entry of received) {
+    const { queue, message } = entry;
+    const parsed = await parse(message, queue);
+    if (parsed.kind === 'hold') {
+      stats.held++;
+      hold.push(entry);
+      continue;
     }
-    if (messages.length < BATCH) {
-      emptied = true;
-      break;
+    if (parsed.kind === 'later') {
+      stats.deferred++;
+      continue;
     }
+    if (parsed.kind === 'dead') {
+      if (kind === 'results') await keepDeadLetter(ctx, term, queue.name, message, parsed.reason, parsed.run);
+      ctx.log.warn(`set aside message ${message.id} from ${queue.name}: ${parsed.reason}`);
+      stats.malformed++;
+      discard.push(entry);
+      continue;
+    }
+    if (parsed.rejected) stats.malformed += parsed.rejected;
+    const group = groupFor(groups, parsed.run, parsed.job);
+    group.messages.push(entry);
+    group.byMessage.push(parsed.outcomes);
+    group.rejected += parsed.rejected;
+    if (parsed.claim) group.claims.push(parsed.claim);
   }
   // Shown again by the next drain visibility at the latest, when the gate may have opened.
   const holdSeconds = Math.min(DEFER_SECONDS, ctx.tuning.drainVisibilitySeconds);
-  await Promise.all(hold.map((m) => queue.setVisibility(m, holdSeconds, { abortSignal: term.signal })));
+  await Promise.all(hold.map((m) => m.queue.setVisibility(m.message, holdSeconds, { abortSignal: term.signal })));
   const leftBehind = new Set<string>();
   for (const group of groups.values()) {
     const runId = group.run;
     let applied: Awaited<ReturnType<typeof applyToRun>>;
     try {
-      applied = await applyToRun(ctx, term, book, queue.name, group);
+      applied = await applyToRun(ctx, term, book, group);
     } catch (err) {
       // One run whose record cannot be read or saved must not hold up the others' messages:
       // its own come back after the drain visibility, and the next pass tries again.
@@ -211,7 +236,7 @@ async function drain(
     if (applied === 'defer') {
       leftBehind.add(runId);
       // Back on the queue in a few seconds rather than after the full drain visibility.
-      await Promise.all(group.messages.map((m) => queue.setVisibility(m, DEFER_SECONDS, { abortSignal: term.signal })));
+      await Promise.all(group.messages.map((m) => m.queue.setVisibility(m.message, DEFER_SECONDS, { abortSignal: term.signal })));
       continue;
     }
     if (applied === 'stray' || applied === 'unknown') {
@@ -219,7 +244,7 @@ async function drain(
       // No run ever had this id (records are never deleted): made-up input, kept with its reason
       // like other malformed messages. A worker's note already has its letter; a second is a no-op.
       if (applied === 'unknown') {
-        for (const m of group.messages) await keepDeadLetter(ctx, term, queue.name, m, `unknown run ${runId}`, runId);
+        for (const m of group.messages) await keepDeadLetter(ctx, term, m.queue.name, m.message, `unknown run ${runId}`, runId);
       }
       // The run's claims were cleared when it ended; these came later and would be left behind.
       await Promise.all(group.claims.map((key) => ctx.docs.delete(key, { abortSignal: term.signal })));
@@ -228,10 +253,10 @@ async function drain(
       stats.duplicates += applied.duplicates;
       stats.malformed += applied.misdirected;
     }
-    await deleteAll(queue, term, group.messages);
+    await deleteAll(term, group.messages);
   }
-  await deleteAll(queue, term, discard);
-  if (queue === ctx.results) book.poisonGate.resultsPass(startedAt, emptied, leftBehind);
+  await deleteAll(term, discard);
+  if (kind === 'results') book.poisonGate.resultsPass(startedAt, emptied, leftBehind);
   return stats;
 }
 
@@ -239,7 +264,6 @@ async function applyToRun(
   ctx: EngineContext,
   term: TermContext,
   book: RunBook,
-  queueName: string,
   group: Group,
 ): Promise<'stray' | 'unknown' | 'defer' | { folded: number; duplicates: number; misdirected: number }> {
   const runId = group.run;
@@ -259,10 +283,10 @@ async function applyToRun(
   const misdirected = group.job !== undefined && group.job !== record.job ? group.messages.length : 0;
   if (misdirected) {
     const reason = `result for run ${runId} names job ${group.job}, but the run belongs to job ${record.job}`;
-    for (const m of group.messages) await keepDeadLetter(ctx, term, queueName, m, reason, runId);
-    ctx.log.warn(`set aside ${misdirected} message(s) from ${queueName}: ${reason}`);
+    for (const m of group.messages) await keepDeadLetter(ctx, term, m.queue.name, m.message, reason, runId);
+    ctx.log.warn(`set aside ${misdirected} message(s) of run ${runId}: ${reason}`);
   }
-  if (!misdirected) await keepOutsidePlan(ctx, term, queueName, group, run.seen.size);
+  if (!misdirected) await keepOutsidePlan(ctx, term, group, run.seen.size);
   const outcomes = misdirected ? [] : group.byMessage.flat();
   const rejected = group.rejected + misdirected;
   const before = run.seen.clone();
@@ -297,20 +321,14 @@ async function applyToRun(
  * A message naming items the plan does not have is kept as a dead letter with its reason; the
  * fold counts those items as rejected and still counts the message's other items.
  */
-async function keepOutsidePlan(
-  ctx: EngineContext,
-  term: TermContext,
-  queueName: string,
-  group: Group,
-  planned: number,
-): Promise<void> {
-  for (const [k, message] of group.messages.entries()) {
+async function keepOutsidePlan(ctx: EngineContext, term: TermContext, group: Group, planned: number): Promise<void> {
+  for (const [k, { queue, message }] of group.messages.entries()) {
     const outside = (group.byMessage[k] ?? []).filter((o) => o.i >= planned).map((o) => o.i);
     if (!outside.length) continue;
     const shown = outside.length > 5 ? `${outside.slice(0, 5).join(', ')}, …` : outside.join(', ');
     const reason = `result for run ${group.run} names item${outside.length > 1 ? 's' : ''} ${shown} outside its plan of ${planned} items`;
-    await keepDeadLetter(ctx, term, queueName, message, reason, group.run);
-    ctx.log.warn(`kept message ${message.id} from ${queueName} as a dead letter: ${reason}`);
+    await keepDeadLetter(ctx, term, queue.name, message, reason, group.run);
+    ctx.log.warn(`kept message ${message.id} from ${queue.name} as a dead letter: ${reason}`);
   }
 }
 
@@ -345,8 +363,8 @@ async function addFailurePart(
   return { parts, replaced };
 }
 
-async function deleteAll(queue: QueuePort, term: TermContext, messages: ReceivedMessage[]): Promise<void> {
-  await inLanes(messages, DELETE_LANES, (m) => queue.delete(m, { abortSignal: term.signal }));
+async function deleteAll(term: TermContext, messages: Received[]): Promise<void> {
+  await inLanes(messages, DELETE_LANES, (m) => m.queue.delete(m.message, { abortSignal: term.signal }));
 }
 
 function groupFor(groups: Map<string, Group>, run: string, job: string | undefined): Group {

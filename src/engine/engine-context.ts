@@ -2,7 +2,7 @@ import type { Clock } from '../clock/clock';
 import type { DocumentStore } from '../fencing/document-store';
 import type { JobDefinition } from '../jobs/job-definition';
 import type { Leadership } from '../lease/leader-elector';
-import type { QueuePort } from '../queue/queue-port';
+import type { HubQueues } from './queue-shards';
 
 export interface EngineLogger {
   info(message: string): void;
@@ -14,9 +14,8 @@ export interface EngineContext {
   jobs: ReadonlyMap<string, JobDefinition>;
   /** Run records, plans, claims, outputs, job state and requests. */
   docs: DocumentStore;
-  work: QueuePort;
-  results: QueuePort;
-  poison: QueuePort;
+  /** The hub's work, results and poison queues, over its shards. */
+  queues: HubQueues;
   clock: Clock;
   log: EngineLogger;
   tuning: EngineTuning;

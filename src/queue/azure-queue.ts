@@ -4,6 +4,7 @@ import {
   MAX_QUEUE_MESSAGE_BYTES,
   type MessageReceipt,
   type QueueCallOptions,
+  type QueueDirectory,
   type QueuePort,
   type ReceivedMessage,
 } from './queue-port';
@@ -145,6 +146,21 @@ export class AzureQueue implements QueuePort {
   async approximateCount(options?: QueueCallOptions): Promise<number> {
     const props = await this.client.getProperties({ abortSignal: options?.abortSignal });
     return props.approximateMessagesCount ?? 0;
+  }
+}
+
+/** A `QueueDirectory` on one account's queue service. */
+export class AzureQueueDirectory implements QueueDirectory {
+  constructor(private readonly queueService: QueueServiceClient) {}
+
+  queue(name: string): AzureQueue {
+    return new AzureQueue(this.queueService, name);
+  }
+
+  async list(prefix: string, options?: QueueCallOptions): Promise<string[]> {
+    const names: string[] = [];
+    for await (const item of this.queueService.listQueues({ prefix, abortSignal: options?.abortSignal })) names.push(item.name);
+    return names.sort();
   }
 }
 

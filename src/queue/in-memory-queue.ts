@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from '../clock/clock';
 import { assertReceivable, assertSendable, assertVisibility } from './azure-queue';
-import type { MessageReceipt, QueueCallOptions, QueuePort, ReceivedMessage } from './queue-port';
+import type { MessageReceipt, QueueCallOptions, QueueDirectory, QueuePort, ReceivedMessage } from './queue-port';
 
 interface StoredMessage {
   id: string;
@@ -24,19 +24,27 @@ export class InMemoryQueue implements QueuePort {
   private readonly clock: Clock;
   // Insertion order is delivery order among the visible messages.
   private readonly messages: StoredMessage[] = [];
+  private made = false;
 
   constructor(name: string, options: { clock?: Clock } = {}) {
     this.name = name;
     this.clock = options.clock ?? systemClock;
   }
 
+  /** Whether `ensure()` or a send has run, as either creates an Azure queue. */
+  get created(): boolean {
+    return this.made;
+  }
+
   async ensure(options?: QueueCallOptions): Promise<void> {
     options?.abortSignal?.throwIfAborted();
+    this.made = true;
   }
 
   async send(text: string, options?: QueueCallOptions & { visibilityTimeoutSeconds?: number }): Promise<void> {
     options?.abortSignal?.throwIfAborted();
     assertSendable(text, options?.visibilityTimeoutSeconds);
+    this.made = true;
     this.messages.push({
       id: randomUUID(),
       text,
@@ -93,5 +101,26 @@ export class InMemoryQueue implements QueuePort {
   /** For tests: the text of every message, visible or not, in delivery order. */
   peekAll(): string[] {
     return this.messages.map((m) => m.text);
+  }
+}
+
+/** A `QueueDirectory` of `InMemoryQueue`s on one clock: the same name is always the same queue. */
+export class InMemoryQueueDirectory implements QueueDirectory {
+  private readonly queues = new Map<string, InMemoryQueue>();
+
+  constructor(private readonly options: { clock?: Clock } = {}) {}
+
+  queue(name: string): InMemoryQueue {
+    let queue = this.queues.get(name);
+    if (!queue) this.queues.set(name, (queue = new InMemoryQueue(name, this.options)));
+    return queue;
+  }
+
+  async list(prefix: string, options?: QueueCallOptions): Promise<string[]> {
+    options?.abortSignal?.throwIfAborted();
+    return [...this.queues.values()]
+      .filter((q) => q.created && q.name.startsWith(prefix))
+      .map((q) => q.name)
+      .sort();
   }
 }

@@ -36,6 +36,19 @@ export interface QueuePort {
   approximateCount(options?: QueueCallOptions): Promise<number>;
 }
 
+/**
+ * The queues of one storage account, by name: how a leader finds queues its own settings do not
+ * name (shards a larger `BATON_QUEUE_SHARDS` left behind, or a newer deployment's).
+ *
+ * Contract (`test/contract/queue-directory.contract.ts`): `list` returns, in name order, the
+ * names that start with `prefix` of the queues that exist, and a queue exists once `ensure()` or
+ * a `send` has run on it; merely asking for it with `queue(name)` creates nothing.
+ */
+export interface QueueDirectory {
+  queue(name: string): QueuePort;
+  list(prefix: string, options?: QueueCallOptions): Promise<string[]>;
+}
+
 export interface MessageReceipt {
   id: string;
   popReceipt: string;

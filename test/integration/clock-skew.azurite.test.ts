@@ -217,7 +217,7 @@ describe('clock skew: schedules and deadlines follow storage time', () => {
 
     // The queue client feeds it too: a receive from a queue that does not exist yet.
     const slow = instance(fixture.uniqueName('sync'), 'slow', []);
-    await expect(slow.runtime.coordinator.ctx.work.receive(1, 1)).rejects.toMatchObject({ statusCode: 404 });
+    await expect(slow.runtime.coordinator.ctx.queues.workFor(0).receive(1, 1)).rejects.toMatchObject({ statusCode: 404 });
     expect(slow.runtime.clock.synced).toBe(true);
     const slowEstimate = slow.runtime.clock.date().getTime();
     const slowStorageNow = Date.now() + 1;

@@ -1,3 +1,4 @@
+import { HubQueues, type QueueShard } from '../../src/engine/queue-shards';
 import { LeaseLostError } from '../../src/errors';
 import { systemClock, type Clock } from '../../src/clock/clock';
 import type { DocumentStore } from '../../src/fencing/document-store';
@@ -10,7 +11,7 @@ import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { LeaderElector } from '../../src/lease/leader-elector';
 import type { LeaseStore } from '../../src/lease/lease-store';
 import { pumpQueue } from '../../src/local/queue-pump';
-import type { QueuePort } from '../../src/queue/queue-port';
+import type { QueueDirectory, QueuePort } from '../../src/queue/queue-port';
 import { runKeys, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
 
 export interface EnginePorts {
@@ -19,6 +20,13 @@ export interface EnginePorts {
   results: QueuePort;
   poison: QueuePort;
   leases: () => LeaseStore;
+}
+
+/** Shards of a hub in a queue directory, in place of the ports' single work/results/poison. */
+export interface ShardedQueues {
+  hub: string;
+  shards: number;
+  directory: QueueDirectory;
 }
 
 export const quietLog = { info: () => undefined, warn: () => undefined };
@@ -30,27 +38,29 @@ export const quietLog = { info: () => undefined, warn: () => undefined };
 export function buildEngine(
   ports: EnginePorts,
   jobs: JobDefinition[],
-  options: { tuning?: Partial<EngineTuning>; clock?: Clock; workerVisibilitySeconds?: number } = {},
+  options: { tuning?: Partial<EngineTuning>; clock?: Clock; workerVisibilitySeconds?: number; sharded?: ShardedQueues } = {},
 ) {
   const clock = options.clock ?? systemClock;
   const jobMap = new Map(jobs.map((j) => [j.name, j]));
   const tuning: Partial<EngineTuning> = { idlePollMs: 20, maxAttempts: 3, ...options.tuning };
+  const sharded = options.sharded;
+  const queues = sharded
+    ? HubQueues.forHub(sharded.hub, sharded.shards, sharded.directory, clock)
+    : HubQueues.of({ work: ports.work, results: ports.results, poison: ports.poison });
   const coordinator = new Coordinator({
     jobs: jobMap,
     docs: ports.docs,
-    work: ports.work,
-    results: ports.results,
-    poison: ports.poison,
+    queues,
     clock,
     log: quietLog,
     tuning,
   });
   const records = new FencedDocuments<RunRecord>(ports.docs, { parse: (v) => runRecordSchema.parse(v) });
-  const workerDeps = (): WorkerDeps => ({
+  const workerDeps = (shard: QueueShard): WorkerDeps => ({
     jobs: jobMap,
     docs: ports.docs,
-    results: ports.results,
-    poison: ports.poison,
+    results: shard.results,
+    poison: shard.poison,
     runs: new RunStateCache(ports.docs, { clock, ttlMs: 200 }),
     maxAttempts: tuning.maxAttempts ?? 3,
   });
@@ -65,21 +75,33 @@ export function buildEngine(
       const stored = await ports.docs.read(key);
       return stored ? (JSON.parse(stored.body) as T) : undefined;
     },
-    /** Starts `count` worker instances; returns a function that stops them and waits. */
-    startWorkers(count: number, wrap?: (text: string) => string | undefined): () => Promise<void> {
+    queues,
+    /**
+     * Starts `count` worker instances, each with a queue trigger per shard (or on the shards
+     * listed in `only`); returns a function that stops them and waits.
+     */
+    startWorkers(count: number, wrap?: (text: string) => string | undefined, only?: readonly number[]): () => Promise<void> {
       const controller = new AbortController();
-      const pumps = Array.from({ length: count }, () => {
-        const deps = workerDeps();
+      const shards = queues.active.filter((_, k) => !only || only.includes(k));
+      const pumps = Array.from({ length: count }).flatMap(() =>
+        shards.map((shard) => pump(shard, workerDeps(shard), controller.signal)),
+      );
+      return async () => {
+        controller.abort();
+        await Promise.all(pumps);
+      };
+
+      function pump(shard: QueueShard, deps: WorkerDeps, signal: AbortSignal): Promise<void> {
         return pumpQueue(
-          ports.work,
-          ports.poison,
+          shard.work,
+          shard.poison,
           async (message) => {
             const text = wrap ? wrap(message.text) : message.text;
             if (text === undefined) return;
             const outcome = await handleWorkMessage(text, { dequeueCount: message.dequeueCount }, deps);
             if (outcome.kind === 'retry') throw new Error(outcome.firstError);
           },
-          controller.signal,
+          signal,
           {
             visibilityTimeoutSeconds: options.workerVisibilitySeconds ?? 30,
             retryDelaySeconds: 0,
@@ -87,11 +109,7 @@ export function buildEngine(
             maxPollingIntervalMs: 20,
           },
         );
-      });
-      return async () => {
-        controller.abort();
-        await Promise.all(pumps);
-      };
+      }
     },
     /** A candidate that leads through a real elector on the given lease store. */
     elector(identity: string): LeaderElector {

@@ -1,3 +1,4 @@
+import { HubQueues } from '../../src/engine/queue-shards';
 import { InvocationContext } from '@azure/functions';
 import { setMaxListeners } from 'node:events';
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
@@ -117,9 +118,7 @@ export class MalformedHub {
     this.ctx = {
       jobs: new Map(jobs.map((j) => [j.name, j])),
       docs: ports.docs,
-      work: ports.work,
-      results: ports.results,
-      poison: ports.poison,
+      queues: HubQueues.of({ work: ports.work, results: ports.results, poison: ports.poison }),
       clock,
       log: { info: (m) => this.logs.push(`info ${m}`), warn: (m) => this.logs.push(`warn ${m}`) },
       tuning: { ...DEFAULT_TUNING, maxAttempts: 3, ...tuning },

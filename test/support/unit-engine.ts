@@ -7,6 +7,7 @@ import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
 import type { JobDefinition } from '../../src/jobs/job-definition';
 import type { Leadership } from '../../src/lease/leader-elector';
+import { HubQueues } from '../../src/engine/queue-shards';
 import { InMemoryQueue } from '../../src/queue/in-memory-queue';
 import { runRecordSchema, type RunRecord } from '../../src/hub/run-record';
 
@@ -40,6 +41,10 @@ export interface UnitEngine {
   clock: FakeClock;
   docs: InMemoryDocumentStore;
   ctx: EngineContext;
+  /** The one shard's queues `ctx.queues` holds. */
+  work: InMemoryQueue;
+  results: InMemoryQueue;
+  poison: InMemoryQueue;
   logs: string[];
   /** A run book for a term of `epoch`, as a coordinator builds one per term. */
   book(epoch: number): { book: RunBook; term: TermContext };
@@ -53,12 +58,15 @@ export function unitEngine(jobs: JobDefinition[], start = new Date('2026-01-01T0
   const clock = new FakeClock({ wallOrigin: start });
   const docs = new InMemoryDocumentStore();
   const logs: string[] = [];
-  const ctx: EngineContext = {
-    jobs: new Map(jobs.map((j) => [j.name, j])),
-    docs,
+  const queues = {
     work: new InMemoryQueue('work', { clock }),
     results: new InMemoryQueue('results', { clock }),
     poison: new InMemoryQueue('work-poison', { clock }),
+  };
+  const ctx: EngineContext = {
+    jobs: new Map(jobs.map((j) => [j.name, j])),
+    docs,
+    queues: HubQueues.of(queues),
     clock,
     log: { info: (m) => logs.push(`info ${m}`), warn: (m) => logs.push(`warn ${m}`) },
     tuning: { ...DEFAULT_TUNING },
@@ -66,6 +74,7 @@ export function unitEngine(jobs: JobDefinition[], start = new Date('2026-01-01T0
   const records = new FencedDocuments<RunRecord>(docs, { parse: (v) => runRecordSchema.parse(v) });
   const states = new FencedDocuments<JobState>(docs, { parse: (v) => jobStateSchema.parse(v) });
   return {
+    ...queues,
     clock,
     docs,
     ctx,

@@ -312,6 +312,28 @@ const rows: Row[] = [
     env: { BATON_MAX_IN_FLIGHT: 'lots' },
     rule: /must be a whole number of messages from 16 to 1000000/,
   },
+  { setting: 'BATON_QUEUE_SHARDS', what: 'zero', env: { BATON_QUEUE_SHARDS: '0' }, rule: /must be at least 1$/ },
+  { setting: 'BATON_QUEUE_SHARDS', what: 'seventeen', env: { BATON_QUEUE_SHARDS: '17' }, rule: /must be at most 16$/ },
+  {
+    setting: 'BATON_QUEUE_SHARDS',
+    what: 'a word',
+    env: { BATON_QUEUE_SHARDS: 'two' },
+    rule: /must be a whole number of queues from 1 to 16/,
+  },
+  {
+    setting: 'BATON_QUEUE_SHARDS',
+    what: 'shards on the durable engine',
+    env: { BATON_QUEUE_SHARDS: '2', BATON_ENGINE: 'durable' },
+    rule: /applies to the queue engine only; with BATON_ENGINE=durable/,
+  },
+  {
+    setting: 'BATON_QUEUE_SHARDS',
+    what: 'a queue name too long for the hub',
+    env: { BATON_QUEUE_SHARDS: '11', BATON_HUB: 'h'.repeat(48) },
+    rule: new RegExp(
+      `names the queue ${'h'.repeat(48)}-work-s10-poison, over Storage's 63 characters: use a BATON_HUB of at most 47 characters or fewer shards$`,
+    ),
+  },
   {
     setting: 'BATON_AUDIT_CONTAINER',
     what: 'an underscore',

@@ -41,33 +41,33 @@ describe('drain', () => {
     const failing = new FailingRecordWrites(engine.docs);
     engine.ctx.docs = failing;
     for (const i of [1, 3])
-      await engine.ctx.results.send(
+      await engine.results.send(
         JSON.stringify({ v: 1, t: 'result', run: 'sum/manual-z', job: 'sum', outcomes: [{ i, ok: true, r: { v: 2 * i } }] }),
       );
     const { book, term } = engine.book(2);
     failing.failing = true;
     expect(await drainResults(engine.ctx, term, book)).toMatchObject({ received: 2, folded: 0, deferred: 2 });
-    expect(await engine.ctx.results.approximateCount()).toBe(2);
+    expect(await engine.results.approximateCount()).toBe(2);
     failing.failing = false;
     await engine.clock.advance(engine.ctx.tuning.drainVisibilitySeconds * 1000 + 1);
     expect(await drainResults(engine.ctx, term, book)).toMatchObject({ received: 2, folded: 2 });
     expect((await records.read(runKeys.record('sum/manual-z')))?.value.counters).toMatchObject({ succeeded: 2 });
-    expect(await engine.ctx.results.approximateCount()).toBe(0);
+    expect(await engine.results.approximateCount()).toBe(0);
   });
 
   it('a result delivered twice (a delete that was lost) counts once', async () => {
     const engine = unitEngine([sumJob({ items: 4 })]);
     const records = await seedRun(engine, 'sum/manual-a', 4, 'running');
     const result = { v: 1, t: 'result', run: 'sum/manual-a', job: 'sum', outcomes: [{ i: 2, ok: true, r: { v: 4 } }] };
-    await engine.ctx.results.send(JSON.stringify(result));
-    await engine.ctx.results.send(JSON.stringify(result));
+    await engine.results.send(JSON.stringify(result));
+    await engine.results.send(JSON.stringify(result));
     const { book, term } = engine.book(2);
     const stats = await drainResults(engine.ctx, term, book);
     expect(stats).toMatchObject({ received: 2, folded: 1, duplicates: 1 });
     const record = (await records.read(runKeys.record('sum/manual-a')))?.value;
     expect(record?.counters).toMatchObject({ succeeded: 1, duplicates: 1 });
     expect(record?.acc).toEqual({ count: 1, sum: 4, squares: 16 });
-    expect(await engine.ctx.results.approximateCount()).toBe(0);
+    expect(await engine.results.approximateCount()).toBe(0);
   });
 
   it('deletes results of an ended run together with the claim-check blobs they point at', async () => {
@@ -75,12 +75,12 @@ describe('drain', () => {
     await seedRun(engine, 'sum/manual-b', 2, 'succeeded');
     const claim = runKeys.claim('sum/manual-b', 'late');
     await engine.docs.write(claim, JSON.stringify([{ i: 0, ok: true, r: { v: 0 } }]), { ifNoneMatch: '*' });
-    await engine.ctx.results.send(JSON.stringify({ v: 1, t: 'result', run: 'sum/manual-b', job: 'sum', claim }));
+    await engine.results.send(JSON.stringify({ v: 1, t: 'result', run: 'sum/manual-b', job: 'sum', claim }));
     const { book, term } = engine.book(2);
     const stats = await drainResults(engine.ctx, term, book);
     expect(stats).toMatchObject({ received: 1, stray: 1, folded: 0 });
     expect(await engine.docs.read(claim)).toBeUndefined();
-    expect(await engine.ctx.results.approximateCount()).toBe(0);
+    expect(await engine.results.approximateCount()).toBe(0);
   });
 
   it('leaves results of a run that is still planning in the queue', async () => {
@@ -95,12 +95,12 @@ describe('drain', () => {
       timeoutSeconds: 60,
     });
     await records.create(runKeys.record('sum/manual-c'), 1, record);
-    await engine.ctx.results.send(
+    await engine.results.send(
       JSON.stringify({ v: 1, t: 'result', run: 'sum/manual-c', job: 'sum', outcomes: [{ i: 0, ok: true, r: { v: 0 } }] }),
     );
     const { book, term } = engine.book(2);
     await drainResults(engine.ctx, term, book);
-    expect(await engine.ctx.results.approximateCount()).toBe(1);
+    expect(await engine.results.approximateCount()).toBe(1);
   });
 
   it('a run whose record cannot be read holds up only its own results: the others count and leave the queue', async () => {
@@ -110,15 +110,15 @@ describe('drain', () => {
     const outcome = (run: string, i: number) =>
       JSON.stringify({ v: 1, t: 'result', run, job: 'sum', outcomes: [{ i, ok: true, r: { v: i + 1 } }] });
     // The unreadable run's result arrives first, so it is the first group the pass works on.
-    await engine.ctx.results.send(outcome('sum/manual-bad', 0));
-    await engine.ctx.results.send(outcome('sum/manual-ok', 0));
-    await engine.ctx.results.send(outcome('sum/manual-ok', 1));
+    await engine.results.send(outcome('sum/manual-bad', 0));
+    await engine.results.send(outcome('sum/manual-ok', 0));
+    await engine.results.send(outcome('sum/manual-ok', 1));
     const { book, term } = engine.book(2);
     const stats = await drainResults(engine.ctx, term, book);
     expect(stats).toMatchObject({ received: 3, folded: 2, deferred: 1 });
     expect((await records.read(runKeys.record('sum/manual-ok')))?.value.counters).toMatchObject({ succeeded: 2 });
     // Only the unreadable run's message is left, for a later pass.
-    expect(await engine.ctx.results.approximateCount()).toBe(1);
+    expect(await engine.results.approximateCount()).toBe(1);
     expect(engine.logs).toContainEqual(
       expect.stringMatching(/^warn left 1 message\(s\) of run sum\/manual-bad for a later pass: /),
     );
@@ -131,15 +131,15 @@ describe('drain', () => {
     const work = (run: string, i: number) =>
       JSON.stringify({ v: 1, t: 'work', run, job: 'sum', first: i, count: 1, items: [{ i }] });
     // The unreadable run's message arrives first, so the pass meets it before the healthy run's.
-    await engine.ctx.poison.send(work('sum/manual-bad', 0));
-    await engine.ctx.poison.send(work('sum/manual-ok', 0));
-    await engine.ctx.poison.send(work('sum/manual-ok', 1));
+    await engine.poison.send(work('sum/manual-bad', 0));
+    await engine.poison.send(work('sum/manual-ok', 0));
+    await engine.poison.send(work('sum/manual-ok', 1));
     const { book, term } = engine.book(2);
     const stats = await drainPoisonSettled(engine, book, term);
     expect(stats).toMatchObject({ received: 3, folded: 2, deferred: 1 });
     expect((await records.read(runKeys.record('sum/manual-ok')))?.value.counters).toMatchObject({ failed: 2 });
     // Only the unreadable run's message is left, for a later pass; its record is as found.
-    expect(await engine.ctx.poison.approximateCount()).toBe(1);
+    expect(await engine.poison.approximateCount()).toBe(1);
     expect((await engine.docs.read(runKeys.record('sum/manual-bad')))?.body).toBe('{"not": "a run record"}');
     expect(engine.logs).toContainEqual(
       expect.stringMatching(/^warn left a poisoned work message of run sum\/manual-bad for a later pass: /),
@@ -149,10 +149,10 @@ describe('drain', () => {
   it('a raw work message the host gave up on fails its items that have no outcome yet', async () => {
     const engine = unitEngine([sumJob({ items: 3 })]);
     const records = await seedRun(engine, 'sum/manual-d', 3, 'running');
-    await engine.ctx.results.send(
+    await engine.results.send(
       JSON.stringify({ v: 1, t: 'result', run: 'sum/manual-d', job: 'sum', outcomes: [{ i: 0, ok: true, r: { v: 0 } }] }),
     );
-    await engine.ctx.poison.send(
+    await engine.poison.send(
       JSON.stringify({ v: 1, t: 'work', run: 'sum/manual-d', job: 'sum', first: 0, count: 2, items: [{ i: 0 }, { i: 1 }] }),
     );
     const { book, term } = engine.book(2);
@@ -182,8 +182,8 @@ describe('poison copies of work whose result was sent', () => {
   async function sentThenPoisoned() {
     const engine = unitEngine([sumJob({ items: 1 })]);
     const records = await seedRun(engine, 'sum/manual-p', 1, 'running');
-    await engine.ctx.results.send(result);
-    await engine.ctx.poison.send(copy);
+    await engine.results.send(result);
+    await engine.poison.send(copy);
     const counters = async () => (await records.read(runKeys.record('sum/manual-p')))?.value.counters;
     return { engine, counters, ...engine.book(2) };
   }
@@ -196,7 +196,7 @@ describe('poison copies of work whose result was sent', () => {
     await drainResults(engine.ctx, term, book);
     await drainPoison(engine.ctx, term, book);
     expect(await counters()).toMatchObject(succeeded);
-    expect(await engine.ctx.poison.approximateCount()).toBe(0);
+    expect(await engine.poison.approximateCount()).toBe(0);
   });
 
   it('the result met first counts, and the poison copy is a duplicate', async () => {
@@ -211,8 +211,8 @@ describe('poison copies of work whose result was sent', () => {
     const records = await seedRun(engine, 'sum/manual-p', 1, 'running');
     const failing = new FailingRecordWrites(engine.docs);
     engine.ctx.docs = failing;
-    await engine.ctx.results.send(result);
-    await engine.ctx.poison.send(copy);
+    await engine.results.send(result);
+    await engine.poison.send(copy);
     const { book, term } = engine.book(2);
     await drainPoison(engine.ctx, term, book);
     await engine.clock.advance(VISIBILITY_MS);
@@ -230,7 +230,7 @@ describe('poison copies of work whose result was sent', () => {
   it('a copy with no result fails its item once a drained results queue shows none came', async () => {
     const engine = unitEngine([sumJob({ items: 2 })]);
     const records = await seedRun(engine, 'sum/manual-q', 2, 'running');
-    await engine.ctx.poison.send(copy.replaceAll('manual-p', 'manual-q'));
+    await engine.poison.send(copy.replaceAll('manual-p', 'manual-q'));
     const { book, term } = engine.book(2);
     // A new term waits a drain visibility: an earlier term's drain may hold a result hidden.
     await drainPoison(engine.ctx, term, book);
@@ -288,7 +288,7 @@ describe('failure parts', () => {
     engine.ctx.docs = docs;
     const { book, term } = engine.book(2);
     const fail = async (i: number) => {
-      await engine.ctx.results.send(
+      await engine.results.send(
         JSON.stringify({ v: 1, t: 'result', run: 'sum/manual-g', job: 'sum', outcomes: [{ i, ok: false, e: `bad ${i}`, a: 3 }] }),
       );
       return drainResults(engine.ctx, term, book);
@@ -324,7 +324,7 @@ describe('failure parts', () => {
     const { book, term } = engine.book(2);
     // 70 drains, each with one failure: 70 parts without merging.
     for (let i = 0; i < 70; i++) {
-      await engine.ctx.results.send(
+      await engine.results.send(
         JSON.stringify({ v: 1, t: 'result', run: 'sum/manual-e', job: 'sum', outcomes: [{ i, ok: false, e: `bad ${i}`, a: 3 }] }),
       );
       await drainResults(engine.ctx, term, book);

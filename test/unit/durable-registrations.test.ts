@@ -37,6 +37,23 @@ describe('the registrations of each engine', () => {
     ]);
   });
 
+  it('with BATON_QUEUE_SHARDS=3 (queue): a worker queue trigger per shard, each on its shard’s work queue', () => {
+    const runtime = createBatonRuntime({ ...STORAGE, BATON_HUB: 'nightly', BATON_QUEUE_SHARDS: '3' });
+    const registrations = batonRegistrations(runtime);
+    expect(registrations.map((r) => [r.kind, r.name, r.kind === 'queue' ? r.queueName : undefined])).toEqual([
+      ['timer', 'baton-coordinator', undefined],
+      ['queue', 'baton-worker', 'nightly-work'],
+      ['queue', 'baton-worker-s1', 'nightly-work-s1'],
+      ['queue', 'baton-worker-s2', 'nightly-work-s2'],
+    ]);
+    // Each trigger's results and notes go back on its own shard.
+    expect(runtime.workers.map((w) => [w.results.name, w.poison.name])).toEqual([
+      ['nightly-results', 'nightly-work-poison'],
+      ['nightly-results-s1', 'nightly-work-s1-poison'],
+      ['nightly-results-s2', 'nightly-work-s2-poison'],
+    ]);
+  });
+
   it("registers the app's own jobs on durable too: each has a merge", () => {
     const env = { ...STORAGE, BATON_ENGINE: 'durable', BATON_SYNTHETIC_JOBS: '[{"name":"sum","items":5}]' };
     expect(() => createBatonRuntime(env, { jobs: createJobs(env) })).not.toThrow();

@@ -68,7 +68,7 @@ async function seed(engine: UnitEngine, allCounted: boolean, change: (r: RunReco
     active: [RUN],
   });
   if (!allCounted) {
-    await engine.ctx.results.send(
+    await engine.results.send(
       JSON.stringify({ v: 1, t: 'result', run: RUN, job: 'sum', outcomes: [{ i: 2, ok: true, r: { v: 4 } }] }),
     );
   }

@@ -53,7 +53,7 @@ describe("the runtime's logger", () => {
     const { runtime, lines } = capture();
     runtime.coordinator.ctx.log.warn(`run r failed while planning: split failed: GET ${sasUrl} 403`);
     runtime.coordinator.ctx.log.info(`connection was ${connection}`);
-    runtime.worker.log?.('warn', `work message sent to poison: ${sasUrl}`);
+    runtime.workers[0]?.log?.('warn', `work message sent to poison: ${sasUrl}`);
     expect(lines).toHaveLength(3);
     expectMasked(lines.join('\n'));
     expect(lines[0]).toContain('sig=***');

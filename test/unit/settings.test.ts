@@ -233,7 +233,19 @@ describe('parseBatonSettings', () => {
       maxInFlightMessages: 4096,
       auditContainer: 'audit-demo',
       engine: 'queue',
+      queueShards: 1,
     });
+  });
+
+  it.each<[string, Env, number]>([
+    ['one shard', { BATON_QUEUE_SHARDS: '1' }, 1],
+    ['four shards', { BATON_QUEUE_SHARDS: '4' }, 4],
+    ['the most shards, with the longest hub they allow', { BATON_QUEUE_SHARDS: '16', BATON_HUB: 'h'.repeat(47) }, 16],
+    ['ten shards, with the longest hub they allow', { BATON_QUEUE_SHARDS: '10', BATON_HUB: 'h'.repeat(48) }, 10],
+    ['one shard, with the longest hub', { BATON_QUEUE_SHARDS: '1', BATON_HUB: 'h'.repeat(51) }, 1],
+    ['one shard on the durable engine', { BATON_QUEUE_SHARDS: '1', BATON_ENGINE: 'durable' }, 1],
+  ])('reads BATON_QUEUE_SHARDS: %s', (_name, env, shards) => {
+    expect(parseBatonSettings(env).queueShards).toBe(shards);
   });
 
   it('reads every setting', () => {
@@ -260,6 +272,7 @@ describe('parseBatonSettings', () => {
       maxInFlightMessages: 256,
       auditContainer: 'my-audit',
       engine: 'durable',
+      queueShards: 1,
     });
   });
 
