@@ -35,6 +35,7 @@ export function chaosProgram(): Command {
     .description('Chaos soak: real instances, a restartable Azurite, seeded faults, then an invariant check')
     .option('--minutes <m>', 'how long faults are injected', positive('--minutes'), 10)
     .option('--instances <n>', 'instance processes', wholeNumber('--instances'), 5)
+    .option('--queue-shards <n>', 'BATON_QUEUE_SHARDS of every instance', wholeNumber('--queue-shards'), 1)
     .option('--seed <s>', 'seed of the fault schedule (default: random, printed)', wholeNumber('--seed'))
     .addOption(
       new Option('--faults <kinds>', `fault kinds, comma-separated (default all: ${FAULT_KINDS.join(',')})`).argParser(
@@ -53,6 +54,7 @@ export function chaosProgram(): Command {
       async (opts: {
         minutes: number;
         instances: number;
+        queueShards: number;
         seed?: number;
         faults?: FaultKind[];
         data?: string;
@@ -64,6 +66,7 @@ export function chaosProgram(): Command {
         const report = await runSoak({
           minutes: opts.minutes,
           instances: opts.instances,
+          queueShards: opts.queueShards,
           seed,
           ...(opts.faults ? { kinds: opts.faults } : {}),
           ...(opts.data ? { data: opts.data } : {}),

@@ -22,7 +22,7 @@ export function formatSoakReport(report: SoakReport): string {
       `every run had ended ${(report.settleMs / 1000).toFixed(1)} s after the faults stopped`,
   );
   lines.push(...formatCheck(report.check));
-  lines.push('', `seed ${report.seed}; data ${report.kept ? `kept in ${report.data}` : 'removed'}`);
+  lines.push('', `seed ${report.seed}; ${report.queueShards} queue shard(s); data ${report.kept ? `kept in ${report.data}` : 'removed'}`);
   return lines.join('\n');
 }
 

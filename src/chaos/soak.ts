@@ -34,6 +34,8 @@ export interface SoakOptions {
   /** Keep the data folder afterwards (it is kept anyway when a violation is found). */
   keep?: boolean;
   hub?: string;
+  /** `BATON_QUEUE_SHARDS` of every instance (default 1). */
+  queueShards?: number;
   /**
    * Longest wait for runs to end, in each settling phase, and for queues to empty. Default: the
    * longest job timeout plus 20 s, which the invariants need; shorter only to see violations sooner.
@@ -46,6 +48,7 @@ export interface SoakReport {
   seed: number;
   minutes: number;
   instances: number;
+  queueShards: number;
   kinds: FaultKind[];
   faults: Record<FaultKind, number>;
   /** What the faults aimed at a run, an instance or the lease hit, in the order they were injected. */
@@ -183,6 +186,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       BATON_LEASE_SECONDS: String(LEASE_SECONDS),
       BATON_COORDINATOR_SCHEDULE: '* * * * * *',
       BATON_MAX_IN_FLIGHT: '256',
+      BATON_QUEUE_SHARDS: String(options.queueShards ?? 1),
       BATON_MAX_ATTEMPTS: String(CHAOS_HOST_JSON.extensions.queues.maxDequeueCount),
       BATON_HOST_JSON: join(data, 'host.json'),
       // A killed or paused instance's messages come back after 10 s rather than 30 s, so the runs
@@ -527,6 +531,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       seed: options.seed,
       minutes: options.minutes,
       instances: options.instances,
+      queueShards: options.queueShards ?? 1,
       kinds,
       faults,
       targets,
