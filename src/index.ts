@@ -43,6 +43,8 @@ export { requestRun, requestCancel } from './hub/requests';
 export { readHubStatus, listRuns, readRunDetails } from './hub/status';
 export type { HubStatus, RunDetails } from './hub/status';
 export type { RunOutput, FailuresManifest } from './hub/run-output';
+export { readFailuresManifest, readFailures } from './hub/failures-manifest';
+export type { FailureEntry } from './hub/fold';
 export type { RunRecord, RunState } from './hub/run-record';
 export { hubResources } from './hub/resources';
 

@@ -1,3 +1,4 @@
+import type { FailureEntry } from '../hub/fold';
 import type { FailuresManifest, RunOutput } from '../hub/run-output';
 import { isTerminal, type RunRecord } from '../hub/run-record';
 import type { AuditEntry } from './audit-trail';
@@ -94,6 +95,11 @@ export interface CheckInput {
   unreadable?: ReadonlyArray<{ key: string; reason: string }>;
   /** Messages on the queues the snapshot could not see. */
   unseenMessages?: number;
+  /**
+   * Reads a manifest's failures from storage, passing parts storage no longer has to
+   * `onMissing` (the snapshot gives one). Without it, only failures listed inline are read.
+   */
+  failuresOf?: (manifest: FailuresManifest, onMissing: (key: string) => void) => AsyncIterable<FailureEntry>;
 }
 
 export interface CheckResult {
@@ -107,17 +113,18 @@ export interface CheckResult {
 }
 
 /**
- * Checks the reliability invariants over everything a hub wrote. Pure: the caller reads storage
- * (and the audit trail) and passes it in, so the same rules run on a soak's end state, on any
- * storage account, and in table tests.
+ * Checks the reliability invariants over everything a hub wrote. The caller reads storage (and
+ * the audit trail) and passes it in, so the same rules run on a soak's end state, on any storage
+ * account, and in table tests; only the failures are read as they are checked (`failuresOf`),
+ * since a run may have more of them than fit in memory.
  */
-export function checkInvariants(input: CheckInput): CheckResult {
+export async function checkInvariants(input: CheckInput): Promise<CheckResult> {
   const violations: Violation[] = [];
   const notes: string[] = [];
   const states: Record<string, number> = {};
   for (const run of input.runs) {
     states[run.record.state] = (states[run.record.state] ?? 0) + 1;
-    violations.push(...checkRun(run, input));
+    violations.push(...(await checkRun(run, input)));
   }
   for (const { key, reason } of input.unreadable ?? []) violations.push({ rule: 'readable', subject: key, evidence: reason });
   for (const [job, expected] of input.expectations) {
@@ -171,7 +178,7 @@ function boundOf(record: RunRecord, input: CheckInput): number {
 }
 const pastBound = (record: RunRecord, input: CheckInput): boolean => (input.now ?? Date.now()) > boundOf(record, input);
 
-function checkRun(run: CheckedRun, input: CheckInput): Violation[] {
+async function checkRun(run: CheckedRun, input: CheckInput): Promise<Violation[]> {
   const { record, output, manifest } = run;
   const out: Violation[] = [];
   const v = (rule: InvariantRule, evidence: string) => out.push({ rule, subject: record.runId, evidence });
@@ -214,16 +221,18 @@ function checkRun(run: CheckedRun, input: CheckInput): Violation[] {
     v('one-output', `${record.state} without an output document`);
   }
 
-  const failedItems = manifest ? manifest.failed.map((f) => f.item) : undefined;
+  const tally = manifest ? await tallyFailures(manifest, expected, input, out, record.runId) : undefined;
   if (finalized) {
     if (succeeded + failed !== planned) v('counts-add-up', `succeeded ${succeeded} + failed ${failed} ≠ planned ${planned}`);
-    if (!failedItems) v('counts-add-up', `${record.state} without a failures manifest`);
-    else if (failedItems.length !== failed)
-      v('counts-add-up', `the manifest lists ${failedItems.length} failed items, the counters ${failed}`);
+    if (!tally) v('counts-add-up', `${record.state} without a failures manifest`);
+    else if (tally.count !== failed) v('counts-add-up', `the manifest lists ${tally.count} failed items, the counters ${failed}`);
   } else if (manifest && succeeded + failed + manifest.missingCount < planned) {
     // Ended early (timed out, cancelled, or failed by repeated step errors): every item is
     // counted or listed missing. Results folded after the manifest can only add to the counts.
     v('counts-add-up', `succeeded ${succeeded} + failed ${failed} + missing ${manifest.missingCount} < planned ${planned}`);
+  }
+  if (manifest && tally && !tally.unreadable && tally.count !== manifest.failedCount) {
+    v('counts-add-up', `the manifest says ${manifest.failedCount} items failed and lists ${tally.count}`);
   }
   if (!expected) return out;
 
@@ -231,13 +240,11 @@ function checkRun(run: CheckedRun, input: CheckInput): Violation[] {
   if (planned !== expected.planned && !(record.state !== 'succeeded' && planned === 0)) {
     v('counts-add-up', `planned ${planned}, expected ${expected.planned}`);
   }
-  if (failedItems) {
-    const deterministic = new Set(expected.failed);
-    const extra = failedItems.filter((i) => !deterministic.has(i));
-    if (extra.length) v('counts-add-up', `items failed that never fail by design: ${sample(extra)}`);
+  if (tally) {
+    if (tally.extra.length)
+      v('counts-add-up', `items failed that never fail by design: ${sample(tally.extra, tally.extraCount)}`);
     if (finalized) {
-      const seen = new Set(failedItems);
-      const missed = expected.failed.filter((i) => !seen.has(i));
+      const missed = expected.failed.filter((i) => !tally.listed.has(i));
       if (missed.length) v('counts-add-up', `items that always fail are not listed as failed: ${sample(missed)}`);
     }
   }
@@ -265,15 +272,58 @@ function checkFaultEffect(run: CheckedRun, expected: Expectation): Violation[] {
   } else if (expected.finalizeError && !expected.finalizeError.test(record.finalizeError ?? '')) {
     v(`finalize error ${JSON.stringify(record.finalizeError)}, expected one matching ${expected.finalizeError}`);
   }
-  for (const { items, reason } of expected.reasons ?? []) {
-    const wanted = new Set(items);
-    for (const entry of manifest?.failed ?? []) {
-      if (wanted.has(entry.item) && !reason.test(entry.reason)) {
-        v(`item ${entry.item} failed with ${JSON.stringify(entry.reason)}, expected a reason matching ${reason}`);
+  return out;
+}
+
+/** What the checks keep of a run's failures while reading them: never the whole list. */
+interface FailureTally {
+  count: number;
+  /** Listed items among those that fail by design. */
+  listed: Set<number>;
+  /** The first items listed that never fail by design, and how many there were. */
+  extra: number[];
+  extraCount: number;
+  /** Parts of the failure log storage no longer had, or that were not JSON. */
+  unreadable: number;
+}
+
+/**
+ * Reads the manifest's failures once, checking each failed item's reason against what a fault
+ * aimed at it must have left (`fault-effect`) and reporting parts storage lost (`readable`).
+ */
+async function tallyFailures(
+  manifest: FailuresManifest,
+  expected: Expectation | undefined,
+  input: CheckInput,
+  out: Violation[],
+  runId: string,
+): Promise<FailureTally> {
+  const tally: FailureTally = { count: 0, listed: new Set(), extra: [], extraCount: 0, unreadable: 0 };
+  const byDesign = expected && new Set(expected.failed);
+  const reasons = (expected?.reasons ?? []).map(({ items, reason }) => ({ items: new Set(items), reason }));
+  const by = expected?.fault ? `${expected.fault}: ` : '';
+  const onMissing = (key: string) => {
+    tally.unreadable++;
+    out.push({ rule: 'readable', subject: runId, evidence: `the manifest names ${key}, which storage no longer has` });
+  };
+  const failures = input.failuresOf ? input.failuresOf(manifest, onMissing) : (manifest.failed ?? []);
+  try {
+    for await (const entry of failures) {
+      tally.count++;
+      if (byDesign?.has(entry.item)) tally.listed.add(entry.item);
+      else if (byDesign && tally.extraCount++ < SAMPLED) tally.extra.push(entry.item);
+      for (const { items, reason } of reasons) {
+        if (!items.has(entry.item) || reason.test(entry.reason)) continue;
+        const evidence = `${by}item ${entry.item} failed with ${JSON.stringify(entry.reason)}, expected a reason matching ${reason}`;
+        out.push({ rule: 'fault-effect', subject: runId, evidence });
       }
     }
+  } catch (err) {
+    if (!(err instanceof SyntaxError)) throw err;
+    tally.unreadable++;
+    out.push({ rule: 'readable', subject: runId, evidence: `its failure log is not JSON: ${err.message}` });
   }
-  return out;
+  return tally;
 }
 
 /**
@@ -467,6 +517,8 @@ function storageOrder(writes: readonly AuditEntry[]): AuditEntry[] {
   return [...merged, ...rest.slice(i)];
 }
 
-function sample(items: readonly number[]): string {
-  return items.length <= 10 ? items.join(', ') : `${items.slice(0, 10).join(', ')} … (${items.length})`;
+const SAMPLED = 10;
+
+function sample(items: readonly number[], total = items.length): string {
+  return total <= SAMPLED ? items.join(', ') : `${items.slice(0, SAMPLED).join(', ')} … (${total})`;
 }

@@ -103,7 +103,11 @@ export function chaosProgram(): Command {
           : opts.expect === 'synthetic'
             ? chaosExpectations(parseSyntheticJobs(process.env))
             : new Map();
-      const check = checkInvariants({ ...snapshot, expectations, ...(opts.audit ? { audit: readAuditTrail(opts.audit) } : {}) });
+      const check = await checkInvariants({
+        ...snapshot,
+        expectations,
+        ...(opts.audit ? { audit: readAuditTrail(opts.audit) } : {}),
+      });
       process.stdout.write(`${formatCheck(check).join('\n')}\n`);
       if (check.runsChecked === 0) process.stderr.write(`chaos check: hub ${opts.hub} has no runs: nothing was checked\n`);
       process.exitCode = check.violations.length || check.runsChecked === 0 ? 1 : 0;

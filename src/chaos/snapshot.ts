@@ -1,6 +1,8 @@
 import type { QueueServiceClient } from '@azure/storage-queue';
 import { parseShardQueueName } from '../hub/resources';
 import type { FailuresManifest, RunOutput } from '../hub/run-output';
+import { readFailures, readFailuresManifest } from '../hub/failures-manifest';
+import type { FailureEntry } from '../hub/fold';
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments } from '../fencing/fenced-documents';
 import { AzureQueue, AzureQueueDirectory } from '../queue/azure-queue';
@@ -15,6 +17,8 @@ export interface HubSnapshot {
   leftovers: Leftover[];
   /** Messages on the queues that were not seen (hidden by a receive, or past what a peek shows). */
   unseenMessages: number;
+  /** Reads a run's failures as the checks go: a manifest only names where they are. */
+  failuresOf: (manifest: FailuresManifest, onMissing: (key: string) => void) => AsyncIterable<FailureEntry>;
 }
 
 export interface SnapshotOptions {
@@ -30,7 +34,8 @@ const HIDE_SECONDS = 30;
 
 /**
  * Everything the invariant checker needs from a hub: every run record (with its ETag) with its
- * output and failures manifest, and the messages still on the work and results queues.
+ * output and failures manifest, a reader of the failures the manifests name, and the messages
+ * still on the work and results queues.
  */
 export async function readHubSnapshot(
   docs: DocumentStore,
@@ -47,7 +52,7 @@ export async function readHubSnapshot(
       const doc = await records.read(key, options);
       if (!doc) continue;
       const output = await readJson<RunOutput>(docs, runKeys.output(doc.value.runId), options);
-      const manifest = await readJson<FailuresManifest>(docs, runKeys.manifest(doc.value.runId), options);
+      const manifest = await readFailuresManifest(docs, doc.value.runId, options);
       runs.push({ record: doc.value, etag: doc.etag, ...(output ? { output } : {}), ...(manifest ? { manifest } : {}) });
     } catch (err) {
       if (storageErrorOf(err)) throw err;
@@ -84,7 +89,9 @@ export async function readHubSnapshot(
     }
     unseenMessages += Math.max(0, total - seen.size);
   }
-  return { runs, unreadable, leftovers, unseenMessages };
+  const failuresOf = (manifest: FailuresManifest, onMissing: (key: string) => void) =>
+    readFailures(docs, manifest, { abortSignal: options.abortSignal, onMissing });
+  return { runs, unreadable, leftovers, unseenMessages, failuresOf };
 }
 
 async function readJson<T>(docs: DocumentStore, key: string, options: SnapshotOptions): Promise<T | undefined> {

@@ -513,7 +513,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       target.setAside = met.filter((w) => /for a later pass/.test(w.message)).length;
       target.stepErrors = met.filter((w) => /failed, will retry/.test(w.message)).length;
     }
-    const check = checkInvariants({
+    const check = await checkInvariants({
       ...snapshot,
       expectations: chaosExpectations(),
       runExpectations: faultExpectations(

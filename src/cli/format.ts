@@ -1,4 +1,4 @@
-import type { FailuresManifest } from '../hub/run-output';
+import type { FailureEntry } from '../hub/fold';
 import type { JobState } from '../hub/job-state';
 import type { HubStatus, RunDetails } from '../hub/status';
 import { isTerminal, type RunRecord } from '../hub/run-record';
@@ -63,8 +63,27 @@ export interface ShowView {
   outputPath: string | null;
   /** The job's output (from the output document), or null before the run finalizes. */
   output: unknown;
-  /** From the failures manifest, written when the run ends; null before. */
-  failures: { failed: FailuresManifest['failed']; failedCount: number; missing: number[]; missingCount: number } | null;
+  /**
+   * From the failures manifest, written when the run ends; null before. `failed` holds the first
+   * `FAILURES_LISTED` in the order they were counted; `baton failures` prints every one.
+   */
+  failures: {
+    failed: FailureEntry[];
+    failedCount: number;
+    missing: number[];
+    missingCount: number;
+    /** Parts of the failure log storage no longer has, met while reading `failed`. */
+    unreadableParts?: string[];
+  } | null;
+}
+
+/** Failures `show` reads and lists: the manifest says how many there are in all. */
+export const FAILURES_LISTED = 1000;
+
+/** The first failures of a run's manifest, as `show` reads them. */
+export interface ListedFailures {
+  failed: FailureEntry[];
+  unreadableParts: string[];
 }
 
 export function runView(record: RunRecord): RunView {
@@ -118,7 +137,7 @@ export function statusView(hub: string, endpoint: string, status: HubStatus): St
   };
 }
 
-export function showView(hub: string, container: string, details: RunDetails): ShowView {
+export function showView(hub: string, container: string, details: RunDetails, listed?: ListedFailures): ShowView {
   const { record, output, manifest } = details;
   return {
     hub,
@@ -132,10 +151,11 @@ export function showView(hub: string, container: string, details: RunDetails): S
     output: output ? (output.output ?? null) : null,
     failures: manifest
       ? {
-          failed: manifest.failed,
-          failedCount: manifest.failed.length,
+          failed: listed?.failed ?? [],
+          failedCount: manifest.failedCount,
           missing: manifest.missing,
           missingCount: manifest.missingCount,
+          ...(listed?.unreadableParts.length ? { unreadableParts: listed.unreadableParts } : {}),
         }
       : null,
   };
@@ -305,8 +325,10 @@ export function renderShow(view: ShowView, now: Date): string {
         ),
       ),
     );
-    if (f.failed.length > FAILURES_SHOWN) lines.push(`  ... and ${f.failed.length - FAILURES_SHOWN} more (use --json)`);
+    const more = f.failedCount - Math.min(f.failed.length, FAILURES_SHOWN);
+    if (more > 0) lines.push(`  ... and ${more} more (baton failures ${r.runId})`);
   }
+  if (f?.unreadableParts) lines.push(`  not listed, gone from storage: ${f.unreadableParts.join(', ')}`);
   if (view.output !== null) {
     lines.push('', 'output:');
     const text = (JSON.stringify(view.output, null, 2) ?? String(view.output)).split('\n');

@@ -2,10 +2,22 @@ import { InvalidArgumentError, type Command } from 'commander';
 import { pendingRequests, requestCancel, requestRun } from '../hub/requests';
 import { listRuns, readHubStatus, readRunDetails, type RunDetails } from '../hub/status';
 import { isTerminal } from '../hub/run-record';
+import { firstFailures, readFailures } from '../hub/failures-manifest';
+import { readFailureLog } from '../hub/failure-log';
 import { CliError } from './connection';
 import { withHub, type CliContext } from './context';
 import type { HubHandle } from './hub';
-import { renderRuns, renderShow, renderStatus, runView, showView, statusView, toJson, type RunsView } from './format';
+import {
+  FAILURES_LISTED,
+  renderRuns,
+  renderShow,
+  renderStatus,
+  runView,
+  showView,
+  statusView,
+  toJson,
+  type RunsView,
+} from './format';
 import { examples } from './help';
 
 const DEFAULT_LIMIT = 20;
@@ -57,7 +69,10 @@ async function lateRunOrWhyMissing(hub: HubHandle, runId: string): Promise<RunDe
   throw why;
 }
 
-/** `status`, `runs`, `show`, `trigger` and `cancel`: the commands that read or steer a hub. */
+/** Lines of `baton failures` written at a time: the output streams, whatever the number of failures. */
+const FAILURE_LINES_PER_WRITE = 1000;
+
+/** `status`, `runs`, `show`, `failures`, `trigger` and `cancel`: the commands that read or steer a hub. */
 export function registerHubCommands(program: Command, ctx: CliContext): void {
   const { io } = ctx;
 
@@ -107,8 +122,41 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .action(async (runId: string, options: { json?: boolean }, command: Command) => {
       await withHub(ctx, command, async (hub) => {
         const details = (await readRunDetails(hub.docs, runId)) ?? (await lateRunOrWhyMissing(hub, runId));
-        const view = showView(hub.hub, hub.resources.container, details);
+        const listed = details.manifest && (await firstFailures(hub.docs, details.manifest, FAILURES_LISTED));
+        const view = showView(hub.hub, hub.resources.container, details, listed);
         io.out(options.json ? toJson(view) : renderShow(view, ctx.now()));
+      });
+    });
+
+  program
+    .command('failures')
+    .description('every failed item of a run with its reason: one JSON line each, in the order they were counted')
+    .argument('<runId>', "the run id, as 'baton runs' lists it")
+    .addHelpText(
+      'after',
+      examples(
+        'baton failures blob-audit/2026-11-21T02:00:00.000Z',
+        "baton failures blob-audit/manual-<id> | jq -r '.reason' | sort | uniq -c   # failures by reason",
+      ),
+    )
+    .action(async (runId: string, _options: unknown, command: Command) => {
+      await withHub(ctx, command, async (hub) => {
+        const details = (await readRunDetails(hub.docs, runId)) ?? (await lateRunOrWhyMissing(hub, runId));
+        const gone: string[] = [];
+        const onMissing = (key: string) => gone.push(key);
+        // An open run has no manifest yet: its record names the failures counted so far.
+        const failures = details.manifest
+          ? readFailures(hub.docs, details.manifest, { onMissing })
+          : readFailureLog(hub.docs, details.record.failureParts, { onMissing });
+        let lines: string[] = [];
+        for await (const failure of failures) {
+          lines.push(JSON.stringify(failure));
+          if (lines.length < FAILURE_LINES_PER_WRITE) continue;
+          io.out(`${lines.join('\n')}\n`);
+          lines = [];
+        }
+        if (lines.length) io.out(`${lines.join('\n')}\n`);
+        if (gone.length) throw new CliError(`failures in ${gone.join(', ')} were not printed: gone from storage`);
       });
     });
 

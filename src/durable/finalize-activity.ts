@@ -1,5 +1,8 @@
 import type { FailureEntry } from '../hub/fold';
-import type { FailuresManifest, RunOutput } from '../hub/run-output';
+import { appendFailures } from '../hub/failure-log';
+import { writeFailuresManifest } from '../hub/failures-manifest';
+import type { RunOutput } from '../hub/run-output';
+import type { DocumentStore } from '../fencing/document-store';
 import { callHook } from '../jobs/call-hook';
 import { errorText } from '../jobs/error-text';
 import { withinTolerance } from '../jobs/job-definition';
@@ -10,6 +13,9 @@ import { requireJob } from './jobs';
 import { DURABLE_EPOCH } from './names';
 import { assertDurableRecord, deleteOtherPlans, runRecords, runResultOf } from './run-records';
 import { writeOnce } from '../fencing/write-once';
+
+/** Failures per part of the log: a part is read whole, so it stays a bounded read. */
+const FAILURES_PER_PART = 1000;
 
 /**
  * The finalize activity: the queue engine's end of a run, from the orchestration's totals.
@@ -50,9 +56,16 @@ export function createFinalizeActivity(deps: DurableActivityDeps): (input: unkno
     const output = job.aggregate.output(input.acc);
     const document: RunOutput = { runId: record.runId, job: record.job, occurrence: record.occurrence, state, counters, output };
     await writeOnce(deps.docs, runKeys.output(record.runId), document, signal);
-    const failures: FailureEntry[] = [...input.failures].sort((a, b) => a.item - b.item);
-    const manifest: FailuresManifest = { runId: record.runId, state, failed: failures, missing: [], missingCount: 0 };
-    await writeOnce(deps.docs, runKeys.manifest(record.runId), manifest, signal);
+    // Durable may repeat this activity: a repeat finds the manifest and writes no second log.
+    if (!(await deps.docs.read(runKeys.manifest(record.runId), { abortSignal: signal }))) {
+      const failureParts = await logFailures(deps.docs, record.runId, input.failures, signal);
+      const failedCount = input.failures.length;
+      await writeFailuresManifest(
+        deps.docs,
+        { runId: record.runId, state, failedCount, failureParts, missing: [], missingCount: 0 },
+        signal,
+      );
+    }
 
     let finalizeError: string | null = null;
     const finalize = job.finalize;
@@ -90,16 +103,39 @@ export function createFinalizeActivity(deps: DurableActivityDeps): (input: unkno
   };
 }
 
+/**
+ * The orchestration's failures in the failure log both engines keep, by item, a part per
+ * `FAILURES_PER_PART`: the manifest names the log, as the queue engine's does.
+ */
+async function logFailures(
+  docs: DocumentStore,
+  runId: string,
+  failures: readonly FailureEntry[],
+  signal: AbortSignal,
+): Promise<string[]> {
+  const sorted = [...failures].sort((a, b) => a.item - b.item);
+  let roots: string[] = [];
+  for (let at = 0; at < sorted.length; at += FAILURES_PER_PART) {
+    const slice = sorted.slice(at, at + FAILURES_PER_PART);
+    roots = await appendFailures(docs, { runId, epoch: DURABLE_EPOCH, roots, failures: slice }, signal);
+  }
+  return roots;
+}
+
 /** A run that cannot go on: failed, with a manifest that lists no outcomes (the durable engine never got any). */
 async function abort(deps: DurableActivityDeps, record: RunRecord, reason: string): Promise<RunResult> {
-  const manifest: FailuresManifest = {
-    runId: record.runId,
-    state: 'failed',
-    failed: [],
-    missing: [],
-    missingCount: record.counters.planned,
-  };
-  await writeOnce(deps.docs, runKeys.manifest(record.runId), manifest, signalOf(deps));
+  await writeFailuresManifest(
+    deps.docs,
+    {
+      runId: record.runId,
+      state: 'failed',
+      failedCount: 0,
+      failureParts: [],
+      missing: [],
+      missingCount: record.counters.planned,
+    },
+    signalOf(deps),
+  );
   const ended = await end(deps, record.runId, 'failed', { manifestKey: runKeys.manifest(record.runId), endReason: reason });
   deps.log?.('warn', `run ${record.runId} failed: ${reason}`);
   return runResultOf(ended);

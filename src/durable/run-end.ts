@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import type { FailuresManifest } from '../hub/run-output';
+import { writeFailuresManifest } from '../hub/failures-manifest';
 import { errorText } from '../jobs/error-text';
 import { StaleEpochError } from '../errors';
 import type { DocumentStore } from '../fencing/document-store';
-import { writeOnce } from '../fencing/write-once';
 import type { JobDefinition } from '../jobs/job-definition';
 import {
   isTerminal,
@@ -63,12 +63,13 @@ function withProgress(counters: RunRecord['counters'], customStatus: unknown): R
 }
 
 /** The manifest of a run the starter ended: its items' failure reasons never left the orchestration. */
-function manifestOf(record: RunRecord): FailuresManifest {
+function manifestOf(record: RunRecord): FailuresManifest & { failureParts: string[] } {
   const { planned, succeeded, failed } = record.counters;
   return {
     runId: record.runId,
     state: record.state as TerminalRunState,
-    failed: [],
+    failedCount: 0,
+    failureParts: [],
     missing: [],
     missingCount: Math.max(0, planned - succeeded - failed),
   };
@@ -151,7 +152,7 @@ export async function endDurableRun(
   }
   const done = ended as RunRecord | undefined;
   if (!done) return undefined;
-  if (manifest) await writeOnce(deps.docs, runKeys.manifest(runId), manifestOf(done), deps.signal);
+  if (manifest) await writeFailuresManifest(deps.docs, manifestOf(done), deps.signal);
   deps.log?.('warn', `run ${runId} ${to}: ${reason}`);
   return done;
 }
@@ -409,5 +410,5 @@ async function endAsOutput(
 async function writeNamedManifest(deps: RunEndDeps, record: RunRecord): Promise<void> {
   if (record.manifestKey !== runKeys.manifest(record.runId) || record.outputKey !== null) return;
   if (await deps.docs.read(record.manifestKey, { abortSignal: deps.signal })) return;
-  await writeOnce(deps.docs, record.manifestKey, manifestOf(record), deps.signal);
+  await writeFailuresManifest(deps.docs, manifestOf(record), deps.signal);
 }

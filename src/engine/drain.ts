@@ -1,10 +1,9 @@
-import { randomUUID } from 'node:crypto';
 import type { QueuePort, ReceivedMessage } from '../queue/queue-port';
 import { inLanes } from './lanes';
-import { runKeys, type RunRecord } from '../hub/run-record';
 import { keepDeadLetter } from './dead-letters';
 import type { EngineContext, TermContext } from './engine-context';
-import { foldOutcomes, type FailureEntry } from '../hub/fold';
+import { foldOutcomes } from '../hub/fold';
+import { appendFailures } from '../hub/failure-log';
 import {
   ClaimMissingError,
   loadClaim,
@@ -24,8 +23,6 @@ const BATCH = 32;
 const DELETE_LANES = 32;
 /** Receives folded into one checkpoint: fewer rewrites of the bitset on big runs. */
 const BATCHES_PER_CHECKPOINT = 4;
-/** Failure blobs a checkpoint may name before they are merged into one. */
-const MAX_FAILURE_PARTS = 64;
 /** How soon a message the leader cannot count yet is offered again. */
 const DEFER_SECONDS = 5;
 
@@ -292,10 +289,16 @@ async function applyToRun(
   const before = run.seen.clone();
   const folded = foldOutcomes(run.job, { acc: record.acc, seen: run.seen, counters: record.counters }, outcomes);
   const counters = { ...folded.counters, rejected: folded.counters.rejected + rejected };
-  let replaced: string[] = [];
   try {
-    let failureParts = record.failureParts;
-    if (folded.failures.length) ({ parts: failureParts, replaced } = await addFailurePart(ctx, term, record, folded.failures));
+    // Written before the checkpoint that names them, never rewritten or deleted: whether this
+    // save lands, fails or lands unseen, every part a stored record names holds what it held.
+    const failureParts = folded.failures.length
+      ? await appendFailures(
+          ctx.docs,
+          { runId, epoch: term.epoch, roots: record.failureParts, failures: folded.failures },
+          term.signal,
+        )
+      : record.failureParts;
     await book.save(run, {
       ...record,
       acc: folded.acc,
@@ -308,8 +311,6 @@ async function applyToRun(
     run.seen = before; // the checkpoint did not land; neither did these items
     throw err;
   }
-  // Parts merged into the new one are named by no checkpoint any more: storage stays bounded.
-  await Promise.all(replaced.map((key) => ctx.docs.delete(key, { abortSignal: term.signal }).catch(() => false)));
   return {
     folded: counters.succeeded + counters.failed - record.counters.succeeded - record.counters.failed,
     duplicates: counters.duplicates - record.counters.duplicates,
@@ -330,37 +331,6 @@ async function keepOutsidePlan(ctx: EngineContext, term: TermContext, group: Gro
     await keepDeadLetter(ctx, term, queue.name, message, reason, group.run);
     ctx.log.warn(`kept message ${message.id} from ${queue.name} as a dead letter: ${reason}`);
   }
-}
-
-/**
- * Writes the new failures as one more part, under a key no part ever had (epoch, position and a
- * random id, created with If-None-Match), so a part a stored checkpoint names is never rewritten,
- * whether the save that follows lands, fails or lands unseen. Past `MAX_FAILURE_PARTS` the parts
- * are merged into the new one, so the checkpoint's list stays short however many batches had
- * failures; the parts it replaces are returned, to delete once the checkpoint no longer names them.
- */
-async function addFailurePart(
-  ctx: EngineContext,
-  term: TermContext,
-  record: RunRecord,
-  failures: FailureEntry[],
-): Promise<{ parts: string[]; replaced: string[] }> {
-  const key = runKeys.failurePart(record.runId, term.epoch, record.failureParts.length, randomUUID().slice(0, 8));
-  let body = failures.map((f) => JSON.stringify(f)).join('\n');
-  let parts = [...record.failureParts, key];
-  let replaced: string[] = [];
-  if (parts.length > MAX_FAILURE_PARTS) {
-    const earlier: string[] = [];
-    for (const part of record.failureParts) {
-      const stored = await ctx.docs.read(part, { abortSignal: term.signal });
-      if (stored) earlier.push(stored.body.trimEnd());
-    }
-    body = [...earlier, body].join('\n');
-    parts = [key];
-    replaced = record.failureParts;
-  }
-  await ctx.docs.write(key, `${body}\n`, { ifNoneMatch: '*' }, { abortSignal: term.signal });
-  return { parts, replaced };
 }
 
 async function deleteAll(term: TermContext, messages: Received[]): Promise<void> {

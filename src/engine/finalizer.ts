@@ -1,10 +1,10 @@
-import type { FailuresManifest, RunOutput } from '../hub/run-output';
+import type { RunOutput } from '../hub/run-output';
+import { writeFailuresManifest } from '../hub/failures-manifest';
 import { writeOnce } from '../fencing/write-once';
 import { callHook } from '../jobs/call-hook';
 import { withinTolerance } from '../jobs/job-definition';
 import { isTerminal, runKeys, transition, type RunRecord, type TerminalRunState } from '../hub/run-record';
 import type { EngineContext, TermContext } from './engine-context';
-import type { FailureEntry } from '../hub/fold';
 import { forgetRun } from './reconcile';
 import type { ActiveRun, RunBook } from './run-book';
 import { errorText } from '../jobs/error-text';
@@ -154,6 +154,10 @@ async function endRun(
   );
 }
 
+/**
+ * The manifest names the record's failure log instead of copying it: however many items
+ * failed, this reads nothing and writes a document the size of the log's roots.
+ */
 async function writeManifest(
   ctx: EngineContext,
   term: TermContext,
@@ -162,25 +166,16 @@ async function writeManifest(
   missing: number[],
   missingCount = missing.length,
 ): Promise<void> {
-  const failed: FailureEntry[] = [];
-  const unreadableParts: string[] = [];
-  for (const part of record.failureParts) {
-    const stored = await ctx.docs.read(part, { abortSignal: term.signal });
-    // A part someone deleted is named rather than allowed to keep the run from ending.
-    if (!stored) {
-      unreadableParts.push(part);
-      continue;
-    }
-    for (const line of stored.body.split('\n')) if (line) failed.push(JSON.parse(line) as FailureEntry);
-  }
-  failed.sort((a, b) => a.item - b.item);
-  const manifest: FailuresManifest = {
-    runId: record.runId,
-    state,
-    failed,
-    missing,
-    missingCount,
-    ...(unreadableParts.length ? { unreadableParts } : {}),
-  };
-  await writeOnce(ctx.docs, runKeys.manifest(record.runId), manifest, term.signal);
+  await writeFailuresManifest(
+    ctx.docs,
+    {
+      runId: record.runId,
+      state,
+      failedCount: record.counters.failed,
+      failureParts: record.failureParts,
+      missing,
+      missingCount,
+    },
+    term.signal,
+  );
 }

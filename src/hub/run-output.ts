@@ -11,14 +11,26 @@ export interface RunOutput {
   output: unknown;
 }
 
-/** The failures manifest, written beside the output (and for timed-out runs alone). */
+/**
+ * The failures manifest, written beside the output (and for runs that end early, alone). It
+ * names where the failure reasons are rather than holding them, so it stays small however many
+ * items failed; read them with `readFailures` (`failures-manifest.ts`).
+ */
 export interface FailuresManifest {
   runId: string;
   state: TerminalRunState;
-  failed: FailureEntry[];
+  /** Failed items the manifest gives a reason for: how many `readFailures` yields. */
+  failedCount: number;
+  /**
+   * The roots of the run's failure log (`failure-log.ts`): write-once parts and indexes holding
+   * every failed item with its reason, in the order they were counted. Never deleted.
+   */
+  failureParts?: string[];
+  /** Only in manifests written before the failure log: every failure inline, by item. */
+  failed?: FailureEntry[];
   /** Items with no outcome at all (timed-out or cancelled runs). */
   missing: number[];
   missingCount: number;
-  /** Failure blobs the checkpoint named but storage no longer had. */
+  /** Only in manifests written before the failure log: failure blobs storage no longer had. */
   unreadableParts?: string[];
 }

@@ -83,7 +83,10 @@ export const runRecordSchema = z.object({
   acc: z.unknown(),
   /** Base64 bitset over item indexes that have been counted (succeeded or failed). */
   seen: z.string().nullable(),
-  /** Keys of failure blobs that belong to the checkpoint, in order. */
+  /**
+   * The roots of the run's failure log, in order: write-once parts and indexes of parts
+   * (`failure-log.ts`) that hold every failure the checkpoint counted, with its reason.
+   */
   failureParts: z.array(z.string()),
   cancelRequested: z.boolean(),
   endReason: z.string().nullable(),
@@ -180,6 +183,9 @@ export const runKeys = {
   claimsPrefix: (runId: string) => `runs/${runId}/claims/`,
   failurePart: (runId: string, epoch: number, seq: number, id: string) =>
     `runs/${runId}/failures/e${epoch}-${String(seq).padStart(6, '0')}-${id}.ndjson`,
+  /** An index of the failure log: the keys of `FAILURE_LOG_FANOUT` parts or indexes one level below. */
+  failureIndex: (runId: string, level: number, epoch: number, seq: number, id: string) =>
+    `runs/${runId}/failures/i${level}-e${epoch}-${String(seq).padStart(6, '0')}-${id}.json`,
   output: (runId: string) => `runs/${runId}/output.json`,
   manifest: (runId: string) => `runs/${runId}/failures.json`,
 };

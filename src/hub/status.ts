@@ -3,6 +3,7 @@ import { FencedDocuments } from '../fencing/fenced-documents';
 import type { LeaseStore } from '../lease/lease-store';
 import { isTerminal, runKeys, runRecordSchema, type RunRecord } from './run-record';
 import type { FailuresManifest, RunOutput } from './run-output';
+import { readFailuresManifest } from './failures-manifest';
 import { jobStateSchema, type JobState } from './job-state';
 
 /** What anyone can read about a hub without leading it: the status the CLI and the live view show. */
@@ -16,6 +17,7 @@ export interface HubStatus {
 export interface RunDetails {
   record: RunRecord;
   output: RunOutput | undefined;
+  /** Names where the failures are; `readFailures` reads them. */
   manifest: FailuresManifest | undefined;
 }
 
@@ -80,6 +82,6 @@ export async function readRunDetails(
   return {
     record: run.value,
     output: await json<RunOutput>(runKeys.output(runId)),
-    manifest: await json<FailuresManifest>(runKeys.manifest(runId)),
+    manifest: await readFailuresManifest(docs, runId, options),
   };
 }

@@ -174,6 +174,23 @@ describe('baton runs and show', () => {
     expect(result.out).toContain('"bytes": 300');
   });
 
+  it('failures prints one JSON line per failure: from the manifest of a finished run, from the record of an open one', async () => {
+    const lines = (result: { out: string }) =>
+      result.out
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as unknown);
+    const done = await cli('failures', seed.finishedRunId);
+    expect(done.code).toBe(0);
+    expect(lines(done)).toEqual([{ item: 2, reason: 'Content-MD5 mismatch', attempts: 5 }]);
+    const open = await cli('failures', seed.activeRunId);
+    expect(open.code).toBe(0);
+    expect(lines(open)).toEqual([{ item: 4, reason: 'blob not found', attempts: 5 }]);
+    const unknown = await cli('failures', `${seed.job}/no-such-run`);
+    expect(unknown.code).toBe(1);
+    expect(expectOneErrorLine(unknown)).toContain(`no run ${seed.job}/no-such-run`);
+  });
+
   it('show of an unknown run id is one line and exit 1', async () => {
     const result = await cli('show', `${seed.job}/no-such-run`);
     expect(result.code).toBe(1);
@@ -439,11 +456,14 @@ describe('usage errors exit 2, and the help shows the global options', () => {
     expect(result.out).toMatch(/^\s+3\s+storage unreachable/m);
   });
 
-  it.each(['runs', 'show', 'trigger', 'cancel', 'start'])('%s --help lists the global options and examples', async (command) => {
-    const result = await bare(command, '--help');
-    expect(result.code).toBe(0);
-    expect(result.out).toContain('Global Options:');
-    expect(result.out).toContain('--connection <string>');
-    expect(result.out).toMatch(new RegExp(`Examples:\\n\\s+baton ${command} `));
-  });
+  it.each(['runs', 'show', 'failures', 'trigger', 'cancel', 'start'])(
+    '%s --help lists the global options and examples',
+    async (command) => {
+      const result = await bare(command, '--help');
+      expect(result.code).toBe(0);
+      expect(result.out).toContain('Global Options:');
+      expect(result.out).toContain('--connection <string>');
+      expect(result.out).toMatch(new RegExp(`Examples:\\n\\s+baton ${command} `));
+    },
+  );
 });

@@ -121,7 +121,7 @@ describe('durable runs always end, on Azurite', () => {
     expect(details?.record.endReason).toMatch(
       /^its orchestration failed while the run was running: .*the runs container is unavailable/,
     );
-    expect(details?.manifest).toEqual({ runId, state: 'failed', failed: [], missing: [], missingCount: 0 });
+    expect(details?.manifest).toEqual({ runId, state: 'failed', failedCount: 0, failureParts: [], missing: [], missingCount: 0 });
     expect(summary.ended).toEqual([{ runId, state: 'failed', reason: details?.record.endReason }]);
     expect(await activeOf(docs, 'failing')).toEqual([]);
   });
@@ -154,7 +154,14 @@ describe('durable runs always end, on Azurite', () => {
       const summary = await hub.tick(at(T1, 61));
       const ended = await readRunDetails(docs, runId);
       expect(ended?.record).toMatchObject({ state: 'timed-out', endReason: reason, counters: { planned: 6 } });
-      expect(ended?.manifest).toEqual({ runId, state: 'timed-out', failed: [], missing: [], missingCount: 6 });
+      expect(ended?.manifest).toEqual({
+        runId,
+        state: 'timed-out',
+        failedCount: 0,
+        failureParts: [],
+        missing: [],
+        missingCount: 6,
+      });
       expect(durable.instances.get(runInstanceId(runId))).toMatchObject({ runtimeStatus: Status.Terminated, output: reason });
       expect(summary.ended).toEqual([{ runId, state: 'timed-out', reason }]);
 

@@ -97,7 +97,14 @@ describe('job engine edges on Azurite: timeout and cancel', () => {
     expect(record?.manifestKey).toBe(runKeys.manifest(runId));
     expect(await ports.docs.read(runKeys.output(runId))).toBeUndefined();
     const manifest = await engine.readJson<FailuresManifest>(runKeys.manifest(runId));
-    expect(manifest).toEqual({ runId, state: 'timed-out', failed: [], missing: range(fast, n), missingCount: n - fast });
+    expect(manifest).toEqual({
+      runId,
+      state: 'timed-out',
+      failedCount: 0,
+      failureParts: [],
+      missing: range(fast, n),
+      missingCount: n - fast,
+    });
 
     // The slow items' results arrive after the end: the leader counts them as stray and the run does not change.
     const late = await lateTerm(engine);
@@ -151,7 +158,14 @@ describe('job engine edges on Azurite: timeout and cancel', () => {
     expect(record?.counters).toMatchObject({ planned: n, succeeded: fast, failed: 0 });
     expect(await ports.docs.read(runKeys.output(runId))).toBeUndefined();
     const manifest = await engine.readJson<FailuresManifest>(runKeys.manifest(runId));
-    expect(manifest).toEqual({ runId, state: 'cancelled', failed: [], missing: range(fast, n), missingCount: n - fast });
+    expect(manifest).toEqual({
+      runId,
+      state: 'cancelled',
+      failedCount: 0,
+      failureParts: [],
+      missing: range(fast, n),
+      missingCount: n - fast,
+    });
 
     const late = await lateTerm(engine);
     expect(late.stray).toBe(n - fast);

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { BlobServiceClient } from '@azure/storage-blob';
 import { hubResources } from '../../src/hub/resources';
 import type { FailuresManifest, RunOutput } from '../../src/hub/run-output';
+import { appendFailures } from '../../src/hub/failure-log';
 import { jobStateKey, newJobState, type JobState } from '../../src/hub/job-state';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
@@ -106,7 +107,7 @@ export async function seedHub(
   const records = new FencedDocuments<RunRecord>(docs, { parse: (v) => runRecordSchema.parse(v) });
   const now = Date.now();
 
-  // The earlier run: ran to the end with one failed item.
+  // The earlier run: ran to the end with one failed item, in its failure log.
   const finishedAt = new Date(now - 10 * 60_000);
   const finishedRunId = scheduledRunId(job, finishedAt);
   let finished = newRunRecord({
@@ -120,8 +121,11 @@ export async function seedHub(
   for (const to of ['dispatching', 'running', 'finalizing', 'succeeded'] as const) {
     finished = transition(finished, to, new Date(finishedAt.getTime() + 30_000));
   }
+  const finishedFailures = [{ item: 2, reason: 'Content-MD5 mismatch', attempts: 5 }];
+  const finishedParts = await appendFailures(docs, { runId: finishedRunId, epoch, roots: [], failures: finishedFailures });
   finished = {
     ...finished,
+    failureParts: finishedParts,
     planEpoch: epoch,
     counters: { planned: 4, dispatched: 4, succeeded: 3, failed: 1, duplicates: 0, rejected: 0 },
     outputKey: runKeys.output(finishedRunId),
@@ -139,22 +143,25 @@ export async function seedHub(
   const manifest: FailuresManifest = {
     runId: finishedRunId,
     state: 'succeeded',
-    failed: [{ item: 2, reason: 'Content-MD5 mismatch', attempts: 5 }],
+    failedCount: 1,
+    failureParts: finishedParts,
     missing: [],
     missingCount: 0,
   };
   await docs.write(runKeys.output(finishedRunId), JSON.stringify(output), { ifNoneMatch: '*' });
   await docs.write(runKeys.manifest(finishedRunId), JSON.stringify(manifest), { ifNoneMatch: '*' });
 
-  // The open run: 7 of 10 items back, one of them failed.
+  // The open run: 7 of 10 items back, one of them failed, so far in its record's failure log only.
   const occurrence = new Date(now - 60_000);
   const activeRunId = scheduledRunId(job, occurrence);
+  const activeFailures = [{ item: 4, reason: 'blob not found', attempts: 5 }];
   let active = newRunRecord({ runId: activeRunId, job, trigger: 'schedule', occurrence, now: occurrence, timeoutSeconds: 3600 });
   active = transition(transition(active, 'dispatching', occurrence), 'running', occurrence);
   active = {
     ...active,
     planEpoch: epoch,
     counters: { planned: 10, dispatched: 10, succeeded: 6, failed: 1, duplicates: 0, rejected: 0 },
+    failureParts: await appendFailures(docs, { runId: activeRunId, epoch, roots: [], failures: activeFailures }),
   };
   await records.create(runKeys.record(activeRunId), epoch, active);
 

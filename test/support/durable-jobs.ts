@@ -14,6 +14,7 @@ import {
   type RunInput,
 } from '../../src/durable';
 import { DurableSimulator, type InstanceRun, type SimulatorOptions } from './durable-history';
+import { failuresOf } from './failures';
 
 const SQUARES_MODULUS = 2_147_483_647;
 
@@ -71,8 +72,11 @@ export function durableEngine(
   };
 }
 
-/** What must agree between the engines for one run: everything but the run id, the occurrence and timestamps. */
-export function comparableRun(details: RunDetails | undefined) {
+/**
+ * What must agree between the engines for one run: everything but the run id, the occurrence,
+ * timestamps and the keys of the failure parts; the failures those parts hold, by item.
+ */
+export async function comparableRun(docs: DocumentStore, details: RunDetails | undefined) {
   if (!details) return undefined;
   const { planned, dispatched, succeeded, failed } = details.record.counters;
   return {
@@ -86,6 +90,7 @@ export function comparableRun(details: RunDetails | undefined) {
       occurrence: undefined,
       counters: { ...details.output.counters, duplicates: 0 },
     },
-    manifest: details.manifest && { ...details.manifest, runId: undefined },
+    manifest: details.manifest && { ...details.manifest, runId: undefined, failureParts: undefined },
+    failures: await failuresOf(docs, details.manifest),
   };
 }

@@ -11,6 +11,10 @@ import {
 } from '../../src/chaos/invariants';
 import { newRunRecord, transition, type RunRecord } from '../../src/hub/run-record';
 import { expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
+import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
+import { appendFailures } from '../../src/hub/failure-log';
+import { readFailures } from '../../src/hub/failures-manifest';
+import type { FailuresManifest } from '../../src/hub/run-output';
 
 const SPEC = { name: 'sum', items: 10, failEvery: 4 };
 const EXPECTED = expectedSynthetic(SPEC);
@@ -47,6 +51,7 @@ function goodRun(occurrenceSeconds = 0, overrides: Partial<RunRecord> = {}): Che
     manifest: {
       runId: record.runId,
       state: 'succeeded',
+      failedCount: EXPECTED.failed.length,
       failed: EXPECTED.failed.map((item) => ({ item, reason: 'by design', attempts: 3 })),
       missing: [],
       missingCount: 0,
@@ -79,15 +84,15 @@ function auditOf(run: CheckedRun): AuditEntry[] {
   ];
 }
 
-function rulesOf(input: Partial<CheckInput>): InvariantRule[] {
-  const result = checkInvariants({ runs: [], leftovers: [], expectations, ...input });
+async function rulesOf(input: Partial<CheckInput>): Promise<InvariantRule[]> {
+  const result = await checkInvariants({ runs: [], leftovers: [], expectations, ...input });
   return result.violations.map((v) => v.rule);
 }
 
 describe('the invariant checker', () => {
-  it('finds nothing wrong with runs that ended as they should', () => {
+  it('finds nothing wrong with runs that ended as they should', async () => {
     const runs = [goodRun(0), goodRun(20)];
-    const result = checkInvariants({
+    const result = await checkInvariants({
       runs,
       leftovers: [],
       expectations: new Map([['sum', { ...expectations.get('sum')!, state: 'succeeded' as const }]]),
@@ -100,26 +105,26 @@ describe('the invariant checker', () => {
     expect(result.audit).toMatchObject({ writes: 4, accepted: 4, refused: 0, documents: 2 });
   });
 
-  it('needs every version of a run record in the audit trail, unless a write whose answer was lost accounts for it', () => {
+  it('needs every version of a run record in the audit trail, unless a write whose answer was lost accounts for it', async () => {
     const run = goodRun(0);
     const [create] = auditOf(run);
     // Storage holds a version no audited write made: the order checks could not see it.
-    expect(rulesOf({ runs: [run], audit: [create!] })).toEqual(['audit-complete']);
+    expect(await rulesOf({ runs: [run], audit: [create!] })).toEqual(['audit-complete']);
     const lost: AuditEntry = { at: T0 + 3, key: create!.key, status: 0, ifMatch: create!.etag, epoch: 1 };
-    const result = checkInvariants({ runs: [run], leftovers: [], expectations, audit: [create!, lost] });
+    const result = await checkInvariants({ runs: [run], leftovers: [], expectations, audit: [create!, lost] });
     expect(result.violations).toEqual([]);
     expect(result.notes.join('\n')).toMatch(/1 version\(s\) of run records came from writes whose answer storage never gave/);
   });
 
-  it('does not count duplicates folded after the output was written against it', () => {
+  it('does not count duplicates folded after the output was written against it', async () => {
     const run = goodRun(0);
     const later = { ...run, record: { ...run.record, counters: { ...run.record.counters, duplicates: 3 } } };
-    expect(rulesOf({ runs: [later] })).toEqual([]);
+    expect(await rulesOf({ runs: [later] })).toEqual([]);
   });
 
-  it('judges a run still open before its bound later, not now', () => {
+  it('judges a run still open before its bound later, not now', async () => {
     const open = { record: { ...goodRun(0).record, state: 'running' as const, endedAt: null } };
-    const result = checkInvariants({ runs: [open], leftovers: [], expectations, now: T0 + 10_000 });
+    const result = await checkInvariants({ runs: [open], leftovers: [], expectations, now: T0 + 10_000 });
     expect(result.violations).toEqual([]);
     expect(result.notes.join('\n')).toMatch(/1 run\(s\) still open within their timeout/);
   });
@@ -208,11 +213,11 @@ describe('the invariant checker', () => {
       { runs: [goodRun(0, { endedAt: new Date(T0 + 76_000).toISOString() })], faultsStoppedAt: T0 },
       'terminal-in-time',
     ],
-  ])('reports %s', (_name, input, rule) => {
-    expect(rulesOf(input)).toContain(rule);
+  ])('reports %s', async (_name, input, rule) => {
+    expect(await rulesOf(input)).toContain(rule);
   });
 
-  it('lets a timed-out run account for its missing items, but not count a failure that never fails by design', () => {
+  it('lets a timed-out run account for its missing items, but not count a failure that never fails by design', async () => {
     const timedOut = (failed: number[]): CheckedRun => {
       const base = goodRun(0);
       const counters = { ...base.record.counters, succeeded: 5, failed: failed.length };
@@ -221,19 +226,53 @@ describe('the invariant checker', () => {
         manifest: {
           runId: base.record.runId,
           state: 'timed-out',
+          failedCount: failed.length,
           failed: failed.map((item) => ({ item, reason: 'x', attempts: 3 })),
           missing: [],
           missingCount: 10 - 5 - failed.length,
         },
       };
     };
-    expect(rulesOf({ runs: [timedOut([3])] })).toEqual([]);
-    expect(rulesOf({ runs: [timedOut([3, 4])] })).toEqual(['counts-add-up']);
+    expect(await rulesOf({ runs: [timedOut([3])] })).toEqual([]);
+    expect(await rulesOf({ runs: [timedOut([3, 4])] })).toEqual(['counts-add-up']);
   });
 
-  it('ignores leftovers of open runs and notes those that name no run', () => {
+  it('reads failures from the failure log a manifest names, and reports a part storage lost or an item listed twice', async () => {
+    const docs = new InMemoryDocumentStore();
+    const run = goodRun(0);
+    const runId = run.record.runId;
+    const entry = (item: number) => ({ item, reason: 'by design', attempts: 3 });
+    const logOf = async (parts: number[][]) => {
+      let roots: string[] = [];
+      for (const items of parts) roots = await appendFailures(docs, { runId, epoch: 1, roots, failures: items.map(entry) });
+      return roots;
+    };
+    const withLog = (failureParts: string[]): CheckedRun => ({
+      ...run,
+      manifest: { runId, state: 'succeeded', failedCount: 2, failureParts, missing: [], missingCount: 0 },
+    });
+    const failuresOf = (manifest: FailuresManifest, onMissing: (key: string) => void) =>
+      readFailures(docs, manifest, { onMissing });
+    const violations = async (checked: CheckedRun) =>
+      (await checkInvariants({ runs: [checked], leftovers: [], expectations, failuresOf })).violations;
+
+    expect(await violations(withLog(await logOf([[3], [7]])))).toEqual([]);
+    const lost = await logOf([[3], [7]]);
+    await docs.delete(lost[1]!);
+    expect(await violations(withLog(lost))).toEqual([
+      { rule: 'readable', subject: runId, evidence: `the manifest names ${lost[1]}, which storage no longer has` },
+      { rule: 'counts-add-up', subject: runId, evidence: 'the manifest lists 1 failed items, the counters 2' },
+      { rule: 'counts-add-up', subject: runId, evidence: 'items that always fail are not listed as failed: 7' },
+    ]);
+    expect((await violations(withLog(await logOf([[3], [7, 3]])))).map((v) => v.evidence)).toEqual([
+      'the manifest lists 3 failed items, the counters 2',
+      'the manifest says 2 items failed and lists 3',
+    ]);
+  });
+
+  it('ignores leftovers of open runs and notes those that name no run', async () => {
     const open = { record: { ...goodRun(0).record, state: 'running' as const, endedAt: null } };
-    const result = checkInvariants({
+    const result = await checkInvariants({
       runs: [open],
       leftovers: [
         { queue: 'h-work', id: 'a', run: open.record.runId },
@@ -245,9 +284,9 @@ describe('the invariant checker', () => {
     expect(result.notes.join('\n')).toContain('1 message(s) left on the queues name no known run');
   });
 
-  it('says what it could not check without an audit trail or an expectation', () => {
+  it('says what it could not check without an audit trail or an expectation', async () => {
     const other = goodRun(0);
-    const result = checkInvariants({
+    const result = await checkInvariants({
       runs: [{ ...other, record: { ...other.record, job: 'other' } }],
       leftovers: [],
       expectations,
@@ -336,11 +375,13 @@ describe('the terms of leadership', () => {
     expect(raised.map((v) => v.subject)).toEqual(['epoch 1']);
   });
 
-  it('are part of the check when given, and noted as unchecked when not', () => {
-    expect(rulesOf({ terms: [term('a', 4, 0), term('b', 1, 1000)] })).toEqual(['epoch-monotonic']);
-    expect(rulesOf({ terms: [term('a', 4, 0), term('b', 5, 1000)], leaseDeletions: [T0 + 500] })).toEqual([]);
-    expect(rulesOf({ terms: [term('a', 4, 0), term('b', 1, 1000, 5)], leaseDeletions: [T0 + 500] })).toEqual(['epoch-monotonic']);
-    expect(checkInvariants({ runs: [], leftovers: [], expectations }).notes.join('\n')).toMatch(
+  it('are part of the check when given, and noted as unchecked when not', async () => {
+    expect(await rulesOf({ terms: [term('a', 4, 0), term('b', 1, 1000)] })).toEqual(['epoch-monotonic']);
+    expect(await rulesOf({ terms: [term('a', 4, 0), term('b', 5, 1000)], leaseDeletions: [T0 + 500] })).toEqual([]);
+    expect(await rulesOf({ terms: [term('a', 4, 0), term('b', 1, 1000, 5)], leaseDeletions: [T0 + 500] })).toEqual([
+      'epoch-monotonic',
+    ]);
+    expect((await checkInvariants({ runs: [], leftovers: [], expectations })).notes.join('\n')).toMatch(
       /epoch-monotonic was not checked/,
     );
   });
@@ -354,13 +395,15 @@ describe('the effects of faults aimed at one run', () => {
   const soakJobs = new Map([
     ['sum', { ...expectedSynthetic(JOB), planned: 10, state: 'succeeded' as const, finalizeError: null }],
   ]);
-  const check = (runs: CheckedRun[], targets: FaultTarget[], disturbed: Array<{ from: number; to: number }> = []) =>
-    checkInvariants({
-      runs,
-      leftovers: [],
-      expectations: soakJobs,
-      runExpectations: faultExpectations([JOB], targets, new Map(runs.map((r) => [r.record.runId, r.record])), disturbed),
-    }).violations;
+  const check = async (runs: CheckedRun[], targets: FaultTarget[], disturbed: Array<{ from: number; to: number }> = []) =>
+    (
+      await checkInvariants({
+        runs,
+        leftovers: [],
+        expectations: soakJobs,
+        runExpectations: faultExpectations([JOB], targets, new Map(runs.map((r) => [r.record.runId, r.record])), disturbed),
+      })
+    ).violations;
   /** goodRun(0), its failures with the given reasons, and `extra` failed too (counts, output and manifest agree). */
   const ended = (reasons: Record<number, string>, extra: number[] = []): CheckedRun => {
     const run = goodRun(0);
@@ -371,37 +414,45 @@ describe('the effects of faults aimed at one run', () => {
       output: { ...run.output!, counters, output },
       manifest: {
         ...run.manifest!,
+        failedCount: failed.length,
         failed: failed.map((item) => ({ item, reason: reasons[item] ?? byDesign(item), attempts: 5 })),
       },
     };
   };
 
-  it('a hung process fails its item with the timeout, and nothing else in its run', () => {
+  it('a hung process fails its item with the timeout, and nothing else in its run', async () => {
     const hung: FaultTarget = { kind: 'hung-hook', hook: 'process', run: runAt(0), item: 5, started: true };
     const timeout = 'HookTimeoutError: process did not finish within 3 s and ignored its abort signal, so it was abandoned';
     expect(HUNG_HOOK_EFFECT.process.test(timeout)).toBe(true);
-    expect(check([ended({ 5: timeout }, [5])], [hung])).toEqual([]);
+    expect(await check([ended({ 5: timeout }, [5])], [hung])).toEqual([]);
     // Failed another way (the poison copy's reason): not what a hung process does.
-    const poisoned = check([ended({ 5: 'no result after 6 deliveries: the worker never finished this message' }, [5])], [hung]);
+    const poisoned = await check(
+      [ended({ 5: 'no result after 6 deliveries: the worker never finished this message' }, [5])],
+      [hung],
+    );
     expect(poisoned.map((v) => v.rule)).toEqual(['fault-effect']);
     expect(poisoned[0]?.evidence).toMatch(/^hung process of item 5: item 5 failed with "no result after 6 deliveries/);
     // The item counted as succeeded: the hang did not bite, or was lost.
-    expect(check([ended({})], [hung]).map((v) => v.rule)).toContain('counts-add-up');
+    expect((await check([ended({})], [hung])).map((v) => v.rule)).toContain('counts-add-up');
     // The same hang on another run: that run must not show it.
-    expect(check([ended({ 5: timeout }, [5])], [{ ...hung, run: runAt(20) }]).map((v) => v.rule)).toContain('counts-add-up');
+    expect((await check([ended({ 5: timeout }, [5])], [{ ...hung, run: runAt(20) }])).map((v) => v.rule)).toContain(
+      'counts-add-up',
+    );
   });
 
-  it('a hung item whose last delivery a kill, pause or restart cut short may fail through the poison copy instead', () => {
+  it('a hung item whose last delivery a kill, pause or restart cut short may fail through the poison copy instead', async () => {
     const hung: FaultTarget = { kind: 'hung-hook', hook: 'process', run: runAt(0), item: 5, started: true };
     const poisoned = ended({ 5: 'no result after 2 deliveries: the worker never finished this message' }, [5]);
     // goodRun(0) was open from T0 to T0 + 5 s.
-    expect(check([poisoned], [hung], [{ from: T0 + 2000, to: T0 + 2500 }])).toEqual([]);
-    expect(check([poisoned], [hung], [{ from: T0 + 9000, to: T0 + 9500 }]).map((v) => v.rule)).toEqual(['fault-effect']);
+    expect(await check([poisoned], [hung], [{ from: T0 + 2000, to: T0 + 2500 }])).toEqual([]);
+    expect((await check([poisoned], [hung], [{ from: T0 + 9000, to: T0 + 9500 }])).map((v) => v.rule)).toEqual(['fault-effect']);
     // It must still fail: a success is no documented end for a hung item.
-    expect(check([ended({})], [hung], [{ from: T0 + 2000, to: T0 + 2500 }]).map((v) => v.rule)).toContain('counts-add-up');
+    expect((await check([ended({})], [hung], [{ from: T0 + 2000, to: T0 + 2500 }])).map((v) => v.rule)).toContain(
+      'counts-add-up',
+    );
   });
 
-  it('a hung split fails its run with the timeout as its reason', () => {
+  it('a hung split fails its run with the timeout as its reason', async () => {
     const base = goodRun(0);
     const failed: CheckedRun = {
       record: {
@@ -411,27 +462,29 @@ describe('the effects of faults aimed at one run', () => {
       },
     };
     const hung: FaultTarget = { kind: 'hung-hook', hook: 'split', run: runAt(0), started: true };
-    expect(check([failed], [hung])).toEqual([]);
-    expect(check([{ ...failed, record: { ...failed.record, endReason: 'its step failed 5 times in a row' } }], [hung])).toEqual([
+    expect(await check([failed], [hung])).toEqual([]);
+    expect(
+      await check([{ ...failed, record: { ...failed.record, endReason: 'its step failed 5 times in a row' } }], [hung]),
+    ).toEqual([
       expect.objectContaining({ rule: 'fault-effect', evidence: expect.stringMatching(/^hung split: ended failed with reason/) }),
     ]);
     // Without the fault, a failed run of a soak job is a violation.
-    expect(check([failed], []).map((v) => v.rule)).toContain('expected-state');
+    expect((await check([failed], [])).map((v) => v.rule)).toContain('expected-state');
   });
 
-  it('a hung finalize leaves its run ended as decided, with the error noted; no other run has one', () => {
+  it('a hung finalize leaves its run ended as decided, with the error noted; no other run has one', async () => {
     const noted = 'finalize did not finish within 3 s and ignored its abort signal, so it was abandoned';
     const run = goodRun(0);
     const withError = { ...run, record: { ...run.record, finalizeError: noted } };
     const hung: FaultTarget = { kind: 'hung-hook', hook: 'finalize', run: runAt(0), started: true };
-    expect(check([withError], [hung])).toEqual([]);
-    expect(check([run], [hung]).map((v) => v.rule)).toEqual(['fault-effect']);
-    expect(check([withError], []).map((v) => v.evidence)).toEqual([
+    expect(await check([withError], [hung])).toEqual([]);
+    expect((await check([run], [hung])).map((v) => v.rule)).toEqual(['fault-effect']);
+    expect((await check([withError], [])).map((v) => v.evidence)).toEqual([
       `a finalize error no fault explains: ${JSON.stringify(noted)}`,
     ]);
   });
 
-  it("a worker that died after sending: its result's outcomes count, not the poison copy's", () => {
+  it("a worker that died after sending: its result's outcomes count, not the poison copy's", async () => {
     const death: FaultTarget = {
       kind: 'worker-death',
       instance: 'instance-9',
@@ -441,8 +494,8 @@ describe('the effects of faults aimed at one run', () => {
       dequeueCount: 5,
       at: T0,
     };
-    expect(check([ended({})], [death])).toEqual([]);
-    const copyWon = check([ended({ 3: 'no result after 6 deliveries: the worker never finished this message' })], [death]);
+    expect(await check([ended({})], [death])).toEqual([]);
+    const copyWon = await check([ended({ 3: 'no result after 6 deliveries: the worker never finished this message' })], [death]);
     expect(copyWon).toEqual([
       expect.objectContaining({
         rule: 'fault-effect',
@@ -452,18 +505,20 @@ describe('the effects of faults aimed at one run', () => {
       }),
     ]);
     // Outside the message, a failure's reason is not this fault's business.
-    expect(check([ended({ 7: 'no result after 6 deliveries: the worker never finished this message' })], [death])).toEqual([]);
+    expect(await check([ended({ 7: 'no result after 6 deliveries: the worker never finished this message' })], [death])).toEqual(
+      [],
+    );
   });
 
-  it('a hang aimed at an occurrence that never started hits nothing, unless the job had started it', () => {
+  it('a hang aimed at an occurrence that never started hits nothing, unless the job had started it', async () => {
     const skipped: FaultTarget = { kind: 'hung-hook', hook: 'split', run: runAt(40), started: false };
-    expect(check([goodRun(0)], [skipped])).toEqual([]);
-    expect(check([goodRun(0)], [{ ...skipped, started: true }])).toEqual([
+    expect(await check([goodRun(0)], [skipped])).toEqual([]);
+    expect(await check([goodRun(0)], [{ ...skipped, started: true }])).toEqual([
       { rule: 'fault-effect', subject: runAt(40), evidence: 'a fault was aimed at this run, and it has no run record' },
     ]);
   });
 
-  it('puts two faults on one run together', () => {
+  it('puts two faults on one run together', async () => {
     const timeout = 'HookTimeoutError: process did not finish within 3 s and ignored its abort signal, so it was abandoned';
     const targets: FaultTarget[] = [
       { kind: 'hung-hook', hook: 'process', run: runAt(0), item: 5, started: true },
@@ -471,8 +526,8 @@ describe('the effects of faults aimed at one run', () => {
     ];
     const expected = faultExpectations([JOB], targets, new Map([[runAt(0), goodRun(0).record]])).get(runAt(0));
     expect(expected?.fault).toBe('hung process of item 5; instance-9 died after sending the result of items 4..7');
-    expect(check([ended({ 5: timeout }, [5])], targets)).toEqual([]);
-    expect(check([ended({ 5: timeout, 7: 'no result after 6 deliveries' }, [5])], targets).map((v) => v.rule)).toEqual([
+    expect(await check([ended({ 5: timeout }, [5])], targets)).toEqual([]);
+    expect((await check([ended({ 5: timeout, 7: 'no result after 6 deliveries' }, [5])], targets)).map((v) => v.rule)).toEqual([
       'fault-effect',
     ]);
   });

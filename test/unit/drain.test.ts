@@ -4,6 +4,8 @@ import type { DocumentCallOptions, WriteCondition } from '../../src/fencing/docu
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { newRunRecord, runKeys, runRecordSchema, transition, type RunRecord } from '../../src/hub/run-record';
 import { Bitset } from '../../src/hub/bitset';
+import { FAILURE_LOG_FANOUT, failureLogLevel, readFailureLog } from '../../src/hub/failure-log';
+import type { FailureEntry } from '../../src/hub/fold';
 import { ForwardingDocumentStore } from '../support/forwarding-document-store';
 import { DEFAULT_TUNING, type TermContext } from '../../src/engine/engine-context';
 import type { RunBook } from '../../src/engine/run-book';
@@ -270,20 +272,37 @@ class FailingRecordWrites extends ForwardingDocumentStore {
   }
 }
 
-/** Every failure line of the parts the stored record names, by item. */
+/** Every failure the stored record's failure log holds, by item. */
 async function namedFailures(engine: ReturnType<typeof unitEngine>, record: RunRecord | undefined): Promise<number[]> {
   const items: number[] = [];
-  for (const part of record?.failureParts ?? []) {
-    for (const line of ((await engine.docs.read(part))?.body ?? '').split('\n'))
-      if (line) items.push((JSON.parse(line) as { item: number }).item);
-  }
+  for await (const entry of readFailureLog(engine.docs, record?.failureParts ?? [])) items.push(entry.item);
   return items.sort((a, b) => a - b);
 }
 
+/** Every blob the record's failure log names, indexes included, with its ETag. */
+async function namedBlobs(engine: ReturnType<typeof unitEngine>, roots: readonly string[]): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const key of roots) {
+    const stored = await engine.docs.read(key);
+    if (!stored) throw new Error(`${key} is named but gone`);
+    out.set(key, stored.etag);
+    if (failureLogLevel(key) > 0)
+      for (const [k, etag] of await namedBlobs(engine, JSON.parse(stored.body) as string[])) out.set(k, etag);
+  }
+  return out;
+}
+
+/** Roots whose levels never rise and hold fewer than FAILURE_LOG_FANOUT of any one level. */
+function expectBoundedRoots(roots: readonly string[]): void {
+  const levels = roots.map(failureLogLevel);
+  expect(levels).toEqual([...levels].sort((a, b) => b - a));
+  for (const level of new Set(levels)) expect(levels.filter((l) => l === level).length).toBeLessThan(FAILURE_LOG_FANOUT);
+}
+
 describe('failure parts', () => {
-  it('never rewrites a part the checkpoint names: two merges, the second save failing, and failures = counter', async () => {
-    const engine = unitEngine([sumJob({ items: 200 })]);
-    const records = await seedRun(engine, 'sum/manual-g', 200, 'running');
+  it('never rewrites or deletes a blob the checkpoint names: a fold into indexes whose save fails, and failures = counter', async () => {
+    const engine = unitEngine([sumJob({ items: 300 })]);
+    const records = await seedRun(engine, 'sum/manual-g', 300, 'running');
     const docs = new FailingRecordWrites(engine.docs);
     engine.ctx.docs = docs;
     const { book, term } = engine.book(2);
@@ -293,50 +312,89 @@ describe('failure parts', () => {
       );
       return drainResults(engine.ctx, term, book);
     };
-    // 65 parts merge into one; 63 more bring the checkpoint back to 64 named parts, the first of
-    // them the merged one. The 129th failure merges again, and that checkpoint's save fails.
-    for (let i = 0; i < 128; i++) await fail(i);
+    // 255 parts: 15 indexes of 16 parts and 15 parts. The 256th folds 16 parts into an index,
+    // then 16 indexes into one of level 2, and that checkpoint's save fails.
+    for (let i = 0; i < 255; i++) await fail(i);
     const before = (await records.read(runKeys.record('sum/manual-g')))?.value;
-    expect(before?.counters.failed).toBe(128);
-    expect(before?.failureParts).toHaveLength(64);
+    expect(before?.counters.failed).toBe(255);
+    expect(before?.failureParts.map(failureLogLevel)).toEqual([...Array(15).fill(1), ...Array(15).fill(0)]);
+    const namedBefore = await namedBlobs(engine, before?.failureParts ?? []);
     docs.failing = true;
-    expect(await fail(128)).toMatchObject({ deferred: 1 });
+    expect(await fail(255)).toMatchObject({ deferred: 1 });
     docs.failing = false;
-    // The stored checkpoint still names exactly the failures it counted.
+    // The stored checkpoint still names exactly the failures it counted, in blobs as they were.
     const stored = (await records.read(runKeys.record('sum/manual-g')))?.value;
-    expect(stored?.counters.failed).toBe(128);
-    expect(await namedFailures(engine, stored)).toEqual(Array.from({ length: 128 }, (_, i) => i));
+    expect(stored?.counters.failed).toBe(255);
+    expect(await namedFailures(engine, stored)).toEqual(Array.from({ length: 255 }, (_, i) => i));
+    expect(await namedBlobs(engine, stored?.failureParts ?? [])).toEqual(namedBefore);
     // The message comes back after the drain visibility and counts once.
     await engine.clock.advance((engine.ctx.tuning.drainVisibilitySeconds + 1) * 1000);
     expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: 1 });
     const after = (await records.read(runKeys.record('sum/manual-g')))?.value;
-    expect(after?.counters.failed).toBe(129);
-    expect(await namedFailures(engine, after)).toEqual(Array.from({ length: 129 }, (_, i) => i));
-    // Merged-away parts are deleted once no checkpoint names them; only the failed save's part is left over.
+    expect(after?.counters.failed).toBe(256);
+    expect(after?.failureParts.map(failureLogLevel)).toEqual([2]);
+    expect(await namedFailures(engine, after)).toEqual(Array.from({ length: 256 }, (_, i) => i));
+    const namedAfter = await namedBlobs(engine, after?.failureParts ?? []);
+    for (const [key, etag] of namedBefore) expect(namedAfter.get(key)).toBe(etag);
+    // Nothing is deleted; only the failed save's part and its two indexes are named by no checkpoint.
     const kept: string[] = [];
     for await (const key of engine.docs.list('runs/sum/manual-g/failures/')) kept.push(key);
-    expect(kept).toHaveLength((after?.failureParts.length ?? 0) + 1);
+    expect(namedAfter.size).toBe(256 + 16 + 1);
+    expect(
+      kept
+        .filter((key) => !namedAfter.has(key))
+        .map(failureLogLevel)
+        .sort(),
+    ).toEqual([0, 1, 2]);
   });
 
-  it('merges failure parts past 64 so the checkpoint names one, losing no failure', async () => {
-    const engine = unitEngine([sumJob({ items: 100 })]);
-    const records = await seedRun(engine, 'sum/manual-e', 100, 'running');
+  it('keeps fewer than 16 roots of each level in the checkpoint, however many parts, losing no failure', async () => {
+    const engine = unitEngine([sumJob({ items: 300 })]);
+    const records = await seedRun(engine, 'sum/manual-e', 300, 'running');
     const { book, term } = engine.book(2);
-    // 70 drains, each with one failure: 70 parts without merging.
-    for (let i = 0; i < 70; i++) {
+    // 300 drains, each with one failure: 300 parts, 256 + 2 × 16 + 12.
+    for (let i = 0; i < 300; i++) {
       await engine.results.send(
         JSON.stringify({ v: 1, t: 'result', run: 'sum/manual-e', job: 'sum', outcomes: [{ i, ok: false, e: `bad ${i}`, a: 3 }] }),
       );
       await drainResults(engine.ctx, term, book);
     }
     const record = (await records.read(runKeys.record('sum/manual-e')))?.value;
-    expect(record?.counters.failed).toBe(70);
-    expect(record?.failureParts.length).toBeLessThanOrEqual(64);
-    const items: number[] = [];
-    for (const part of record?.failureParts ?? []) {
-      for (const line of ((await engine.docs.read(part))?.body ?? '').split('\n'))
-        if (line) items.push((JSON.parse(line) as { item: number }).item);
+    expect(record?.counters.failed).toBe(300);
+    expect(record?.failureParts.map(failureLogLevel)).toEqual([2, 1, 1, ...Array(12).fill(0)]);
+    expectBoundedRoots(record?.failureParts ?? []);
+    const entries: FailureEntry[] = [];
+    for await (const entry of readFailureLog(engine.docs, record?.failureParts ?? [])) entries.push(entry);
+    // In the order they were counted, each with its reason.
+    expect(entries).toEqual(Array.from({ length: 300 }, (_, i) => ({ item: i, reason: `bad ${i}`, attempts: 3 })));
+  });
+
+  it('folds the up to 64 parts a record written before indexes names, oldest first, losing no failure', async () => {
+    const engine = unitEngine([sumJob({ items: 100 })]);
+    const records = await seedRun(engine, 'sum/manual-l', 100, 'running');
+    const legacy: string[] = [];
+    for (let i = 0; i < 64; i++) {
+      const key = runKeys.failurePart('sum/manual-l', 1, i, `legacy${i}`);
+      await engine.docs.write(key, `${JSON.stringify({ item: i, reason: `bad ${i}`, attempts: 3 })}\n`, { ifNoneMatch: '*' });
+      legacy.push(key);
     }
-    expect(items.sort((a, b) => a - b)).toEqual(Array.from({ length: 70 }, (_, i) => i));
+    const seeded = (await records.read(runKeys.record('sum/manual-l')))!;
+    const counters = { ...seeded.value.counters, failed: 64 };
+    const seen = Bitset.empty(100);
+    for (let i = 0; i < 64; i++) seen.add(i);
+    await records.replace(runKeys.record('sum/manual-l'), 1, seeded, {
+      ...seeded.value,
+      counters,
+      seen: seen.toCheckpoint(),
+      failureParts: legacy,
+    });
+    await engine.results.send(
+      JSON.stringify({ v: 1, t: 'result', run: 'sum/manual-l', job: 'sum', outcomes: [{ i: 64, ok: false, e: 'bad 64', a: 3 }] }),
+    );
+    const { book, term } = engine.book(2);
+    expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: 1 });
+    const record = (await records.read(runKeys.record('sum/manual-l')))?.value;
+    expect(record?.failureParts.map(failureLogLevel)).toEqual([1, 1, 1, 1, 0]);
+    expect(await namedFailures(engine, record)).toEqual(Array.from({ length: 65 }, (_, i) => i));
   });
 });

@@ -3,6 +3,7 @@ import type { OrchestrationContext } from 'durable-functions';
 import { requestRun } from '../../src/hub/requests';
 import { readRunDetails, type RunDetails } from '../../src/hub/status';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
+import type { DocumentStore } from '../../src/fencing/document-store';
 import { isTerminal, runKeys } from '../../src/hub/run-record';
 import { createSyntheticJob, expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
 import {
@@ -23,6 +24,7 @@ import { comparableRun, durableEngine, durableSynthetic, withMerge } from '../su
 import { HistoryBuilder, instancesOf, replay, type ActionView } from '../support/durable-history';
 import { memoryPorts } from '../support/memory-ports';
 import { expectedSum, sumJob, type SumAcc } from '../support/sample-jobs';
+import { failuresOf } from '../support/failures';
 
 const mergeSum = (a: SumAcc, b: SumAcc): SumAcc => ({
   count: a.count + b.count,
@@ -438,14 +440,14 @@ describe('collecting every outcome (settleAll) in durable-functions 3.5.0', () =
 
 describe('whole durable runs (orchestrations replayed by durable-functions, activities on an in-memory hub)', () => {
   /** The queue engine's run of the same job, on in-memory ports, as the CLI would read it. */
-  async function queueRun(spec: SyntheticJobSpec, maxAttempts: number): Promise<RunDetails> {
+  async function queueRun(spec: SyntheticJobSpec, maxAttempts: number): Promise<{ docs: DocumentStore; details: RunDetails }> {
     const ports = memoryPorts();
     const engine = buildEngine(ports, [createSyntheticJob(spec)], { tuning: { maxAttempts } });
     const stop = engine.startWorkers(2);
     const runId = await requestRun(ports.docs, spec.name);
     await engine.leadUntil('leader', async () => isTerminal((await engine.readRun(runId))?.state ?? 'planning'), 60_000);
     await stop();
-    return (await readRunDetails(ports.docs, runId))!;
+    return { docs: ports.docs, details: (await readRunDetails(ports.docs, runId))! };
   }
 
   async function durableRun(spec: SyntheticJobSpec, settings: { chunkItems?: number; maxAttempts: number }, seed = 1) {
@@ -463,8 +465,8 @@ describe('whole durable runs (orchestrations replayed by durable-functions, acti
 
     expect(durable.run.state).toBe('completed');
     expect(durable.details.output?.output).toEqual(expected.output);
-    expect(durable.details.manifest?.failed.map((f) => f.item)).toEqual(expected.failed);
-    expect(comparableRun(durable.details)).toEqual(comparableRun(queue));
+    expect((await failuresOf(durable.docs, durable.details.manifest)).map((f) => f.item)).toEqual(expected.failed);
+    expect(await comparableRun(durable.docs, durable.details)).toEqual(await comparableRun(queue.docs, queue.details));
     expect(durable.details.record).toMatchObject({
       state: 'succeeded',
       outputKey: runKeys.output(durable.run.runId),
@@ -512,8 +514,8 @@ describe('whole durable runs (orchestrations replayed by durable-functions, acti
     const queue = await queueRun(spec, 3);
     const durable = await durableRun(spec, { chunkItems: 100, maxAttempts: 3 }, 3);
     expect(durable.details.output?.output).toEqual(expectedSynthetic(spec).output);
-    expect(comparableRun(durable.details)).toEqual(comparableRun(queue));
-    expect(durable.details.manifest?.failed).toContainEqual({
+    expect(await comparableRun(durable.docs, durable.details)).toEqual(await comparableRun(queue.docs, queue.details));
+    expect(await failuresOf(durable.docs, durable.details.manifest)).toContainEqual({
       item: 6,
       reason: 'Error: synthetic item 6 fails by design',
       attempts: 3,
@@ -524,7 +526,7 @@ describe('whole durable runs (orchestrations replayed by durable-functions, acti
     const spec: SyntheticJobSpec = { name: 'orders', items: 600, failEvery: 41, failureTolerance: { count: 100 } };
     const a = await durableRun(spec, { chunkItems: 100, maxAttempts: 2 }, 11);
     const b = await durableRun(spec, { chunkItems: 100, maxAttempts: 2 }, 12345);
-    expect(comparableRun(a.details)).toEqual(comparableRun(b.details));
+    expect(await comparableRun(a.docs, a.details)).toEqual(await comparableRun(b.docs, b.details));
     expect(a.details.output?.output).toEqual(expectedSynthetic(spec).output);
   });
 
@@ -545,7 +547,9 @@ describe('whole durable runs (orchestrations replayed by durable-functions, acti
       expect(run.details.output?.state).toBe(state);
       expect(run.details.manifest?.state).toBe(state);
       expect(run.details.record.counters).toMatchObject({ planned: 400, succeeded: 392, failed: 8 });
-      expect(run.details.manifest?.failed.map((f) => f.item)).toEqual([49, 99, 149, 199, 249, 299, 349, 399]);
+      expect((await failuresOf(run.docs, run.details.manifest)).map((f) => f.item)).toEqual([
+        49, 99, 149, 199, 249, 299, 349, 399,
+      ]);
       expect(run.details.output?.output).toEqual(expectedSynthetic({ name: 'x', items: 400, failEvery: 50 }).output);
     }
   });
@@ -565,12 +569,14 @@ describe('whole durable runs (orchestrations replayed by durable-functions, acti
       sum: items.reduce((s, i) => s + 2 * i, 0),
       squares: items.reduce((s, i) => (s + ((4 * i * i) % 2_147_483_647)) % 2_147_483_647, 0),
     });
-    expect(details.manifest?.failed).toHaveLength(500);
-    expect(details.manifest?.failed[0]).toEqual({
-      item: 500,
-      reason: 'chunk 1 (items 500..999) failed: the host running it was recycled',
-      attempts: 0,
-    });
+    const failures = await failuresOf(docs, details.manifest);
+    expect(failures).toEqual(
+      Array.from({ length: 500 }, (_, k) => ({
+        item: 500 + k,
+        reason: 'chunk 1 (items 500..999) failed: the host running it was recycled',
+        attempts: 0,
+      })),
+    );
     expect(run.customStatuses.at(-1)).toEqual({ done: 1200, failed: 500, total: 1200 });
   });
 

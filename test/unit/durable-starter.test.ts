@@ -178,7 +178,14 @@ describe('startDueRuns', () => {
     expect(summary).toMatchObject({ cancelled: [open], started: [DUE_RUN] });
     const details = await readRunDetails(docs, open);
     expect(details?.record).toMatchObject({ state: 'cancelled', endReason: reason, manifestKey: runKeys.manifest(open) });
-    expect(details?.manifest).toEqual({ runId: open, state: 'cancelled', failed: [], missing: [], missingCount: 10 });
+    expect(details?.manifest).toEqual({
+      runId: open,
+      state: 'cancelled',
+      failedCount: 0,
+      failureParts: [],
+      missing: [],
+      missingCount: 10,
+    });
     expect(await state()).toMatchObject({ active: [DUE_RUN] });
   });
 

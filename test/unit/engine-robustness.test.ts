@@ -15,6 +15,7 @@ import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';
 import { noLeaseToRaise } from '../support/unit-engine';
 import { expectedSum, sumJob } from '../support/sample-jobs';
+import { failuresOf } from '../support/failures';
 
 function leadership(epoch: number): Leadership {
   const controller = new AbortController();
@@ -70,7 +71,9 @@ describe('engine robustness (in memory)', () => {
     const record = await engine.readRun(runId);
     expect(record).toMatchObject({ state: 'succeeded', counters: { succeeded: 9, failed: 1 } });
     const manifest = await engine.readJson<FailuresManifest>(runKeys.manifest(runId));
-    expect(manifest?.failed).toEqual([{ item: 3, reason: 'aggregate.add threw: cannot fold item 3', attempts: 1 }]);
+    expect(await failuresOf(ports.docs, manifest)).toEqual([
+      { item: 3, reason: 'aggregate.add threw: cannot fold item 3', attempts: 1 },
+    ]);
     expect((await engine.readJson<RunOutput>(runKeys.output(runId)))?.output).toEqual(expectedSum(10, (i) => i === 3));
   });
 

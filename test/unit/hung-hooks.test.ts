@@ -9,6 +9,7 @@ import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
 import { runKeys } from '../../src/hub/run-record';
 import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';
+import { failuresOf } from '../support/failures';
 
 /** A promise that never settles and a hook that ignores its signal: the worst a user can write. */
 const forever = () => new Promise<never>(() => undefined);
@@ -88,7 +89,7 @@ describe('hung hooks', { timeout: 30_000 }, () => {
     await stop();
     expect(await engine.readRun(runId)).toMatchObject({ state: 'succeeded', counters: { succeeded: 3, failed: 1 } });
     const manifest = await engine.readJson<FailuresManifest>(runKeys.manifest(runId));
-    expect(manifest?.failed).toEqual([
+    expect(await failuresOf(ports.docs, manifest)).toEqual([
       expect.objectContaining({
         item: 2,
         reason: 'HookTimeoutError: process did not finish within 0.3 s and ignored its abort signal, so it was abandoned',

@@ -194,6 +194,7 @@ describe('run ids', () => {
       runKeys.planChunk(id, 3, 7),
       runKeys.claim(id, 'x'),
       runKeys.failurePart(id, 3, 1, 'a1b2c3d4'),
+      runKeys.failureIndex(id, 2, 3, 1, 'a1b2c3d4'),
       runKeys.output(id),
       runKeys.manifest(id),
     ]) {

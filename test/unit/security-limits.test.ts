@@ -22,6 +22,7 @@ import { Bitset } from '../../src/hub/bitset';
 import { newRunRecord, runKeys, runRecordSchema, type RunCounters, type RunRecord } from '../../src/hub/run-record';
 import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';
+import { failuresOf } from '../support/failures';
 
 const MiB = 1024 * 1024;
 
@@ -299,7 +300,7 @@ describe('the leader', () => {
     const output = await engine.readJson<RunOutput>(runKeys.output(runId));
     expect(output?.output).toBe(0 + 1 + 2 + 3 + 4 + 6 + 7);
     const manifest = await engine.readJson<FailuresManifest>(runKeys.manifest(runId));
-    expect(manifest?.failed).toEqual([
+    expect(await failuresOf(ports.docs, manifest)).toEqual([
       {
         item: 5,
         reason: `result is ${Buffer.byteLength(JSON.stringify({ v: 5, pad: 'x'.repeat(4000) }))} bytes as JSON, over the job's maxResultBytes (${limit})`,
