@@ -1,7 +1,7 @@
 import { isTerminal, runKeys, type RunRecord } from '../../src/hub/run-record';
-import { expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
 import { probeEnv, readProbe, type ProbeLine } from '../lib/live-heap-probe';
 import { BenchCluster, type BenchInstance } from '../lib/bench-cluster';
+import { inexactness, SCALE_ITEMS_PER_MESSAGE, scaleJobSpec } from '../lib/synthetic-runs';
 import { formatLine, goalMet, ratioOf, report, type BenchOptions, type BenchResult, type Goal } from '../lib/report';
 
 /**
@@ -29,7 +29,6 @@ import { formatLine, goalMet, ratioOf, report, type BenchOptions, type BenchResu
  */
 export const name = 'scale';
 
-const ITEMS_PER_MESSAGE = 100;
 const INSTANCES = 3;
 const PROBE_MS = Number(process.env.BENCH_SCALE_PROBE_MS ?? 500);
 const TIMEOUT_MS = Number(process.env.BENCH_SCALE_TIMEOUT_MS ?? 15 * 60_000);
@@ -78,9 +77,6 @@ const minus = (after: Record<string, number>, before: Record<string, number>): R
   );
 const sum = (counts: Record<string, number>): number => Object.values(counts).reduce((a, b) => a + b, 0);
 
-const jobName = (items: number): string => `scale-${items}`;
-const jobSpec = (items: number): SyntheticJobSpec => ({ name: jobName(items), items, itemsPerMessage: ITEMS_PER_MESSAGE });
-
 interface Started {
   cluster: BenchCluster;
   probes: Map<BenchInstance, ProbeLine[]>;
@@ -88,12 +84,13 @@ interface Started {
 
 /** A fresh cluster (Azurite and instances, the probe in each) with a job for each size. */
 async function startCluster(sizes: readonly number[]): Promise<Started> {
-  const cluster = await BenchCluster.start({ instances: INSTANCES, jobs: sizes.map(jobSpec), env: probeEnv(PROBE_MS) });
+  const jobs = sizes.map((items) => scaleJobSpec(items));
+  const cluster = await BenchCluster.start({ instances: INSTANCES, jobs, env: probeEnv(PROBE_MS) });
   return { cluster, probes: new Map(cluster.instances.map((i) => [i, readProbe(i)])) };
 }
 
 async function measure({ cluster, probes }: Started, items: number): Promise<ScaleSample> {
-  const spec = jobSpec(items);
+  const spec = scaleJobSpec(items);
   const leader = await cluster.waitFor(() => cluster.leader(), 60_000, 'a leader');
   const acquired = cluster.acquiredSince(0)?.at ?? Date.now();
   await new Promise((r) => setTimeout(r, Math.max(0, acquired + SETTLE_MS - Date.now())));
@@ -128,18 +125,7 @@ async function measure({ cluster, probes }: Started, items: number): Promise<Sca
 
   const finished = isTerminal(record.state);
   const c = record.counters;
-  let exact = false;
-  if (finished) {
-    const details = await cluster.waitForRun(runId, 10_000);
-    const expected = expectedSynthetic(spec).output;
-    exact =
-      details.record.state === 'succeeded' &&
-      JSON.stringify(details.output?.output) === JSON.stringify(expected) &&
-      c.planned === items &&
-      c.succeeded === items &&
-      c.failed === 0 &&
-      c.rejected === 0;
-  }
+  const exact = finished && inexactness(spec, await cluster.waitForRun(runId, 10_000)).length === 0;
   const createdAt = Date.parse(record.createdAt);
   const runMs = finished && record.endedAt ? Date.parse(record.endedAt) - createdAt : ended - createdAt;
   const done = c.succeeded + c.failed;
@@ -247,7 +233,7 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
       'bytes written to storage per item (request body bytes of every instance, the run start to its end) at the ' +
       'largest size against the smallest; every goal is in `goals`.',
     instances: INSTANCES,
-    itemsPerMessage: ITEMS_PER_MESSAGE,
+    itemsPerMessage: SCALE_ITEMS_PER_MESSAGE,
     probeMs: PROBE_MS,
     timeoutSeconds: TIMEOUT_MS / 1000,
     sizes: samples.map((s) => ({
