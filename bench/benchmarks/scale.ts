@@ -1,7 +1,8 @@
 import { isTerminal, runKeys, type RunRecord } from '../../src/hub/run-record';
-import { expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
+import type { SyntheticJobSpec } from '../../src/sample/synthetic-job';
 import { probeEnv, readProbe, type ProbeLine } from '../lib/live-heap-probe';
 import { BenchCluster, type BenchInstance } from '../lib/bench-cluster';
+import { checkpointInexactness, inexactness, SCALE_ITEMS_PER_MESSAGE, scaleJobSpec } from '../lib/synthetic-runs';
 import { formatLine, goalMet, ratioOf, report, type BenchOptions, type BenchResult, type Goal } from '../lib/report';
 
 /**
@@ -26,13 +27,21 @@ import { formatLine, goalMet, ratioOf, report, type BenchOptions, type BenchResu
  * collections cost every size alike, so they leave the ratios alone.
  *
  * A size that does not finish within BENCH_SCALE_TIMEOUT_MS is reported with how far it got.
+ *
+ * BENCH_SCALE_ONE_PER_MESSAGE=1 adds 1M items at 1 item per message, on a fresh cluster after the
+ * sizes, under the same time limit. Every item is then a message of its own, so Azurite's
+ * receive and delete rate (a few hundred messages/s here) bounds it to hours; it is opt-in and
+ * reported apart from the goals (`summary.extraRuns`), finished or with how far it got. A run has
+ * no output to check until it ends; until then what can be checked is its last checkpoint.
  */
 export const name = 'scale';
 
-const ITEMS_PER_MESSAGE = 100;
 const INSTANCES = 3;
 const PROBE_MS = Number(process.env.BENCH_SCALE_PROBE_MS ?? 500);
 const TIMEOUT_MS = Number(process.env.BENCH_SCALE_TIMEOUT_MS ?? 15 * 60_000);
+const ONE_PER_MESSAGE = process.env.BENCH_SCALE_ONE_PER_MESSAGE === '1';
+/** The smoke run's version is small: enough to see the case plan, dispatch and count. */
+const ONE_PER_MESSAGE_ITEMS = { full: 1_000_000, smoke: 300 };
 const VERBOSE = process.env.BENCH_VERBOSE === '1';
 const SETTLE_MS = 1000;
 const MiB = 1024 * 1024;
@@ -46,11 +55,14 @@ const GOALS = {
 
 export interface ScaleSample {
   items: number;
+  itemsPerMessage: number;
   messages: number;
   /** False when the run did not end within the time limit; `done` says how far it got. */
   finished: boolean;
   done: number;
   exact: boolean;
+  /** The last run record read: its accumulator is the fold of exactly the items it marks counted. */
+  exactSoFar: boolean;
   counters?: RunRecord['counters'];
   /** Run record created → ended (or → the time limit), ms. */
   runMs: number;
@@ -78,22 +90,19 @@ const minus = (after: Record<string, number>, before: Record<string, number>): R
   );
 const sum = (counts: Record<string, number>): number => Object.values(counts).reduce((a, b) => a + b, 0);
 
-const jobName = (items: number): string => `scale-${items}`;
-const jobSpec = (items: number): SyntheticJobSpec => ({ name: jobName(items), items, itemsPerMessage: ITEMS_PER_MESSAGE });
-
 interface Started {
   cluster: BenchCluster;
   probes: Map<BenchInstance, ProbeLine[]>;
 }
 
-/** A fresh cluster (Azurite and instances, the probe in each) with a job for each size. */
-async function startCluster(sizes: readonly number[]): Promise<Started> {
-  const cluster = await BenchCluster.start({ instances: INSTANCES, jobs: sizes.map(jobSpec), env: probeEnv(PROBE_MS) });
+/** A fresh cluster (Azurite and instances, the probe in each) with a job for each spec. */
+async function startCluster(specs: readonly SyntheticJobSpec[]): Promise<Started> {
+  const cluster = await BenchCluster.start({ instances: INSTANCES, jobs: [...specs], env: probeEnv(PROBE_MS) });
   return { cluster, probes: new Map(cluster.instances.map((i) => [i, readProbe(i)])) };
 }
 
-async function measure({ cluster, probes }: Started, items: number): Promise<ScaleSample> {
-  const spec = jobSpec(items);
+async function measure({ cluster, probes }: Started, spec: SyntheticJobSpec): Promise<ScaleSample> {
+  const { items } = spec;
   const leader = await cluster.waitFor(() => cluster.leader(), 60_000, 'a leader');
   const acquired = cluster.acquiredSince(0)?.at ?? Date.now();
   await new Promise((r) => setTimeout(r, Math.max(0, acquired + SETTLE_MS - Date.now())));
@@ -128,18 +137,8 @@ async function measure({ cluster, probes }: Started, items: number): Promise<Sca
 
   const finished = isTerminal(record.state);
   const c = record.counters;
-  let exact = false;
-  if (finished) {
-    const details = await cluster.waitForRun(runId, 10_000);
-    const expected = expectedSynthetic(spec).output;
-    exact =
-      details.record.state === 'succeeded' &&
-      JSON.stringify(details.output?.output) === JSON.stringify(expected) &&
-      c.planned === items &&
-      c.succeeded === items &&
-      c.failed === 0 &&
-      c.rejected === 0;
-  }
+  const exact = finished && inexactness(spec, await cluster.waitForRun(runId, 10_000)).length === 0;
+  const exactSoFar = checkpointInexactness(spec, record).length === 0;
   const createdAt = Date.parse(record.createdAt);
   const runMs = finished && record.endedAt ? Date.parse(record.endedAt) - createdAt : ended - createdAt;
   const done = c.succeeded + c.failed;
@@ -149,10 +148,12 @@ async function measure({ cluster, probes }: Started, items: number): Promise<Sca
   const requests = sum(requestsByOperation);
   return {
     items,
+    itemsPerMessage: spec.itemsPerMessage ?? 1,
     messages: record.messages,
     finished,
     done,
     exact,
+    exactSoFar,
     counters: c,
     runMs,
     itemsPerSecond: (done / runMs) * 1000,
@@ -174,8 +175,9 @@ async function measure({ cluster, probes }: Started, items: number): Promise<Sca
 
 function printSize(s: ScaleSample, options: BenchOptions): void {
   if (!VERBOSE && options.smoke) return;
+  const packing = s.itemsPerMessage === SCALE_ITEMS_PER_MESSAGE ? '' : ` at ${s.itemsPerMessage} per message`;
   console.error(
-    `  ${s.items} items: ${s.finished ? '' : `NOT FINISHED (${s.done} done), `}${s.bytesPerItem.toFixed(1)} B/item, ` +
+    `  ${s.items} items${packing}: ${s.finished ? '' : `NOT FINISHED (${s.done} done), `}${s.bytesPerItem.toFixed(1)} B/item, ` +
       `${s.requestsPerItem.toFixed(4)} requests/item, peak live heap ${s.peakLiveHeapMiB.toFixed(1)} MiB, ` +
       `${(s.runMs / 1000).toFixed(1)} s, ${s.itemsPerSecond.toFixed(0)} items/s, exact ${s.exact}`,
   );
@@ -187,30 +189,65 @@ function sizes(options: BenchOptions): number[] {
   return fromEnv && fromEnv.length >= 2 ? fromEnv : [10_000, 100_000, 1_000_000];
 }
 
+/** The sizes, then the opt-in run at 1 item per message. */
+function cases(options: BenchOptions): SyntheticJobSpec[] {
+  const sized = sizes(options).map((items) => scaleJobSpec(items));
+  if (!ONE_PER_MESSAGE) return sized;
+  return [...sized, scaleJobSpec(options.smoke ? ONE_PER_MESSAGE_ITEMS.smoke : ONE_PER_MESSAGE_ITEMS.full, 1)];
+}
+
+/**
+ * The opt-in run as `summary.extraRuns` has it. One that did not end has no output to check, so
+ * `exact` is null and `exactSoFar` says whether its last checkpoint folded each counted item once.
+ */
+function extraRun(s: ScaleSample) {
+  return {
+    name: 'onePerMessage',
+    items: s.items,
+    itemsPerMessage: s.itemsPerMessage,
+    finished: s.finished,
+    done: s.done,
+    runSeconds: s.runMs / 1000,
+    timeoutSeconds: TIMEOUT_MS / 1000,
+    itemsPerSecond: s.itemsPerSecond,
+    // So far, the plan of every item included: it is written before the first item is dispatched.
+    bytesPerItem: s.bytesPerItem,
+    bytesByOperation: s.bytesByOperation,
+    requestsPerItem: s.requestsPerItem,
+    requestsByOperation: s.requestsByOperation,
+    exact: s.finished ? s.exact : null,
+    exactSoFar: s.exactSoFar,
+  };
+}
+
 export async function run(options: BenchOptions = {}): Promise<BenchResult> {
   const started = performance.now();
-  const samples: ScaleSample[] = [];
-  // A fresh cluster per size, so no size inherits another's queues, blobs or heap; the smoke run
+  const all: ScaleSample[] = [];
+  // A fresh cluster per case, so none inherits another's queues, blobs or heap; the smoke run
   // shares one, since starting and stopping a cluster costs more than its tiny runs.
-  const groups = options.smoke ? [sizes(options)] : sizes(options).map((items) => [items]);
+  const groups = options.smoke ? [cases(options)] : cases(options).map((spec) => [spec]);
   for (const group of groups) {
     const t0 = performance.now();
     const started = await startCluster(group);
     try {
-      for (const items of group) {
+      for (const spec of group) {
         const t1 = performance.now();
-        const s = await measure(started, items);
-        // The first size on a cluster carries its start-up.
-        s.wallSeconds = (performance.now() - (items === group[0] ? t0 : t1)) / 1000;
-        samples.push(s);
+        const s = await measure(started, spec);
+        // The first case on a cluster carries its start-up.
+        s.wallSeconds = (performance.now() - (spec === group[0] ? t0 : t1)) / 1000;
+        all.push(s);
         printSize(s, options);
       }
     } finally {
       await started.cluster.stop();
       if (VERBOSE)
-        console.error(`  (${group.join(', ')} items: cluster up and down in ${Math.round(performance.now() - t0)} ms)`);
+        console.error(
+          `  (${group.map((g) => g.name).join(', ')}: cluster up and down in ${Math.round(performance.now() - t0)} ms)`,
+        );
     }
   }
+  const samples = all.filter((s) => s.itemsPerMessage === SCALE_ITEMS_PER_MESSAGE);
+  const extra = all.filter((s) => s.itemsPerMessage !== SCALE_ITEMS_PER_MESSAGE);
   const smallest = samples[0]!;
   const largest = samples.at(-1)!;
   const previous = samples.at(-2)!;
@@ -247,7 +284,7 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
       'bytes written to storage per item (request body bytes of every instance, the run start to its end) at the ' +
       'largest size against the smallest; every goal is in `goals`.',
     instances: INSTANCES,
-    itemsPerMessage: ITEMS_PER_MESSAGE,
+    itemsPerMessage: SCALE_ITEMS_PER_MESSAGE,
     probeMs: PROBE_MS,
     timeoutSeconds: TIMEOUT_MS / 1000,
     sizes: samples.map((s) => ({
@@ -265,13 +302,15 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
     })),
     allExact: samples.every((s) => s.exact),
     goals,
-    order: 'sizes from smallest to largest, each on a fresh cluster (Azurite and instances)',
+    // Opt-in (BENCH_SCALE_ONE_PER_MESSAGE=1), outside the goals: 1M items at 1 item per message.
+    extraRuns: extra.map(extraRun),
+    order: 'sizes from smallest to largest, each on a fresh cluster (Azurite and instances), then any extra run',
     wallSeconds: (performance.now() - started) / 1000,
   };
   const headline = goals[0]!;
   const result = report(
     name,
-    { samples, summary, ours: headline.ours, floor: headline.floor, unit: 'B/item', goal: GOALS.bytesPerItem },
+    { samples: all, summary, ours: headline.ours, floor: headline.floor, unit: 'B/item', goal: GOALS.bytesPerItem },
     options,
   );
   for (const g of goals.slice(1)) {
@@ -279,5 +318,17 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
     console.log(g.result === 'not measured' ? `${line} (not measured: a size did not finish)` : line);
   }
   if (!summary.allExact) console.log(`${name}: an output was not exact or a run did not finish; see summary.sizes`);
+  for (const x of summary.extraRuns) {
+    const so = x.finished ? '' : ' so far';
+    console.log(
+      `${name}.${x.name}: ${x.items} items at ${x.itemsPerMessage} per message ` +
+        (x.finished
+          ? `finished in ${x.runSeconds.toFixed(0)} s, exact ${x.exact}`
+          : `not finished within ${x.timeoutSeconds} s`) +
+        `: ${x.done} counted, ${x.itemsPerSecond.toFixed(0)} items/s, ${x.bytesPerItem.toFixed(1)} B/item and ` +
+        `${x.requestsPerItem.toFixed(2)} requests/item${so}, last checkpoint exact ${x.exactSoFar}` +
+        (x.finished ? '' : ' (the output is written only when the run ends)'),
+    );
+  }
   return result;
 }

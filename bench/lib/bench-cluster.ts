@@ -6,11 +6,13 @@ import { hubResources } from '../../src/hub/resources';
 import { requestRun } from '../../src/hub/requests';
 import { readRunDetails, type RunDetails } from '../../src/hub/status';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
+import { BlobLeaseStore } from '../../src/lease/blob-lease-store';
+import type { LeaseRecord } from '../../src/lease/lease-store';
 import { startAzurite, type RunningAzurite } from '../../src/local/azurite';
 import { DEFAULT_CLUSTER, LOCAL_MAX_IN_FLIGHT } from '../../src/local/cluster';
 import { parseInstanceLine, type InstanceEvent } from '../../src/local/instance-events';
 import { isTerminal } from '../../src/hub/run-record';
-import { createBlobServiceClient } from '../../src/storage/client-factory';
+import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../../src/storage/client-factory';
 import { sumRequestCounts } from '../../src/storage/request-counter';
 import type { SyntheticJobSpec } from '../../src/sample/synthetic-job';
 
@@ -54,6 +56,7 @@ const INSTANCE_MAIN = join(ROOT, 'dist', 'src', 'local', 'instance-main.js');
 export class BenchCluster {
   readonly instances: BenchInstance[] = [];
   readonly docs: BlobDocumentStore;
+  private readonly lease: BlobLeaseStore;
   private next = 1;
   private waiters: (() => void)[] = [];
 
@@ -61,8 +64,9 @@ export class BenchCluster {
     readonly azurite: RunningAzurite,
     private readonly options: BenchClusterOptions,
   ) {
-    const blobs = createBlobServiceClient({ kind: 'connectionString', connectionString: azurite.connectionString });
-    this.docs = new BlobDocumentStore(blobs.getContainerClient(hubResources(this.hub).container));
+    const settings = { kind: 'connectionString', connectionString: azurite.connectionString } as const;
+    this.docs = new BlobDocumentStore(createBlobServiceClient(settings).getContainerClient(hubResources(this.hub).container));
+    this.lease = new BlobLeaseStore(createBlobServiceClient(settings, { retryOptions: LEASE_RETRY_OPTIONS }), this.hub);
   }
 
   static async start(options: BenchClusterOptions): Promise<BenchCluster> {
@@ -166,6 +170,20 @@ export class BenchCluster {
       const last = [...i.events].reverse().find((e) => e.kind === 'leader' && e.type !== 'renewed');
       return last?.kind === 'leader' && last.type === 'acquired';
     });
+  }
+
+  /** The epoch of `instance`'s latest term (its last `acquired` event); undefined if it never led. */
+  lastEpoch(instance: BenchInstance): number | undefined {
+    for (let i = instance.events.length - 1; i >= 0; i--) {
+      const e = instance.events[i]!;
+      if (e.kind === 'leader' && e.type === 'acquired') return e.epoch;
+    }
+    return undefined;
+  }
+
+  /** The hub's lease as storage has it now: whether it is held, by whom, with which epoch. */
+  async readLease(): Promise<LeaseRecord> {
+    return this.lease.read();
   }
 
   async trigger(job: string): Promise<string> {

@@ -66,17 +66,24 @@ interface SummaryGoal {
   result?: string;
 }
 
+/** The objects of the list `summary[key]` that `fits` accepts; none when it is not a list. */
+function summaryList<T>(result: BenchResult, key: string, fits: (entry: Record<string, unknown>) => boolean): T[] {
+  const list = (result.summary as Record<string, unknown> | undefined)?.[key];
+  if (!Array.isArray(list)) return [];
+  return list.filter(
+    (entry): entry is T => typeof entry === 'object' && entry !== null && fits(entry as Record<string, unknown>),
+  );
+}
+
 function summaryGoals(result: BenchResult): SummaryGoal[] {
-  const goals = (result.summary as { goals?: unknown } | undefined)?.goals;
-  if (!Array.isArray(goals)) return [];
-  return goals.filter(
-    (g): g is SummaryGoal =>
-      typeof g === 'object' &&
-      g !== null &&
-      typeof (g as SummaryGoal).name === 'string' &&
-      typeof (g as SummaryGoal).ours === 'number' &&
-      typeof (g as SummaryGoal).floor === 'number' &&
-      typeof (g as SummaryGoal).goal?.ratio === 'number',
+  return summaryList<SummaryGoal>(
+    result,
+    'goals',
+    (g) =>
+      typeof g.name === 'string' &&
+      typeof g.ours === 'number' &&
+      typeof g.floor === 'number' &&
+      typeof (g.goal as Goal | undefined)?.ratio === 'number',
   );
 }
 
@@ -88,6 +95,62 @@ function goalLine(g: SummaryGoal): string {
     `- \`${g.name}\`${g.measure ? ` (${g.measure})` : ''}: ${formatNumber(g.ours)}${unit} against ` +
     `${formatNumber(g.floor)}${unit}, ratio ${Number.isFinite(ratio) ? ratio.toFixed(3) : 'n/a'}, ` +
     `goal ${formatGoal(g.goal)}, ${verdict}.`
+  );
+}
+
+/**
+ * A run a benchmark makes beside those its goals compare (scale's opt-in 1M items at 1 item per
+ * message), from `summary.extraRuns`: finished, or how far it got within its time limit.
+ */
+interface ExtraRun {
+  name: string;
+  items: number;
+  itemsPerMessage: number;
+  finished: boolean;
+  done: number;
+  runSeconds: number;
+  timeoutSeconds?: number;
+  itemsPerSecond: number;
+  bytesPerItem: number;
+  requestsPerItem: number;
+  /** Null when the run did not end: there is no output to check. */
+  exact: boolean | null;
+  /** Whether the last checkpoint's accumulator is the fold of exactly the items it marks counted. */
+  exactSoFar?: boolean;
+}
+
+const EXTRA_RUN_FIGURES = ['items', 'itemsPerMessage', 'done', 'runSeconds', 'itemsPerSecond', 'bytesPerItem', 'requestsPerItem'];
+
+function extraRuns(result: BenchResult): ExtraRun[] {
+  return summaryList<ExtraRun>(
+    result,
+    'extraRuns',
+    (r) =>
+      typeof r.name === 'string' && typeof r.finished === 'boolean' && EXTRA_RUN_FIGURES.every((k) => typeof r[k] === 'number'),
+  );
+}
+
+/** A count: whole numbers below 100 without formatNumber's decimals. */
+const formatCount = (n: number): string => (Number.isInteger(n) && Math.abs(n) < 100 ? String(n) : formatNumber(n));
+
+function extraRunLine(r: ExtraRun): string {
+  const per = `${formatCount(r.itemsPerMessage)} item${r.itemsPerMessage === 1 ? '' : 's'} per message`;
+  const what = `- \`${r.name}\` (${formatCount(r.items)} items, ${per}): `;
+  // The plan of every item is written before the first is dispatched: per item counted so far, it weighs heavily.
+  const plan = r.finished ? '' : ' (the plan of every item, written up front, included)';
+  const rates = `${formatNumber(r.itemsPerSecond)} items/s, ${formatNumber(r.bytesPerItem)} B/item${plan}, ${formatNumber(r.requestsPerItem)} requests/item`;
+  const checkpoint =
+    r.exactSoFar === undefined
+      ? ''
+      : `; its last checkpoint ${r.exactSoFar ? 'folds' : '**does not fold**'} each counted item once`;
+  if (r.finished) {
+    return `${what}finished in ${formatNumber(r.runSeconds)} s, ${rates}, output ${r.exact ? 'exact' : '**not exact**'}.`;
+  }
+  const limit = r.timeoutSeconds === undefined ? '' : ` within its ${formatCount(r.timeoutSeconds)} s limit`;
+  const share = r.items > 0 ? ` (${((100 * r.done) / r.items).toFixed(1)} %)` : '';
+  return (
+    `${what}not finished${limit}: ${formatCount(r.done)} items counted${share} in ${formatNumber(r.runSeconds)} s, ` +
+    `${rates} so far${checkpoint}. The output is written when a run ends, so whether it is exact is not checkable.`
   );
 }
 
@@ -265,6 +328,8 @@ export function renderBenchmarksMarkdown(
       );
       const goals = summaryGoals(r);
       if (goals.length > 0) p('**Every goal of the latest run.**', '', ...goals.map(goalLine), '');
+      const extra = extraRuns(r);
+      if (extra.length > 0) p('**Runs of the latest result outside its goals.**', '', ...extra.map(extraRunLine), '');
     } else {
       p(`**Latest.** Not run yet: \`npm run bench -- ${name}\`.`, '');
     }

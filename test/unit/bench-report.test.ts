@@ -359,6 +359,49 @@ describe('renderBenchmarksMarkdown', () => {
     expect(md).not.toContain('Every goal of the latest run');
   });
 
+  it('lists the runs outside the goals, finished or with how far they got', () => {
+    const partial = {
+      name: 'onePerMessage',
+      items: 1_000_000,
+      itemsPerMessage: 1,
+      finished: false,
+      done: 117_000,
+      runSeconds: 900,
+      timeoutSeconds: 900,
+      itemsPerSecond: 130,
+      bytesPerItem: 640.4,
+      requestsPerItem: 4.31,
+      exact: null,
+      exactSoFar: true,
+    };
+    const finished = { ...partial, name: 'sideways', items: 30, done: 30, finished: true, runSeconds: 2.5, exact: false };
+    const withRuns = renderBenchmarksMarkdown(
+      [
+        result(
+          'beta',
+          30,
+          10,
+          { ratio: 2.5, direction: 'atMost' },
+          { summary: { extraRuns: [partial, finished, { name: 'x' }] } },
+        ),
+      ],
+      NOTES,
+    );
+    expect(withRuns).toContain('**Runs of the latest result outside its goals.**');
+    expect(withRuns).toContain(
+      '- `onePerMessage` (1,000,000 items, 1 item per message): not finished within its 900 s limit: 117,000 items ' +
+        'counted (11.7 %) in 900 s, 130 items/s, 640 B/item (the plan of every item, written up front, included), ' +
+        '4.31 requests/item so far; its last checkpoint folds each ' +
+        'counted item once. The output is written when a run ends, so whether it is exact is not checkable.',
+    );
+    expect(withRuns).toContain(
+      '- `sideways` (30 items, 1 item per message): finished in 2.50 s, 130 items/s, 640 B/item, 4.31 requests/item, ' +
+        'output **not exact**.',
+    );
+    expect(withRuns.match(/^- `x`/m)).toBeNull();
+    expect(md).not.toContain('outside its goals');
+  });
+
   it('says how to run, and that figures are ratios to a floor from the same run', () => {
     expect(md).toContain('npm run bench ');
     expect(md).toContain('npm run bench -- ');
