@@ -102,16 +102,36 @@ export class Coordinator {
         });
         lastRequests = ctx.clock.now();
       }
+      const settle = async (runId: string, ok: boolean): Promise<void> => {
+        if (ok) failures.delete(runId);
+        else await this.countFailure(term, book, runId, failures);
+      };
+      // Dispatch slices run beside this turn's drains, so results are folded while work goes out.
+      const dispatches: Promise<{ runId: string; ok: boolean } | { err: unknown }>[] = [];
       for (const runId of [...book.open]) {
+        let dispatch: ActiveRun | undefined;
         // The read is guarded too: one unreadable record must not end the term for every run.
         const ok = await this.guard(term, summary, `run ${runId}`, async () => {
           const run = await book.get(runId);
           if (!run || 'terminal' in run || 'unregistered' in run) return;
-          busy = (await this.step(term, book, run, endAt)) || busy;
+          const stepped = await this.step(term, book, run, endAt);
+          if (stepped === 'dispatch') dispatch = run;
+          else busy = stepped || busy;
         });
-        if (ok) failures.delete(runId);
-        else await this.countFailure(term, book, runId, failures);
+        if (!ok || !dispatch) {
+          await settle(runId, ok);
+          continue;
+        }
+        const run = dispatch;
+        const until = Math.min(endAt, ctx.clock.now() + ctx.tuning.sliceMs);
+        const slice = this.guard(term, summary, `run ${runId}`, async () => {
+          // Nothing sent means the in-flight window is full: not busy, so an empty drain may wait.
+          busy = (await dispatchSlice(ctx, term, book, run, until)) > 0 || busy;
+        });
+        dispatches.push(slice.then((sliceOk) => ({ runId, ok: sliceOk }), (err: unknown) => ({ err })));
       }
+      let dispatched = dispatches.length === 0;
+      const dispatching = Promise.all(dispatches).finally(() => (dispatched = true));
       // A new term looks afresh for shards past its own count: someone may have changed it.
       await this.guard(term, summary, 'find queue shards', () =>
         ctx.queues.discover({ abortSignal: term.signal, force: summary.turns === 1 }),
@@ -123,15 +143,25 @@ export class Coordinator {
           busy = (await moveStrandedWork(ctx, term)) > 0 || busy;
         });
       }
-      for (const drain of drainNow ? [drainResults, drainPoison] : []) {
-        await this.guard(term, summary, drain.name, async () => {
-          const stats: DrainStats = await drain(ctx, term, book);
-          summary.folded += stats.folded;
-          summary.duplicates += stats.duplicates;
-          summary.stray += stats.stray;
-          summary.malformed += stats.malformed;
-          busy = busy || stats.received > 0;
-        });
+      // While a dispatch slice runs, drain again as long as results keep coming; an empty pass
+      // waits for the slice instead of polling the queues.
+      for (let received = drainNow; received; received = !dispatched && received) {
+        received = false;
+        for (const drain of [drainResults, drainPoison]) {
+          await this.guard(term, summary, drain.name, async () => {
+            const stats: DrainStats = await drain(ctx, term, book);
+            summary.folded += stats.folded;
+            summary.duplicates += stats.duplicates;
+            summary.stray += stats.stray;
+            summary.malformed += stats.malformed;
+            busy = busy || stats.received > 0;
+            received = received || stats.received > 0;
+          });
+        }
+      }
+      for (const settled of await dispatching) {
+        if ('err' in settled) throw settled.err;
+        await settle(settled.runId, settled.ok);
       }
       const idle = book.open.size === 0 && !busy;
       if (idle && options.returnWhenIdle) return summary;
@@ -175,8 +205,11 @@ export class Coordinator {
     });
   }
 
-  /** One step for one run; true if it did something. */
-  private async step(term: TermContext, book: RunBook, run: ActiveRun, endAt: number): Promise<boolean> {
+  /**
+   * One step for one run; true if it did something. A run that is dispatching gets `'dispatch'`:
+   * the turn runs its slice beside the drains.
+   */
+  private async step(term: TermContext, book: RunBook, run: ActiveRun, endAt: number): Promise<boolean | 'dispatch'> {
     const { ctx } = this;
     const record = run.doc.value;
     // Once its end is recorded, the output or manifest may already exist: it ends that way.
@@ -199,8 +232,7 @@ export class Coordinator {
         await planRun(ctx, term, book, run, Math.min(endAt, ctx.clock.now() + ctx.tuning.sliceMs));
         return true;
       case 'dispatching':
-        // Nothing sent means the in-flight window is full: not busy, so an empty drain may wait.
-        return (await dispatchSlice(ctx, term, book, run, Math.min(endAt, ctx.clock.now() + ctx.tuning.sliceMs))) > 0;
+        return 'dispatch';
       case 'running':
       case 'finalizing':
         if (record.state === 'finalizing' || (run.seen && run.seen.count() === record.counters.planned)) {

@@ -72,15 +72,17 @@ async function checkpoint(
   cursor: number,
   itemsPerMessage: number,
 ): Promise<void> {
-  const current = run.doc.value;
-  const done = cursor >= current.messages;
-  const base = done
-    ? transition(current, 'running', ctx.clock.date())
-    : { ...current, updatedAt: ctx.clock.date().toISOString() };
-  await book.save(run, {
-    ...base,
-    cursor,
-    counters: { ...current.counters, dispatched: Math.min(current.counters.planned, cursor * itemsPerMessage) },
+  // The drains fold this run's results meanwhile: only the dispatch's fields are set.
+  await book.update(run, (current) => {
+    const done = cursor >= current.messages;
+    const base = done
+      ? transition(current, 'running', ctx.clock.date())
+      : { ...current, updatedAt: ctx.clock.date().toISOString() };
+    return {
+      ...base,
+      cursor,
+      counters: { ...current.counters, dispatched: Math.min(current.counters.planned, cursor * itemsPerMessage) },
+    };
   });
 }
 

@@ -299,14 +299,22 @@ async function applyToRun(
           term.signal,
         )
       : record.failureParts;
-    await book.save(run, {
-      ...record,
+    const seen = run.seen.toCheckpoint();
+    // The dispatch of this run may checkpoint its cursor meanwhile: only the fold's fields are set.
+    await book.update(run, (current) => ({
+      ...current,
       acc: folded.acc,
-      counters,
-      seen: run.seen.toCheckpoint(),
+      counters: {
+        ...current.counters,
+        succeeded: counters.succeeded,
+        failed: counters.failed,
+        duplicates: counters.duplicates,
+        rejected: counters.rejected,
+      },
+      seen,
       failureParts,
       updatedAt: ctx.clock.date().toISOString(),
-    });
+    }));
   } catch (err) {
     run.seen = before; // the checkpoint did not land; neither did these items
     throw err;

@@ -43,6 +43,8 @@ export class RunBook {
   readonly planSessions = new Map<string, PlanSession>();
   /** When this term may count poisoned work as failed: after the results sent before it. */
   readonly poisonGate: PoisonGate;
+  /** The save under way for each run, which the next `update` of that run waits for. */
+  private readonly saving = new Map<string, Promise<void>>();
 
   constructor(
     private readonly ctx: EngineContext,
@@ -102,6 +104,24 @@ export class RunBook {
     if (isTerminal(next.state)) {
       this.active.delete(next.runId);
       this.open.delete(next.runId);
+    }
+  }
+
+  /**
+   * Saves `change(latest record)`, one save per run at a time. A run's dispatch and the drains
+   * that fold its results run side by side, and each owns its own fields of the record (the
+   * cursor; the counts, accumulator and dedupe set): applying each change to the record as the
+   * other left it lets both land, where two saves from one snapshot would refuse each other.
+   */
+  async update(run: ActiveRun, change: (current: RunRecord) => RunRecord): Promise<void> {
+    const runId = run.doc.value.runId;
+    const earlier = this.saving.get(runId) ?? Promise.resolve();
+    const mine = earlier.catch(() => undefined).then(() => this.save(run, change(run.doc.value)));
+    this.saving.set(runId, mine);
+    try {
+      await mine;
+    } finally {
+      if (this.saving.get(runId) === mine) this.saving.delete(runId);
     }
   }
 
