@@ -1,7 +1,8 @@
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve, sep } from 'node:path';
 import { BENCHMARK_NOTES, type BenchmarkNotes } from './benchmark-notes';
-import { goalMet, ratioOf, RESULTS_DIR, type BenchResult, type Goal } from './report';
+import { formatNumber } from './format';
+import { goalMet, ratioOf, RESULTS_DIR, summaryList, type BenchResult, type Goal } from './report';
 import { renderLineChartSvg, type Point } from './svg-chart';
 
 /**
@@ -19,19 +20,11 @@ export const THROUGHPUT_SVG = join(RESULTS_DIR, 'throughput.svg');
 /** The chart's path as BENCHMARKS.md (at the repository root) links it. */
 const CHART_LINK = 'bench/results/throughput.svg';
 
+export { formatNumber };
+
 export interface RenderOptions {
   /** How BENCHMARKS.md links the throughput chart; shown only when the throughput result has a series. */
   chartLink?: string;
-}
-
-/** Formats like the benchmarks' own line: 0 decimals from 100, 1 from 10, else 2. */
-export function formatNumber(value: number): string {
-  if (!Number.isFinite(value)) return 'n/a';
-  const abs = Math.abs(value);
-  const s = abs >= 100 ? value.toFixed(0) : abs >= 10 ? value.toFixed(1) : value.toFixed(2);
-  const [whole, fraction] = s.split('.');
-  const grouped = (whole as string).replace(/\B(?=(\d{3})+$)/g, ',');
-  return fraction === undefined ? grouped : `${grouped}.${fraction}`;
 }
 
 export function formatGoal(goal: Goal): string {
@@ -67,16 +60,14 @@ interface SummaryGoal {
 }
 
 function summaryGoals(result: BenchResult): SummaryGoal[] {
-  const goals = (result.summary as { goals?: unknown } | undefined)?.goals;
-  if (!Array.isArray(goals)) return [];
-  return goals.filter(
-    (g): g is SummaryGoal =>
-      typeof g === 'object' &&
-      g !== null &&
-      typeof (g as SummaryGoal).name === 'string' &&
-      typeof (g as SummaryGoal).ours === 'number' &&
-      typeof (g as SummaryGoal).floor === 'number' &&
-      typeof (g as SummaryGoal).goal?.ratio === 'number',
+  return summaryList<SummaryGoal>(
+    result,
+    'goals',
+    (g) =>
+      typeof g.name === 'string' &&
+      typeof g.ours === 'number' &&
+      typeof g.floor === 'number' &&
+      typeof (g.goal as Partial<Goal> | undefined)?.ratio === 'number',
   );
 }
 
@@ -268,6 +259,7 @@ export function renderBenchmarksMarkdown(
     } else {
       p(`**Latest.** Not run yet: \`npm run bench -- ${name}\`.`, '');
     }
+    if (note?.more) p(...note.more(r), '');
   }
   return `${out.join('\n').replace(/\n+$/, '')}\n`;
 }
