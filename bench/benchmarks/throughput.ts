@@ -1,8 +1,15 @@
 import { DEFAULT_CLUSTER } from '../../src/local/cluster';
 import { Schedule } from '../../src/schedule/schedule';
-import { BenchCluster } from '../lib/bench-cluster';
+import type { BenchCluster } from '../lib/bench-cluster';
 import { report, type BenchOptions, type BenchResult } from '../lib/report';
-import { runFloor, runOurs, type MeasuredRun } from '../lib/throughput-run';
+import {
+  alternateRounds,
+  medianRun,
+  runOurs,
+  startThroughputCluster,
+  type FloorRun,
+  type MeasuredRun,
+} from '../lib/throughput-run';
 
 /**
  * throughput: a fan-out/fan-in of N items with a trivial `process` on three instance processes,
@@ -21,11 +28,11 @@ const INSTANCES = 3;
 
 export interface ThroughputMeasurement {
   items: number;
-  floor: MeasuredRun & { emptyReceives: number };
+  floor: FloorRun;
   ours: MeasuredRun;
   packed: MeasuredRun;
   /** Every round; `floor` and `ours` above are the median rounds by items/s. */
-  rounds: { floor: MeasuredRun[]; ours: MeasuredRun[] };
+  rounds: { floor: FloorRun[]; ours: MeasuredRun[] };
   idle: { windowMs: number; tickMs: number; perInstance: { name: string; leader: boolean; requests: Record<string, number> }[] };
 }
 
@@ -41,33 +48,23 @@ const TICK_MS = Schedule.parse(TICK).fixedPeriod()!.periodMs;
 
 /** Starts the cluster, warms it up, measures idle cost, the floor and both runs of ours. */
 export async function measureThroughput(items: number, idleWindowMs: number, rounds = 1): Promise<ThroughputMeasurement> {
-  const cluster = await BenchCluster.start({
+  const cluster = await startThroughputCluster({
     instances: INSTANCES,
     coordinatorSchedule: TICK,
     jobs: [
-      { name: 'warm', items: 50 },
       { name: 'sum', items, itemsPerMessage: 1 },
       { name: 'sum50', items, itemsPerMessage: 50 },
     ],
   });
   try {
-    await cluster.waitFor(() => cluster.leader(), 60_000, 'a leader');
-    // Warm-up, not measured: JIT, sockets, queues and containers in every process.
-    await runOurs(cluster, 'warm', 50);
     const idle = await measureIdle(cluster, idleWindowMs);
-    // Alternating rounds on the same Azurite: the machine's noise is larger than the gap.
-    const floors: Awaited<ReturnType<typeof runFloor>>[] = [];
-    const ourRuns: MeasuredRun[] = [];
-    for (let round = 0; round < rounds; round++) {
-      floors.push(await runFloor(cluster.connectionString, items, INSTANCES));
-      ourRuns.push(await runOurs(cluster, 'sum', items));
-    }
+    const measured = await alternateRounds(cluster, { name: 'sum', items }, { rounds, workers: INSTANCES });
     const packed = await runOurs(cluster, 'sum50', items);
     lastMeasurement = {
       items,
-      floor: medianRun(floors),
-      ours: medianRun(ourRuns),
-      rounds: { floor: floors, ours: ourRuns },
+      floor: medianRun(measured.floor),
+      ours: medianRun(measured.ours),
+      rounds: measured,
       packed,
       idle: { ...idle, tickMs: TICK_MS },
     };
@@ -75,12 +72,6 @@ export async function measureThroughput(items: number, idleWindowMs: number, rou
   } finally {
     await cluster.stop();
   }
-}
-
-/** The round with the median rate (the lower middle one for an even count). */
-function medianRun<T extends MeasuredRun>(runs: T[]): T {
-  const sorted = [...runs].sort((a, b) => a.itemsPerSecond - b.itemsPerSecond);
-  return sorted[Math.floor((sorted.length - 1) / 2)]!;
 }
 
 /** Every instance's requests over a window with no run open: what idle ticks cost. */

@@ -7,8 +7,14 @@
  * `draft` marks prose that still needs the lead's figures or confirmation: it is shown in the
  * generated file, so remove it once the text is checked.
  *
+ * Arithmetic on a run's figures (what they mean on Azure) goes in `more`, which is handed the
+ * latest result, so it is redone whenever the figures change instead of going stale as prose.
+ *
  * Regenerate after editing: node --import tsx bench/lib/benchmarks-md.ts
  */
+import { formatNumber } from './format';
+import { summaryList, type BenchResult } from './report';
+
 export interface BenchmarkNote {
   /** What the benchmark does, and what its floor is. Markdown. */
   measures: string;
@@ -16,6 +22,8 @@ export interface BenchmarkNote {
   limits: string;
   /** Still to check or fill in; shown as a draft warning until removed. */
   draft?: string;
+  /** The end of the section, from the latest result (undefined before the first run). Markdown lines. */
+  more?: (result: BenchResult | undefined) => string[];
 }
 
 export type BenchmarkNotes = Record<string, BenchmarkNote>;
@@ -84,6 +92,38 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'uncounted (256 on the local cluster), so its queues stay short. That is why ours can beat the floor here. ' +
       '`itemsPerMessage` divides the message traffic. Against real Azure Storage the limits are the queue scale ' +
       'targets and the function host instead.',
+  },
+  'sharded-throughput': {
+    measures:
+      'Whether Baton keeps up with the raw SDK when a hub spreads its queues over shards (`BATON_QUEUE_SHARDS`): the ' +
+      "throughput benchmark's run (N = 2,000 items, one item per message, three instance processes, from the run record " +
+      'being created to the run ending with its output written) with 1, 2 and 4 shards, each on a fresh cluster and ' +
+      'Azurite, after a warm-up run, floor and ours alternating for three rounds (the median round of each). The floor ' +
+      'is the throughput floor on as many queue pairs: the sender sends round robin over the S work queues, each of the ' +
+      'three consumers runs one receive loop per work queue (as each instance runs one queue trigger per shard) and ' +
+      "sends each result to its shard's results queue, and one drainer receives every results queue at once. At one " +
+      'shard it is the throughput floor exactly. The headline is the worst of the three ratios; every shard count is ' +
+      'listed with its goal (≥ 0.8) under the latest result, and the arithmetic below turns the measured requests per ' +
+      "item into what Azure's published targets allow.",
+    limits:
+      '**Azurite.** All the queues live in the one Azurite process, on the same two cores as the instances, so shards ' +
+      'add no storage capacity here: the figure says how close Baton stays to the raw SDK on the same number of queues ' +
+      '(on Azure each queue has its own target; see below). Shards do make the floor faster on Azurite: with S queues it ' +
+      'runs S times the consumer and drainer loops, all at once, and Azurite receives and deletes faster from S queues ' +
+      'of N/S messages than from one of N. **The leader.** Baton’s rate stays about flat as S grows. One leader sends a ' +
+      'run’s work and drains all its results in one loop that alternates between sending a window of messages and ' +
+      'receiving, folding, checkpointing and deleting a pass of results; its sends and deletes take most of that loop. ' +
+      'Shards add queues and queue triggers, not leader capacity. The in-flight window (`BATON_MAX_IN_FLIGHT`, 256 on ' +
+      'the local cluster, for the run across all its shards) keeps its queues short; a wider one is slower here, as the ' +
+      'leader then drains longer queues. So the ratio tends to fall as S grows, highest at one shard, where the floor ' +
+      'pays for its one long queue. Each queue trigger also backs off while its queue is empty, as the Functions ' +
+      'host does (up to `maxPollingInterval`, 2 s), so the first messages of a run can wait that long. **Noise.** From ' +
+      "round to round the machine's other work moves each arm more than the gaps between shard counts, hence three " +
+      'rounds and their medians; the floor, bound by Azurite’s one thread, slows more under load than Baton does, so a ' +
+      'busy machine tends to raise the ratio. **Requests.** An idle shard still costs: every instance polls each ' +
+      'shard’s work queue and the leader receives every results and poison queue on each pass, so requests per item ' +
+      'grow a little with S.',
+    more: queueShardsOnAzure,
   },
   transactions: {
     measures:
@@ -159,3 +199,95 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       "diagnostic `windowed` arm in the results measures that pattern without the dispatcher's reads and encoding.",
   },
 };
+
+/** Azure's published scale targets: not measured here, cited where they are used. */
+const AZURE = {
+  queueMessagesPerSecond: 2_000,
+  accountRequestsPerSecond: 20_000,
+  queueTargets: 'https://learn.microsoft.com/azure/storage/queues/scalability-targets',
+  accountTargets: 'https://learn.microsoft.com/azure/storage/common/scalability-targets-standard-account',
+};
+
+interface ShardFigures {
+  shards: number;
+  requestsPerItem: { ours: number };
+  queueRequestsPerItem: { ours: number };
+}
+
+/**
+ * What shards allow on Azure, from the targets and the requests per item this benchmark measured:
+ * S queues take 2,000 × S messages/s, the account 20,000 requests/s, so a hub goes no faster than
+ * the lower of the two, and past the shard count where the account is the lower, more do not help.
+ */
+function queueShardsOnAzure(result: BenchResult | undefined): string[] {
+  const { queueMessagesPerSecond: perQueue, accountRequestsPerSecond: perAccount } = AZURE;
+  const out = [
+    '### Queue shards on Azure',
+    '',
+    `Azure's published targets, not measured here: one queue takes up to ${formatNumber(perQueue)} messages per ` +
+      `second of 1 KiB ([Scalability and performance targets for Queue Storage](${AZURE.queueTargets})), and a ` +
+      `standard general-purpose v2 account ${formatNumber(perAccount)} requests per second ([Scalability and ` +
+      `performance targets for standard storage accounts](${AZURE.accountTargets}); its current version gives 40,000 ` +
+      'for a list of large regions, and the Queue Storage page gives the account as 20,000 messages per second of ' +
+      '1 KiB). ' +
+      'Past a target Storage answers 503 (Server Busy) or 500 (Operation Timeout).',
+    '',
+    "At one item per message every item puts one message on its shard's work queue and one on its results queue, " +
+      'and each message is sent, received (in batches) and deleted. For one hub on Azure:',
+    '',
+    `- **S shards' queues** carry at most ${formatNumber(perQueue)} × S items/s, reading the target as messages ` +
+      `put on a queue; reading it as every request on a queue (a send, a delete and a share of a batched receive, ` +
+      `about half the queue requests per item below on each of the two queues), ${formatNumber(perQueue)} × S ÷ that.`,
+    `- **The account** carries at most ${formatNumber(perAccount)} ÷ (requests per item) items/s, however many ` +
+      'shards: every request of every instance counts (queues, run records, plan chunks, the lease), and so does ' +
+      "anything else on the account, such as the Functions host's own use of `AzureWebJobsStorage` or other hubs.",
+    '- **`itemsPerMessage` k > 1** divides the messages per item, and the queue requests with them, by k: the queues’ ' +
+      'cap rises k-fold, the account’s less, as the run’s other requests (run records, plan chunks, the lease, idle ' +
+      'polls) stay; a hub then needs fewer shards. The throughput benchmark measures k = 50.',
+  ];
+  const rows = summaryList<ShardFigures>(
+    result,
+    'perShards',
+    (r) =>
+      typeof r.shards === 'number' &&
+      typeof (r.requestsPerItem as { ours?: unknown } | undefined)?.ours === 'number' &&
+      typeof (r.queueRequestsPerItem as { ours?: unknown } | undefined)?.ours === 'number',
+  );
+  if (rows.length === 0) {
+    out.push('', 'The requests per item these caps divide by appear here after `npm run bench -- sharded-throughput`.');
+    return out;
+  }
+  const cells = rows.map((r) => {
+    const perQueueRequests = r.queueRequestsPerItem.ours / 2;
+    return [
+      String(r.shards),
+      r.requestsPerItem.ours.toFixed(2),
+      r.queueRequestsPerItem.ours.toFixed(2),
+      `${formatNumber(perQueue * r.shards)} (${formatNumber((perQueue * r.shards) / perQueueRequests)})`,
+      formatNumber(perAccount / r.requestsPerItem.ours),
+    ];
+  });
+  // The most shards measured cost the most requests per item: the account's cap from them.
+  const most = rows.reduce((a, b) => (b.shards > a.shards ? b : a));
+  const accountCap = perAccount / most.requestsPerItem.ours;
+  const enough = Math.ceil(accountCap / perQueue);
+  const enoughPerRequest = Math.ceil(accountCap / (perQueue / (most.queueRequestsPerItem.ours / 2)));
+  out.push(
+    '',
+    "Baton's requests per item in the latest run, all instances together, are measured here; the caps are the " +
+      'targets above divided by them, the queues’ read per message and, in brackets, per request:',
+    '',
+    '| shards | requests per item | queue requests per item | cap of the queues on Azure, items/s | cap of the account on Azure, items/s |',
+    '|--:|--:|--:|--:|--:|',
+    ...cells.map((c) => `| ${c.join(' | ')} |`),
+    '',
+    `So a hub at one item per message is held by its queues up to a few shards and by the account past them: at ` +
+      `${most.requestsPerItem.ours.toFixed(2)} requests per item (${most.shards} shards) the account takes about ` +
+      `${formatNumber(accountCap)} items/s, which the queues of ${enough} shards already carry (${enoughPerRequest} ` +
+      'reading the target per request). More shards than that do not make a hub faster within one account; pack ' +
+      'more items per message, or put the work on another account. These are storage’s caps only: one leader still ' +
+      'sends and drains all of a hub’s messages (see above), and how fast it does that against Azure is not measured ' +
+      'here.',
+  );
+  return out;
+}

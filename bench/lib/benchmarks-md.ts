@@ -1,7 +1,8 @@
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve, sep } from 'node:path';
 import { BENCHMARK_NOTES, type BenchmarkNotes } from './benchmark-notes';
-import { goalMet, ratioOf, RESULTS_DIR, type BenchResult, type Goal } from './report';
+import { formatNumber } from './format';
+import { goalMet, ratioOf, RESULTS_DIR, summaryList, type BenchResult, type Goal } from './report';
 import { renderLineChartSvg, type Point } from './svg-chart';
 
 /**
@@ -19,19 +20,11 @@ export const THROUGHPUT_SVG = join(RESULTS_DIR, 'throughput.svg');
 /** The chart's path as BENCHMARKS.md (at the repository root) links it. */
 const CHART_LINK = 'bench/results/throughput.svg';
 
+export { formatNumber };
+
 export interface RenderOptions {
   /** How BENCHMARKS.md links the throughput chart; shown only when the throughput result has a series. */
   chartLink?: string;
-}
-
-/** Formats like the benchmarks' own line: 0 decimals from 100, 1 from 10, else 2. */
-export function formatNumber(value: number): string {
-  if (!Number.isFinite(value)) return 'n/a';
-  const abs = Math.abs(value);
-  const s = abs >= 100 ? value.toFixed(0) : abs >= 10 ? value.toFixed(1) : value.toFixed(2);
-  const [whole, fraction] = s.split('.');
-  const grouped = (whole as string).replace(/\B(?=(\d{3})+$)/g, ',');
-  return fraction === undefined ? grouped : `${grouped}.${fraction}`;
 }
 
 export function formatGoal(goal: Goal): string {
@@ -66,15 +59,6 @@ interface SummaryGoal {
   result?: string;
 }
 
-/** The objects of the list `summary[key]` that `fits` accepts; none when it is not a list. */
-function summaryList<T>(result: BenchResult, key: string, fits: (entry: Record<string, unknown>) => boolean): T[] {
-  const list = (result.summary as Record<string, unknown> | undefined)?.[key];
-  if (!Array.isArray(list)) return [];
-  return list.filter(
-    (entry): entry is T => typeof entry === 'object' && entry !== null && fits(entry as Record<string, unknown>),
-  );
-}
-
 function summaryGoals(result: BenchResult): SummaryGoal[] {
   return summaryList<SummaryGoal>(
     result,
@@ -83,7 +67,7 @@ function summaryGoals(result: BenchResult): SummaryGoal[] {
       typeof g.name === 'string' &&
       typeof g.ours === 'number' &&
       typeof g.floor === 'number' &&
-      typeof (g.goal as Goal | undefined)?.ratio === 'number',
+      typeof (g.goal as Partial<Goal> | undefined)?.ratio === 'number',
   );
 }
 
@@ -333,6 +317,7 @@ export function renderBenchmarksMarkdown(
     } else {
       p(`**Latest.** Not run yet: \`npm run bench -- ${name}\`.`, '');
     }
+    if (note?.more) p(...note.more(r), '');
   }
   return `${out.join('\n').replace(/\n+$/, '')}\n`;
 }

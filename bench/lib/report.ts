@@ -56,6 +56,20 @@ export interface BenchResult extends ResultInput {
   date: string;
 }
 
+/**
+ * The entries of the list `summary[key]` that `fits`: results are read back from JSON files that
+ * older runs wrote, so each entry is checked before it is used.
+ */
+export function summaryList<T>(
+  result: BenchResult | undefined,
+  key: string,
+  fits: (entry: Record<string, unknown>) => boolean,
+): T[] {
+  const list = (result?.summary as Record<string, unknown> | undefined)?.[key];
+  if (!Array.isArray(list)) return [];
+  return list.filter((e): e is T => typeof e === 'object' && e !== null && fits(e as Record<string, unknown>));
+}
+
 export function ratioOf(ours: number, floor: number): number {
   return floor === 0 ? Number.NaN : ours / floor;
 }

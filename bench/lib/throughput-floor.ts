@@ -6,7 +6,12 @@
  * message; one drainer receives results in batches of 32 and deletes them. Everything runs at
  * once, as Baton's pipeline does. It prints JSON lines: progress every 250 ms, then the summary.
  *
- *   BENCH_CONNECTION=… BENCH_ITEMS=2000 node --import tsx bench/lib/throughput-floor.ts
+ * With `BENCH_SHARDS` = S > 1 it has S work and S results queues, shaped like a hub's shards: the
+ * sender sends round robin over the work queues, each consumer runs one receive loop per work
+ * queue (as each instance runs one queue trigger per shard) and sends each result to the results
+ * queue of the same shard, and the drainer receives every results queue at once.
+ *
+ *   BENCH_CONNECTION=… BENCH_ITEMS=2000 [BENCH_SHARDS=1] node --import tsx bench/lib/throughput-floor.ts
  */
 import { randomUUID } from 'node:crypto';
 import type { QueueClient } from '@azure/storage-queue';
@@ -40,15 +45,21 @@ async function main(): Promise<void> {
   const workers = Number(env('BENCH_WORKERS', '3'));
   const batch = Number(env('BENCH_BATCH', '16'));
   const sendLanes = Number(env('BENCH_SEND_LANES', '16'));
+  const shards = Number(env('BENCH_SHARDS', '1'));
   const counter = new StorageRequestCounter();
   const service = createQueueServiceClient(
     { kind: 'connectionString', connectionString: env('BENCH_CONNECTION') },
     { requestCounter: counter },
   );
   const id = randomUUID().slice(0, 8);
-  const work = service.getQueueClient(`floor-work-${id}`);
-  const results = service.getQueueClient(`floor-results-${id}`);
-  await Promise.all([work.create(), results.create()]);
+  // Shard 0 keeps the one-queue names; the others add `-s<k>`, as a hub's shards do.
+  const suffix = (shard: number) => (shard === 0 ? '' : `-s${shard}`);
+  const queues = Array.from({ length: shards }, (_, shard) => ({
+    work: service.getQueueClient(`floor-work-${id}${suffix(shard)}`),
+    results: service.getQueueClient(`floor-results-${id}${suffix(shard)}`),
+  }));
+  const all = queues.flatMap((q) => [q.work, q.results]);
+  await Promise.all(all.map((q) => q.create()));
   const setup = counter.snapshot();
 
   let emptyReceives = 0;
@@ -67,7 +78,7 @@ async function main(): Promise<void> {
     let next = 0;
     await Promise.all(
       Array.from({ length: sendLanes }, async () => {
-        for (let i = next++; i < items; i = next++) await work.sendMessage(text(i));
+        for (let i = next++; i < items; i = next++) await queues[i % shards]!.work.sendMessage(text(i));
       }),
     );
   };
@@ -92,25 +103,29 @@ async function main(): Promise<void> {
   await Promise.all([
     send(),
     ...Array.from({ length: workers }, () =>
-      consume(
-        work,
-        batch,
-        async (m) => {
-          await results.sendMessage(JSON.stringify({ v: 1, t: 'result', ok: true, of: m.messageText.length }));
-          await work.deleteMessage(m.messageId, m.popReceipt);
-          processed++;
-        },
-        () => processed >= items,
+      queues.map(({ work, results }) =>
+        consume(
+          work,
+          batch,
+          async (m) => {
+            await results.sendMessage(JSON.stringify({ v: 1, t: 'result', ok: true, of: m.messageText.length }));
+            await work.deleteMessage(m.messageId, m.popReceipt);
+            processed++;
+          },
+          () => processed >= items,
+        ),
       ),
-    ),
-    consume(
-      results,
-      32,
-      async (m) => {
-        await results.deleteMessage(m.messageId, m.popReceipt);
-        drained++;
-      },
-      () => drained >= items,
+    ).flat(),
+    ...queues.map(({ results }) =>
+      consume(
+        results,
+        32,
+        async (m) => {
+          await results.deleteMessage(m.messageId, m.popReceipt);
+          drained++;
+        },
+        () => drained >= items,
+      ),
     ),
   ]);
   const ms = performance.now() - started;
@@ -120,7 +135,7 @@ async function main(): Promise<void> {
       .map(([op, n]) => [op, n - (setup[op] ?? 0)] as const)
       .filter(([, n]) => n > 0),
   );
-  await Promise.all([work.delete(), results.delete()]);
+  await Promise.all(all.map((q) => q.delete()));
   const summary: FloorSummary = { kind: 'summary', items, ms, itemsPerSecond: (items / ms) * 1000, requests, emptyReceives };
   process.stdout.write(`${JSON.stringify(summary)}\n`);
 }

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { isTerminal, runKeys, type RunRecord } from '../../src/hub/run-record';
-import type { BenchCluster } from './bench-cluster';
+import { BenchCluster, type BenchClusterOptions } from './bench-cluster';
 import type { FloorProgress, FloorSummary } from './throughput-floor';
 
 /** [seconds since start, items/s over the preceding window] */
@@ -37,14 +37,18 @@ export function rateSeries(samples: readonly { atMs: number; done: number }[], w
   return series;
 }
 
-/** The plain-SDK floor in its own process, against the same Azurite. */
-export async function runFloor(
-  connectionString: string,
-  items: number,
-  workers: number,
-): Promise<MeasuredRun & { emptyReceives: number }> {
+export type FloorRun = MeasuredRun & { emptyReceives: number };
+
+/** The plain-SDK floor in its own process, against the same Azurite, on `shards` pairs of queues. */
+export async function runFloor(connectionString: string, items: number, workers: number, shards = 1): Promise<FloorRun> {
   const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'throughput-floor.ts')], {
-    env: { ...process.env, BENCH_CONNECTION: connectionString, BENCH_ITEMS: String(items), BENCH_WORKERS: String(workers) },
+    env: {
+      ...process.env,
+      BENCH_CONNECTION: connectionString,
+      BENCH_ITEMS: String(items),
+      BENCH_WORKERS: String(workers),
+      BENCH_SHARDS: String(shards),
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const progress: { atMs: number; done: number }[] = [{ atMs: 0, done: 0 }];
@@ -118,4 +122,47 @@ export async function runOurs(cluster: BenchCluster, job: string, items: number,
     requests,
     requestsTotal: total(requests),
   };
+}
+
+const WARM = { name: 'warm', items: 50 };
+
+/**
+ * A bench cluster with a leader, and by default one small run already through it (not measured):
+ * JIT, sockets, queues and containers warm in every process before anything is timed. A smoke
+ * run skips the warm-up, as it checks that the arms work, not how fast they are.
+ */
+export async function startThroughputCluster(options: BenchClusterOptions, warmUp = true): Promise<BenchCluster> {
+  const cluster = await BenchCluster.start({ ...options, jobs: [WARM, ...(options.jobs ?? [])] });
+  try {
+    await cluster.waitFor(() => cluster.leader(), 60_000, 'a leader');
+    if (warmUp) await runOurs(cluster, WARM.name, WARM.items);
+    return cluster;
+  } catch (err) {
+    await cluster.stop();
+    throw err;
+  }
+}
+
+/**
+ * `rounds` rounds of the floor then `job` on the same Azurite, alternating: the machine's noise
+ * is larger than the gap between the arms, so each pair is measured under the same load.
+ */
+export async function alternateRounds(
+  cluster: BenchCluster,
+  job: { name: string; items: number },
+  options: { rounds: number; workers: number; shards?: number },
+): Promise<{ floor: FloorRun[]; ours: MeasuredRun[] }> {
+  const floor: FloorRun[] = [];
+  const ours: MeasuredRun[] = [];
+  for (let round = 0; round < options.rounds; round++) {
+    floor.push(await runFloor(cluster.connectionString, job.items, options.workers, options.shards));
+    ours.push(await runOurs(cluster, job.name, job.items));
+  }
+  return { floor, ours };
+}
+
+/** The round with the median rate (the lower middle one for an even count). */
+export function medianRun<T extends MeasuredRun>(runs: T[]): T {
+  const sorted = [...runs].sort((a, b) => a.itemsPerSecond - b.itemsPerSecond);
+  return sorted[Math.floor((sorted.length - 1) / 2)]!;
 }

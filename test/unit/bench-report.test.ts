@@ -447,11 +447,12 @@ describe('renderBenchmarksMarkdown', () => {
     expect(renderBenchmarksMarkdown([...results].reverse(), NOTES)).toBe(md);
   });
 
-  it('has notes for the seven benchmarks', () => {
+  it('has notes for the eight benchmarks', () => {
     expect(Object.keys(BENCHMARK_NOTES)).toEqual([
       'crash-failover',
       'graceful-handover',
       'throughput',
+      'sharded-throughput',
       'transactions',
       'leader-memory',
       'scale',
@@ -461,6 +462,31 @@ describe('renderBenchmarksMarkdown', () => {
       expect(note.measures.length).toBeGreaterThan(40);
       expect(note.limits.length).toBeGreaterThan(40);
     }
+  });
+
+  it("turns sharded-throughput's requests per item into Azure's caps, with the targets' sources", () => {
+    const perShards = [
+      { shards: 1, requestsPerItem: { ours: 4 }, queueRequestsPerItem: { ours: 4 } },
+      { shards: 4, requestsPerItem: { ours: 5 }, queueRequestsPerItem: { ours: 4 } },
+    ];
+    const sharded = renderBenchmarksMarkdown([
+      result('sharded-throughput', 200, 220, { ratio: 0.8, direction: 'atLeast' }, { summary: { perShards } }),
+    ]);
+    const section = sharded.split('### Queue shards on Azure')[1]?.split('\n## ')[0] ?? '';
+    expect(section).toContain('https://learn.microsoft.com/azure/storage/queues/scalability-targets');
+    expect(section).toContain('https://learn.microsoft.com/azure/storage/common/scalability-targets-standard-account');
+    // Queues: 2,000 messages/s each, or 2,000 ÷ (4 / 2) per request; the account: 20,000 ÷ requests per item.
+    expect(section).toContain('| 1 | 4.00 | 4.00 | 2,000 (1,000) | 5,000 |');
+    expect(section).toContain('| 4 | 5.00 | 4.00 | 8,000 (4,000) | 4,000 |');
+    // 4,000 items/s at the most shards: two shards' queues carry it, or four read per request.
+    expect(section).toMatch(
+      /about 4,000 items\/s, which the queues of 2 shards already carry \(4 reading the target per request\)/,
+    );
+
+    const before = renderBenchmarksMarkdown([]).split('### Queue shards on Azure')[1]?.split('\n## ')[0] ?? '';
+    expect(before).toContain('20,000 requests per second');
+    expect(before).toContain('after `npm run bench -- sharded-throughput`');
+    expect(before).not.toContain('| shards |');
   });
 
   it('formats figures like the benchmark line, with thousands grouped', () => {
