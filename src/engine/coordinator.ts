@@ -128,7 +128,12 @@ export class Coordinator {
           // Nothing sent means the in-flight window is full: not busy, so an empty drain may wait.
           busy = (await dispatchSlice(ctx, term, book, run, until)) > 0 || busy;
         });
-        dispatches.push(slice.then((sliceOk) => ({ runId, ok: sliceOk }), (err: unknown) => ({ err })));
+        dispatches.push(
+          slice.then(
+            (sliceOk) => ({ runId, ok: sliceOk }),
+            (err: unknown) => ({ err }),
+          ),
+        );
       }
       let dispatched = dispatches.length === 0;
       const dispatching = Promise.all(dispatches).finally(() => (dispatched = true));

@@ -19,7 +19,10 @@ import type { RunBook } from './run-book';
 import { retryLater } from './retry-later';
 
 const BATCH = 32;
-/** Deletes after a checkpoint run this many at a time (up to 4 batches are deleted per checkpoint). */
+/**
+ * Deletes after a checkpoint run this many at a time per queue drained (up to 4 batches of each
+ * are deleted per checkpoint): a pass over several shards deletes as fast as one pass on each.
+ */
 const DELETE_LANES = 32;
 /** Receives folded into one checkpoint: fewer rewrites of the bitset on big runs. */
 const BATCHES_PER_CHECKPOINT = 4;
@@ -250,9 +253,9 @@ async function drain(
       stats.duplicates += applied.duplicates;
       stats.malformed += applied.misdirected;
     }
-    await deleteAll(term, group.messages);
+    await deleteAll(term, group.messages, queues.length);
   }
-  await deleteAll(term, discard);
+  await deleteAll(term, discard, queues.length);
   if (kind === 'results') book.poisonGate.resultsPass(startedAt, emptied, leftBehind);
   return stats;
 }
@@ -341,8 +344,8 @@ async function keepOutsidePlan(ctx: EngineContext, term: TermContext, group: Gro
   }
 }
 
-async function deleteAll(term: TermContext, messages: Received[]): Promise<void> {
-  await inLanes(messages, DELETE_LANES, (m) => m.queue.delete(m.message, { abortSignal: term.signal }));
+async function deleteAll(term: TermContext, messages: Received[], queues: number): Promise<void> {
+  await inLanes(messages, DELETE_LANES * queues, (m) => m.queue.delete(m.message, { abortSignal: term.signal }));
 }
 
 function groupFor(groups: Map<string, Group>, run: string, job: string | undefined): Group {
