@@ -110,13 +110,15 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'add no storage capacity here: the figure says how close Baton stays to the raw SDK on the same number of queues ' +
       '(on Azure each queue has its own target; see below). Shards do make the floor faster on Azurite: with S queues it ' +
       'runs S times the consumer and drainer loops, all at once, and Azurite receives and deletes faster from S queues ' +
-      'of N/S messages than from one of N. **The leader.** Baton’s rate stays about flat as S grows. One leader sends a ' +
-      'run’s work and drains all its results in one loop that alternates between sending a window of messages and ' +
-      'receiving, folding, checkpointing and deleting a pass of results; its sends and deletes take most of that loop. ' +
-      'Shards add queues and queue triggers, not leader capacity. The in-flight window (`BATON_MAX_IN_FLIGHT`, 256 on ' +
-      'the local cluster, for the run across all its shards) keeps its queues short; a wider one is slower here, as the ' +
-      'leader then drains longer queues. So the ratio tends to fall as S grows, highest at one shard, where the floor ' +
-      'pays for its one long queue. Each queue trigger also backs off while its queue is empty, as the Functions ' +
+      'of N/S messages than from one of N. **The leader.** Baton’s rate stays about flat as S grows: 218–261 items/s ' +
+      'over 1, 2 and 4 shards in the last four runs, while the floor’s 4-shard rounds ranged from 250 to 526. One leader ' +
+      'sends a run’s work and drains all its results; its dispatch slices run beside its drains, and a pass deletes ' +
+      'with lanes for every shard it read, but shards still add queues and queue triggers, not leader capacity. The ' +
+      'in-flight window (`BATON_MAX_IN_FLIGHT`, 256 on the local cluster, for the run across all its shards) keeps its ' +
+      'queues short, so Baton gains nothing from shorter queues as the floor does; a wider window is slower here (a ' +
+      'window per shard gave 166 items/s at 4 shards), as the leader then drains longer queues. What holds Baton at ' +
+      'this rate on two shared cores is not pinned down yet. So the ratio tends to fall as S grows, highest at one ' +
+      'shard, where the floor pays for its one long queue. Each queue trigger also backs off while its queue is empty, as the Functions ' +
       'host does (up to `maxPollingInterval`, 2 s), so the first messages of a run can wait that long. **Noise.** From ' +
       "round to round the machine's other work moves each arm more than the gaps between shard counts, hence three " +
       'rounds and their medians; the floor, bound by Azurite’s one thread, slows more under load than Baton does, so a ' +
