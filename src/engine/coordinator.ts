@@ -148,21 +148,14 @@ export class Coordinator {
           busy = (await moveStrandedWork(ctx, term)) > 0 || busy;
         });
       }
-      // While a dispatch slice runs, drain again as long as results keep coming; an empty pass
-      // waits for the slice instead of polling the queues.
-      for (let received = drainNow; received; received = !dispatched && received) {
-        received = false;
-        for (const drain of [drainResults, drainPoison]) {
-          await this.guard(term, summary, drain.name, async () => {
-            const stats: DrainStats = await drain(ctx, term, book);
-            summary.folded += stats.folded;
-            summary.duplicates += stats.duplicates;
-            summary.stray += stats.stray;
-            summary.malformed += stats.malformed;
-            busy = busy || stats.received > 0;
-            received = received || stats.received > 0;
-          });
-        }
+      if (drainNow) {
+        // While a dispatch slice runs, drain again as long as results keep coming; an empty pass
+        // waits for the slice instead of polling the queues.
+        let received: boolean;
+        do {
+          received = await this.drainPass(term, book, summary);
+          busy = busy || received;
+        } while (received && !dispatched);
       }
       for (const settled of await dispatching) {
         if ('err' in settled) throw settled.err;
@@ -208,6 +201,22 @@ export class Coordinator {
       if (!run || 'terminal' in run || 'unregistered' in run) return;
       await failRun(this.ctx, term, book, run, `its step failed ${MAX_STEP_FAILURES} times in a row; see the leader's log`);
     });
+  }
+
+  /** Drains results, then poison, once; true if either brought any message. */
+  private async drainPass(term: TermContext, book: RunBook, summary: LeadSummary): Promise<boolean> {
+    let received = false;
+    for (const drain of [drainResults, drainPoison]) {
+      await this.guard(term, summary, drain.name, async () => {
+        const stats: DrainStats = await drain(this.ctx, term, book);
+        summary.folded += stats.folded;
+        summary.duplicates += stats.duplicates;
+        summary.stray += stats.stray;
+        summary.malformed += stats.malformed;
+        received = received || stats.received > 0;
+      });
+    }
+    return received;
   }
 
   /**

@@ -27,8 +27,8 @@ export const DISCOVER_EVERY_MS = 60_000;
  * queue after each listing.
  */
 export class HubQueues {
-  /** Shards past the active ones that were found, with the queues not yet seen empty since. */
-  private extra = { results: new Set<QueuePort>(), poison: new Set<QueuePort>(), work: new Set<QueuePort>() };
+  /** Queues of shards past the active ones that were found and not yet seen empty since, by name. */
+  private extra = emptyExtra();
   private discoveredAt = Number.NEGATIVE_INFINITY;
 
   private constructor(
@@ -63,21 +63,21 @@ export class HubQueues {
 
   /** Results queues to drain: the active shards', then any other shard's not yet seen empty. */
   resultsToDrain(): QueuePort[] {
-    return [...this.active.map((s) => s.results), ...this.extra.results];
+    return [...this.active.map((s) => s.results), ...this.extra.results.values()];
   }
 
   poisonToDrain(): QueuePort[] {
-    return [...this.active.map((s) => s.poison), ...this.extra.poison];
+    return [...this.active.map((s) => s.poison), ...this.extra.poison.values()];
   }
 
   /** Work queues of shards past the active ones, not yet seen empty: their messages move. */
   strandedWork(): QueuePort[] {
-    return [...this.extra.work];
+    return [...this.extra.work.values()];
   }
 
   /** A queue past the active shards came back empty: left alone until the next listing finds it. */
   seenEmpty(queue: QueuePort): void {
-    for (const set of Object.values(this.extra)) set.delete(queue);
+    for (const found of Object.values(this.extra)) found.delete(queue.name);
   }
 
   async ensure(options?: QueueCallOptions): Promise<void> {
@@ -93,18 +93,15 @@ export class HubQueues {
     const names = await finder.directory.list(`${finder.hub}-`, options);
     this.discoveredAt = now;
     const active = new Set(this.active.flatMap((s) => [s.work.name, s.results.name, s.poison.name]));
-    const extra = { results: new Set<QueuePort>(), poison: new Set<QueuePort>(), work: new Set<QueuePort>() };
+    const extra = emptyExtra();
     for (const name of names) {
       const parsed = parseShardQueueName(finder.hub, name);
-      if (!parsed || active.has(name)) continue;
-      extra[parsed.role].add(this.known(name) ?? finder.directory.queue(name));
+      if (parsed && !active.has(name)) extra[parsed.role].set(name, finder.directory.queue(name));
     }
     this.extra = extra;
   }
+}
 
-  /** The handle already held for `name`, so `seenEmpty` can match it by identity. */
-  private known(name: string): QueuePort | undefined {
-    for (const set of Object.values(this.extra)) for (const q of set) if (q.name === name) return q;
-    return undefined;
-  }
+function emptyExtra(): Record<'work' | 'results' | 'poison', Map<string, QueuePort>> {
+  return { work: new Map(), results: new Map(), poison: new Map() };
 }
