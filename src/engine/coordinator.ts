@@ -41,6 +41,10 @@ const RECONCILE_EVERY_MS = 1000;
 const REQUESTS_EVERY_MS = 2000;
 /** An idle leader's polls back off to this, so holding the lease costs few storage calls. */
 const MAX_IDLE_POLL_MS = 5000;
+/** The first wait after an empty drain while a dispatch slice is under way; it doubles from here. */
+const FIRST_EMPTY_DRAIN_WAIT_MS = 20;
+/** How often the drain passes of one turn look at the poison queues. */
+const POISON_EVERY_MS = 1000;
 /**
  * With no run open there is nothing to fold, only late duplicates and malformed messages to
  * clear away, so an idle leader drains its results and poison queues this seldom: two requests
@@ -60,12 +64,23 @@ const MAX_STEP_FAILURES = 5;
 export class Coordinator {
   readonly ctx: EngineContext;
   private queuesReady = false;
+  /** The deletes of the last drain pass, still under way (see `drainPass`). */
+  private deleting: Promise<void> = Promise.resolve();
 
   constructor(ctx: Omit<EngineContext, 'tuning'> & { tuning?: Partial<EngineTuning> }) {
     this.ctx = { ...ctx, tuning: { ...DEFAULT_TUNING, ...ctx.tuning } };
   }
 
   async lead(leadership: Leadership, options: LeadOptions): Promise<LeadSummary> {
+    try {
+      return await this.leadTerm(leadership, options);
+    } finally {
+      // The last pass's deletes: the term's work is done only when they are.
+      await this.deleting;
+    }
+  }
+
+  private async leadTerm(leadership: Leadership, options: LeadOptions): Promise<LeadSummary> {
     const { ctx } = this;
     const term: TermContext = { leadership, epoch: leadership.epoch, signal: leadership.signal };
     // Dispatch and drain pass this signal to dozens of storage calls at once.
@@ -149,13 +164,27 @@ export class Coordinator {
         });
       }
       if (drainNow) {
-        // While a dispatch slice runs, drain again as long as results keep coming; an empty pass
-        // waits for the slice instead of polling the queues.
-        let received: boolean;
-        do {
-          received = await this.drainPass(term, book, summary);
+        // Drain for as long as a dispatch slice runs: a slice whose window is full sends again
+        // only once a drain counts results. An empty pass waits a little longer each time, up to
+        // the idle poll, or until the slices end.
+        let wait = FIRST_EMPTY_DRAIN_WAIT_MS;
+        let poisonAt = Number.NEGATIVE_INFINITY;
+        for (;;) {
+          // The poison queues hardly ever hold anything: while results flow, look at them once
+          // a second rather than on every pass.
+          const poison = ctx.clock.now() - poisonAt >= POISON_EVERY_MS;
+          if (poison) poisonAt = ctx.clock.now();
+          const received = await this.drainPass(term, book, summary, poison);
           busy = busy || received;
-        } while (received && !dispatched);
+          if (dispatched) break;
+          if (received) {
+            wait = FIRST_EMPTY_DRAIN_WAIT_MS;
+            continue;
+          }
+          await Promise.race([dispatching, sleep(ctx.clock, wait, term.signal).catch(() => undefined)]);
+          term.signal.throwIfAborted();
+          wait = Math.min(wait * 2, ctx.tuning.idlePollMs);
+        }
       }
       for (const settled of await dispatching) {
         if ('err' in settled) throw settled.err;
@@ -203,12 +232,17 @@ export class Coordinator {
     });
   }
 
-  /** Drains results, then poison, once; true if either brought any message. */
-  private async drainPass(term: TermContext, book: RunBook, summary: LeadSummary): Promise<boolean> {
+  /**
+   * Drains results, then poison, once; true if either brought any message. The results' deletes
+   * go on behind the pass, and the next pass waits for them only once it has folded its own:
+   * at most two passes' deletes are out at a time.
+   */
+  private async drainPass(term: TermContext, book: RunBook, summary: LeadSummary, poison: boolean): Promise<boolean> {
     let received = false;
-    for (const drain of [drainResults, drainPoison]) {
+    const deletes: Promise<void>[] = [];
+    for (const drain of poison ? [drainResults, drainPoison] : [drainResults]) {
       await this.guard(term, summary, drain.name, async () => {
-        const stats: DrainStats = await drain(this.ctx, term, book);
+        const stats: DrainStats = await drain(this.ctx, term, book, { deleteBehind: (d) => deletes.push(d) });
         summary.folded += stats.folded;
         summary.duplicates += stats.duplicates;
         summary.stray += stats.stray;
@@ -216,6 +250,9 @@ export class Coordinator {
         received = received || stats.received > 0;
       });
     }
+    const earlier = this.deleting;
+    this.deleting = Promise.all(deletes).then(() => undefined);
+    await earlier;
     return received;
   }
 

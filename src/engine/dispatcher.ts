@@ -9,8 +9,9 @@ const CHECKPOINT_EVERY_MS = 1000;
 /**
  * Sends the run's messages from its cursor, in windows of parallel sends, checkpointing the
  * cursor as it goes. Everything before the cursor was surely sent; a new leader resends from
- * there, and the duplicates that makes are counted once by the fold. Stops at `until`, or
- * when `maxInFlightMessages` are out; returns how many messages it sent.
+ * there, and the duplicates that makes are counted once by the fold. While `maxInFlightMessages`
+ * are out it waits for the run's next save (the turn's drains fold results beside it); it stops
+ * at `until`, or when no save comes before then. Returns how many messages it sent.
  */
 export async function dispatchSlice(
   ctx: EngineContext,
@@ -31,7 +32,11 @@ export async function dispatchSlice(
     const counted = run.doc.value.counters.succeeded + run.doc.value.counters.failed;
     const inFlight = cursor - Math.floor(counted / itemsPerMessage);
     const room = ctx.tuning.maxInFlightMessages - inFlight;
-    if (room <= 0) break;
+    if (room <= 0) {
+      // The drains beside this slice open the window as they count results.
+      if (await book.nextSave(record.runId, until - ctx.clock.now())) continue;
+      break;
+    }
     const end = Math.min(record.messages, cursor + Math.min(window, room));
     const texts: { m: number; text: string }[] = [];
     for (let m = cursor; m < end; m++) {

@@ -29,6 +29,16 @@ const BATCHES_PER_CHECKPOINT = 4;
 /** How soon a message the leader cannot count yet is offered again. */
 const DEFER_SECONDS = 5;
 
+export interface DrainOptions {
+  /**
+   * Takes the pass's deletes instead of waiting for them, so the next pass receives while they
+   * finish. They start after the checkpoint that counted their messages, so one that never lands
+   * only brings a counted message back, which the dedupe set ignores. The promise never rejects:
+   * a failed delete is logged.
+   */
+  deleteBehind?: (deleting: Promise<void>) => void;
+}
+
 /** What a drain pass did, for logs and tests. */
 export interface DrainStats {
   received: number;
@@ -68,8 +78,13 @@ type Parsed =
  * per run, and only then delete the messages. A crash in between redelivers them, and the dedupe
  * set makes the second fold a no-op, so every item counts exactly once.
  */
-export function drainResults(ctx: EngineContext, term: TermContext, book: RunBook): Promise<DrainStats> {
-  return drain(ctx, term, book, 'results', async (message) => {
+export function drainResults(
+  ctx: EngineContext,
+  term: TermContext,
+  book: RunBook,
+  options: DrainOptions = {},
+): Promise<DrainStats> {
+  return drain(ctx, term, book, options, 'results', async (message) => {
     const body = parseBody(message.text);
     const parsed = body.ok ? resultMessageSchema.safeParse(body.value) : undefined;
     if (!parsed?.success)
@@ -102,8 +117,13 @@ export function drainResults(ctx: EngineContext, term: TermContext, book: RunBoo
  * work message moved there by the host after its last delivery fails the items that have no
  * outcome, once the results sent before it have been counted (see `PoisonGate`).
  */
-export function drainPoison(ctx: EngineContext, term: TermContext, book: RunBook): Promise<DrainStats> {
-  return drain(ctx, term, book, 'poison', async (message, queue) => {
+export function drainPoison(
+  ctx: EngineContext,
+  term: TermContext,
+  book: RunBook,
+  options: DrainOptions = {},
+): Promise<DrainStats> {
+  return drain(ctx, term, book, options, 'poison', async (message, queue) => {
     const body = parseBody(message.text);
     const note = body.ok ? poisonNoteSchema.safeParse(body.value) : undefined;
     if (note?.success) {
@@ -179,6 +199,7 @@ async function drain(
   ctx: EngineContext,
   term: TermContext,
   book: RunBook,
+  options: DrainOptions,
   kind: 'results' | 'poison',
   parse: (message: ReceivedMessage, queue: QueuePort) => Promise<Parsed>,
 ): Promise<DrainStats> {
@@ -220,6 +241,21 @@ async function drain(
   const holdSeconds = Math.min(DEFER_SECONDS, ctx.tuning.drainVisibilitySeconds);
   await Promise.all(hold.map((m) => m.queue.setVisibility(m.message, holdSeconds, { abortSignal: term.signal })));
   const leftBehind = new Set<string>();
+  const deletes: Promise<void>[] = [];
+  const remove = async (messages: Received[]): Promise<void> => {
+    const deleting = deleteAll(term, messages, queues.length);
+    if (!options.deleteBehind) return deleting;
+    // Handled at once: a rejection left unhandled while the pass goes on would end the process.
+    deletes.push(
+      deleting.catch((err: unknown) => {
+        try {
+          retryLater(ctx, term, 'deleting drained messages failed; they come back and count once', err);
+        } catch {
+          // The term is over, which the turn that follows finds out by itself.
+        }
+      }),
+    );
+  };
   for (const group of groups.values()) {
     const runId = group.run;
     let applied: Awaited<ReturnType<typeof applyToRun>>;
@@ -253,9 +289,10 @@ async function drain(
       stats.duplicates += applied.duplicates;
       stats.malformed += applied.misdirected;
     }
-    await deleteAll(term, group.messages, queues.length);
+    await remove(group.messages);
   }
-  await deleteAll(term, discard, queues.length);
+  await remove(discard);
+  options.deleteBehind?.(Promise.all(deletes).then(() => undefined));
   if (kind === 'results') book.poisonGate.resultsPass(startedAt, emptied, leftBehind);
   return stats;
 }

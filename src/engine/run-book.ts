@@ -45,6 +45,8 @@ export class RunBook {
   readonly poisonGate: PoisonGate;
   /** The save under way for each run, which the next `update` of that run waits for. */
   private readonly saving = new Map<string, Promise<void>>();
+  /** Who waits for each run's next save. */
+  private readonly saveWaiters = new Map<string, Set<() => void>>();
 
   constructor(
     private readonly ctx: EngineContext,
@@ -101,6 +103,7 @@ export class RunBook {
       this.active.delete(next.runId);
       throw err;
     }
+    for (const wake of this.saveWaiters.get(next.runId) ?? []) wake();
     if (isTerminal(next.state)) {
       this.active.delete(next.runId);
       this.open.delete(next.runId);
@@ -123,6 +126,33 @@ export class RunBook {
     } finally {
       if (this.saving.get(runId) === mine) this.saving.delete(runId);
     }
+  }
+
+  /**
+   * Resolves true at the run's next save, or false after `ms` or when the term ends. A dispatch
+   * whose in-flight window is full waits here for the drains beside it to count results, so it
+   * sends again as soon as they do rather than at the next turn.
+   */
+  nextSave(runId: string, ms: number): Promise<boolean> {
+    const { clock } = this.ctx;
+    const { signal } = this.term;
+    if (signal.aborted || ms <= 0) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      let waiters = this.saveWaiters.get(runId);
+      if (!waiters) this.saveWaiters.set(runId, (waiters = new Set()));
+      const done = (saved: boolean): void => {
+        waiters.delete(wake);
+        if (waiters.size === 0 && this.saveWaiters.get(runId) === waiters) this.saveWaiters.delete(runId);
+        clock.clearTimeout(timer);
+        signal.removeEventListener('abort', ended);
+        resolve(saved);
+      };
+      const wake = (): void => done(true);
+      const ended = (): void => done(false);
+      const timer = clock.setTimeout(ended, ms);
+      waiters.add(wake);
+      signal.addEventListener('abort', ended, { once: true });
+    });
   }
 
   /** Forgets the cached copy, so the next lookup reads storage again. */

@@ -298,7 +298,9 @@ describe('an idle leader', () => {
 });
 
 describe('the in-flight window', () => {
-  async function maxOutstanding(maxInFlightMessages: number | undefined): Promise<{ max: number; output: unknown }> {
+  async function maxOutstanding(
+    maxInFlightMessages: number | undefined,
+  ): Promise<{ max: number; output: unknown; turns: number }> {
     const ports = memoryPorts();
     let outstanding = 0;
     let max = 0;
@@ -318,9 +320,13 @@ describe('the in-flight window', () => {
     });
     const runId = await requestRun(ports.docs, 'sum');
     const stop = engine.startWorkers(2);
-    await engine.leadUntil('l', async () => terminal((await engine.readRun(runId))?.state));
+    const terms = await engine.leadUntil('l', async () => terminal((await engine.readRun(runId))?.state));
     await stop();
-    return { max, output: (await engine.readJson<RunOutput>(runKeys.output(runId)))?.output };
+    return {
+      max,
+      output: (await engine.readJson<RunOutput>(runKeys.output(runId)))?.output,
+      turns: terms.reduce((sum, t) => sum + t.turns, 0),
+    };
   }
 
   it('keeps at most maxInFlightMessages work messages out, and the output stays exact', async () => {
@@ -331,5 +337,13 @@ describe('the in-flight window', () => {
     expect(unbounded.output).toEqual(expectedSum(300));
     // Without the window the leader sends ahead of the workers (the check above can fail).
     expect(unbounded.max).toBeGreaterThan(16);
+  });
+
+  it('sends again within the same turn as the drains beside it count results', async () => {
+    // 300 messages through a window of 16 is 19 refills; a dispatch that stopped at a full window
+    // and went on only at the next turn took a turn (and its pause) for each.
+    const bounded = await maxOutstanding(16);
+    expect(bounded.output).toEqual(expectedSum(300));
+    expect(bounded.turns).toBeLessThan(300 / 16);
   });
 });

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { ConcurrentUpdateError } from '../../src/errors';
-import type { ActiveRun } from '../../src/engine/run-book';
+import { RunBook, type ActiveRun } from '../../src/engine/run-book';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { newRunRecord, runKeys, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
 import { sumJob } from '../support/sample-jobs';
-import { unitEngine } from '../support/unit-engine';
+import { handLeadership, unitEngine } from '../support/unit-engine';
 
 const RUN = 'sum/manual-book';
 
@@ -23,7 +23,7 @@ async function openRun() {
   const { book } = engine.book(2);
   const run = (await book.get(RUN)) as ActiveRun;
   const stored = async () => (await records.read(runKeys.record(RUN)))?.value;
-  return { book, run, stored };
+  return { book, run, stored, engine };
 }
 
 describe('RunBook', () => {
@@ -58,5 +58,26 @@ describe('RunBook', () => {
     ]);
     expect(results.map((r) => r.status)).toEqual(['rejected', 'fulfilled']);
     expect((await stored())?.cursor).toBe(2);
+  });
+
+  it('nextSave wakes at the next save of the run, and gives up after its time or when the term ends', async () => {
+    const { book, run, engine } = await openRun();
+    const saved = book.nextSave(RUN, 1000);
+    await book.update(run, (current) => ({ ...current, cursor: 1 }));
+    expect(await saved).toBe(true);
+
+    let timedOut: boolean | undefined;
+    void book.nextSave(RUN, 1000).then((v) => (timedOut = v));
+    await engine.clock.advance(999);
+    expect(timedOut).toBeUndefined();
+    await engine.clock.advance(1);
+    expect(timedOut).toBe(false);
+
+    const end = new AbortController();
+    const ending = new RunBook(engine.ctx, { leadership: handLeadership(2), epoch: 2, signal: end.signal });
+    const waiting = ending.nextSave(RUN, 60_000);
+    end.abort();
+    expect(await waiting).toBe(false);
+    expect(await ending.nextSave(RUN, 60_000)).toBe(false);
   });
 });
