@@ -108,22 +108,24 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
     limits:
       '**Azurite.** All the queues live in the one Azurite process, on the same two cores as the instances, so shards ' +
       'add no storage capacity here: the figure says how close Baton stays to the raw SDK on the same number of queues ' +
-      '(on Azure each queue has its own target; see below). Shards do make the floor faster on Azurite: with S queues it ' +
-      'runs S times the consumer and drainer loops, all at once, and Azurite receives and deletes faster from S queues ' +
-      'of N/S messages than from one of N. **The leader.** Baton’s rate stays about flat as S grows: 218–261 items/s ' +
-      'over 1, 2 and 4 shards in the last four runs, while the floor’s 4-shard rounds ranged from 250 to 526. One leader ' +
-      'sends a run’s work and drains all its results; its dispatch slices run beside its drains, and a pass deletes ' +
-      'with lanes for every shard it read, but shards still add queues and queue triggers, not leader capacity. The ' +
-      'in-flight window (`BATON_MAX_IN_FLIGHT`, 256 on the local cluster, for the run across all its shards) keeps its ' +
-      'queues short, so Baton gains nothing from shorter queues as the floor does; a wider window is slower here (a ' +
-      'window per shard gave 166 items/s at 4 shards), as the leader then drains longer queues. What holds Baton at ' +
-      'this rate on two shared cores is not pinned down yet. So the ratio tends to fall as S grows, highest at one ' +
-      'shard, where the floor pays for its one long queue. Each queue trigger also backs off while its queue is empty, as the Functions ' +
+      '(on Azure each queue has its own target; see below). **What holds both arms here** (profiled at 4 shards): ' +
+      'Azurite 3.35 keeps messages and blob extents in LokiJS collections with binary indexes, and every batch removal ' +
+      're-sorts all of them: each receive, delete and visibility update first removes expired messages (usually none, ' +
+      'still a full re-sort of the account\'s messages), and each extent its 2 s sweep frees costs another re-sort of ' +
+      'all extents. In a 4-shard run that froze the Azurite process for 0.4–3.6 s at a time, 3.7–4.9 s of a 9 s run, ' +
+      'with every instance idle meanwhile (Azurite at 0.5 of a core and the leader at 0.16 outside the freezes). Baton ' +
+      'keeps a bounded window in flight, so each freeze stops its whole pipeline; the floor has every message queued ' +
+      'and gains more from more, shorter queues. Replacing those two removals with single-document removals (same ' +
+      'effect) removed the freezes and made both arms 2–3× faster: at 4 shards ours 430–620 items/s, the floor ' +
+      '550–850; at 2,000 items ours then lost about 1.2 s to the queue triggers waking from their idle back-off, which ' +
+      'the floor, polling every 20 ms, does not pay (the ratio was 0.63–0.68 at 1, 2 and 4 shards). That change to ' +
+      'Azurite is not in this repository yet. Each queue trigger backs off while its queue is empty, as the Functions ' +
       'host does (up to `maxPollingInterval`, 2 s), so the first messages of a run can wait that long. **Noise.** From ' +
       "round to round the machine's other work moves each arm more than the gaps between shard counts, hence three " +
       'rounds and their medians; the floor, bound by Azurite’s one thread, slows more under load than Baton does, so a ' +
       'busy machine tends to raise the ratio. **Requests.** An idle shard still costs: every instance polls each ' +
-      'shard’s work queue and the leader receives every results and poison queue on each pass, so requests per item ' +
+      'shard’s work queue and the leader receives every results queue on each pass (and every poison queue once a second ' +
+      'while results flow), so requests per item ' +
       'grow a little with S.',
     more: queueShardsOnAzure,
   },
