@@ -233,9 +233,9 @@ export class Coordinator {
   }
 
   /**
-   * Drains results, then poison, once; true if either brought any message. The results' deletes
-   * go on behind the pass, and the next pass waits for them only once it has folded its own:
-   * at most two passes' deletes are out at a time.
+   * Drains results, then (when `poison`) the poison queues, once; true if either brought any
+   * message. The pass's deletes go on behind it, and the next pass waits for them only once it
+   * has folded its own: at most two passes' deletes are out at a time.
    */
   private async drainPass(term: TermContext, book: RunBook, summary: LeadSummary, poison: boolean): Promise<boolean> {
     let received = false;
