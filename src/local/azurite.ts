@@ -117,6 +117,7 @@ function loadAzurite(): AzuriteModules {
   if (telemetry) telemetry.enableTelemetry = false;
   // The emulator's well-known account comes from Azurite itself rather than being copied here.
   const constants = req('blob/utils/constants');
+  patchLokiRemovals(req);
   cached = {
     accountName: String(constants.EMULATOR_ACCOUNT_NAME),
     accountKey: String(constants.EMULATOR_ACCOUNT_KEY_STR),
@@ -164,4 +165,50 @@ function configure(
     inMemory,
     inMemory ? new modules.MemoryExtentChunkStore(options.memoryLimitBytes ?? 256 * 1024 * 1024) : undefined,
   );
+}
+
+interface LokiCollection {
+  find(query: object): object[];
+  remove(doc: object | object[]): void;
+}
+interface LokiStore {
+  db: { getCollection(name: string): LokiCollection };
+  checkQueueExist(account: string, queue: string, context?: unknown): void;
+  MESSAGES_COLLECTION: string;
+  EXTENTS_COLLECTION: string;
+}
+
+/**
+ * Azurite 3.35 keeps messages and blob extents in LokiJS collections with binary indexes, and
+ * LokiJS re-sorts every index of a collection on each batch removal, even an empty one. Two of
+ * Azurite's own calls remove in batches: the expired-message sweep that runs before every
+ * receive, peek, delete and update (nearly always with nothing to remove), and the deletion of
+ * each extent its sweep frees. Under a busy fan-out those re-sorts froze this process for up to
+ * 3.6 s at a time, every instance idle meanwhile. Removing the same documents one at a time
+ * updates the indexes in place, so the store stays as it was and the freezes go.
+ */
+function patchLokiRemovals(req: (path: string) => Record<string, unknown>): void {
+  const prototypeOf = (path: string): Record<string, unknown> => {
+    const store = req(path).default as { prototype: Record<string, unknown> } | undefined;
+    if (!store || typeof store.prototype !== 'object') {
+      throw new Error(`startAzurite: this azurite version has no ${path}; pin azurite 3.35.x`);
+    }
+    return store.prototype;
+  };
+  const messages = prototypeOf('queue/persistence/LokiQueueMetadataStore');
+  const extents = prototypeOf('common/persistence/LokiExtentMetadataStore');
+  if (typeof messages.clearExpiredMessages !== 'function' || typeof extents.deleteExtent !== 'function') {
+    throw new Error('startAzurite: this azurite version has no clearExpiredMessages/deleteExtent; pin azurite 3.35.x');
+  }
+  messages.clearExpiredMessages = async function (this: LokiStore, account: string, queue: string, context?: unknown) {
+    this.checkQueueExist(account, queue, context);
+    const coll = this.db.getCollection(this.MESSAGES_COLLECTION);
+    for (const doc of coll.find({ accountName: account, queueName: queue, expirationTime: { $lte: Date.now() } })) {
+      coll.remove(doc);
+    }
+  };
+  extents.deleteExtent = async function (this: LokiStore, extentId: string) {
+    const coll = this.db.getCollection(this.EXTENTS_COLLECTION);
+    for (const doc of coll.find({ id: extentId })) coll.remove(doc);
+  };
 }

@@ -1,10 +1,17 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { BlobServiceClient } from '@azure/storage-blob';
 import { startAzurite } from '../../src/local/azurite';
+
+// Azurite's own copy of LokiJS, the one its stores build their collections from. A batch removal
+// ends in ensureAllIndexes(true): a full re-sort of every index, however little it removed.
+const { Collection } = createRequire(import.meta.url)('lokijs') as {
+  Collection: { prototype: { ensureAllIndexes(force?: boolean): void; remove(doc: unknown): void; name: string } };
+};
 
 describe('startAzurite', () => {
   it('starts blob and queue in memory on free ports, usable through the real SDK clients', async () => {
@@ -67,5 +74,63 @@ describe('startAzurite', () => {
     await azurite.close();
     const again = await startAzurite({ blobPort: azurite.blobPort, queuePort: azurite.queuePort });
     await again.close();
+  });
+
+  describe('removals that leave the store indexes in place', () => {
+    it('expires messages without re-sorting the message indexes on every queue call', async () => {
+      const azurite = await startAzurite();
+      const resorts = vi.spyOn(Collection.prototype, 'ensureAllIndexes');
+      try {
+        const queue = QueueServiceClient.fromConnectionString(azurite.connectionString).getQueueClient('expiry');
+        await queue.create();
+        await queue.sendMessage('short', { messageTimeToLive: 1 });
+        await queue.sendMessage('kept');
+        const idle = QueueServiceClient.fromConnectionString(azurite.connectionString).getQueueClient('idle');
+        await idle.create();
+        resorts.mockClear();
+        // Stock Azurite re-sorts every index of the account's messages before each of these calls,
+        // though none has anything to expire: the polling of every idle queue trigger.
+        for (let i = 0; i < 20; i++) {
+          await idle.receiveMessages({ numberOfMessages: 16 });
+          await queue.peekMessages();
+        }
+        expect(resorts.mock.calls.filter(([force]) => force === true)).toHaveLength(0);
+        // The expired one still goes: the count covers expired messages until a sweep removes them.
+        await vi.waitFor(
+          async () => {
+            await queue.peekMessages();
+            expect((await queue.getProperties()).approximateMessagesCount).toBe(1);
+          },
+          { timeout: 30_000, interval: 200 },
+        );
+        expect((await queue.peekMessages()).peekedMessageItems.map((m) => m.messageText)).toEqual(['kept']);
+      } finally {
+        resorts.mockRestore();
+        await azurite.close();
+      }
+    });
+
+    it('sweeps the extents of overwritten blobs one by one, without re-sorting', async () => {
+      const azurite = await startAzurite({ gcIntervalMs: 200 });
+      const resorts = vi.spyOn(Collection.prototype, 'ensureAllIndexes');
+      const removals = vi.spyOn(Collection.prototype, 'remove');
+      try {
+        const container = BlobServiceClient.fromConnectionString(azurite.connectionString).getContainerClient('sweep');
+        await container.create();
+        const blob = container.getBlockBlobClient('doc.json');
+        for (let i = 0; i < 5; i++) await blob.upload(`{"v":${i}}`, `{"v":${i}}`.length);
+        resorts.mockClear();
+        const extentRemovals = () =>
+          removals.mock.contexts.filter((c) => (c as { name: string }).name === '$EXTENTS_COLLECTION$').length;
+        // Four bodies were overwritten; each has an extent that only the sweep frees.
+        await vi.waitFor(() => expect(extentRemovals()).toBeGreaterThanOrEqual(4), { timeout: 30_000, interval: 100 });
+        expect(resorts.mock.calls.filter(([force]) => force === true)).toHaveLength(0);
+        expect((await blob.downloadToBuffer()).toString()).toBe('{"v":4}');
+      } finally {
+        resorts.mockRestore();
+        removals.mockRestore();
+        await azurite.close();
+      }
+    });
   });
 });
