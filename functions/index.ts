@@ -38,5 +38,13 @@ for (const registration of batonRegistrations(runtime)) {
     case 'activity':
       df.app.activity(registration.name, { handler: registration.handler });
       break;
+    case 'http':
+      app.http(registration.name, {
+        route: registration.route,
+        methods: registration.methods,
+        authLevel: registration.authLevel,
+        handler: registration.handler,
+      });
+      break;
   }
 }

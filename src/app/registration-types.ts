@@ -1,4 +1,4 @@
-import type { InvocationContext, Timer } from '@azure/functions';
+import type { HttpRequest, HttpResponseInit, InvocationContext, Timer } from '@azure/functions';
 import type { OrchestrationHandler } from 'durable-functions';
 
 /** What the Functions entry point and the local host register: one list, whichever engine runs. */
@@ -32,4 +32,16 @@ export interface ActivityRegistration {
   handler: (input: unknown, context: InvocationContext) => Promise<unknown>;
 }
 
-export type Registration = TimerRegistration | QueueRegistration | OrchestrationRegistration | ActivityRegistration;
+export interface HttpRegistration {
+  kind: 'http';
+  name: string;
+  /** Under the host's route prefix (`/api` by default). */
+  route: string;
+  methods: ('GET' | 'POST')[];
+  /** Never anonymous: reads take a function key, steering takes the admin key. */
+  authLevel: 'function' | 'admin';
+  handler: (request: HttpRequest, context: InvocationContext) => Promise<HttpResponseInit>;
+}
+
+export type Registration =
+  TimerRegistration | QueueRegistration | OrchestrationRegistration | ActivityRegistration | HttpRegistration;

@@ -1,4 +1,5 @@
 import { createCoordinatorTick } from './coordinator-tick';
+import { httpApiRegistrations } from './http-api';
 import type { Registration } from './registration-types';
 import { durableRegistrations } from './durable-registrations';
 import type { BatonRuntime } from './runtime';
@@ -9,7 +10,18 @@ import { createWorkerHandler } from './worker-handler';
  * local host runs the same list.
  */
 export function batonRegistrations(runtime: BatonRuntime): Registration[] {
-  if (runtime.settings.engine === 'durable') return durableRegistrations(runtime);
+  // Both engines keep the same run records, so one API reads either.
+  const api = httpApiRegistrations({
+    hub: runtime.settings.hub,
+    endpoint: runtime.reads.endpoint,
+    container: runtime.resources.container,
+    docs: runtime.reads.docs,
+    lease: runtime.reads.lease,
+    now: () => runtime.clock.date(),
+    log: runtime.log,
+    appliesRequests: runtime.settings.engine !== 'durable',
+  });
+  if (runtime.settings.engine === 'durable') return [...durableRegistrations(runtime), ...api];
   const termMs = runtime.settings.termSeconds * 1000;
   return [
     {
@@ -28,5 +40,6 @@ export function batonRegistrations(runtime: BatonRuntime): Registration[] {
       connection: 'AzureWebJobsStorage',
       handler: createWorkerHandler(worker),
     })),
+    ...api,
   ];
 }

@@ -6,6 +6,8 @@ import type { EngineLogger } from '../engine/engine-context';
 import { RunStateCache } from '../engine/run-state-cache';
 import type { WorkerDeps } from '../engine/worker';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
+import type { DocumentStore } from '../fencing/document-store';
+import type { LeaseStore } from '../lease/lease-store';
 import { InvalidSettingError } from '../errors';
 import { assertDurableReady } from '../durable/ready';
 import { assertUniqueJobs } from '../jobs/define-job';
@@ -57,6 +59,8 @@ export interface BatonRuntime {
   storageRequests: StorageRequestCounter;
   /** The app's logger, every line masked for secrets. */
   log: { info(message: string): void; warn(message: string): void };
+  /** The hub's documents and lease as anyone reads them: what the HTTP API serves. */
+  reads: { docs: DocumentStore; lease: LeaseStore; endpoint: string };
   /**
    * Storage's time, learned from the answers this runtime's clients receive: schedules, run
    * deadlines and record timestamps use it, so no instance's wall clock can start a run early
@@ -138,12 +142,13 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   const docs = new BlobDocumentStore(blobService.getContainerClient(resources.container), { unsafeUnfenced });
   const queues = HubQueues.forHub(settings.hub, settings.queueShards, new AzureQueueDirectory(queueService), clock);
   const jobMap = new Map(jobs.map((job) => [job.name, job]));
+  const leaseStore = new BlobLeaseStore(leaseClient, settings.hub, {
+    containerName: settings.leaseContainer,
+    // Beside the documents the epochs fence, so a deleted lease container restarts nothing.
+    epochMark: BlobEpochMark.at(leaseClient.getContainerClient(resources.container), resources.epochMark),
+  });
   const elector = new LeaderElector({
-    store: new BlobLeaseStore(leaseClient, settings.hub, {
-      containerName: settings.leaseContainer,
-      // Beside the documents the epochs fence, so a deleted lease container restarts nothing.
-      epochMark: BlobEpochMark.at(leaseClient.getContainerClient(resources.container), resources.epochMark),
-    }),
+    store: leaseStore,
     leaseDurationSeconds: settings.leaseDurationSeconds,
     renewDeadlineMs: settings.renewDeadlineMs,
     // Every instance's coordinator timer is a follower's chance to take over; on a fixed grid,
@@ -181,6 +186,8 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     resources,
     storageRequests,
     log,
+    // The service URL of a SAS connection carries the SAS: keep only the endpoint.
+    reads: { docs, lease: leaseStore, endpoint: (blobService.url.split('?')[0] ?? '').replace(/\/+$/, '') },
     clock,
     shutdownSignal: stopping.signal,
     shutdown: () => stopping.abort(),

@@ -7,17 +7,8 @@ import { readFailureLog } from '../hub/failure-log';
 import { CliError } from './connection';
 import { withHub, type CliContext } from './context';
 import type { HubHandle } from './hub';
-import {
-  FAILURES_LISTED,
-  renderRuns,
-  renderShow,
-  renderStatus,
-  runView,
-  showView,
-  statusView,
-  toJson,
-  type RunsView,
-} from './format';
+import { FAILURES_LISTED, runView, showView, statusView, type RunsView } from '../hub/read-model';
+import { renderRuns, renderShow, renderStatus, toJson } from './format';
 import { examples } from './help';
 
 const DEFAULT_LIMIT = 20;

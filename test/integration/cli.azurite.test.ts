@@ -2,7 +2,7 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { resolveConnection } from '../../src/cli/connection';
-import type { RunsView, ShowView, StatusView } from '../../src/cli/format';
+import type { RunsView, ShowView, StatusView } from '../../src/hub/read-model';
 import { pendingRequests, type EngineRequest } from '../../src/hub/requests';
 import type { DocumentStore } from '../../src/fencing/document-store';
 import { useAzurite } from '../support/azurite';

@@ -80,7 +80,8 @@ describe('coordinator tick', () => {
       BATON_COORDINATOR_SCHEDULE: '*/15 * * * * *',
     });
     const registrations = batonRegistrations(runtime);
-    expect(registrations.map((r) => r.kind)).toEqual(['timer', 'queue']);
+    // Then the HTTP API's routes, which the API's own tests cover.
+    expect(registrations.map((r) => r.kind)).toEqual(['timer', 'queue', ...Array(6).fill('http')]);
     expect(registrations[0]).toMatchObject({ name: 'baton-coordinator', schedule: '*/15 * * * * *' });
     expect(registrations[1]).toMatchObject({
       name: 'baton-worker',

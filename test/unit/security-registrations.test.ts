@@ -1,8 +1,9 @@
 /**
- * Baton exposes no HTTP endpoint: the app is a timer and a queue trigger. These tests read what
- * is registered (the registration list, and what `functions/index.ts` hands the Functions host)
- * and fail if an HTTP trigger appears without `authLevel: 'function'` (or `admin`): one left
- * at the v4 default is anonymous, callable by anyone who finds the URL.
+ * Baton's only HTTP endpoints are its API, and none is anonymous. These tests read what is
+ * registered (the registration list, and what `functions/index.ts` hands the Functions host) and
+ * fail if an HTTP trigger appears without `authLevel: 'function'` (or `admin`): one left at the
+ * v4 default is anonymous, callable by anyone who finds the URL. Steering (trigger, cancel)
+ * takes the admin key.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { batonRegistrations } from '../../src/app/registrations';
@@ -47,9 +48,22 @@ const unsafe = (call: AppCall) =>
 const env = { AzureWebJobsStorage: 'UseDevelopmentStorage=true', BATON_HUB: 'security' };
 
 describe('no anonymous HTTP endpoint', () => {
-  it('the registration list holds only the timer and the queue trigger; anything else must say authLevel function', () => {
+  const API = [
+    'baton-api-status',
+    'baton-api-runs',
+    'baton-api-run',
+    'baton-api-failures',
+    'baton-api-trigger',
+    'baton-api-cancel',
+  ];
+
+  it('the registration list holds the timer, the queue trigger and the API; every HTTP route says function or admin', () => {
     const registrations = batonRegistrations(createBatonRuntime(env));
-    expect(registrations.map((r) => `${r.kind}:${r.name}`)).toEqual(['timer:baton-coordinator', 'queue:baton-worker']);
+    expect(registrations.map((r) => `${r.kind}:${r.name}`)).toEqual([
+      'timer:baton-coordinator',
+      'queue:baton-worker',
+      ...API.map((name) => `http:${name}`),
+    ]);
     for (const registration of registrations as Array<{ kind: string; authLevel?: unknown }>) {
       if (registration.kind === 'timer' || registration.kind === 'queue') continue;
       expect(SAFE_AUTH_LEVELS, `${registration.kind} registration without authLevel function`).toContain(registration.authLevel);
@@ -65,8 +79,12 @@ describe('no anonymous HTTP endpoint', () => {
       vi.unstubAllEnvs();
     });
 
-    it('registers one timer and one storage queue trigger, and nothing else', () => {
-      expect(appCalls.map((c) => `${c.method}:${c.name}`)).toEqual(['timer:baton-coordinator', 'storageQueue:baton-worker']);
+    it('registers one timer, one storage queue trigger and the API routes, and nothing else', () => {
+      expect(appCalls.map((c) => `${c.method}:${c.name}`)).toEqual([
+        'timer:baton-coordinator',
+        'storageQueue:baton-worker',
+        ...API.map((name) => `http:${name}`),
+      ]);
       expect(appCalls.find((c) => c.method === 'storageQueue')?.options).toMatchObject({
         queueName: 'security-work',
         connection: 'AzureWebJobsStorage',
@@ -76,6 +94,18 @@ describe('no anonymous HTTP endpoint', () => {
     it('registers no HTTP trigger without authLevel function or admin, and nothing anonymous', () => {
       expect(appCalls.length).toBeGreaterThan(0);
       expect(appCalls.filter(unsafe).map((c) => `${c.method}:${c.name}`)).toEqual([]);
+    });
+
+    it('trigger and cancel, which steer the hub, take the admin key; reads take a function key', () => {
+      const levels = Object.fromEntries(appCalls.filter(isHttpTrigger).map((c) => [c.name, authLevelOf(c)]));
+      expect(levels).toEqual({
+        'baton-api-status': 'function',
+        'baton-api-runs': 'function',
+        'baton-api-run': 'function',
+        'baton-api-failures': 'function',
+        'baton-api-trigger': 'admin',
+        'baton-api-cancel': 'admin',
+      });
     });
   });
 

@@ -1,0 +1,269 @@
+import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
+import { z } from 'zod';
+import type { DocumentStore } from '../fencing/document-store';
+import { readFailureLog } from '../hub/failure-log';
+import { firstFailures, readFailures } from '../hub/failures-manifest';
+import type { FailureEntry } from '../hub/fold';
+import { FAILURES_LISTED, runView, showView, statusView, type RunsView } from '../hub/read-model';
+import { requestCancel, requestRun } from '../hub/requests';
+import { isTerminal } from '../hub/run-record';
+import { listRuns, readHubStatus, readRunDetails } from '../hub/status';
+import type { LeaseStore } from '../lease/lease-store';
+import type { HttpRegistration } from './registration-types';
+
+/** What the API reads and writes: the hub's documents and its lease, as any instance sees them. */
+export interface HttpApiDeps {
+  hub: string;
+  /** The blob endpoint without its query string (never a SAS). */
+  endpoint: string;
+  container: string;
+  docs: DocumentStore;
+  lease: LeaseStore;
+  now: () => Date;
+  log: { warn(message: string): void };
+  /** The engine applies trigger and cancel requests (the durable engine does not yet). */
+  appliesRequests: boolean;
+}
+
+/** Routes live under the host's prefix (`/api` by default): `/api/baton/status`, … */
+export const API_ROUTE_PREFIX = 'baton';
+
+const DEFAULT_RUNS = 20;
+const MAX_PAGE = 1000;
+
+class BadRequest extends Error {}
+class NotFound extends Error {}
+class Conflict extends Error {}
+
+const pageSize = (fallback: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, `must be a whole number from 1 to ${MAX_PAGE}`)
+    .transform(Number)
+    .refine((n) => n >= 1 && n <= MAX_PAGE, `must be a whole number from 1 to ${MAX_PAGE}`)
+    .optional()
+    .transform((n) => n ?? fallback);
+
+const runsQuery = z.object({
+  job: z.string().min(1, 'must not be empty').optional(),
+  limit: pageSize(DEFAULT_RUNS),
+  /** The `next` of the previous page: only runs created before this run. */
+  after: z.string().min(1, 'must not be empty').optional(),
+});
+
+const failuresQuery = z.object({
+  /** Failures already read: the `next` of the previous page. */
+  offset: z
+    .string()
+    .regex(/^\d+$/, 'must be a whole number')
+    .transform(Number)
+    .optional()
+    .transform((n) => n ?? 0),
+  limit: pageSize(FAILURES_LISTED),
+});
+
+const cancelBody = z.object({ reason: z.string().min(1).max(500).optional() }).strict();
+
+function parse<T extends z.ZodTypeAny>(schema: T, value: unknown, where: string): z.output<T> {
+  const parsed = schema.safeParse(value);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const field = issue.path.join('.');
+  throw new BadRequest(
+    issue.code === 'unrecognized_keys'
+      ? `${where}: unknown field ${issue.keys.join(', ')}`
+      : `${where}${field ? ` ${field}` : ''}: ${issue.message}`,
+  );
+}
+
+const queryOf = (request: HttpRequest): Record<string, string> => Object.fromEntries(request.query.entries());
+
+/** A run id is `<job>/<occurrence or manual-id>`; the route carries it as two segments. */
+function runIdOf(request: HttpRequest): string {
+  const { job, run } = request.params;
+  if (!job || !run) throw new BadRequest('the route needs a job and a run: /baton/runs/<job>/<run>');
+  return `${job}/${run}`;
+}
+
+async function readJsonBody(request: HttpRequest): Promise<unknown> {
+  const text = await request.text();
+  if (text.trim() === '') return {};
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new BadRequest('the body is not JSON');
+  }
+}
+
+const json = (status: number, body: unknown): HttpResponseInit => ({
+  status,
+  jsonBody: body,
+  headers: { 'cache-control': 'no-store' },
+});
+
+type Handler = (request: HttpRequest, context: InvocationContext) => Promise<HttpResponseInit>;
+
+/** One error shape for every route: `{ error }` with one line, 400 for bad input, 404 for no such run. */
+function guarded(deps: HttpApiDeps, name: string, handle: (request: HttpRequest) => Promise<HttpResponseInit>): Handler {
+  return async (request) => {
+    try {
+      return await handle(request);
+    } catch (err) {
+      if (err instanceof BadRequest) return json(400, { error: err.message });
+      if (err instanceof NotFound) return json(404, { error: err.message });
+      if (err instanceof Conflict) return json(409, { error: err.message });
+      deps.log.warn(`${name} failed: ${err instanceof Error ? err.message : String(err)}`);
+      return json(500, { error: `${name} failed; the app's log has the reason` });
+    }
+  };
+}
+
+async function knownJobs(docs: DocumentStore): Promise<string[]> {
+  const names: string[] = [];
+  for await (const key of docs.list('jobs/')) names.push(key.replace(/^jobs\//, '').replace(/\.json$/, ''));
+  return names.sort();
+}
+
+/**
+ * The HTTP API of the Functions app: the same read model as `baton … --json`, and the same
+ * requests as `baton trigger` and `baton cancel`. Reads need a function key; trigger and cancel
+ * need the host's admin (master) key, as they steer the hub.
+ */
+export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
+  const { docs } = deps;
+  const status = guarded(deps, 'status', async () => {
+    const view = statusView(deps.hub, deps.endpoint, await readHubStatus(docs, deps.lease, { now: deps.now() }));
+    return json(200, view);
+  });
+
+  const runs = guarded(deps, 'runs', async (request) => {
+    const query = parse(runsQuery, queryOf(request), 'query');
+    const all = await listRuns(docs, query.job ? { job: query.job } : {});
+    let from = 0;
+    if (query.after) {
+      from = all.findIndex((r) => r.runId === query.after) + 1;
+      if (from === 0) throw new BadRequest(`query after: no run ${query.after}${query.job ? ` of job ${query.job}` : ''}`);
+    }
+    const page = all.slice(from, from + query.limit);
+    const more = from + page.length < all.length;
+    const view: RunsView & { next: string | null } = {
+      hub: deps.hub,
+      job: query.job ?? null,
+      runs: page.map(runView),
+      next: more ? page[page.length - 1]!.runId : null,
+    };
+    return json(200, view);
+  });
+
+  const run = guarded(deps, 'run', async (request) => {
+    const runId = runIdOf(request);
+    const details = await readRunDetails(docs, runId);
+    if (!details) throw new NotFound(`no run ${runId} in hub ${deps.hub}`);
+    const listed = details.manifest && (await firstFailures(docs, details.manifest, FAILURES_LISTED));
+    return json(200, showView(deps.hub, deps.container, details, listed));
+  });
+
+  const failures = guarded(deps, 'failures', async (request) => {
+    const runId = runIdOf(request);
+    const query = parse(failuresQuery, queryOf(request), 'query');
+    const details = await readRunDetails(docs, runId);
+    if (!details) throw new NotFound(`no run ${runId} in hub ${deps.hub}`);
+    const unreadableParts: string[] = [];
+    const onMissing = (key: string) => unreadableParts.push(key);
+    // An open run has no manifest yet: its record names the failures counted so far.
+    const source = details.manifest
+      ? readFailures(docs, details.manifest, { onMissing })
+      : readFailureLog(docs, details.record.failureParts, { onMissing });
+    const page: FailureEntry[] = [];
+    let seen = 0;
+    let more = false;
+    for await (const failure of source) {
+      if (seen++ < query.offset) continue;
+      if (page.length === query.limit) {
+        more = true;
+        break;
+      }
+      page.push(failure);
+    }
+    return json(200, {
+      hub: deps.hub,
+      runId,
+      state: details.record.state,
+      offset: query.offset,
+      failures: page,
+      next: more ? query.offset + page.length : null,
+      ...(unreadableParts.length ? { unreadableParts } : {}),
+    });
+  });
+
+  // A request nothing would apply must not be taken as if it would be.
+  const steering = (what: string) => {
+    if (!deps.appliesRequests) {
+      throw new Conflict(`hub ${deps.hub} runs the durable engine, which does not apply ${what} requests yet`);
+    }
+  };
+
+  const trigger = guarded(deps, 'trigger', async (request) => {
+    steering('trigger');
+    const job = request.params.job;
+    if (!job) throw new BadRequest('the route needs a job: /baton/jobs/<job>/trigger');
+    const known = await knownJobs(docs);
+    // A hub no leader has ticked on yet has no job records; then the request just waits.
+    if (known.length > 0 && !known.includes(job)) {
+      throw new NotFound(`hub ${deps.hub} has no job ${job} (known: ${known.join(', ')})`);
+    }
+    const runId = await requestRun(docs, job);
+    return json(202, { hub: deps.hub, job, runId, requested: true, jobChecked: known.length > 0 });
+  });
+
+  const cancel = guarded(deps, 'cancel', async (request) => {
+    steering('cancel');
+    const runId = runIdOf(request);
+    const body = parse(cancelBody, await readJsonBody(request), 'body');
+    const details = await readRunDetails(docs, runId);
+    if (!details) throw new NotFound(`no run ${runId} in hub ${deps.hub}`);
+    const { state } = details.record;
+    if (isTerminal(state))
+      return json(409, { hub: deps.hub, runId, requested: false, state, error: `run ${runId} already ended (${state})` });
+    await requestCancel(docs, runId, body.reason ?? 'cancelled through the HTTP API');
+    return json(202, { hub: deps.hub, runId, requested: true, state });
+  });
+
+  const route = (path: string) => `${API_ROUTE_PREFIX}/${path}`;
+  return [
+    { kind: 'http', name: 'baton-api-status', route: route('status'), methods: ['GET'], authLevel: 'function', handler: status },
+    { kind: 'http', name: 'baton-api-runs', route: route('runs'), methods: ['GET'], authLevel: 'function', handler: runs },
+    {
+      kind: 'http',
+      name: 'baton-api-run',
+      route: route('runs/{job}/{run}'),
+      methods: ['GET'],
+      authLevel: 'function',
+      handler: run,
+    },
+    {
+      kind: 'http',
+      name: 'baton-api-failures',
+      route: route('runs/{job}/{run}/failures'),
+      methods: ['GET'],
+      authLevel: 'function',
+      handler: failures,
+    },
+    {
+      kind: 'http',
+      name: 'baton-api-trigger',
+      route: route('jobs/{job}/trigger'),
+      methods: ['POST'],
+      authLevel: 'admin',
+      handler: trigger,
+    },
+    {
+      kind: 'http',
+      name: 'baton-api-cancel',
+      route: route('runs/{job}/{run}/cancel'),
+      methods: ['POST'],
+      authLevel: 'admin',
+      handler: cancel,
+    },
+  ];
+}

@@ -1,0 +1,164 @@
+import type { FailureEntry } from './fold';
+import type { JobState } from './job-state';
+import type { HubStatus, RunDetails } from './status';
+import type { RunRecord } from './run-record';
+
+/**
+ * The read model: what `baton … --json` prints and the HTTP API returns, one shape for both.
+ * Stable, plain data. Run records are trimmed of engine internals (the aggregate checkpoint, the
+ * dedupe bitset, plan layout), which are large and not for reading.
+ */
+
+export interface RunView {
+  runId: string;
+  job: string;
+  trigger: RunRecord['trigger'];
+  occurrence: string | null;
+  state: RunRecord['state'];
+  /** Items with an outcome (succeeded + failed) out of `counters.planned`. */
+  done: number;
+  counters: RunRecord['counters'];
+  createdAt: string;
+  updatedAt: string;
+  deadlineAt: string;
+  endedAt: string | null;
+  endReason: string | null;
+  cancelRequested: boolean;
+}
+
+export interface LeaderView {
+  identity: string | null;
+  epoch: number;
+  acquiredAt: string | null;
+  ledForMs: number | null;
+}
+
+export interface JobView {
+  job: string;
+  lastChecked: string | null;
+  active: string[];
+  /** Counts among the job's recent events (the last 50 kept). */
+  recent: { started: number; skipped: number; missed: number; cancelled: number };
+  /** The newest skip or miss, with its reason, if any. */
+  lastSkipOrMiss: { at: string; outcome: 'skipped' | 'missed'; occurrence: string | null; reason: string | null } | null;
+  totals: JobState['totals'];
+}
+
+export interface StatusView {
+  hub: string;
+  endpoint: string;
+  leader: LeaderView | null;
+  activeRuns: RunView[];
+  jobs: JobView[];
+}
+
+export interface RunsView {
+  hub: string;
+  job: string | null;
+  runs: RunView[];
+}
+
+export interface ShowView {
+  hub: string;
+  run: RunView & { outputKey: string | null; manifestKey: string | null; finalizeError: string | null };
+  /** `<container>/<key>` of the output document, once the run has one. */
+  outputPath: string | null;
+  /** The job's output (from the output document), or null before the run finalizes. */
+  output: unknown;
+  /**
+   * From the failures manifest, written when the run ends; null before. `failed` holds the first
+   * `FAILURES_LISTED` in the order they were counted; `baton failures` prints every one.
+   */
+  failures: {
+    failed: FailureEntry[];
+    failedCount: number;
+    missing: number[];
+    missingCount: number;
+    /** Parts of the failure log storage no longer has, met while reading `failed`. */
+    unreadableParts?: string[];
+  } | null;
+}
+
+/** Failures `show` reads and lists: the manifest says how many there are in all. */
+export const FAILURES_LISTED = 1000;
+
+/** The first failures of a run's manifest, as `show` reads them. */
+export interface ListedFailures {
+  failed: FailureEntry[];
+  unreadableParts: string[];
+}
+
+export function runView(record: RunRecord): RunView {
+  return {
+    runId: record.runId,
+    job: record.job,
+    trigger: record.trigger,
+    occurrence: record.occurrence,
+    state: record.state,
+    done: record.counters.succeeded + record.counters.failed,
+    counters: { ...record.counters },
+    createdAt: record.createdAt,
+    updatedAt: record.updatedAt,
+    deadlineAt: record.deadlineAt,
+    endedAt: record.endedAt,
+    endReason: record.endReason,
+    cancelRequested: record.cancelRequested,
+  };
+}
+
+export function jobView(state: JobState): JobView {
+  const count = (outcome: JobState['recent'][number]['outcome']) => state.recent.filter((e) => e.outcome === outcome).length;
+  const last = [...state.recent].reverse().find((e) => e.outcome === 'skipped' || e.outcome === 'missed');
+  return {
+    job: state.job,
+    lastChecked: state.lastChecked,
+    active: [...state.active],
+    recent: { started: count('started'), skipped: count('skipped'), missed: count('missed'), cancelled: count('cancelled') },
+    lastSkipOrMiss: last
+      ? { at: last.at, outcome: last.outcome as 'skipped' | 'missed', occurrence: last.occurrence, reason: last.reason ?? null }
+      : null,
+    totals: { ...state.totals },
+  };
+}
+
+export function statusView(hub: string, endpoint: string, status: HubStatus): StatusView {
+  const { leader } = status;
+  return {
+    hub,
+    endpoint,
+    leader: leader
+      ? {
+          identity: leader.identity ?? null,
+          epoch: leader.epoch,
+          acquiredAt: leader.acquiredAt ?? null,
+          ledForMs: leader.ledForMs ?? null,
+        }
+      : null,
+    activeRuns: status.activeRuns.map(runView),
+    jobs: [...status.jobs].sort((a, b) => a.job.localeCompare(b.job)).map(jobView),
+  };
+}
+
+export function showView(hub: string, container: string, details: RunDetails, listed?: ListedFailures): ShowView {
+  const { record, output, manifest } = details;
+  return {
+    hub,
+    run: {
+      ...runView(record),
+      outputKey: record.outputKey,
+      manifestKey: record.manifestKey,
+      finalizeError: record.finalizeError,
+    },
+    outputPath: record.outputKey ? `${container}/${record.outputKey}` : null,
+    output: output ? (output.output ?? null) : null,
+    failures: manifest
+      ? {
+          failed: listed?.failed ?? [],
+          failedCount: manifest.failedCount,
+          missing: manifest.missing,
+          missingCount: manifest.missingCount,
+          ...(listed?.unreadableParts.length ? { unreadableParts: listed.unreadableParts } : {}),
+        }
+      : null,
+  };
+}

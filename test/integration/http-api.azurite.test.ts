@@ -1,0 +1,217 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { HttpRequest, InvocationContext, type HttpResponseInit } from '@azure/functions';
+import { createBatonRuntime } from '../../src/app/runtime';
+import { batonRegistrations } from '../../src/app/registrations';
+import type { HttpRegistration } from '../../src/app/registration-types';
+import { pendingRequests, type EngineRequest } from '../../src/hub/requests';
+import type { RunsView, ShowView, StatusView } from '../../src/hub/read-model';
+import { useAzurite } from '../support/azurite';
+import { runCli, seedHub, tempCwd, type SeededHub } from '../support/cli-harness';
+
+const azurite = useAzurite();
+let seed: SeededHub;
+let api: Map<string, HttpRegistration>;
+
+beforeAll(async () => {
+  seed = await seedHub(azurite.blobService, azurite.leaseBlobService, azurite.uniqueName('api'));
+  const runtime = createBatonRuntime({ AzureWebJobsStorage: azurite.azurite.connectionString, BATON_HUB: seed.hub });
+  api = new Map(
+    batonRegistrations(runtime).flatMap((r) => (r.kind === 'http' ? [[r.name.replace(/^baton-api-/, ''), r] as const] : [])),
+  );
+});
+
+interface Call {
+  params?: Record<string, string>;
+  query?: Record<string, string>;
+  body?: string;
+}
+
+/** Calls a route's handler as the Functions host would, with a real HttpRequest. */
+async function call(name: string, { params = {}, query = {}, body }: Call = {}): Promise<HttpResponseInit & { json: any }> {
+  const registration = api.get(name);
+  if (!registration) throw new Error(`no route ${name}`);
+  const search = new URLSearchParams(query).toString();
+  const request = new HttpRequest({
+    method: registration.methods[0]!,
+    url: `http://localhost/api/${registration.route}${search ? `?${search}` : ''}`,
+    params,
+    query,
+    ...(body !== undefined ? { body: { string: body } } : {}),
+  });
+  const response = await registration.handler(request, new InvocationContext({ functionName: registration.name }));
+  return { ...response, json: response.jsonBody };
+}
+
+async function cliJson<T>(...argv: string[]): Promise<T> {
+  const cwd = tempCwd();
+  try {
+    const result = await runCli(
+      ['--connection', azurite.azurite.connectionString, '--hub', seed.hub, '--timeout', '60', ...argv, '--json'],
+      { env: {}, cwd: cwd.path },
+    );
+    expect(result.err).toBe('');
+    return JSON.parse(result.out) as T;
+  } finally {
+    cwd.dispose();
+  }
+}
+
+const runParams = (runId: string) => {
+  const [job, ...rest] = runId.split('/');
+  return { job: job!, run: rest.join('/') };
+};
+
+async function requests(): Promise<EngineRequest[]> {
+  const out: EngineRequest[] = [];
+  for await (const { request } of pendingRequests(seed.docs)) if (request) out.push(request);
+  return out;
+}
+
+/** One error line, and the status the route promises. */
+function expectError(response: { status?: number; json: any }, status: number, pattern: RegExp): void {
+  expect(response.status).toBe(status);
+  expect(Object.keys(response.json)).toContain('error');
+  expect(response.json.error).toMatch(pattern);
+  expect(response.json.error).not.toContain('\n');
+}
+
+describe('the HTTP API', () => {
+  it('registers six routes, none anonymous: reads at function level, trigger and cancel at admin level', () => {
+    expect([...api.values()].map((r) => [r.route, r.methods.join(), r.authLevel])).toEqual([
+      ['baton/status', 'GET', 'function'],
+      ['baton/runs', 'GET', 'function'],
+      ['baton/runs/{job}/{run}', 'GET', 'function'],
+      ['baton/runs/{job}/{run}/failures', 'GET', 'function'],
+      ['baton/jobs/{job}/trigger', 'POST', 'admin'],
+      ['baton/runs/{job}/{run}/cancel', 'POST', 'admin'],
+    ]);
+  });
+
+  it('status: the same document as baton status --json', async () => {
+    const response = await call('status');
+    expect(response.status).toBe(200);
+    const fromCli = await cliJson<StatusView>('status');
+    const strip = (v: StatusView) => ({ ...v, leader: v.leader && { ...v.leader, ledForMs: null } });
+    expect(strip(response.json)).toEqual(strip(fromCli));
+    expect(response.json.leader).toMatchObject({ identity: seed.leader, epoch: seed.epoch });
+    expect(response.json.activeRuns.map((r: { runId: string }) => r.runId)).toEqual([seed.activeRunId]);
+  });
+
+  it('runs: the same runs as baton runs --json, paged with next', async () => {
+    const all = await call('runs');
+    expect(all.status).toBe(200);
+    const fromCli = await cliJson<RunsView>('runs');
+    expect(all.json).toEqual({ ...fromCli, next: null });
+    expect(all.json.runs.map((r: { runId: string }) => r.runId)).toEqual([seed.activeRunId, seed.finishedRunId]);
+
+    const first = await call('runs', { query: { limit: '1' } });
+    expect(first.json.runs.map((r: { runId: string }) => r.runId)).toEqual([seed.activeRunId]);
+    expect(first.json.next).toBe(seed.activeRunId);
+    const second = await call('runs', { query: { limit: '1', after: first.json.next } });
+    expect(second.json.runs.map((r: { runId: string }) => r.runId)).toEqual([seed.finishedRunId]);
+    expect(second.json.next).toBeNull();
+
+    const ofJob = await call('runs', { query: { job: 'no-such-job' } });
+    expect(ofJob.json).toMatchObject({ job: 'no-such-job', runs: [], next: null });
+  });
+
+  it.each([
+    [{ limit: '0' }, /^query limit: must be a whole number from 1 to 1000$/],
+    [{ limit: 'ten' }, /^query limit: must be a whole number from 1 to 1000$/],
+    [{ limit: '1001' }, /^query limit: /],
+    [{ after: 'audit/never' }, /^query after: no run audit\/never$/],
+  ])('runs: %j is a 400 with one line naming it', async (query, pattern) => {
+    expectError(await call('runs', { query }), 400, pattern);
+  });
+
+  it('one run: the same document as baton show --json; an unknown run is a 404', async () => {
+    const response = await call('run', { params: runParams(seed.finishedRunId) });
+    expect(response.status).toBe(200);
+    expect(response.json).toEqual(await cliJson<ShowView>('show', seed.finishedRunId));
+    expect(response.json.failures).toMatchObject({ failedCount: 1 });
+    expectError(await call('run', { params: { job: 'audit', run: 'never' } }), 404, /^no run audit\/never in hub /);
+  });
+
+  it('failures: a page of the failed items with their reasons, for ended and open runs', async () => {
+    const ended = await call('failures', { params: runParams(seed.finishedRunId) });
+    expect(ended.status).toBe(200);
+    expect(ended.json).toMatchObject({ runId: seed.finishedRunId, state: 'succeeded', offset: 0, next: null });
+    expect(ended.json.failures).toEqual([{ item: 2, reason: 'Content-MD5 mismatch', attempts: 5 }]);
+
+    const past = await call('failures', { params: runParams(seed.finishedRunId), query: { offset: '1' } });
+    expect(past.json).toMatchObject({ offset: 1, failures: [], next: null });
+
+    const open = await call('failures', { params: runParams(seed.activeRunId), query: { limit: '1' } });
+    expect(open.status).toBe(200);
+    expect(open.json.state).not.toBe('succeeded');
+    expectError(
+      await call('failures', { params: runParams(seed.finishedRunId), query: { offset: '-1' } }),
+      400,
+      /^query offset: /,
+    );
+  });
+
+  it('trigger: requests a run of a known job (202, with its run id); an unknown job is a 404 and requests nothing', async () => {
+    const before = (await requests()).length;
+    expectError(await call('trigger', { params: { job: 'no-such-job' } }), 404, /has no job no-such-job \(known: audit\)/);
+    expect(await requests()).toHaveLength(before);
+
+    const response = await call('trigger', { params: { job: seed.job } });
+    expect(response.status).toBe(202);
+    expect(response.json).toMatchObject({ hub: seed.hub, job: seed.job, requested: true, jobChecked: true });
+    expect(response.json.runId).toMatch(/^audit\/manual-[0-9a-f-]{36}$/);
+    expect((await requests()).some((r) => r.kind === 'run' && response.json.runId.endsWith(r.id))).toBe(true);
+  });
+
+  it('cancel: requests the cancel of an open run with its reason; an ended run is a 409; a bad body a 400', async () => {
+    expectError(await call('cancel', { params: runParams(seed.activeRunId), body: '{"reason": 5}' }), 400, /^body reason: /);
+    expectError(await call('cancel', { params: runParams(seed.activeRunId), body: 'not json' }), 400, /^the body is not JSON$/);
+    expectError(
+      await call('cancel', { params: runParams(seed.activeRunId), body: '{"why": "x"}' }),
+      400,
+      /^body: unknown field why$/,
+    );
+    const ended = await call('cancel', { params: runParams(seed.finishedRunId) });
+    expect(ended.status).toBe(409);
+    expect(ended.json).toMatchObject({ requested: false, state: 'succeeded' });
+    expect((await requests()).some((r) => r.kind === 'cancel' && r.runId === seed.finishedRunId)).toBe(false);
+
+    const response = await call('cancel', { params: runParams(seed.activeRunId), body: '{"reason": "bad input"}' });
+    expect(response.status).toBe(202);
+    expect(response.json).toMatchObject({ runId: seed.activeRunId, requested: true });
+    expect((await requests()).some((r) => r.kind === 'cancel' && r.runId === seed.activeRunId && r.reason === 'bad input')).toBe(
+      true,
+    );
+  });
+
+  it('under the durable engine, trigger and cancel answer 409 and request nothing', async () => {
+    const durable = batonRegistrations(
+      createBatonRuntime({ AzureWebJobsStorage: azurite.azurite.connectionString, BATON_HUB: seed.hub, BATON_ENGINE: 'durable' }),
+    ).flatMap((r) => (r.kind === 'http' ? [r] : []));
+    const before = (await requests()).length;
+    for (const name of ['baton-api-trigger', 'baton-api-cancel']) {
+      const route = durable.find((r) => r.name === name)!;
+      const request = new HttpRequest({
+        method: 'POST',
+        url: `http://localhost/api/${route.route}`,
+        params: runParams(seed.activeRunId),
+      });
+      const response = await route.handler(request, new InvocationContext({ functionName: name }));
+      expectError({ status: response.status, json: response.jsonBody }, 409, /runs the durable engine, which does not apply/);
+    }
+    expect(await requests()).toHaveLength(before);
+    const status = durable.find((r) => r.name === 'baton-api-status')!;
+    const read = await status.handler(
+      new HttpRequest({ method: 'GET', url: 'http://localhost/api/baton/status' }),
+      new InvocationContext({}),
+    );
+    expect(read.status).toBe(200);
+  });
+
+  it('shows the endpoint, never key material', async () => {
+    const key = /AccountKey=([^;]+)/.exec(azurite.azurite.connectionString)![1]!;
+    const status = await call('status');
+    expect(status.json.endpoint).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/devstoreaccount1$/);
+    for (const name of ['status', 'runs']) expect(JSON.stringify((await call(name)).json)).not.toContain(key.slice(0, 16));
+  });
+});
