@@ -9,7 +9,10 @@ import { alternateRounds, medianRun, startThroughputCluster, type FloorRun, type
  * floor is the throughput floor on as many queue pairs: the sender round robin over S work
  * queues, each of the three consumers receiving every work queue (one loop per queue, as each
  * instance runs one queue trigger per shard) and answering on the same shard's results queue, and
- * one drainer receiving every results queue at once. Floor and ours alternate on the same Azurite.
+ * one drainer receiving every results queue at once. It has a process per consumer, as the
+ * cluster has an instance per worker (the sender and drainer share the first, as the leader
+ * shares its instance); the same floor with every consumer in one process is measured beside it
+ * and reported. Floors and ours alternate on the same Azurite.
  *
  * On Azurite every queue lives in one process, so more shards cannot add capacity here: what is
  * measured is whether Baton keeps up with the raw SDK on the same number of queues. The headline
@@ -27,8 +30,9 @@ interface ShardedMeasurement {
   shards: number;
   /** The median rounds by items/s. */
   floor: FloorRun;
+  floorOneProcess: FloorRun;
   ours: MeasuredRun;
-  rounds: { floor: FloorRun[]; ours: MeasuredRun[] };
+  rounds: { floor: FloorRun[]; floorOneProcess: FloorRun[]; ours: MeasuredRun[] };
   wallSeconds: number;
 }
 
@@ -48,6 +52,7 @@ async function measureShards(shards: number, items: number, rounds: number, warm
     return {
       shards,
       floor: medianRun(measured.floor),
+      floorOneProcess: medianRun(measured.floorOneProcess),
       ours: medianRun(measured.ours),
       rounds: measured,
       wallSeconds: (performance.now() - started) / 1000,
@@ -68,8 +73,8 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
   // Each shard count needs its own cluster, and a cluster with its warm-up costs far more than a
   // tiny run, so the smoke run measures one count, the least that has more than one shard; the
   // one-shard path is the throughput benchmark's, smoked there.
-  const counts = options.smoke ? [2] : SHARDS;
-  const items = options.smoke ? 60 : Number(process.env.BENCH_SHARDED_ITEMS ?? 2000);
+  const counts = options.smoke ? [2] : (process.env.BENCH_SHARDED_COUNTS?.split(',').map(Number) ?? SHARDS);
+  const items = options.smoke ? 60 : Number(process.env.BENCH_SHARDED_ITEMS ?? 8000);
   const rounds = options.smoke ? 1 : Number(process.env.BENCH_SHARDED_ROUNDS ?? 3);
   const samples: ShardedMeasurement[] = [];
   for (const shards of counts) samples.push(await measureShards(shards, items, rounds, !options.smoke));
@@ -79,11 +84,19 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
     oursItemsPerSecond: m.ours.itemsPerSecond,
     floorItemsPerSecond: m.floor.itemsPerSecond,
     ratio: ratioOf(m.ours.itemsPerSecond, m.floor.itemsPerSecond),
+    oneProcessFloor: {
+      itemsPerSecond: m.floorOneProcess.itemsPerSecond,
+      ratio: ratioOf(m.ours.itemsPerSecond, m.floorOneProcess.itemsPerSecond),
+    },
     oursSeconds: m.ours.ms / 1000,
     floorSeconds: m.floor.ms / 1000,
     requestsPerItem: { ours: m.ours.requestsTotal / items, floor: m.floor.requestsTotal / items },
     queueRequestsPerItem: { ours: queueRequestsPerItem(m.ours), floor: queueRequestsPerItem(m.floor) },
-    perRound: m.rounds.ours.map((o, i) => ({ ours: o.itemsPerSecond, floor: m.rounds.floor[i]!.itemsPerSecond })),
+    perRound: m.rounds.ours.map((o, i) => ({
+      ours: o.itemsPerSecond,
+      floor: m.rounds.floor[i]!.itemsPerSecond,
+      floorOneProcess: m.rounds.floorOneProcess[i]!.itemsPerSecond,
+    })),
     wallSeconds: m.wallSeconds,
   }));
   const goals = perShards.map((s) => ({
@@ -112,9 +125,10 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
         goals,
         measuredFrom: 'ours: run record createdAt → endedAt (output written first); floor: first send → last result deleted',
         floorShape:
-          `S work and S results queues; ${INSTANCES} consumers × one receive-16 loop per work queue, per message send ` +
-          'the result to the same shard + delete; 16 send lanes round robin over the work queues; one drainer receiving ' +
-          'every results queue at once (32 per receive); all concurrent; own process',
+          `S work and S results queues; ${INSTANCES} consumers in ${INSTANCES} processes (polling before the clock starts) ` +
+          '× one receive-16 loop per work queue, per message send the result to the same shard + delete; 16 send lanes ' +
+          'round robin over the work queues and one drainer receiving every results queue at once (32 per receive), both ' +
+          'in the first consumer’s process; all concurrent. oneProcessFloor: every consumer in that one process',
         order: 'each shard count on a fresh cluster (Azurite and instances), floor and ours alternating',
         coordinatorTick: TICK,
         wallSeconds: (performance.now() - started) / 1000,

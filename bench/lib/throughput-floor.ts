@@ -1,25 +1,38 @@
 /**
- * The throughput floor, run as its own process (so its client work does not share the event loop
- * of the Azurite it measures): plain `@azure/storage-queue` calls doing what a fan-out/fan-in
- * needs and nothing else. One sender sends N work messages on `sendLanes` lanes; `workers`
- * consumers each receive batches of `batch` and, per message, send a result and delete the work
- * message; one drainer receives results in batches of 32 and deletes them. Everything runs at
- * once, as Baton's pipeline does. It prints JSON lines: progress every 250 ms, then the summary.
+ * The throughput floor: plain `@azure/storage-queue` calls doing what a fan-out/fan-in needs and
+ * nothing else. One sender sends N work messages on `sendLanes` lanes; `workers` consumers each
+ * receive batches of `batch` and, per message, send a result and delete the work message; one
+ * drainer receives results in batches of 32 and deletes them. Everything runs at once, as
+ * Baton's pipeline does. It prints JSON lines: progress every 250 ms, then the summary. It runs
+ * in its own process, so its client work does not share the event loop of the Azurite it measures.
  *
  * With `BENCH_SHARDS` = S > 1 it has S work and S results queues, shaped like a hub's shards: the
  * sender sends round robin over the work queues, each consumer runs one receive loop per work
  * queue (as each instance runs one queue trigger per shard) and sends each result to the results
  * queue of the same shard, and the drainer receives every results queue at once.
  *
- *   BENCH_CONNECTION=… BENCH_ITEMS=2000 [BENCH_SHARDS=1] node --import tsx bench/lib/throughput-floor.ts
+ * `BENCH_FLOOR_SHAPE` says where the consumers run:
+ * - `one-process` (default): in this process, beside the sender and the drainer.
+ * - `per-instance`: one process per consumer, as a cluster has one instance per worker: the first
+ *   consumer beside the sender and drainer (as the leader's instance also works), the others each
+ *   in a process of its own, started and polling before the clock starts. On a small machine
+ *   every process pays its own event loop, HTTP stack and garbage collector, so this is the floor
+ *   for the shape Baton actually runs in.
+ *
+ *   BENCH_CONNECTION=… BENCH_ITEMS=2000 [BENCH_SHARDS=1] [BENCH_FLOOR_SHAPE=per-instance] \
+ *     node --import tsx bench/lib/throughput-floor.ts
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import type { QueueClient } from '@azure/storage-queue';
+import type { QueueClient, QueueServiceClient } from '@azure/storage-queue';
 import { createQueueServiceClient } from '../../src/storage/client-factory';
-import { StorageRequestCounter } from '../../src/storage/request-counter';
+import { StorageRequestCounter, sumRequestCounts } from '../../src/storage/request-counter';
+
+export type FloorShape = 'one-process' | 'per-instance';
 
 export interface FloorSummary {
   kind: 'summary';
+  shape: FloorShape;
   items: number;
   ms: number;
   itemsPerSecond: number;
@@ -34,33 +47,169 @@ export interface FloorProgress {
   done: number;
 }
 
+/** What a consumer process prints when it stops. */
+interface ConsumerReport {
+  requests: Record<string, number>;
+  emptyReceives: number;
+}
+
 const env = (name: string, fallback?: string): string => {
   const value = process.env[name] ?? fallback;
   if (value === undefined) throw new Error(`${name} is required`);
   return value;
 };
 
-async function main(): Promise<void> {
-  const items = Number(env('BENCH_ITEMS', '2000'));
-  const workers = Number(env('BENCH_WORKERS', '3'));
-  const batch = Number(env('BENCH_BATCH', '16'));
-  const sendLanes = Number(env('BENCH_SEND_LANES', '16'));
-  const shards = Number(env('BENCH_SHARDS', '1'));
+interface ShardQueues {
+  work: QueueClient;
+  results: QueueClient;
+}
+
+function connect(): { counter: StorageRequestCounter; service: QueueServiceClient } {
   const counter = new StorageRequestCounter();
   const service = createQueueServiceClient(
     { kind: 'connectionString', connectionString: env('BENCH_CONNECTION') },
     { requestCounter: counter },
   );
-  const id = randomUUID().slice(0, 8);
-  // Shard 0 keeps the one-queue names; the others add `-s<k>`, as a hub's shards do.
+  return { counter, service };
+}
+
+// Shard 0 keeps the one-queue names; the others add `-s<k>`, as a hub's shards do.
+function shardQueues(service: QueueServiceClient, id: string, shards: number): ShardQueues[] {
   const suffix = (shard: number) => (shard === 0 ? '' : `-s${shard}`);
-  const queues = Array.from({ length: shards }, (_, shard) => ({
+  return Array.from({ length: shards }, (_, shard) => ({
     work: service.getQueueClient(`floor-work-${id}${suffix(shard)}`),
     results: service.getQueueClient(`floor-results-${id}${suffix(shard)}`),
   }));
+}
+
+type Received = { messageId: string; popReceipt: string; messageText: string };
+
+/** Receives `size` at a time until `until()`, handling each batch at once; polls every 20 ms when empty. */
+async function consume(
+  queue: QueueClient,
+  size: number,
+  handle: (m: Received) => Promise<void>,
+  until: () => boolean,
+  onEmpty: () => void,
+): Promise<void> {
+  while (!until()) {
+    const got = await queue.receiveMessages({ numberOfMessages: size, visibilityTimeout: 60 });
+    if (got.receivedMessageItems.length === 0) {
+      onEmpty();
+      await new Promise((r) => setTimeout(r, 20));
+      continue;
+    }
+    await Promise.all(got.receivedMessageItems.map(handle));
+  }
+}
+
+/** One consumer: a receive loop per shard, answering each work message on its shard's results queue. */
+function consumeWork(queues: ShardQueues[], batch: number, until: () => boolean, onEmpty: () => void, onDone = () => {}) {
+  return queues.map(({ work, results }) =>
+    consume(
+      work,
+      batch,
+      async (m) => {
+        await results.sendMessage(JSON.stringify({ v: 1, t: 'result', ok: true, of: m.messageText.length }));
+        await work.deleteMessage(m.messageId, m.popReceipt);
+        onDone();
+      },
+      until,
+      onEmpty,
+    ),
+  );
+}
+
+/** Starts `count` consumer processes and resolves once each has its clients built and is polling. */
+async function startConsumers(count: number, id: string, shards: number, batch: number): Promise<ChildProcess[]> {
+  const children = Array.from({ length: count }, () =>
+    spawn(process.execPath, ['--import', 'tsx', __filename], {
+      env: {
+        ...process.env,
+        BENCH_ROLE: 'consumer',
+        BENCH_QUEUE_ID: id,
+        BENCH_SHARDS: String(shards),
+        BENCH_BATCH: String(batch),
+      },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    }),
+  );
+  await Promise.all(
+    children.map(
+      (child) =>
+        new Promise<void>((resolve, reject) => {
+          child.stdout!.once('data', () => resolve());
+          child.once('exit', (code) => reject(new Error(`floor consumer exited ${code} before it started`)));
+        }),
+    ),
+  );
+  return children;
+}
+
+/** Closes each consumer's stdin (its signal to stop) and collects what it reports. */
+async function stopConsumers(children: ChildProcess[]): Promise<ConsumerReport[]> {
+  return Promise.all(
+    children.map(
+      (child) =>
+        new Promise<ConsumerReport>((resolve, reject) => {
+          let out = '';
+          child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+          child.once('exit', (code) => {
+            const last = out.trim().split('\n').pop();
+            if (code !== 0 || !last) reject(new Error(`floor consumer exited ${code}`));
+            else resolve(JSON.parse(last) as ConsumerReport);
+          });
+          child.stdin!.end();
+        }),
+    ),
+  );
+}
+
+async function consumerMain(): Promise<void> {
+  const { counter, service } = connect();
+  const shards = Number(env('BENCH_SHARDS', '1'));
+  const queues = shardQueues(service, env('BENCH_QUEUE_ID'), shards);
+  let stopped = false;
+  process.stdin.on('end', () => (stopped = true)).resume();
+  // Ready once every loop has polled a few times: sockets open and code warm, as a cluster's
+  // instances are when a run starts. What it did until then is not counted.
+  const warmUp = 3 * shards;
+  let emptyReceives = 0;
+  let since: Record<string, number> = {};
+  const polling = consumeWork(
+    queues,
+    Number(env('BENCH_BATCH', '16')),
+    () => stopped,
+    () => {
+      if (++emptyReceives !== warmUp) return;
+      since = counter.snapshot();
+      process.stdout.write('ready\n');
+    },
+  );
+  await Promise.all(polling);
+  const requests = Object.fromEntries(Object.entries(counter.snapshot()).map(([op, n]) => [op, n - (since[op] ?? 0)] as const));
+  const report: ConsumerReport = { requests, emptyReceives: Math.max(0, emptyReceives - warmUp) };
+  process.stdout.write(`${JSON.stringify(report)}\n`);
+}
+
+async function main(): Promise<void> {
+  if (process.env.BENCH_ROLE === 'consumer') return consumerMain();
+  const items = Number(env('BENCH_ITEMS', '2000'));
+  const workers = Number(env('BENCH_WORKERS', '3'));
+  const batch = Number(env('BENCH_BATCH', '16'));
+  const sendLanes = Number(env('BENCH_SEND_LANES', '16'));
+  const shards = Number(env('BENCH_SHARDS', '1'));
+  const shape = env('BENCH_FLOOR_SHAPE', 'one-process');
+  if (shape !== 'one-process' && shape !== 'per-instance') {
+    throw new Error(`BENCH_FLOOR_SHAPE must be one-process or per-instance, not ${shape}`);
+  }
+  const { counter, service } = connect();
+  const id = randomUUID().slice(0, 8);
+  const queues = shardQueues(service, id, shards);
   const all = queues.flatMap((q) => [q.work, q.results]);
   await Promise.all(all.map((q) => q.create()));
   const setup = counter.snapshot();
+  const children = shape === 'per-instance' ? await startConsumers(workers - 1, id, shards, batch) : [];
 
   let emptyReceives = 0;
   let processed = 0;
@@ -82,40 +231,14 @@ async function main(): Promise<void> {
       }),
     );
   };
-
-  const consume = async (
-    queue: QueueClient,
-    size: number,
-    handle: (m: { messageId: string; popReceipt: string; messageText: string }) => Promise<void>,
-    until: () => boolean,
-  ): Promise<void> => {
-    while (!until()) {
-      const got = await queue.receiveMessages({ numberOfMessages: size, visibilityTimeout: 60 });
-      if (got.receivedMessageItems.length === 0) {
-        emptyReceives++;
-        await new Promise((r) => setTimeout(r, 20));
-        continue;
-      }
-      await Promise.all(got.receivedMessageItems.map(handle));
-    }
-  };
+  const empty = () => emptyReceives++;
+  const inProcess = shape === 'per-instance' ? 1 : workers;
+  // With consumers elsewhere, this process cannot count what they processed; it stops on the drain.
+  const consumed = shape === 'per-instance' ? () => drained >= items : () => processed >= items;
 
   await Promise.all([
     send(),
-    ...Array.from({ length: workers }, () =>
-      queues.map(({ work, results }) =>
-        consume(
-          work,
-          batch,
-          async (m) => {
-            await results.sendMessage(JSON.stringify({ v: 1, t: 'result', ok: true, of: m.messageText.length }));
-            await work.deleteMessage(m.messageId, m.popReceipt);
-            processed++;
-          },
-          () => processed >= items,
-        ),
-      ),
-    ).flat(),
+    ...Array.from({ length: inProcess }, () => consumeWork(queues, batch, consumed, empty, () => processed++)).flat(),
     ...queues.map(({ results }) =>
       consume(
         results,
@@ -125,18 +248,29 @@ async function main(): Promise<void> {
           drained++;
         },
         () => drained >= items,
+        empty,
       ),
     ),
   ]);
   const ms = performance.now() - started;
   clearInterval(progress);
+  const reports = await stopConsumers(children);
   const requests = Object.fromEntries(
-    Object.entries(counter.snapshot())
+    Object.entries(sumRequestCounts(counter.snapshot(), ...reports.map((r) => r.requests)))
       .map(([op, n]) => [op, n - (setup[op] ?? 0)] as const)
       .filter(([, n]) => n > 0),
   );
+  emptyReceives += reports.reduce((a, r) => a + r.emptyReceives, 0);
   await Promise.all(all.map((q) => q.delete()));
-  const summary: FloorSummary = { kind: 'summary', items, ms, itemsPerSecond: (items / ms) * 1000, requests, emptyReceives };
+  const summary: FloorSummary = {
+    kind: 'summary',
+    shape,
+    items,
+    ms,
+    itemsPerSecond: (items / ms) * 1000,
+    requests,
+    emptyReceives,
+  };
   process.stdout.write(`${JSON.stringify(summary)}\n`);
 }
 

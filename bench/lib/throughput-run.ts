@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { isTerminal, runKeys, type RunRecord } from '../../src/hub/run-record';
 import { BenchCluster, type BenchClusterOptions } from './bench-cluster';
-import type { FloorProgress, FloorSummary } from './throughput-floor';
+import type { FloorProgress, FloorShape, FloorSummary } from './throughput-floor';
 
 /** [seconds since start, items/s over the preceding window] */
 export type SeriesPoint = [number, number];
@@ -37,10 +37,19 @@ export function rateSeries(samples: readonly { atMs: number; done: number }[], w
   return series;
 }
 
-export type FloorRun = MeasuredRun & { emptyReceives: number };
+export type FloorRun = MeasuredRun & { emptyReceives: number; shape: FloorShape };
 
-/** The plain-SDK floor in its own process, against the same Azurite, on `shards` pairs of queues. */
-export async function runFloor(connectionString: string, items: number, workers: number, shards = 1): Promise<FloorRun> {
+/**
+ * The plain-SDK floor against the same Azurite, on `shards` pairs of queues: its consumers in
+ * one process with the sender and drainer, or each in a process of its own (see throughput-floor).
+ */
+export async function runFloor(
+  connectionString: string,
+  items: number,
+  workers: number,
+  shards = 1,
+  shape: FloorShape = 'one-process',
+): Promise<FloorRun> {
   const child = spawn(process.execPath, ['--import', 'tsx', join(__dirname, 'throughput-floor.ts')], {
     env: {
       ...process.env,
@@ -48,6 +57,7 @@ export async function runFloor(connectionString: string, items: number, workers:
       BENCH_ITEMS: String(items),
       BENCH_WORKERS: String(workers),
       BENCH_SHARDS: String(shards),
+      BENCH_FLOOR_SHAPE: shape,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -71,6 +81,7 @@ export async function runFloor(connectionString: string, items: number, workers:
     requests: summary.requests,
     requestsTotal: total(summary.requests),
     emptyReceives: summary.emptyReceives,
+    shape: summary.shape,
   };
 }
 
@@ -144,21 +155,25 @@ export async function startThroughputCluster(options: BenchClusterOptions, warmU
 }
 
 /**
- * `rounds` rounds of the floor then `job` on the same Azurite, alternating: the machine's noise
- * is larger than the gap between the arms, so each pair is measured under the same load.
+ * `rounds` rounds of both floors then `job` on the same Azurite, alternating: the machine's noise
+ * is larger than the gap between the arms, so each trio is measured under the same load.
+ * `floor` is the floor in the shape Baton runs in (a process per consumer, as a cluster has an
+ * instance per worker); `floorOneProcess` is the same work with every consumer in one process.
  */
 export async function alternateRounds(
   cluster: BenchCluster,
   job: { name: string; items: number },
   options: { rounds: number; workers: number; shards?: number },
-): Promise<{ floor: FloorRun[]; ours: MeasuredRun[] }> {
+): Promise<{ floor: FloorRun[]; floorOneProcess: FloorRun[]; ours: MeasuredRun[] }> {
   const floor: FloorRun[] = [];
+  const floorOneProcess: FloorRun[] = [];
   const ours: MeasuredRun[] = [];
   for (let round = 0; round < options.rounds; round++) {
-    floor.push(await runFloor(cluster.connectionString, job.items, options.workers, options.shards));
+    floor.push(await runFloor(cluster.connectionString, job.items, options.workers, options.shards, 'per-instance'));
+    floorOneProcess.push(await runFloor(cluster.connectionString, job.items, options.workers, options.shards, 'one-process'));
     ours.push(await runOurs(cluster, job.name, job.items));
   }
-  return { floor, ours };
+  return { floor, floorOneProcess, ours };
 }
 
 /** The round with the median rate (the lower middle one for an even count). */
