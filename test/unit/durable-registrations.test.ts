@@ -18,6 +18,12 @@ function listOf(env: Record<string, string>, jobs = [sum]) {
   }));
 }
 
+// Both engines serve the same HTTP API, after their own functions.
+const API = ['status', 'runs', 'run', 'failures', 'trigger', 'cancel'].map((route) => ({
+  kind: 'http',
+  name: `baton-api-${route}`,
+}));
+
 describe('the registrations of each engine', () => {
   it('with BATON_ENGINE=durable: the starter timer with a durable client, both orchestrators and the three activities, no queue trigger', () => {
     expect(listOf({ BATON_ENGINE: 'durable' })).toEqual([
@@ -27,14 +33,12 @@ describe('the registrations of each engine', () => {
       { kind: 'activity', name: 'baton-split' },
       { kind: 'activity', name: 'baton-process' },
       { kind: 'activity', name: 'baton-finalize' },
+      ...API,
     ]);
   });
 
   it('by default (queue): the coordinator timer and the worker queue trigger, nothing durable', () => {
-    expect(listOf({})).toEqual([
-      { kind: 'timer', name: 'baton-coordinator' },
-      { kind: 'queue', name: 'baton-worker' },
-    ]);
+    expect(listOf({})).toEqual([{ kind: 'timer', name: 'baton-coordinator' }, { kind: 'queue', name: 'baton-worker' }, ...API]);
   });
 
   it('with BATON_QUEUE_SHARDS=3 (queue): a worker queue trigger per shard, each on its shard’s work queue', () => {
@@ -45,6 +49,7 @@ describe('the registrations of each engine', () => {
       ['queue', 'baton-worker', 'nightly-work'],
       ['queue', 'baton-worker-s1', 'nightly-work-s1'],
       ['queue', 'baton-worker-s2', 'nightly-work-s2'],
+      ...API.map((r) => [r.kind, r.name, undefined]),
     ]);
     // Each trigger's results and notes go back on its own shard.
     expect(runtime.workers.map((w) => [w.results.name, w.poison.name])).toEqual([
