@@ -1,5 +1,6 @@
 import { DEFAULT_CLUSTER } from '../../src/local/cluster';
 import { Schedule } from '../../src/schedule/schedule';
+import { requestCountsSince } from '../../src/storage/request-counter';
 import type { BenchCluster } from '../lib/bench-cluster';
 import { report, type BenchOptions, type BenchResult } from '../lib/report';
 import {
@@ -100,11 +101,7 @@ async function measureIdle(cluster: BenchCluster, windowMs: number) {
       .map((i, k) => ({
         name: i.name,
         leader: i === leader,
-        requests: Object.fromEntries(
-          Object.entries(i.requests.byOperation)
-            .map(([op, n]) => [op, n - (before[k]![op] ?? 0)] as const)
-            .filter(([, n]) => n > 0),
-        ),
+        requests: requestCountsSince(i.requests.byOperation, before[k]!),
       })),
   };
 }

@@ -26,7 +26,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import type { QueueClient, QueueServiceClient } from '@azure/storage-queue';
 import { createQueueServiceClient } from '../../src/storage/client-factory';
-import { StorageRequestCounter, sumRequestCounts } from '../../src/storage/request-counter';
+import { StorageRequestCounter, requestCountsSince, sumRequestCounts } from '../../src/storage/request-counter';
 
 export type FloorShape = 'one-process' | 'per-instance';
 
@@ -187,7 +187,7 @@ async function consumerMain(): Promise<void> {
     },
   );
   await Promise.all(polling);
-  const requests = Object.fromEntries(Object.entries(counter.snapshot()).map(([op, n]) => [op, n - (since[op] ?? 0)] as const));
+  const requests = requestCountsSince(counter.snapshot(), since);
   const report: ConsumerReport = { requests, emptyReceives: Math.max(0, emptyReceives - warmUp) };
   process.stdout.write(`${JSON.stringify(report)}\n`);
 }
@@ -255,11 +255,8 @@ async function main(): Promise<void> {
   const ms = performance.now() - started;
   clearInterval(progress);
   const reports = await stopConsumers(children);
-  const requests = Object.fromEntries(
-    Object.entries(sumRequestCounts(counter.snapshot(), ...reports.map((r) => r.requests)))
-      .map(([op, n]) => [op, n - (setup[op] ?? 0)] as const)
-      .filter(([, n]) => n > 0),
-  );
+  // Each consumer reports only what it did after it was ready; this process's setup is left out.
+  const requests = requestCountsSince(sumRequestCounts(counter.snapshot(), ...reports.map((r) => r.requests)), setup);
   emptyReceives += reports.reduce((a, r) => a + r.emptyReceives, 0);
   await Promise.all(all.map((q) => q.delete()));
   const summary: FloorSummary = {

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { isTerminal, runKeys, type RunRecord } from '../../src/hub/run-record';
+import { requestCountsSince } from '../../src/storage/request-counter';
 import { BenchCluster, type BenchClusterOptions } from './bench-cluster';
 import type { FloorProgress, FloorShape, FloorSummary } from './throughput-floor';
 
@@ -113,11 +114,7 @@ export async function runOurs(cluster: BenchCluster, job: string, items: number,
   }
   await cluster.freshRequestReports(Date.now());
   const after = cluster.totalRequests().byOperation;
-  const requests = Object.fromEntries(
-    Object.entries(after)
-      .map(([op, n]) => [op, n - (before[op] ?? 0)] as const)
-      .filter(([, n]) => n > 0),
-  );
+  const requests = requestCountsSince(after, before);
   const createdAt = Date.parse(record.createdAt);
   const ms = Date.parse(record.endedAt!) - createdAt;
   const progress = [

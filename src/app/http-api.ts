@@ -1,13 +1,12 @@
 import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
 import { z } from 'zod';
 import type { DocumentStore } from '../fencing/document-store';
-import { readFailureLog } from '../hub/failure-log';
-import { firstFailures, readFailures } from '../hub/failures-manifest';
+import { firstFailures } from '../hub/failures-manifest';
 import type { FailureEntry } from '../hub/fold';
 import { FAILURES_LISTED, runView, showView, statusView, type RunsView } from '../hub/read-model';
 import { requestCancel, requestRun } from '../hub/requests';
 import { isTerminal } from '../hub/run-record';
-import { listRuns, readHubStatus, readRunDetails } from '../hub/status';
+import { listJobNames, listRuns, readHubStatus, readRunDetails, readRunFailures } from '../hub/status';
 import type { LeaseStore } from '../lease/lease-store';
 import type { HttpRegistration } from './registration-types';
 
@@ -118,12 +117,6 @@ function guarded(deps: HttpApiDeps, name: string, handle: (request: HttpRequest)
   };
 }
 
-async function knownJobs(docs: DocumentStore): Promise<string[]> {
-  const names: string[] = [];
-  for await (const key of docs.list('jobs/')) names.push(key.replace(/^jobs\//, '').replace(/\.json$/, ''));
-  return names.sort();
-}
-
 /**
  * The HTTP API of the Functions app: the same read model as `baton … --json`, and the same
  * requests as `baton trigger` and `baton cancel`. Reads need a function key; trigger and cancel
@@ -170,14 +163,10 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
     if (!details) throw new NotFound(`no run ${runId} in hub ${deps.hub}`);
     const unreadableParts: string[] = [];
     const onMissing = (key: string) => unreadableParts.push(key);
-    // An open run has no manifest yet: its record names the failures counted so far.
-    const source = details.manifest
-      ? readFailures(docs, details.manifest, { onMissing })
-      : readFailureLog(docs, details.record.failureParts, { onMissing });
     const page: FailureEntry[] = [];
     let seen = 0;
     let more = false;
-    for await (const failure of source) {
+    for await (const failure of readRunFailures(docs, details, { onMissing })) {
       if (seen++ < query.offset) continue;
       if (page.length === query.limit) {
         more = true;
@@ -207,7 +196,7 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
     steering('trigger');
     const job = request.params.job;
     if (!job) throw new BadRequest('the route needs a job: /baton/jobs/<job>/trigger');
-    const known = await knownJobs(docs);
+    const known = await listJobNames(docs);
     // A hub no leader has ticked on yet has no job records; then the request just waits.
     if (known.length > 0 && !known.includes(job)) {
       throw new NotFound(`hub ${deps.hub} has no job ${job} (known: ${known.join(', ')})`);

@@ -20,7 +20,12 @@ import { LeaderElector } from '../lease/leader-elector';
 import type { LeaderEvent } from '../lease/leader-events';
 import { AzureQueueDirectory } from '../queue/azure-queue';
 import { HubQueues } from '../engine/queue-shards';
-import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
+import {
+  createBlobServiceClient,
+  createQueueServiceClient,
+  LEASE_RETRY_OPTIONS,
+  publicEndpoint,
+} from '../storage/client-factory';
 import { StorageRequestCounter } from '../storage/request-counter';
 import { Schedule } from '../schedule/schedule';
 import { parseBatonSettings, parseLogLevel, type BatonSettings, type LogLevel } from './settings';
@@ -186,8 +191,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     resources,
     storageRequests,
     log,
-    // The service URL of a SAS connection carries the SAS: keep only the endpoint.
-    reads: { docs, lease: leaseStore, endpoint: (blobService.url.split('?')[0] ?? '').replace(/\/+$/, '') },
+    reads: { docs, lease: leaseStore, endpoint: publicEndpoint(blobService) },
     clock,
     shutdownSignal: stopping.signal,
     shutdown: () => stopping.abort(),

@@ -1,9 +1,8 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { pendingRequests, requestCancel, requestRun } from '../hub/requests';
-import { listRuns, readHubStatus, readRunDetails, type RunDetails } from '../hub/status';
+import { listJobNames, listRuns, readHubStatus, readRunDetails, readRunFailures, type RunDetails } from '../hub/status';
 import { isTerminal } from '../hub/run-record';
-import { firstFailures, readFailures } from '../hub/failures-manifest';
-import { readFailureLog } from '../hub/failure-log';
+import { firstFailures } from '../hub/failures-manifest';
 import { CliError } from './connection';
 import { withHub, type CliContext } from './context';
 import type { HubHandle } from './hub';
@@ -23,13 +22,6 @@ function parseLimit(value: string): number {
 
 const unknownRun = (runId: string, hub: string) => new CliError(`no run ${runId} in hub ${hub}; list runs with 'baton runs'`);
 
-/** The jobs leaders have recorded in the hub (each has a job state), sorted. */
-async function recordedJobs(hub: HubHandle): Promise<string[]> {
-  const names: string[] = [];
-  for await (const key of hub.docs.list('jobs/')) names.push(key.replace(/^jobs\//, '').replace(/\.json$/, ''));
-  return names.sort();
-}
-
 /**
  * What to say about a run id with no record. A manual run's request may still wait for the
  * leader, or the leader may have dropped it: it drops a request for a job it does not run, and
@@ -44,7 +36,7 @@ async function missingRun(hub: HubHandle, runId: string): Promise<CliError> {
       return new CliError(`no run ${runId} in hub ${hub.hub} yet: its request waits for the leader's next tick`);
     }
   }
-  const known = await recordedJobs(hub);
+  const known = await listJobNames(hub.docs);
   if (known.includes(job)) return unknownRun(runId, hub.hub);
   return new CliError(
     `no run ${runId} in hub ${hub.hub}, and no request for it waits: the leader drops a request for a job it does not run, ` +
@@ -135,12 +127,8 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
         const details = (await readRunDetails(hub.docs, runId)) ?? (await lateRunOrWhyMissing(hub, runId));
         const gone: string[] = [];
         const onMissing = (key: string) => gone.push(key);
-        // An open run has no manifest yet: its record names the failures counted so far.
-        const failures = details.manifest
-          ? readFailures(hub.docs, details.manifest, { onMissing })
-          : readFailureLog(hub.docs, details.record.failureParts, { onMissing });
         let lines: string[] = [];
-        for await (const failure of failures) {
+        for await (const failure of readRunFailures(hub.docs, details, { onMissing })) {
           lines.push(JSON.stringify(failure));
           if (lines.length < FAILURE_LINES_PER_WRITE) continue;
           io.out(`${lines.join('\n')}\n`);
@@ -165,7 +153,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
       await withHub(ctx, command, async (hub) => {
         let checked = false;
         if (!options.force) {
-          const known = await recordedJobs(hub);
+          const known = await listJobNames(hub.docs);
           // A hub no leader has ticked on yet has no job records; then the request just waits.
           if (known.length > 0 && !known.includes(job)) {
             throw new CliError(

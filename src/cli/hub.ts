@@ -4,7 +4,7 @@ import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition } from '../fencing/document-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import type { LeaseCallOptions, LeaseRecord, LeaseStore } from '../lease/lease-store';
-import { createBlobServiceClient } from '../storage/client-factory';
+import { createBlobServiceClient, publicEndpoint } from '../storage/client-factory';
 import type { ConnectionSource, ResolvedConnection } from './connection';
 
 /** Short SDK retries: a CLI should say "cannot reach" in seconds, not after a minute of backoff. */
@@ -49,7 +49,7 @@ export function openHub(connection: ResolvedConnection, options: { callTimeoutMs
   const timeoutMs = options.callTimeoutMs ?? CLI_CALL_TIMEOUT_MS;
   const blobService = createBlobServiceClient(connection.storage, { retryOptions: CLI_RETRY_OPTIONS });
   const resources = hubResources(connection.hub);
-  const endpoint = (blobService.url.split('?')[0] ?? '').replace(/\/+$/, '');
+  const endpoint = publicEndpoint(blobService);
   return {
     hub: connection.hub,
     resources,

@@ -3,7 +3,9 @@ import { FencedDocuments } from '../fencing/fenced-documents';
 import type { LeaseStore } from '../lease/lease-store';
 import { isTerminal, runKeys, runRecordSchema, type RunRecord } from './run-record';
 import type { FailuresManifest, RunOutput } from './run-output';
-import { readFailuresManifest } from './failures-manifest';
+import { readFailures, readFailuresManifest } from './failures-manifest';
+import { readFailureLog, type ReadFailureLogOptions } from './failure-log';
+import type { FailureEntry } from './fold';
 import { jobStateSchema, type JobState } from './job-state';
 
 /** What anyone can read about a hub without leading it: the status the CLI and the live view show. */
@@ -50,6 +52,27 @@ export async function readHubStatus(
     if (run && !isTerminal(run.value.state)) activeRuns.push(run.value);
   }
   return { leader, jobs, activeRuns };
+}
+
+/** The jobs leaders have recorded in the hub (each has a job state), sorted. */
+export async function listJobNames(docs: DocumentStore, options: { abortSignal?: AbortSignal } = {}): Promise<string[]> {
+  const names: string[] = [];
+  for await (const key of docs.list('jobs/', options)) names.push(key.replace(/^jobs\//, '').replace(/\.json$/, ''));
+  return names.sort();
+}
+
+/**
+ * Every failed item of a run with its reason, in the order they were counted: from the manifest
+ * once the run has ended, else from the failure log its record names (those counted so far).
+ */
+export function readRunFailures(
+  docs: DocumentStore,
+  details: RunDetails,
+  options: ReadFailureLogOptions = {},
+): AsyncIterable<FailureEntry> {
+  return details.manifest
+    ? readFailures(docs, details.manifest, options)
+    : readFailureLog(docs, details.record.failureParts, options);
 }
 
 /** Runs, newest first, optionally of one job. */

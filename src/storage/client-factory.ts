@@ -33,6 +33,11 @@ function credentialFor(settings: Extract<StorageSettings, { kind: 'identity' }>,
     : new DefaultAzureCredential(clientId ? { managedIdentityClientId: clientId } : undefined);
 }
 
+/** A service client's endpoint without its query string, so never a SAS: safe to show. */
+export function publicEndpoint(client: { url: string }): string {
+  return (client.url.split('?')[0] ?? '').replace(/\/+$/, '');
+}
+
 export function createBlobServiceClient(settings: StorageSettings, options: StorageClientOptions = {}): BlobServiceClient {
   const pipeline = { retryOptions: options.retryOptions };
   const client =

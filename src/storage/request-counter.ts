@@ -76,6 +76,18 @@ export function requestBodyBytes(body: unknown, contentLength: string | undefine
   return 0;
 }
 
+/** What was counted between two snapshots of one counter, operations with none left out. */
+export function requestCountsSince(
+  now: Readonly<Record<string, number>>,
+  before: Readonly<Record<string, number>>,
+): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(now)
+      .map(([op, n]) => [op, n - (before[op] ?? 0)] as const)
+      .filter(([, n]) => n > 0),
+  );
+}
+
 /** Adds two snapshots (e.g. from several processes). */
 export function sumRequestCounts(...snapshots: readonly Record<string, number>[]): Record<string, number> {
   const sum: Record<string, number> = {};

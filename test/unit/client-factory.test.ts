@@ -3,7 +3,12 @@ import { DefaultAzureCredential, ManagedIdentityCredential } from '@azure/identi
 import http from 'node:http';
 import https from 'node:https';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../../src/storage/client-factory.js';
+import {
+  createBlobServiceClient,
+  createQueueServiceClient,
+  LEASE_RETRY_OPTIONS,
+  publicEndpoint,
+} from '../../src/storage/client-factory.js';
 import { parseStorageSettings, type StorageSettings } from '../../src/storage/connection.js';
 
 const AZURITE_KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
@@ -112,5 +117,14 @@ describe('identity', () => {
     const expected = name.startsWith('Managed') ? ManagedIdentityCredential : DefaultAzureCredential;
     expect(blob.credential).toBeInstanceOf(expected);
     for (const spy of spies) expect(spy).not.toHaveBeenCalled();
+  });
+});
+
+describe('publicEndpoint', () => {
+  it('drops the query string, so a SAS never shows, and the trailing slash', () => {
+    expect(publicEndpoint({ url: 'https://acct.blob.core.windows.net/?sv=2024-01-01&sig=secret' })).toBe(
+      'https://acct.blob.core.windows.net',
+    );
+    expect(publicEndpoint({ url: 'http://127.0.0.1:10000/devstoreaccount1' })).toBe('http://127.0.0.1:10000/devstoreaccount1');
   });
 });

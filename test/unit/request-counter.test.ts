@@ -3,7 +3,7 @@
  * and how the bytes add up by operation. The integration test checks the same on real SDK calls.
  */
 import { describe, expect, it } from 'vitest';
-import { requestBodyBytes, StorageRequestCounter } from '../../src/storage/request-counter';
+import { requestBodyBytes, requestCountsSince, StorageRequestCounter } from '../../src/storage/request-counter';
 
 describe('requestBodyBytes', () => {
   it('takes a declared Content-Length first', () => {
@@ -36,5 +36,15 @@ describe('StorageRequestCounter bytes', () => {
     expect(counter.snapshot()).toEqual({ 'blob.get': 1, 'blob.put': 2, 'queue.messages.send': 1 });
     expect(counter.bytesSnapshot()).toEqual({ 'blob.put': 120, 'queue.messages.send': 30 });
     expect(counter.totalBytes).toBe(150);
+  });
+});
+
+describe('requestCountsSince', () => {
+  it.each([
+    [{ 'blob.get': 5, 'queue.put': 2 }, { 'blob.get': 3 }, { 'blob.get': 2, 'queue.put': 2 }],
+    [{ 'blob.get': 3 }, { 'blob.get': 3 }, {}],
+    [{ 'blob.get': 3 }, {}, { 'blob.get': 3 }],
+  ])('%j since %j is %j, operations with none left out', (now, before, expected) => {
+    expect(requestCountsSince(now, before)).toEqual(expected);
   });
 });
