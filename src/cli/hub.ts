@@ -3,7 +3,7 @@ import { hubResources } from '../hub/resources';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition } from '../fencing/document-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
-import type { LeaseCallOptions, LeaseRecord, LeaseStore } from '../lease/lease-store';
+import type { BumpOptions, LeaseCallOptions, LeaseRecord, LeaseStore } from '../lease/lease-store';
 import { createBlobServiceClient, publicEndpoint } from '../storage/client-factory';
 import type { ConnectionSource, ResolvedConnection } from './connection';
 
@@ -178,9 +178,9 @@ export class DeadlineLeaseStore implements LeaseStore {
     return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.read({ abortSignal }));
   }
 
-  bumpEpoch(leaseId: string, holder: string, options?: LeaseCallOptions): Promise<number> {
+  bumpEpoch(leaseId: string, holder: string, options?: BumpOptions): Promise<number> {
     return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
-      this.inner.bumpEpoch(leaseId, holder, { abortSignal }),
+      this.inner.bumpEpoch(leaseId, holder, { abortSignal, freedAs: options?.freedAs }),
     );
   }
 

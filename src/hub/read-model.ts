@@ -31,6 +31,17 @@ export interface LeaderView {
   epoch: number;
   acquiredAt: string | null;
   ledForMs: number | null;
+  /** When this holder took over from another (its terms in a row count as one stretch). */
+  since: string | null;
+}
+
+/** One change of holder: `reason` is how the new holder found the lease (released, expired, broken). */
+export interface LeadershipChangeView {
+  at: string;
+  epoch: number;
+  holder: string;
+  previous: string | null;
+  reason: string;
 }
 
 export interface JobView {
@@ -48,6 +59,10 @@ export interface StatusView {
   hub: string;
   endpoint: string;
   leader: LeaderView | null;
+  /** While the lease is free (an idle hub frees it between ticks): who held it last. */
+  lastLeader: { identity: string; epoch: number; acquiredAt: string | null } | null;
+  /** Newest first; the lease record keeps the last ten. */
+  leadershipChanges: LeadershipChangeView[];
   activeRuns: RunView[];
   jobs: JobView[];
 }
@@ -132,8 +147,19 @@ export function statusView(hub: string, endpoint: string, status: HubStatus): St
           epoch: leader.epoch,
           acquiredAt: leader.acquiredAt ?? null,
           ledForMs: leader.ledForMs ?? null,
+          since: leader.since ?? null,
         }
       : null,
+    lastLeader: status.lastLeader
+      ? { identity: status.lastLeader.identity, epoch: status.lastLeader.epoch, acquiredAt: status.lastLeader.acquiredAt ?? null }
+      : null,
+    leadershipChanges: status.leadershipChanges.map((c) => ({
+      at: c.at.toISOString(),
+      epoch: c.epoch,
+      holder: c.holder,
+      previous: c.previous ?? null,
+      reason: c.reason,
+    })),
     activeRuns: status.activeRuns.map(runView),
     jobs: [...status.jobs].sort((a, b) => a.job.localeCompare(b.job)).map(jobView),
   };

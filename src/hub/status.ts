@@ -1,6 +1,6 @@
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments } from '../fencing/fenced-documents';
-import type { LeaseStore } from '../lease/lease-store';
+import type { LeadershipChange, LeaseStore } from '../lease/lease-store';
 import { isTerminal, runKeys, runRecordSchema, type RunRecord } from './run-record';
 import type { FailuresManifest, RunOutput } from './run-output';
 import { readFailures, readFailuresManifest } from './failures-manifest';
@@ -11,7 +11,19 @@ import { jobStateSchema, type JobState } from './job-state';
 /** What anyone can read about a hub without leading it: the status the CLI and the live view show. */
 export interface HubStatus {
   leader:
-    { identity: string | undefined; epoch: number; acquiredAt: string | undefined; ledForMs: number | undefined } | undefined;
+    | {
+        identity: string | undefined;
+        epoch: number;
+        acquiredAt: string | undefined;
+        ledForMs: number | undefined;
+        /** When this holder took over from another: an idle leader's terms follow each other. */
+        since: string | undefined;
+      }
+    | undefined;
+  /** The last holder while nobody holds the lease (an idle hub frees it between ticks). */
+  lastLeader: { identity: string; epoch: number; acquiredAt: string | undefined } | undefined;
+  /** Changes of holder, newest first, as the lease record keeps them. */
+  leadershipChanges: LeadershipChange[];
   jobs: JobState[];
   activeRuns: RunRecord[];
 }
@@ -32,14 +44,20 @@ export async function readHubStatus(
 ): Promise<HubStatus> {
   const now = options.now ?? new Date();
   const held = await lease.read(options);
+  const leadershipChanges = [...(held.changes ?? [])].reverse();
   const leader = held.leased
     ? {
         identity: held.holder,
         epoch: held.epoch,
         acquiredAt: held.acquiredAt?.toISOString(),
         ledForMs: held.acquiredAt ? Math.max(0, now.getTime() - held.acquiredAt.getTime()) : undefined,
+        since: leadershipChanges.find((c) => c.holder === held.holder)?.at.toISOString(),
       }
     : undefined;
+  const lastLeader =
+    !held.leased && held.holder !== undefined
+      ? { identity: held.holder, epoch: held.epoch, acquiredAt: held.acquiredAt?.toISOString() }
+      : undefined;
   const states = new FencedDocuments<JobState>(docs, { parse: (v) => jobStateSchema.parse(v) });
   const jobs: JobState[] = [];
   for await (const key of docs.list('jobs/', options)) {
@@ -51,7 +69,7 @@ export async function readHubStatus(
     const run = await records(docs).read(runKeys.record(runId), options);
     if (run && !isTerminal(run.value.state)) activeRuns.push(run.value);
   }
-  return { leader, jobs, activeRuns };
+  return { leader, lastLeader, leadershipChanges, jobs, activeRuns };
 }
 
 /** The jobs leaders have recorded in the hub (each has a job state), sorted. */

@@ -2,11 +2,24 @@ import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure
 import { ConcurrentUpdateError, CorruptLeaseError, LeaseHeldError, LeaseLostError } from '../errors';
 import { storageErrorOf } from '../storage/rest-error';
 import type { BlobEpochMark } from './blob-epoch-mark';
-import { checkRaiseAbove, raisedEpoch, type LeaseCallOptions, type LeaseRecord, type LeaseStore } from './lease-store';
+import {
+  checkRaiseAbove,
+  raisedEpoch,
+  withLeadershipChange,
+  type BumpOptions,
+  type LeaseCallOptions,
+  type LeaseFreedAs,
+  type LeaseRecord,
+  type LeaseStore,
+  type LeadershipChange,
+} from './lease-store';
 
 const META_EPOCH = 'batonepoch';
 const META_HOLDER = 'batonholder';
 const META_ACQUIRED = 'batonacquiredat';
+const META_CHANGES = 'batonchanges';
+/** Metadata is at most 8 KiB per blob; the history gives up its oldest entries to stay well inside. */
+const MAX_CHANGES_CHARS = 4096;
 
 export interface BlobLeaseStoreOptions {
   /** Container of lease blobs. Default `leases`. */
@@ -83,18 +96,33 @@ export class BlobLeaseStore implements LeaseStore {
       const props = await this.blob.getProperties({ abortSignal: options?.abortSignal });
       // A lease that is breaking still excludes everyone else until the break period ends.
       const leased = props.leaseState === 'leased' || props.leaseState === 'breaking';
-      return { leased, ...parseMetadata(this.description, props.metadata) };
+      const meta = parseMetadata(this.description, props.metadata);
+      // 'available' is both "released" and "never leased": only a record with a holder was released.
+      const freedAs = leased ? undefined : freedAsOf(props.leaseState, meta.holder);
+      return { leased, ...meta, ...(freedAs ? { freedAs } : {}) };
     } catch (err) {
-      if (storageErrorOf(err)?.status === 404) return { leased: false, holder: undefined, epoch: 0, acquiredAt: undefined };
+      if (storageErrorOf(err)?.status === 404)
+        return { leased: false, holder: undefined, epoch: 0, acquiredAt: undefined, changes: [] };
       throw err;
     }
   }
 
-  async bumpEpoch(leaseId: string, holder: string, options?: LeaseCallOptions): Promise<number> {
-    return this.writeEpoch(leaseId, 'bump the epoch', (epoch) => epoch + 1, options, {
-      [META_HOLDER]: encodeURIComponent(holder),
-      [META_ACQUIRED]: new Date().toISOString(),
-    });
+  async bumpEpoch(leaseId: string, holder: string, options?: BumpOptions): Promise<number> {
+    const at = new Date();
+    return this.writeEpoch(
+      leaseId,
+      'bump the epoch',
+      (epoch) => epoch + 1,
+      options,
+      (stored, epoch) => {
+        const changes = withLeadershipChange(stored.changes ?? [], stored.holder, holder, epoch, at, options?.freedAs);
+        return {
+          [META_HOLDER]: encodeURIComponent(holder),
+          [META_ACQUIRED]: at.toISOString(),
+          [META_CHANGES]: encodeChanges(changes),
+        };
+      },
+    );
   }
 
   async raiseEpoch(leaseId: string, above: number, options?: LeaseCallOptions): Promise<number> {
@@ -113,17 +141,18 @@ export class BlobLeaseStore implements LeaseStore {
     action: string,
     next: (epoch: number) => number,
     options: LeaseCallOptions | undefined,
-    extra: Record<string, string> = {},
+    extra: (stored: Omit<LeaseRecord, 'leased'>, epoch: number) => Record<string, string> = () => ({}),
   ): Promise<number> {
     const props = await this.underLease(action, () =>
       this.blob.getProperties({ abortSignal: options?.abortSignal, conditions: { leaseId } }),
     );
-    const stored = parseMetadata(this.description, props.metadata).epoch;
+    const record = parseMetadata(this.description, props.metadata);
+    const stored = record.epoch;
     // The mark's own failures are not this lease's: they keep their errors.
     const epoch = this.mark ? await this.mark.advance((marked) => next(Math.max(stored, marked)), options) : next(stored);
     await this.underLease(action, () =>
       this.blob.setMetadata(
-        { ...props.metadata, ...extra, [META_EPOCH]: String(epoch) },
+        { ...props.metadata, ...extra(record, epoch), [META_EPOCH]: String(epoch) },
         // The lease keeps other writers out; the ETag makes the change exact even so.
         { abortSignal: options?.abortSignal, conditions: { leaseId, ifMatch: props.etag } },
       ),
@@ -167,7 +196,56 @@ function parseMetadata(where: string, metadata: Record<string, string> | undefin
     epoch,
     holder: holder ? safeDecode(holder) : undefined,
     acquiredAt: acquired ? new Date(acquired) : undefined,
+    changes: decodeChanges(metadata?.[META_CHANGES]),
   };
+}
+
+function freedAsOf(state: string | undefined, holder: string | undefined): LeaseFreedAs | undefined {
+  if (state === 'expired') return 'expired';
+  if (state === 'broken') return 'broken';
+  return state === 'available' && holder !== undefined ? 'released' : undefined;
+}
+
+type EncodedChange = [at: string, epoch: number, holder: string, previous: string | null, reason: LeadershipChange['reason']];
+
+function encodeChanges(changes: readonly LeadershipChange[]): string {
+  let kept = [...changes];
+  for (;;) {
+    const encoded = encodeURIComponent(
+      JSON.stringify(kept.map((c): EncodedChange => [c.at.toISOString(), c.epoch, c.holder, c.previous ?? null, c.reason])),
+    );
+    if (encoded.length <= MAX_CHANGES_CHARS || kept.length <= 1) return encoded;
+    kept = kept.slice(1);
+  }
+}
+
+const REASONS = new Set<string>(['first', 'released', 'expired', 'broken', 'unknown']);
+
+/** The history is for people to read: a damaged one reads as empty rather than failing the lease. */
+function decodeChanges(raw: string | undefined): LeadershipChange[] {
+  if (!raw) return [];
+  try {
+    const parsed = JSON.parse(decodeURIComponent(raw)) as unknown;
+    if (!Array.isArray(parsed)) return [];
+    return parsed.flatMap((entry: unknown): LeadershipChange[] => {
+      if (!Array.isArray(entry) || entry.length !== 5) return [];
+      const [at, epoch, holder, previous, reason] = entry as unknown[];
+      const when = typeof at === 'string' ? new Date(at) : undefined;
+      if (!when || Number.isNaN(when.getTime()) || typeof epoch !== 'number' || typeof holder !== 'string') return [];
+      if (typeof reason !== 'string' || !REASONS.has(reason)) return [];
+      return [
+        {
+          at: when,
+          epoch,
+          holder,
+          previous: typeof previous === 'string' ? previous : undefined,
+          reason: reason as LeadershipChange['reason'],
+        },
+      ];
+    });
+  } catch {
+    return [];
+  }
 }
 
 function safeDecode(value: string): string {

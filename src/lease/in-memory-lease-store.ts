@@ -1,6 +1,16 @@
 import { systemClock, type Clock } from '../clock/clock';
 import { LeaseHeldError, LeaseLostError } from '../errors';
-import { checkRaiseAbove, raisedEpoch, type LeaseCallOptions, type LeaseRecord, type LeaseStore } from './lease-store';
+import {
+  checkRaiseAbove,
+  raisedEpoch,
+  withLeadershipChange,
+  type BumpOptions,
+  type LeaseCallOptions,
+  type LeaseFreedAs,
+  type LeaseRecord,
+  type LeaseStore,
+  type LeadershipChange,
+} from './lease-store';
 
 /**
  * A `LeaseStore` in memory, with lease expiry on an injected clock: fast and deterministic for
@@ -20,6 +30,9 @@ export class InMemoryLeaseStore implements LeaseStore {
   private holder: string | undefined;
   private acquiredAt: Date | undefined;
   private durationMs = 0;
+  /** Set by a release; a lapsed or broken lease says so itself. */
+  private released = false;
+  private changes: LeadershipChange[] = [];
 
   constructor(options: { clock?: Clock; name?: string } = {}) {
     this.clock = options.clock ?? systemClock;
@@ -31,6 +44,7 @@ export class InMemoryLeaseStore implements LeaseStore {
     if (this.isLeased() && this.leaseId !== leaseId) throw new LeaseHeldError(this.holder);
     this.leaseId = leaseId;
     this.broken = false;
+    this.released = false;
     this.expiresAt = this.clock.now() + durationSeconds * 1000;
     this.durationMs = durationSeconds * 1000;
   }
@@ -46,27 +60,39 @@ export class InMemoryLeaseStore implements LeaseStore {
     // Azure lets the holder of a broken lease release it; nobody else can.
     if (this.leaseId === leaseId && this.broken) {
       this.leaseId = undefined;
+      this.broken = false;
+      this.released = true;
       return;
     }
     this.checkHolder(leaseId, 'release');
     this.leaseId = undefined;
     this.expiresAt = 0;
+    this.released = true;
   }
 
   async read(options?: LeaseCallOptions): Promise<LeaseRecord> {
     options?.abortSignal?.throwIfAborted();
-    return { leased: this.isLeased(), holder: this.holder, epoch: this.epoch, acquiredAt: this.acquiredAt };
+    const leased = this.isLeased();
+    return {
+      leased,
+      holder: this.holder,
+      epoch: this.epoch,
+      acquiredAt: this.acquiredAt,
+      ...(leased ? {} : { freedAs: this.freedAs() }),
+      changes: this.changes.map((c) => ({ ...c, at: new Date(c.at) })),
+    };
   }
 
-  async bumpEpoch(leaseId: string, holder: string, options?: LeaseCallOptions): Promise<number> {
+  async bumpEpoch(leaseId: string, holder: string, options?: BumpOptions): Promise<number> {
     options?.abortSignal?.throwIfAborted();
     this.checkHolder(leaseId, 'bump the epoch');
     // Unlike renew, a write needs a live lease (Azure answers 412 LeaseLost).
     if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot bump the epoch: the lease has expired');
     this.epoch = Math.max(this.epoch, this.mark) + 1;
     this.mark = this.epoch;
-    this.holder = holder;
     this.acquiredAt = this.clock.date();
+    this.changes = withLeadershipChange(this.changes, this.holder, holder, this.epoch, this.acquiredAt, options?.freedAs);
+    this.holder = holder;
     return this.epoch;
   }
 
@@ -91,9 +117,17 @@ export class InMemoryLeaseStore implements LeaseStore {
     this.leaseId = undefined;
     this.expiresAt = 0;
     this.broken = false;
+    this.released = false;
     this.epoch = 0;
     this.holder = undefined;
     this.acquiredAt = undefined;
+    this.changes = [];
+  }
+
+  private freedAs(): LeaseFreedAs | undefined {
+    if (this.broken) return 'broken';
+    if (this.leaseId !== undefined) return 'expired';
+    return this.released && this.holder !== undefined ? 'released' : undefined;
   }
 
   private isLeased(): boolean {

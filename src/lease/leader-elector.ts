@@ -4,7 +4,7 @@ import { sleep, timeoutSignal, type TimerHandle } from '../clock/clock';
 import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError, TaskAbandonedError, type LeaseLossReason } from '../errors';
 import { resolveElectorOptions, type LeaderElectorOptions, type ResolvedElectorOptions } from './elector-options';
 import { describeLeaderEvent, type LeaderEvent } from './leader-events';
-import { checkRaiseAbove, type LeaseRecord } from './lease-store';
+import { checkRaiseAbove, type LeaseFreedAs, type LeaseRecord } from './lease-store';
 
 /** What a leader's task receives. */
 export interface Leadership {
@@ -165,7 +165,7 @@ export class LeaderElector {
   private async readThenAcquire(signal: AbortSignal | undefined): Promise<{ term?: Term; holder?: LeaderInfo }> {
     const record = await this.boundedRead(signal);
     if (record.leased) return { holder: holderOf(record) };
-    const term = await this.tryAcquire(signal);
+    const term = await this.tryAcquire(signal, record.freedAs);
     if (!term) return {};
     // Known before the attempt settles, so a call waiting on it sees this term, not a free lease.
     // The epoch is read through, as the term may raise it.
@@ -179,7 +179,7 @@ export class LeaderElector {
     return { term };
   }
 
-  private async tryAcquire(signal: AbortSignal | undefined): Promise<Term | undefined> {
+  private async tryAcquire(signal: AbortSignal | undefined, freedAs?: LeaseFreedAs): Promise<Term | undefined> {
     const { store, clock, leaseDurationSeconds, renewDeadlineMs, identity } = this.options;
     const leaseId = randomUUID();
     // The term is counted from before the request: storage may start the lease any time after.
@@ -187,7 +187,7 @@ export class LeaderElector {
     const bound = timeoutSignal(clock, renewDeadlineMs, signal);
     try {
       await untilAborted(store.acquire(leaseId, leaseDurationSeconds, { abortSignal: bound.signal }), bound.signal);
-      const epoch = await untilAborted(store.bumpEpoch(leaseId, identity, { abortSignal: bound.signal }), bound.signal);
+      const epoch = await untilAborted(store.bumpEpoch(leaseId, identity, { abortSignal: bound.signal, freedAs }), bound.signal);
       return { leaseId, epoch, startedAt };
     } catch (err) {
       if (err instanceof LeaseHeldError) return undefined;

@@ -8,7 +8,10 @@
  * - `renew` and `release` with a lease id that is no longer current throw `LeaseLostError`
  *   (`conflict`, or `broken` after `breakLease`).
  * - `bumpEpoch` writes `epoch + 1`, the holder and the acquisition time, and succeeds only while
- *   `leaseId` holds the lease and nothing changed the record since it was read. So the epoch
+ *   `leaseId` holds the lease and nothing changed the record since it was read. When the holder
+ *   differs from the recorded one, the same write appends a `LeadershipChange` to `changes`.
+ * - `read` of a lease that is not leased says how it became free (`freedAs`) once it has been
+ *   held: released, expired or broken. So the epoch
  *   strictly increases across holders, and a holder whose bump succeeded is the only one with
  *   that epoch.
  * - `raiseEpoch` writes an epoch above both the current one and `above`, and succeeds only while
@@ -31,7 +34,7 @@ export interface LeaseStore {
   /** The current record. `leased` is false when the lease is free, expired or broken. */
   read(options?: LeaseCallOptions): Promise<LeaseRecord>;
   /** Increments the epoch under the lease and records the holder; returns the new epoch. */
-  bumpEpoch(leaseId: string, holder: string, options?: LeaseCallOptions): Promise<number>;
+  bumpEpoch(leaseId: string, holder: string, options?: BumpOptions): Promise<number>;
   /**
    * Sets the epoch to `max(current, above) + 1` under the lease and returns it; holder and
    * acquisition time stay as they are. `above` must be a non-negative integer.
@@ -43,12 +46,54 @@ export interface LeaseCallOptions {
   abortSignal?: AbortSignal;
 }
 
+export interface BumpOptions extends LeaseCallOptions {
+  /** How the lease was free when this holder read it before acquiring (`LeaseRecord.freedAs`). */
+  freedAs?: LeaseFreedAs | undefined;
+}
+
+/** How a lease that nobody holds became free, as storage reports it. */
+export type LeaseFreedAs = 'released' | 'expired' | 'broken';
+
+/**
+ * One change of holder, recorded by the new holder's epoch bump in the same write, so the
+ * history costs no request: `reason` says how the lease was free when it read it, `first` when
+ * there was no earlier holder, `unknown` when it could not tell.
+ */
+export interface LeadershipChange {
+  at: Date;
+  epoch: number;
+  holder: string;
+  previous: string | undefined;
+  reason: LeaseFreedAs | 'first' | 'unknown';
+}
+
+/** Changes of holder a lease record keeps, newest last. */
+export const LEADERSHIP_CHANGES_KEPT = 10;
+
+/** The history after `holder` took over at `epoch`: unchanged when the holder did not change. */
+export function withLeadershipChange(
+  changes: readonly LeadershipChange[],
+  previous: string | undefined,
+  holder: string,
+  epoch: number,
+  at: Date,
+  freedAs: LeaseFreedAs | undefined,
+): LeadershipChange[] {
+  if (previous === holder) return [...changes];
+  const reason: LeadershipChange['reason'] = previous === undefined ? 'first' : (freedAs ?? 'unknown');
+  return [...changes, { at, epoch, holder, previous, reason }].slice(-LEADERSHIP_CHANGES_KEPT);
+}
+
 export interface LeaseRecord {
   leased: boolean;
   /** The last holder that bumped the epoch; it may have lost the lease since. */
   holder: string | undefined;
   epoch: number;
   acquiredAt: Date | undefined;
+  /** How the lease became free, when it is not leased and storage says (a new record has none). */
+  freedAs?: LeaseFreedAs | undefined;
+  /** The last changes of holder, oldest first (at most `LEADERSHIP_CHANGES_KEPT`). */
+  changes?: readonly LeadershipChange[];
 }
 
 /** Refuses a bad `above` for `raiseEpoch`: a caller's bug, refused before any storage call. */

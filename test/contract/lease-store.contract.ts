@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { LeaseHeldError, LeaseLostError } from '../../src/errors';
-import type { LeaseStore } from '../../src/lease/lease-store';
+import { LEADERSHIP_CHANGES_KEPT, type LeaseStore } from '../../src/lease/lease-store';
 
 export interface LeaseStoreHarness {
   store: LeaseStore;
@@ -23,7 +23,59 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
   describe(`LeaseStore contract: ${name}`, () => {
     it('starts free, at epoch 0, with no holder', async () => {
       const { store } = await makeHarness();
-      await expect(store.read()).resolves.toEqual({ leased: false, holder: undefined, epoch: 0, acquiredAt: undefined });
+      await expect(store.read()).resolves.toEqual({
+        leased: false,
+        holder: undefined,
+        epoch: 0,
+        acquiredAt: undefined,
+        changes: [],
+      });
+    });
+
+    it('records each change of holder with how the lease was free, and none while the holder stays', async () => {
+      const harness = await makeHarness();
+      const { store } = harness;
+      const takeOver = async (holder: string): Promise<number> => {
+        const { freedAs } = await store.read();
+        const leaseId = id();
+        await store.acquire(leaseId, 15);
+        const epoch = await store.bumpEpoch(leaseId, holder, { freedAs });
+        await store.release(leaseId);
+        return epoch;
+      };
+      expect(await takeOver('a')).toBe(1);
+      expect(await takeOver('a')).toBe(2);
+      expect((await store.read()).freedAs).toBe('released');
+      expect(await takeOver('b')).toBe(3);
+      const c = id();
+      await store.acquire(c, 15);
+      await store.bumpEpoch(c, 'c');
+      await harness.breakLease();
+      expect((await store.read()).freedAs).toBe('broken');
+      expect(await takeOver('d')).toBe(5);
+
+      const { changes } = await store.read();
+      expect(changes?.map(({ at: _at, ...change }) => change)).toEqual([
+        { epoch: 1, holder: 'a', previous: undefined, reason: 'first' },
+        { epoch: 3, holder: 'b', previous: 'a', reason: 'released' },
+        // c bumped without saying how it found the lease.
+        { epoch: 4, holder: 'c', previous: 'b', reason: 'unknown' },
+        { epoch: 5, holder: 'd', previous: 'c', reason: 'broken' },
+      ]);
+      for (const change of changes ?? []) expect(change.at).toBeInstanceOf(Date);
+    });
+
+    it(`keeps the last ${LEADERSHIP_CHANGES_KEPT} changes of holder, newest last`, async () => {
+      const { store } = await makeHarness();
+      for (let i = 1; i <= LEADERSHIP_CHANGES_KEPT + 2; i++) {
+        const leaseId = id();
+        await store.acquire(leaseId, 15);
+        await store.bumpEpoch(leaseId, `holder-${i}`, { freedAs: 'released' });
+        await store.release(leaseId);
+      }
+      const { changes } = await store.read();
+      expect(changes?.map((c) => c.epoch)).toEqual(Array.from({ length: LEADERSHIP_CHANGES_KEPT }, (_, i) => i + 3));
+      expect(changes?.at(-1)).toMatchObject({ holder: `holder-${LEADERSHIP_CHANGES_KEPT + 2}`, reason: 'released' });
     });
 
     it('lets exactly one of two ids acquire, and the holder acquire again', async () => {
@@ -198,7 +250,7 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       const a = id();
       await store.acquire(a, 15);
       await harness.elapse(16_000);
-      expect((await store.read()).leased).toBe(false);
+      expect(await store.read()).toMatchObject({ leased: false, freedAs: 'expired' });
       const b = id();
       await store.acquire(b, 15);
       await expect(store.renew(a)).rejects.toMatchObject({ code: 'LeaseLost', reason: 'conflict' });

@@ -1,5 +1,5 @@
 import { sleep, type Clock } from '../../src/clock/clock';
-import type { LeaseCallOptions, LeaseRecord, LeaseStore } from '../../src/lease/lease-store';
+import type { BumpOptions, LeaseCallOptions, LeaseRecord, LeaseStore } from '../../src/lease/lease-store';
 
 type Operation = 'acquire' | 'renew' | 'release' | 'read' | 'bumpEpoch' | 'raiseEpoch';
 
@@ -55,7 +55,7 @@ export class ScriptedLeaseStore implements LeaseStore {
     return this.run('read', options, () => this.inner.read(options));
   }
 
-  bumpEpoch(leaseId: string, holder: string, options?: LeaseCallOptions): Promise<number> {
+  bumpEpoch(leaseId: string, holder: string, options?: BumpOptions): Promise<number> {
     return this.run('bumpEpoch', options, () => this.inner.bumpEpoch(leaseId, holder, options));
   }
 

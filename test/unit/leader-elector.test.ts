@@ -64,6 +64,38 @@ describe('LeaderElector on a fake clock', () => {
     expect(await memory.read()).toMatchObject({ leased: false, holder: 'a', epoch: 1 });
   });
 
+  it('tells the store how it found the lease, so the history says why leadership moved', async () => {
+    const { elector, memory, clock } = setup();
+    const a = elector('a');
+    const b = elector('b');
+    await a.runIfLeader(() => 'ok');
+    await b.runIfLeader(() => 'ok');
+    let started = false;
+    let done = false;
+    const leading = a
+      .runIfLeader(
+        busyTask(
+          clock,
+          () => done,
+          () => (started = true),
+        ),
+      )
+      .catch((error: unknown) => error);
+    await clock.advanceUntil(() => started, { maxMs: 1000 });
+    memory.breakLease();
+    await b.runIfLeader(() => 'ok');
+    done = true;
+    await clock.advanceUntil(() => false, { maxMs: 2000 });
+    await leading;
+    const { changes } = await memory.read();
+    expect(changes?.map((c) => [c.holder, c.previous, c.reason])).toEqual([
+      ['a', undefined, 'first'],
+      ['b', 'a', 'released'],
+      ['a', 'b', 'released'],
+      ['b', 'a', 'broken'],
+    ]);
+  });
+
   it('does not lead while another holds the lease, at the cost of one read, and names the holder', async () => {
     const { elector, store, clock } = setup();
     let stop = false;
