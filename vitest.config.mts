@@ -22,19 +22,30 @@ export default defineConfig({
         test: {
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
-          exclude: ['test/e2e/bench-smoke.e2e.test.ts', 'test/e2e/chaos-*.e2e.test.ts', 'test/e2e/scale-failover.e2e.test.ts'],
+          exclude: [
+            'test/e2e/bench-smoke.e2e.test.ts',
+            'test/e2e/chaos-*.e2e.test.ts',
+            'test/e2e/scale-failover.e2e.test.ts',
+            'test/e2e/status-page.e2e.test.ts',
+          ],
           sequence: { groupOrder: 1 },
         },
       },
       {
         // Each benchmark, small, and the chaos soaks: clusters of real processes again, so after
         // the timed e2e files. The soaks assert no timings tighter than a run's timeout, and nor
-        // does the leader killed mid-fold of a large run; it takes the group's free worker
-        // rather than queue behind the four timed files.
+        // do the leader killed mid-fold of a large run and the status page in a browser; they
+        // take the group's free worker once the large run is done, rather than queue behind the
+        // timed files.
         extends: true,
         test: {
           name: 'bench-smoke',
-          include: ['test/e2e/bench-smoke.e2e.test.ts', 'test/e2e/chaos-*.e2e.test.ts', 'test/e2e/scale-failover.e2e.test.ts'],
+          include: [
+            'test/e2e/bench-smoke.e2e.test.ts',
+            'test/e2e/chaos-*.e2e.test.ts',
+            'test/e2e/scale-failover.e2e.test.ts',
+            'test/e2e/status-page.e2e.test.ts',
+          ],
           sequence: { groupOrder: 2 },
         },
       },

@@ -9,6 +9,7 @@ import { isTerminal } from '../hub/run-record';
 import { listJobNames, listRuns, readHubStatus, readRunDetails, readRunFailures } from '../hub/status';
 import type { LeaseStore } from '../lease/lease-store';
 import type { HttpRegistration } from './registration-types';
+import { statusPageResponse } from './status-page';
 
 /** What the API reads and writes: the hub's documents and its lease, as any instance sees them. */
 export interface HttpApiDeps {
@@ -218,6 +219,8 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
     return json(202, { hub: deps.hub, runId, requested: true, state });
   });
 
+  const page = guarded(deps, 'page', () => Promise.resolve(statusPageResponse()));
+
   const route = (path: string) => `${API_ROUTE_PREFIX}/${path}`;
   return [
     { kind: 'http', name: 'baton-api-status', route: route('status'), methods: ['GET'], authLevel: 'function', handler: status },
@@ -254,5 +257,7 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
       authLevel: 'admin',
       handler: cancel,
     },
+    // The page holds no data itself, but it runs the reads: the same function key opens it (?code=).
+    { kind: 'http', name: 'baton-page', route: route('page'), methods: ['GET'], authLevel: 'function', handler: page },
   ];
 }

@@ -22,6 +22,13 @@ function positiveInt(what: string, max: number) {
   };
 }
 
+function portNumber(value: string): number {
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || n > 65535)
+    throw new InvalidArgumentError('--port must be a whole number from 0 to 65535 (0: any free port)');
+  return n;
+}
+
 /**
  * The start-up checks every instance makes, on the settings the cluster gives it, run before
  * Azurite starts: a bad setting is then one line and exit 1, not a line per instance and a
@@ -87,6 +94,11 @@ export function registerStart(program: Command): void {
     .option('--job <name>', 'the job --once runs', DEFAULT_CLUSTER.job)
     .option('--output <file>', 'with --once: write the run record and output here as JSON')
     .option('--log-dir <dir>', "keep each instance's whole output (stdout and stderr) in <dir>/<instance>.log")
+    .option(
+      '--port <n>',
+      'the status page and HTTP API on 127.0.0.1 (default 7071, or a free port if taken; 0: a free port)',
+      portNumber,
+    )
     .addHelpText(
       'after',
       [
@@ -94,6 +106,7 @@ export function registerStart(program: Command): void {
           'baton start --once                        # run the sample job once, print the summary',
           'baton start --once --kill-leader-after 3  # kill -9 the leader mid-run',
           'baton start --instances 5 --data .azurite',
+          'baton start --port 8080                   # the status page at http://127.0.0.1:8080/api/baton/page',
         ),
         '',
         'start runs its own Azurite: of the global options only --hub applies.',
@@ -108,6 +121,7 @@ export function registerStart(program: Command): void {
         job: string;
         output?: string;
         logDir?: string;
+        port?: number;
       }) => {
         const globals = program.opts() as { hub?: string; connection?: string };
         if (globals.connection)
@@ -138,6 +152,7 @@ export function registerStart(program: Command): void {
           ...(opts.killLeaderAfter ? { killLeaderAfterSeconds: opts.killLeaderAfter } : {}),
           ...(opts.output ? { outputFile: opts.output } : {}),
           ...(opts.logDir ? { logDir: opts.logDir } : {}),
+          ...(opts.port !== undefined ? { port: opts.port } : {}),
           out: process.stdout,
           tty: Boolean(process.stdout.isTTY),
         });

@@ -16,6 +16,8 @@ import { redactSecrets } from '../redact';
 import { startAzurite, type RunningAzurite } from './azurite';
 import { parseInstanceLine } from './instance-events';
 import { createView, type ClusterView, type InstanceView } from './live-view';
+import { httpApiRegistrations } from '../app/http-api';
+import { DEFAULT_HTTP_PORT, serveHttpRegistrations, type LocalHttpServer } from './http-server';
 
 export interface ClusterOptions {
   instances: number;
@@ -36,6 +38,11 @@ export interface ClusterOptions {
   logDir?: string;
   /** The coordinator timer of each instance. */
   coordinatorSchedule: string;
+  /**
+   * Where the status page and the HTTP API listen, on 127.0.0.1. Unset: 7071, as `func start`,
+   * or a free port when that one is taken; 0: a free port.
+   */
+  port?: number;
   out: NodeJS.WritableStream;
   tty: boolean;
 }
@@ -108,6 +115,8 @@ class Cluster {
   private readonly blobs: BlobServiceClient;
   private next = 1;
   private readonly stopping = new AbortController();
+  /** The status page and the HTTP API, once the cluster is up. */
+  private http: LocalHttpServer | undefined;
   /** The live view's refresh loop, once the instances are up. */
   private refreshing: Promise<void> = Promise.resolve();
   private forced = false;
@@ -143,10 +152,12 @@ class Cluster {
     await this.seed();
     // Stopped while seeding: nothing was started, nothing to wait for.
     if (this.stopRequested) return 130;
+    this.http = await this.serveHttp();
     for (let i = 0; i < this.options.instances; i++) this.spawnInstance();
     this.view.note(
       `cluster up: ${this.options.instances} instances, hub ${this.options.hub}, Azurite blob ${this.azurite.blobEndpoint} queue ${this.azurite.queueEndpoint}`,
     );
+    this.view.note(`status page: ${this.http.origin}/api/baton/page (the API under ${this.http.origin}/api/baton/)`);
     if (this.azurite.blobPort === 10000 && this.azurite.queuePort === 10001) {
       this.view.note(
         `look inside from another terminal: npm run -s baton -- status --connection UseDevelopmentStorage=true --hub ${this.options.hub}`,
@@ -171,7 +182,7 @@ class Cluster {
     const grace = new Promise<void>((resolve) => setTimeout(resolve, STOP_GRACE_MS).unref());
     await Promise.race([Promise.all(all.map((i) => i.exited)), grace]);
     for (const instance of all) if (instance.alive) instance.proc.kill('SIGKILL');
-    await Promise.all([...all.map((i) => i.exited), this.refreshing]);
+    await Promise.all([...all.map((i) => i.exited), this.refreshing, this.http?.close()]);
     // The last lines of an instance are still in its pipes when it exits: end each log after close.
     await Promise.all(
       [...this.instances.values()].map(async (i) => {
@@ -179,6 +190,25 @@ class Cluster {
         if (i.log?.writable) await new Promise((done) => i.log!.end(done));
       }),
     );
+  }
+
+  /** The app's own API and page, read from this cluster's Azurite, as the Functions host serves them. */
+  private serveHttp(): Promise<LocalHttpServer> {
+    const registrations = httpApiRegistrations({
+      hub: this.options.hub,
+      endpoint: this.azurite.blobEndpoint,
+      container: hubResources(this.options.hub).container,
+      docs: this.docs,
+      lease: this.lease,
+      now: () => new Date(),
+      log: { warn: (message) => this.view.note(`http: ${redactSecrets(message)}`) },
+      appliesRequests: true,
+    });
+    return serveHttpRegistrations(registrations, {
+      port: this.options.port ?? DEFAULT_HTTP_PORT,
+      fallback: this.options.port === undefined,
+      log: (_level, message) => this.view.note(message),
+    });
   }
 
   private async seed(): Promise<void> {

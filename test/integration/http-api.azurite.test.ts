@@ -76,7 +76,7 @@ function expectError(response: { status?: number; json: any }, status: number, p
 }
 
 describe('the HTTP API', () => {
-  it('registers six routes, none anonymous: reads at function level, trigger and cancel at admin level', () => {
+  it('registers six routes and the page, none anonymous: reads at function level, trigger and cancel at admin level', () => {
     expect([...api.values()].map((r) => [r.route, r.methods.join(), r.authLevel])).toEqual([
       ['baton/status', 'GET', 'function'],
       ['baton/runs', 'GET', 'function'],
@@ -84,6 +84,7 @@ describe('the HTTP API', () => {
       ['baton/runs/{job}/{run}/failures', 'GET', 'function'],
       ['baton/jobs/{job}/trigger', 'POST', 'admin'],
       ['baton/runs/{job}/{run}/cancel', 'POST', 'admin'],
+      ['baton/page', 'GET', 'function'],
     ]);
   });
 

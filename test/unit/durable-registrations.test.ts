@@ -18,11 +18,11 @@ function listOf(env: Record<string, string>, jobs = [sum]) {
   }));
 }
 
-// Both engines serve the same HTTP API, after their own functions.
-const API = ['status', 'runs', 'run', 'failures', 'trigger', 'cancel'].map((route) => ({
-  kind: 'http',
-  name: `baton-api-${route}`,
-}));
+// Both engines serve the same HTTP API and status page, after their own functions.
+const API = [
+  ...['status', 'runs', 'run', 'failures', 'trigger', 'cancel'].map((route) => ({ kind: 'http', name: `baton-api-${route}` })),
+  { kind: 'http', name: 'baton-page' },
+];
 
 describe('the registrations of each engine', () => {
   it('with BATON_ENGINE=durable: the starter timer with a durable client, both orchestrators and the three activities, no queue trigger', () => {

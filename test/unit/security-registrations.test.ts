@@ -55,6 +55,7 @@ describe('no anonymous HTTP endpoint', () => {
     'baton-api-failures',
     'baton-api-trigger',
     'baton-api-cancel',
+    'baton-page',
   ];
 
   it('the registration list holds the timer, the queue trigger and the API; every HTTP route says function or admin', () => {
@@ -105,6 +106,7 @@ describe('no anonymous HTTP endpoint', () => {
         'baton-api-failures': 'function',
         'baton-api-trigger': 'admin',
         'baton-api-cancel': 'admin',
+        'baton-page': 'function',
       });
     });
   });

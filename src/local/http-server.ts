@@ -1,0 +1,159 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
+import { HttpRequest, InvocationContext, type HttpResponseInit } from '@azure/functions';
+import type { HttpRegistration } from '../app/registration-types';
+import { redactSecrets } from '../redact';
+
+/** Where the Functions host mounts http routes by default (host.json `extensions.http.routePrefix`). */
+export const ROUTE_PREFIX = 'api';
+/** The port `func start` uses, so links and habits carry over. */
+export const DEFAULT_HTTP_PORT = 7071;
+/** Request bodies the API takes are a line of JSON; anything larger is refused before it is read. */
+const MAX_BODY_BYTES = 64 * 1024;
+
+export interface LocalHttpServer {
+  /** `http://127.0.0.1:<port>` */
+  readonly origin: string;
+  close(): Promise<void>;
+}
+
+export interface LocalHttpOptions {
+  /** 0 picks a free port. With `fallback`, a port in use falls back to a free one instead of failing. */
+  port: number;
+  fallback?: boolean;
+  log: (level: 'warning' | 'error', message: string) => void;
+}
+
+interface Route {
+  registration: HttpRegistration;
+  pattern: RegExp;
+  names: string[];
+}
+
+/** `baton/runs/{job}/{run}` → a pattern whose groups are the named segments, one segment each. */
+function compile(registration: HttpRegistration): Route {
+  const names: string[] = [];
+  const source = registration.route
+    .split('/')
+    .map((segment) => {
+      const param = /^\{(\w+)\}$/.exec(segment);
+      if (!param) return segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      names.push(param[1]!);
+      return '([^/]+)';
+    })
+    .join('/');
+  return { registration, pattern: new RegExp(`^/${ROUTE_PREFIX}/${source}/?$`), names };
+}
+
+/**
+ * Serves http registrations the way the Functions host would, for the local cluster: same
+ * routes under `/api`, same `HttpRequest` and `InvocationContext` types. It listens on the
+ * loopback interface only and, like `func start`, asks for no keys: this machine is the caller.
+ */
+export async function serveHttpRegistrations(
+  registrations: readonly HttpRegistration[],
+  options: LocalHttpOptions,
+): Promise<LocalHttpServer> {
+  const routes = registrations.map(compile);
+  const server = createServer((req, res) => {
+    handle(routes, req, res).catch((err: unknown) => {
+      options.log('error', `http ${req.method} ${redactSecrets(req.url ?? '')} failed: ${describe(err)}`);
+      if (!res.headersSent) send(res, { status: 500, jsonBody: { error: 'the request failed; the cluster log has the reason' } });
+      else res.destroy();
+    });
+  });
+  const port = await listen(server, options.port).catch(async (err: unknown) => {
+    if (!options.fallback || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+    return listen(server, 0);
+  });
+  return {
+    origin: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        // A page polling with keep-alive would otherwise hold the close open.
+        server.closeAllConnections();
+      }),
+  };
+}
+
+function listen(server: Server, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error) => reject(err);
+    server.once('error', onError);
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', onError);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+async function handle(routes: readonly Route[], req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+  const method = (req.method ?? 'GET').toUpperCase();
+  let pathMatched = false;
+  for (const route of routes) {
+    const match = route.pattern.exec(url.pathname);
+    if (!match) continue;
+    pathMatched = true;
+    if (!route.registration.methods.includes(method as 'GET' | 'POST')) continue;
+    const params = Object.fromEntries(route.names.map((name, i) => [name, decodeURIComponent(match[i + 1]!)]));
+    const body = method === 'POST' ? await readBody(req) : undefined;
+    if (body === null) {
+      send(res, { status: 413, jsonBody: { error: `the body is larger than ${MAX_BODY_BYTES} bytes` } });
+      return;
+    }
+    const request = new HttpRequest({
+      method,
+      url: url.toString(),
+      headers: Object.fromEntries(
+        Object.entries(req.headers).flatMap(([k, v]) => (v === undefined ? [] : [[k, Array.isArray(v) ? v.join(', ') : v]])),
+      ),
+      query: Object.fromEntries(url.searchParams.entries()),
+      params,
+      ...(body !== undefined ? { body: { string: body } } : {}),
+    });
+    const context = new InvocationContext({ functionName: route.registration.name, invocationId: randomUUID() });
+    send(res, await route.registration.handler(request, context));
+    return;
+  }
+  send(
+    res,
+    pathMatched
+      ? { status: 405, jsonBody: { error: `${method} is not allowed on ${url.pathname}` } }
+      : { status: 404, jsonBody: { error: `no route ${url.pathname}` } },
+  );
+}
+
+/** The body as text, or null when it is larger than the API takes. */
+async function readBody(req: IncomingMessage): Promise<string | null> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_BODY_BYTES) return null;
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function send(res: ServerResponse, response: HttpResponseInit): void {
+  const headers: Record<string, string> = {};
+  for (const [key, value] of Object.entries((response.headers ?? {}) as Record<string, string>))
+    headers[key.toLowerCase()] = value;
+  let body: string | undefined;
+  if (response.jsonBody !== undefined) {
+    body = JSON.stringify(response.jsonBody);
+    headers['content-type'] ??= 'application/json; charset=utf-8';
+  } else if (typeof response.body === 'string') {
+    body = response.body;
+    headers['content-type'] ??= 'text/plain; charset=utf-8';
+  }
+  res.writeHead(response.status ?? 200, headers);
+  res.end(body);
+}
+
+function describe(err: unknown): string {
+  return redactSecrets(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+}
