@@ -6,9 +6,12 @@ import { firstFailures } from '../hub/failures-manifest';
 import { CliError } from './connection';
 import { withHub, type CliContext } from './context';
 import type { HubHandle } from './hub';
-import { FAILURES_LISTED, runView, showView, statusView, type RunsView } from '../hub/read-model';
+import { FAILURES_LISTED, runView, showView, statusView, type RunsView, type StatusView } from '../hub/read-model';
 import { renderRuns, renderShow, renderStatus, toJson } from './format';
 import { examples } from './help';
+import { EXIT } from './exit-codes';
+import { describeFailure } from './failure';
+import { DEFAULT_INTERVAL_SECONDS, frameWriter, isTerminalIo, parseInterval, stopSignal, watch, watchHeader } from './watch';
 
 const DEFAULT_LIMIT = 20;
 
@@ -55,6 +58,47 @@ async function lateRunOrWhyMissing(hub: HubHandle, runId: string): Promise<RunDe
 /** Lines of `baton failures` written at a time: the output streams, whatever the number of failures. */
 const FAILURE_LINES_PER_WRITE = 1000;
 
+/**
+ * `status --watch`: the text of `status`, read again until SIGINT or SIGTERM (or a closed
+ * stdout). Only the reads fail inside the loop; a bad connection setting has already failed
+ * before it, with its exit code.
+ */
+async function watchStatus(
+  ctx: CliContext,
+  hub: HubHandle,
+  read: (abortSignal: AbortSignal) => Promise<{ now: Date; view: StatusView }>,
+  intervalSeconds: number,
+): Promise<void> {
+  const { io } = ctx;
+  const terminal = isTerminalIo(io) ? io : undefined;
+  const writer = frameWriter(
+    (text) => io.out(text),
+    () => terminal?.terminal(),
+  );
+  const stop = stopSignal(terminal?.closed);
+  const where = { endpoint: hub.endpoint, source: hub.source };
+  try {
+    await watch({
+      intervalMs: intervalSeconds * 1000,
+      signal: stop.signal,
+      writer,
+      frame: async (signal) => {
+        const header = (at: Date) => watchHeader('baton status', at, intervalSeconds, writer.interactive);
+        const started = ctx.now();
+        try {
+          const { now, view } = await read(signal);
+          return `${header(now)}\n\n${renderStatus(view, now)}`;
+        } catch (err) {
+          if (signal.aborted) throw err;
+          return `${header(started)}\n\nbaton: ${describeFailure(err, where).line}\n`;
+        }
+      },
+    });
+  } finally {
+    stop.dispose();
+  }
+}
+
 /** `status`, `runs`, `show`, `failures`, `trigger` and `cancel`: the commands that read or steer a hub. */
 export function registerHubCommands(program: Command, ctx: CliContext): void {
   const { io } = ctx;
@@ -63,17 +107,42 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .command('status')
     .description('the leader, its epoch and how long it has led; active runs with progress; jobs')
     .option('--json', 'print one JSON document')
+    .option('--watch', 'read again and redraw every --interval seconds until Ctrl-C (in place on a terminal)')
+    .option(
+      '--interval <seconds>',
+      `with --watch: seconds from the end of one read to the next, 0.5 to 3600 (default ${DEFAULT_INTERVAL_SECONDS})`,
+      parseInterval,
+    )
     .addHelpText(
       'after',
-      examples(
-        'baton status --connection UseDevelopmentStorage=true   # the local cluster of npm start',
-        'baton status --hub nightly --json',
-      ),
+      [
+        examples(
+          'baton status --connection UseDevelopmentStorage=true   # the local cluster of npm start',
+          'baton status --hub nightly --json',
+          'baton status --watch --interval 5',
+        ),
+        '',
+        'With --watch, a terminal shows one frame redrawn in place; a pipe gets every frame, a blank line',
+        'between them. Each frame starts with the time of its read. A read that fails shows its error',
+        'as the frame and the watch goes on. Ctrl-C or SIGTERM ends it with exit 0.',
+      ].join('\n'),
     )
-    .action(async (options: { json?: boolean }, command: Command) => {
+    .action(async (options: { json?: boolean; watch?: boolean; interval?: number }, command: Command) => {
+      if (options.watch && options.json) {
+        throw new CliError(
+          '--watch does not combine with --json; for one document per read, run baton status --json in a loop',
+          EXIT.usage,
+        );
+      }
+      if (options.interval !== undefined && !options.watch) throw new CliError('--interval needs --watch', EXIT.usage);
       await withHub(ctx, command, async (hub) => {
-        const now = ctx.now();
-        const view = statusView(hub.hub, hub.endpoint, await readHubStatus(hub.docs, hub.lease, { now }));
+        const read = async (abortSignal?: AbortSignal) => {
+          const now = ctx.now();
+          const status = await readHubStatus(hub.docs, hub.lease, { now, abortSignal });
+          return { now, view: statusView(hub.hub, hub.endpoint, status) };
+        };
+        if (options.watch) return watchStatus(ctx, hub, read, options.interval ?? DEFAULT_INTERVAL_SECONDS);
+        const { now, view } = await read();
         io.out(options.json ? toJson(view) : renderStatus(view, now));
       });
     });

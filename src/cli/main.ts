@@ -7,6 +7,7 @@ import { describeFailure, EXIT } from './failure';
 import { examples, EXIT_CODES_HELP } from './help';
 import { registerHubCommands } from './hub-commands';
 import { registerStart } from './start-command';
+import type { TerminalIo } from './watch';
 import { redactSecrets } from '../redact';
 
 export type { CliIo, CliOptions } from './context';
@@ -14,9 +15,18 @@ export { ExitWith } from './context';
 export { CliError } from './connection';
 export { EXIT } from './failure';
 
-const processIo: CliIo = {
+/** Aborted when stdout's reader has gone (EPIPE), so `status --watch | head` ends. */
+const stdoutClosed = new AbortController();
+
+const processIo: TerminalIo = {
   out: (text) => void process.stdout.write(text),
   err: (text) => void process.stderr.write(text),
+  // A dumb terminal cannot move its cursor: it gets the plain frames a pipe gets.
+  terminal: () =>
+    process.stdout.isTTY && process.env.TERM !== 'dumb'
+      ? { columns: process.stdout.columns || 80, rows: process.stdout.rows || 24 }
+      : undefined,
+  closed: stdoutClosed.signal,
 };
 
 /**
@@ -112,6 +122,7 @@ if (typeof require !== 'undefined' && typeof module !== 'undefined' && require.m
   // `baton status | head` closes stdout early; that is not an error worth a stack trace.
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
     if (err.code !== 'EPIPE') throw err;
+    stdoutClosed.abort();
   });
   void main(process.argv.slice(2)).then((code) => {
     process.exitCode = code;

@@ -424,6 +424,22 @@ describe('usage errors exit 2, and the help shows the global options', () => {
     ],
     ['an empty --connection', ['--connection', '', 'status'], 'baton: --connection is empty: pass a storage connection string'],
     ['options start needs --once for', ['start', '--output', 'run.json'], 'baton: --kill-leader-after and --output need --once'],
+    [
+      'an --interval below half a second',
+      ['status', '--watch', '--interval', '0.4'],
+      "baton: option '--interval <seconds>' argument '0.4' is invalid. must be seconds from 0.5 to 3600, such as 2 or 0.5",
+    ],
+    [
+      'an --interval that is not a number',
+      ['status', '--watch', '--interval', '2s'],
+      "baton: option '--interval <seconds>' argument '2s' is invalid. must be seconds from 0.5 to 3600, such as 2 or 0.5",
+    ],
+    ['an --interval without --watch', ['status', '--interval', '5'], 'baton: --interval needs --watch'],
+    [
+      '--watch with --json',
+      ['status', '--watch', '--json'],
+      'baton: --watch does not combine with --json; for one document per read, run baton status --json in a loop',
+    ],
   ])('%s: exit 2, one line', async (_name, argv, line) => {
     const result = await bare(...argv);
     expect(result.code).toBe(2);
@@ -452,6 +468,11 @@ describe('usage errors exit 2, and the help shows the global options', () => {
     expect(result.out).toMatch(/^\s+--hub <name>/m);
     expect(result.out).toMatch(/^\s+--timeout <seconds>/m);
     expect(result.out).toMatch(/Examples:\n\s+baton status /);
+    // Commander wraps option descriptions at the output's width.
+    const flat = result.out.replace(/\s+/g, ' ');
+    expect(flat).toContain('--watch read again and redraw every --interval seconds until Ctrl-C');
+    expect(flat).toMatch(/--interval <seconds> with --watch: .*0\.5 to 3600 \(default 2\)/);
+    expect(result.out).toMatch(/^\s+baton status --watch --interval 5$/m);
     expect(result.out).toMatch(/^\s+2\s+usage error/m);
     expect(result.out).toMatch(/^\s+3\s+storage unreachable/m);
   });

@@ -1,8 +1,10 @@
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { BlobServiceClient } from '@azure/storage-blob';
 import { hubResources } from '../../src/hub/resources';
 import type { FailuresManifest, RunOutput } from '../../src/hub/run-output';
@@ -12,6 +14,7 @@ import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { BlobLeaseStore } from '../../src/lease/blob-lease-store';
 import { main, type CliOptions } from '../../src/cli/main';
+import { redactSecrets } from '../../src/redact';
 import { newRunRecord, runKeys, runRecordSchema, scheduledRunId, transition, type RunRecord } from '../../src/hub/run-record';
 import type { Env } from '../../src/storage/setting';
 
@@ -190,4 +193,119 @@ export async function seedHub(
   await new FencedDocuments<JobState>(docs).create(jobStateKey(job), epoch, state);
 
   return { hub, leader, epoch, job, activeRunId, finishedRunId, docs };
+}
+
+/**
+ * Text written bit by bit (a process's stdout, an io's `out`), and waits for a condition on it:
+ * tests wait on what was printed, never on the clock.
+ */
+export class OutputLog {
+  private value = '';
+  private ended: string | undefined;
+  private readonly waiters = new Set<{ test: (text: string) => boolean; settle: (failure?: string) => void }>();
+
+  get text(): string {
+    return this.value;
+  }
+
+  write(chunk: string): void {
+    this.value += chunk;
+    for (const waiter of [...this.waiters]) if (waiter.test(this.value)) waiter.settle();
+  }
+
+  /** No more text will come (the writer exited): waits not yet met fail now rather than time out. */
+  end(why: string): void {
+    this.ended = why;
+    for (const waiter of [...this.waiters]) waiter.settle(why);
+  }
+
+  /** Resolves once the text passes `test`; rejects, quoting the text, after `timeoutMs` or at `end`. */
+  until(test: (text: string) => boolean, timeoutMs: number, what: string): Promise<void> {
+    if (test(this.value)) return Promise.resolve();
+    const failure = (why: string) => new Error(`${why} before the output had ${what}; it was:\n${this.value}`);
+    if (this.ended !== undefined) return Promise.reject(failure(this.ended));
+    return new Promise<void>((resolveWait, rejectWait) => {
+      const waiter = {
+        test,
+        settle: (why?: string) => {
+          clearTimeout(timer);
+          this.waiters.delete(waiter);
+          if (why === undefined) resolveWait();
+          else rejectWait(failure(why));
+        },
+      };
+      const timer = setTimeout(() => waiter.settle(`${timeoutMs} ms passed`), timeoutMs);
+      this.waiters.add(waiter);
+    });
+  }
+}
+
+const projectRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+export interface SpawnedCli {
+  readonly pid: number;
+  readonly out: OutputLog;
+  readonly err: OutputLog;
+  /** Resolves with how it exited; kills its process group and rejects after `timeoutMs`. */
+  exited(timeoutMs: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** SIGKILL to its process group, for cleanup; harmless once it has exited. */
+  kill(): void;
+}
+
+/**
+ * The real `baton` process, from the TypeScript source (no build needed), with only PATH in its
+ * environment and stdout and stderr piped (so not a terminal). It runs in its own process group,
+ * so a test's signal reaches it alone and `kill` leaves nothing behind.
+ */
+export function spawnCli(argv: string[]): SpawnedCli {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'src', 'cli', 'main.ts'), ...argv], {
+    // `--import tsx` resolves from here; the tests pass --connection and --hub, so no
+    // local.settings.json is read.
+    cwd: projectRoot,
+    env: { PATH: process.env.PATH ?? '' },
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const pid = child.pid;
+  if (pid === undefined) throw new Error('baton did not start');
+  const out = new OutputLog();
+  const err = new OutputLog();
+  child.stdout.setEncoding('utf8').on('data', (d: string) => out.write(d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => err.write(d));
+  let running = true;
+  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveClosed) =>
+    child.once('close', (code, signal) => {
+      running = false;
+      const why = `baton exited (${signal ?? code})`;
+      out.end(why);
+      err.end(why);
+      resolveClosed({ code, signal });
+    }),
+  );
+  const kill = () => {
+    if (!running) return;
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  };
+  return {
+    pid,
+    out,
+    err,
+    kill,
+    exited: async (timeoutMs) => {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<undefined>((resolveLate) => (timer = setTimeout(() => resolveLate(undefined), timeoutMs)));
+      const result = await Promise.race([closed, late]);
+      clearTimeout(timer);
+      if (result) return result;
+      kill();
+      await closed;
+      throw new Error(
+        `baton ${redactSecrets(argv.join(' '))} did not exit within ${timeoutMs} ms; stdout:\n${out.text}\nstderr:\n${err.text}`,
+      );
+    },
+  };
 }
