@@ -53,18 +53,60 @@ export function fields(pairs: readonly (readonly [string, string])[]): string[] 
   return pairs.map(([label, value]) => `${label.padEnd(width)}  ${value}`.trimEnd());
 }
 
+const CHANGES_SHOWN = 5;
+
+/** How the new leader found the lease, as people say it. */
+export function whyLeaderChanged(reason: string, previous: string | null): string {
+  const after = previous ? ` (after ${previous})` : '';
+  switch (reason) {
+    case 'first':
+      return 'first leader';
+    case 'released':
+      return `previous leader released the lease${after}`;
+    case 'expired':
+      return `previous lease expired: crash or pause${after}`;
+    case 'broken':
+      return `lease broken from outside${after}`;
+    default:
+      return `took a free lease${after}`;
+  }
+}
+
 export function renderStatus(view: StatusView, now: Date): string {
   const lines: string[] = [];
+  // Since it took over from another: an idle leader's back-to-back terms are one stretch.
+  const ledFor = (l: NonNullable<StatusView['leader']>): number | null =>
+    l.since !== null ? Math.max(0, now.getTime() - Date.parse(l.since)) : l.ledForMs;
+  const ledMs = view.leader && ledFor(view.leader);
   const leader = view.leader
     ? `${view.leader.identity ?? '(unknown identity)'}  epoch ${view.leader.epoch}` +
-      (view.leader.ledForMs !== null ? `  leading for ${formatDuration(view.leader.ledForMs)}` : '')
-    : 'none (no instance holds the lease)';
+      (ledMs !== null && ledMs !== undefined ? `  leading for ${formatDuration(ledMs)}` : '')
+    : 'none (no instance holds the lease)' +
+      (view.lastLeader
+        ? `; last ${view.lastLeader.identity} epoch ${view.lastLeader.epoch} (idle leaders free it between ticks)`
+        : '');
   lines.push(
     ...fields([
       ['hub', `${view.hub}  (${view.endpoint})`],
       ['leader', leader],
     ]),
   );
+  if (view.leadershipChanges.length > 0) {
+    lines.push('');
+    lines.push(
+      `leadership changes: last ${Math.min(view.leadershipChanges.length, CHANGES_SHOWN)} of ${view.leadershipChanges.length} kept`,
+    );
+    lines.push(
+      ...indent(
+        table(
+          ['WHEN', 'LEADER', 'EPOCH', 'WHY'],
+          view.leadershipChanges
+            .slice(0, CHANGES_SHOWN)
+            .map((c) => [formatTime(c.at, now), c.holder, String(c.epoch), whyLeaderChanged(c.reason, c.previous)]),
+        ),
+      ),
+    );
+  }
   lines.push('');
   if (view.activeRuns.length === 0) lines.push('active runs: none');
   else {

@@ -89,6 +89,12 @@ describe('baton status', () => {
     expect(view.leader).toMatchObject({ identity: seed.leader, epoch: seed.epoch });
     expect(view.leader?.ledForMs).toBeGreaterThanOrEqual(0);
     expect(view.leader?.ledForMs).toBeLessThan(5 * 60_000);
+    // The seed's lease was bumped by instance-a, then by the leader: two changes, newest first.
+    expect(view.leadershipChanges).toEqual([
+      expect.objectContaining({ holder: seed.leader, epoch: seed.epoch, previous: 'instance-a', reason: 'unknown' }),
+      expect.objectContaining({ holder: 'instance-a', epoch: seed.epoch - 1, previous: null, reason: 'first' }),
+    ]);
+    expect(view.leader?.since).toBe(view.leadershipChanges[0]!.at);
     expect(view.activeRuns).toHaveLength(1);
     expect(view.activeRuns[0]).toMatchObject({
       runId: seed.activeRunId,
@@ -113,6 +119,9 @@ describe('baton status', () => {
     expect(result.out).toContain(seed.leader);
     expect(result.out).toContain(`epoch ${seed.epoch}`);
     expect(result.out).toMatch(/leading for \d+s/);
+    expect(result.out).toContain('leadership changes: last 2 of 2 kept');
+    expect(result.out).toMatch(new RegExp(`${seed.leader} +${seed.epoch} +took a free lease \\(after instance-a\\)`));
+    expect(result.out).toMatch(/instance-a +\d+ +first leader/);
     expect(result.out).toContain(seed.activeRunId);
     expect(result.out).toContain('7/10 70% (1 failed)');
     expectNoSecrets(result);
