@@ -51,17 +51,60 @@ const hostJsonSchema = z.object({
     }),
 });
 
-/** Reads the queue settings from a host.json; a malformed one fails with the path and the problem. */
-export function readHostQueueConfig(path = 'host.json'): HostQueueConfig {
-  let raw: unknown;
+/** The app settings that override host.json's queue settings, as the Functions host reads them. */
+export const QUEUE_OVERRIDE_PREFIX = 'AzureFunctionsJobHost__extensions__queues__';
+const QUEUE_KEYS = [
+  'batchSize',
+  'newBatchThreshold',
+  'maxDequeueCount',
+  'visibilityTimeout',
+  'messageEncoding',
+  'maxPollingInterval',
+];
+
+/**
+ * host.json's queue settings with the `AzureFunctionsJobHost__extensions__queues__*` app
+ * settings laid over them, as the host does (the deploy sets maxDequeueCount from
+ * BATON_MAX_ATTEMPTS that way). Names match without regard to case, as the host's do.
+ */
+function withOverrides(raw: unknown, env: Record<string, string | undefined>): { raw: unknown; from: Map<string, string> } {
+  const from = new Map<string, string>();
+  const queues: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined || name.length <= QUEUE_OVERRIDE_PREFIX.length) continue;
+    if (name.slice(0, QUEUE_OVERRIDE_PREFIX.length).toLowerCase() !== QUEUE_OVERRIDE_PREFIX.toLowerCase()) continue;
+    const key = QUEUE_KEYS.find((k) => k.toLowerCase() === name.slice(QUEUE_OVERRIDE_PREFIX.length).toLowerCase());
+    if (!key) continue;
+    from.set(key, name);
+    // App settings are text; host.json's numbers are numbers.
+    queues[key] = /^\d+$/.test(value.trim()) ? Number(value.trim()) : value.trim();
+  }
+  if (from.size === 0) return { raw, from };
+  const base = (raw ?? {}) as { extensions?: { queues?: Record<string, unknown> } };
+  return {
+    raw: { ...base, extensions: { ...base.extensions, queues: { ...base.extensions?.queues, ...queues } } },
+    from,
+  };
+}
+
+/**
+ * Reads the queue settings from a host.json and the app settings that override it; a malformed
+ * one fails with the path (or the app setting) and the problem.
+ */
+export function readHostQueueConfig(path = 'host.json', env: Record<string, string | undefined> = process.env): HostQueueConfig {
+  let fromFile: unknown;
   try {
-    raw = JSON.parse(readFileSync(path, 'utf8'));
+    fromFile = JSON.parse(readFileSync(path, 'utf8'));
   } catch (err) {
     throw new Error(`cannot read ${path}: ${err instanceof Error ? err.message : String(err)}`);
   }
+  const { raw, from } = withOverrides(fromFile, env);
   const parsed = hostJsonSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
+    const key = issue?.path[2];
+    const setting = typeof key === 'string' ? from.get(key) : undefined;
+    if (setting) throw new Error(`${setting}: ${issue?.message ?? 'is invalid'}`);
     throw new Error(`${path}: ${issue?.path.join('.') ?? ''} ${issue?.message ?? 'is invalid'}`.trim());
   }
   const q = parsed.data.extensions.queues;

@@ -42,6 +42,14 @@ function start(maxPollingIntervalMs: number) {
   return { clock, queue, handled, stop: async () => (stop.abort(), await pump) };
 }
 
+/** A host.json with these queue settings, in a folder of its own. */
+const write = (queues: object): string => {
+  const dir = mkdtempSync(join(tmpdir(), 'host-json-'));
+  const path = join(dir, 'host.json');
+  writeFileSync(path, JSON.stringify({ version: '2.0', extensions: { queues } }));
+  return path;
+};
+
 describe('queue pump polling', () => {
   it.each([
     // receives at 0, 100, 300, 700, 1500, 3100, then every 2 s: …, 19100
@@ -75,13 +83,6 @@ describe('queue pump polling', () => {
 });
 
 describe('host.json maxPollingInterval', () => {
-  const write = (queues: object): string => {
-    const dir = mkdtempSync(join(tmpdir(), 'host-json-'));
-    const path = join(dir, 'host.json');
-    writeFileSync(path, JSON.stringify({ version: '2.0', extensions: { queues } }));
-    return path;
-  };
-
   it.each([
     [{}, 60_000],
     [{ maxPollingInterval: '00:00:02' }, 2000],
@@ -96,5 +97,29 @@ describe('host.json maxPollingInterval', () => {
 
   it("the app's host.json polls an idle queue at most every 2 s", () => {
     expect(readHostQueueConfig(join(__dirname, '..', '..', 'host.json')).maxPollingIntervalMs).toBe(2000);
+  });
+});
+
+describe('app settings over host.json, as the Functions host lays them', () => {
+  const file = () => write({ maxDequeueCount: 5, batchSize: 16 });
+  it.each([
+    [{ AzureFunctionsJobHost__extensions__queues__maxDequeueCount: '7' }, { maxDequeueCount: 7, batchSize: 16 }],
+    // The host's configuration keys ignore case.
+    [{ AZUREFUNCTIONSJOBHOST__EXTENSIONS__QUEUES__BATCHSIZE: '8' }, { maxDequeueCount: 5, batchSize: 8 }],
+    [{ AzureFunctionsJobHost__extensions__queues__visibilityTimeout: '00:00:10' }, { retryDelaySeconds: 10 }],
+    [{ AzureFunctionsJobHost__extensions__queues__messageEncoding: 'none' }, { messageEncoding: 'none' }],
+    // Not a queue setting, or not the queues section: host.json's value stands.
+    [
+      { AzureFunctionsJobHost__extensions__queues__nonsense: '1', AzureFunctionsJobHost__maxDequeueCount: '9' },
+      { maxDequeueCount: 5 },
+    ],
+  ])('%j gives %j', (env, expected) => {
+    expect(readHostQueueConfig(file(), env)).toMatchObject(expected);
+  });
+
+  it('names the app setting, not host.json, when its value is bad', () => {
+    expect(() => readHostQueueConfig(file(), { AzureFunctionsJobHost__extensions__queues__maxDequeueCount: 'five' })).toThrow(
+      /^AzureFunctionsJobHost__extensions__queues__maxDequeueCount: /,
+    );
   });
 });
