@@ -9,6 +9,9 @@ const LAYERS = [
   { name: 'ports', paths: ['src/storage/', 'src/queue/', 'src/schedule/'] },
   { name: 'election, fencing, jobs', paths: ['src/lease/', 'src/fencing/', 'src/jobs/'] },
   { name: 'shared run model', paths: ['src/hub/'] },
+  // What the engines report (a narrow port) and its OpenTelemetry API implementation; the SDK and
+  // its exporters are composed in src/app/.
+  { name: 'telemetry', paths: ['src/telemetry/'] },
   { name: 'engines', paths: ['src/engine/', 'src/durable/', 'src/sample/'] },
   { name: 'composition root', paths: ['src/app/'] },
   { name: 'skins', paths: ['src/cli/', 'src/local/', 'src/index\\.ts$', 'src/testing\\.ts$'] },

@@ -3,13 +3,19 @@ import * as df from 'durable-functions';
 import { findHostJson, readHostQueueConfig } from '../src/app/host-config';
 import { batonRegistrations } from '../src/app/registrations';
 import { createBatonRuntime } from '../src/app/runtime';
+import { setupTelemetry } from '../src/app/telemetry-setup';
 import { createJobs } from './jobs';
+
+// Before the runtime, which takes its meter and logger from what this sets up (Application Insights
+// when APPLICATIONINSIGHTS_CONNECTION_STRING is set, else BATON_METRICS_EXPORTER).
+setupTelemetry(process.env, { log: (message) => console.info(message) });
 
 // Settings and jobs are checked here, at start-up: a bad one stops the app with one line naming it.
 // Lease and engine events go to the console, which the Functions worker forwards to the host's logs.
 const runtime = createBatonRuntime(process.env, {
   jobs: createJobs(process.env),
-  logger: console,
+  // The host logs a stderr line as a Warning only if it says "warn"; Baton's warnings all do.
+  logger: { info: console.info, warn: (message: string) => console.warn(`warning: ${message}`), debug: console.debug },
   hostQueueConfig: readHostQueueConfig(findHostJson(__dirname)),
 });
 

@@ -30,6 +30,7 @@ export function durableRegistrations(runtime: BatonRuntime): Registration[] {
     clock: runtime.clock,
     signal: runtime.shutdownSignal,
     log: (level: 'info' | 'warn', m: string) => log[level](m),
+    telemetry: runtime.telemetry,
   };
   return [
     {
@@ -49,6 +50,7 @@ export function durableRegistrations(runtime: BatonRuntime): Registration[] {
             now: runtime.clock.date(),
             signal: leadership.signal,
             log: (level, message) => log[level](message),
+            telemetry: runtime.telemetry,
           }),
         );
         if (summary.started.length) log.info(`started ${summary.started.length} orchestration(s): ${summary.started.join(', ')}`);

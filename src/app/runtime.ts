@@ -28,10 +28,11 @@ import {
 } from '../storage/client-factory';
 import { StorageRequestCounter } from '../storage/request-counter';
 import { Schedule } from '../schedule/schedule';
-import { parseBatonSettings, parseLogLevel, type BatonSettings, type LogLevel } from './settings';
+import { parseBatonSettings, parseLogLevel, parseMetricsExporter, type BatonSettings, type LogLevel } from './settings';
 import { parseStorageSettings, type StorageSettings } from '../storage/connection';
 import { redactSecrets } from '../redact';
 import { type Env } from '../storage/setting';
+import { BatonTelemetry, type BatonTelemetryOptions } from '../telemetry/baton-telemetry';
 
 /** The worker's last attempt must be the host's last delivery, and messages travel as plain JSON. */
 function assertHostAgrees(host: HostQueueConfig, settings: BatonSettings): void {
@@ -72,6 +73,11 @@ export interface BatonRuntime {
    * or time one out early.
    */
   clock: StorageTimeClock;
+  /**
+   * Baton's metrics and events (meter `baton`), fed by the elector, the queue engine and the
+   * fenced documents. The durable engine's starter and activities take it as their `telemetry`.
+   */
+  telemetry: BatonTelemetry;
 }
 
 export interface RuntimeOptions {
@@ -85,6 +91,11 @@ export interface RuntimeOptions {
   clock?: Clock;
   /** Counts this runtime's storage requests; pass one to share it with other clients of the process. */
   storageRequests?: StorageRequestCounter;
+  /**
+   * Where metrics and events go; default the global OpenTelemetry providers (see
+   * `setupTelemetry`, which must run before this). Tests pass their own in-memory providers.
+   */
+  telemetry?: Omit<BatonTelemetryOptions, 'storageRequests'>;
 }
 
 /**
@@ -127,6 +138,9 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   const storage = parseStorageSettings(env);
   const settings = parseBatonSettings(env);
   const logLevel = parseLogLevel(env);
+  // `setupTelemetry` acts on it, before this; checked here too, so a runtime composed without it
+  // still refuses a bad value at start-up rather than ignore it.
+  parseMetricsExporter(env);
   const jobs = options.jobs ?? [];
   assertUniqueJobs(jobs);
   // The durable engine folds chunks apart and merges them: every job must say how, at start-up.
@@ -138,13 +152,17 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   const clock = new StorageTimeClock(options.clock ?? systemClock, { onSkewChange: (skewMs) => reportSkew(log, skewMs) });
   const resources = hubResources(settings.hub, settings.queueShards);
   const storageRequests = options.storageRequests ?? new StorageRequestCounter();
+  const telemetry = new BatonTelemetry({ ...options.telemetry, storageRequests });
   // Every client feeds the clock; the lease client's answers alone would do for the leader, whose
   // term begins with one, but the others keep the estimate tight during a term.
   const clientOptions = { requestCounter: storageRequests, storageTime: clock };
   const leaseClient = createBlobServiceClient(storage, { retryOptions: LEASE_RETRY_OPTIONS, ...clientOptions });
   const blobService = createBlobServiceClient(storage, clientOptions);
   const queueService = createQueueServiceClient(storage, clientOptions);
-  const docs = new BlobDocumentStore(blobService.getContainerClient(resources.container), { unsafeUnfenced });
+  const docs = new BlobDocumentStore(blobService.getContainerClient(resources.container), {
+    unsafeUnfenced,
+    onStaleEpoch: () => telemetry.fencingRefused(),
+  });
   const queues = HubQueues.forHub(settings.hub, settings.queueShards, new AzureQueueDirectory(queueService), clock);
   const jobMap = new Map(jobs.map((job) => [job.name, job]));
   const leaseStore = new BlobLeaseStore(leaseClient, settings.hub, {
@@ -162,7 +180,10 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     clock,
     ...(options.identity ? { identity: options.identity } : {}),
     ...(logger ? { logger } : {}),
-    ...(options.onLeaderEvent ? { onEvent: options.onLeaderEvent } : {}),
+    onEvent: (event) => {
+      telemetry.leaderEvent(event);
+      options.onLeaderEvent?.(event);
+    },
   });
   const stopping = new AbortController();
   const coordinator = new Coordinator({
@@ -172,6 +193,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     clock,
     log,
     tuning: { maxAttempts: settings.maxAttempts, maxInFlightMessages: settings.maxInFlightMessages },
+    telemetry,
   });
   const runs = new RunStateCache(docs, { clock });
   const workers = queues.active.map((shard): WorkerDeps => ({
@@ -193,6 +215,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     log,
     reads: { docs, lease: leaseStore, endpoint: publicEndpoint(blobService) },
     clock,
+    telemetry,
     shutdownSignal: stopping.signal,
     shutdown: () => stopping.abort(),
   };

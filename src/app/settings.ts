@@ -129,6 +129,20 @@ function parseQueueShards(env: Env, hub: string, engine: BatonSettings['engine']
   return shards;
 }
 
+/**
+ * host.json names the task hub `%BATON_HUB%`, and the Durable extension takes only 3-45 letters
+ * and digits starting with a letter: otherwise the host itself fails to start, with the
+ * extension's error and not one naming the setting.
+ */
+function checkTaskHubName(hub: string): void {
+  if (!/^[A-Za-z][A-Za-z0-9]{2,44}$/.test(hub)) {
+    throw new InvalidSettingError(
+      'BATON_HUB',
+      `BATON_HUB (${hub}) names the Durable task hub under BATON_ENGINE=durable, which must be 3-45 letters and digits starting with a letter (no hyphens)`,
+    );
+  }
+}
+
 export function parseBatonSettings(env: Env = process.env): BatonSettings {
   // Parsed in a fixed order so several bad settings still produce one predictable error.
   const hub = parseSetting(hubSchema, 'BATON_HUB', readSetting(env, 'BATON_HUB') ?? 'baton');
@@ -173,6 +187,7 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
       readSetting(env, 'BATON_ENGINE') ?? 'queue',
     ),
   };
+  if (settings.engine === 'durable') checkTaskHubName(hub);
   return { ...settings, queueShards: parseQueueShards(env, hub, settings.engine) };
 }
 
@@ -189,4 +204,33 @@ const logLevelSchema = z
  */
 export function parseLogLevel(env: Env = process.env): LogLevel {
   return parseSetting(logLevelSchema, 'BATON_LOG_LEVEL', readSetting(env, 'BATON_LOG_LEVEL') ?? 'info');
+}
+
+export type MetricsExporter = 'console' | 'otlp' | 'none';
+
+const metricsExporterSchema = z
+  .string()
+  .transform((v) => v.toLowerCase())
+  .pipe(z.enum(['console', 'otlp', 'none'], { error: 'must be console, otlp or none' }));
+
+/**
+ * `BATON_METRICS_EXPORTER` (default `none`): where metrics and events go when Application
+ * Insights does not take them (no `APPLICATIONINSIGHTS_CONNECTION_STRING`). `console` prints
+ * them, one line each; `otlp` sends them over OTLP/HTTP to the endpoint of the standard
+ * `OTEL_EXPORTER_OTLP_*` settings (default http://localhost:4318).
+ */
+export function parseMetricsExporter(env: Env = process.env): MetricsExporter {
+  return parseSetting(metricsExporterSchema, 'BATON_METRICS_EXPORTER', readSetting(env, 'BATON_METRICS_EXPORTER') ?? 'none');
+}
+
+/**
+ * `OTEL_METRIC_EXPORT_INTERVAL` (OpenTelemetry's own setting, in ms; default 60000): how often
+ * metrics are exported. Azure Monitor reads it too; checked here so a typo fails at start-up.
+ */
+export function parseMetricExportIntervalMs(env: Env = process.env): number {
+  return parseSetting(
+    wholeNumber(1000, 86_400_000, 'milliseconds'),
+    'OTEL_METRIC_EXPORT_INTERVAL',
+    readSetting(env, 'OTEL_METRIC_EXPORT_INTERVAL') ?? '60000',
+  );
 }

@@ -1,6 +1,7 @@
 import { systemClock, type Clock } from '../clock/clock';
 import type { DocumentStore } from '../fencing/document-store';
 import type { JobDefinition } from '../jobs/job-definition';
+import type { RunEndTelemetry } from '../telemetry/run-telemetry';
 
 /** What the durable activities work with, injected so tests run them on Azurite or in memory. */
 export interface DurableActivityDeps {
@@ -15,6 +16,8 @@ export interface DurableActivityDeps {
   /** Aborts storage calls and `split`/`process`/`finalize` (for example on host shutdown). */
   signal?: AbortSignal;
   log?: (level: 'info' | 'warn', message: string) => void;
+  /** Told of each run the finalize activity ends, as the queue engine's leader tells it. */
+  telemetry?: RunEndTelemetry;
 }
 
 export function nowOf(deps: DurableActivityDeps): Date {

@@ -148,11 +148,14 @@ async function end(
   state: TerminalRunState,
   fields: Partial<Pick<RunRecord, 'counters' | 'acc' | 'outputKey' | 'manifestKey' | 'finalizeError' | 'endReason'>>,
 ): Promise<RunRecord> {
+  // `update` may call the change more than once; the last call says whether this write ended it.
+  let ended = false;
   const written = await runRecords(deps.docs).update(
     runKeys.record(runId),
     DURABLE_EPOCH,
     (current) => {
-      if (!current || isTerminal(current.state)) return undefined;
+      ended = !!current && !isTerminal(current.state);
+      if (!current || !ended) return undefined;
       return {
         ...transition(current, state, nowOf(deps), fields.endReason ?? undefined),
         ...fields,
@@ -162,5 +165,7 @@ async function end(
     { abortSignal: signalOf(deps) },
   );
   if (!written) throw new Error(`run ${runId} disappeared while ending`);
+  // A repeat of the activity finds the run ended and reports nothing.
+  if (ended) deps.telemetry?.runEnded(written.value);
   return written.value;
 }

@@ -5,6 +5,7 @@ import { errorText } from '../jobs/error-text';
 import { StaleEpochError } from '../errors';
 import type { DocumentStore } from '../fencing/document-store';
 import type { JobDefinition } from '../jobs/job-definition';
+import type { RunEndTelemetry } from '../telemetry/run-telemetry';
 import {
   isTerminal,
   newRunRecord,
@@ -35,6 +36,8 @@ export interface RunEndDeps {
   log?: (level: 'info' | 'warn', message: string) => void;
   /** A step that failed without stopping the tick (a terminate): reported, and tried again on the next tick. */
   report: (what: string, err: unknown) => void;
+  /** Told of each run this ends, as the queue engine's leader tells it. */
+  telemetry?: RunEndTelemetry;
 }
 
 /** The states the starter ends a run in while its orchestration may still be working: it stops that orchestration. */
@@ -152,6 +155,7 @@ export async function endDurableRun(
   }
   const done = ended as RunRecord | undefined;
   if (!done) return undefined;
+  deps.telemetry?.runEnded(done);
   if (manifest) await writeFailuresManifest(deps.docs, manifestOf(done), deps.signal);
   deps.log?.('warn', `run ${runId} ${to}: ${reason}`);
   return done;

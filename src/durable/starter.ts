@@ -1,5 +1,5 @@
 import type { DocumentStore } from '../fencing/document-store';
-import { FencedDocuments } from '../fencing/fenced-documents';
+import { FencedDocuments, refuseStale } from '../fencing/fenced-documents';
 import { jobStateKey, jobStateSchema, newJobState, type JobEvent, type JobState } from '../hub/job-state';
 import { checkSchedule, recordCheck } from '../hub/occurrence-ledger';
 import { LeaseLostError, StaleEpochError } from '../errors';
@@ -15,6 +15,7 @@ import { DURABLE_NAMES } from './names';
 import { assertDurableReady } from './ready';
 import { settleRun, type RunEndDeps } from './run-end';
 import { resolveDurableSettings, type DurableRunSettings } from './settings';
+import type { RunEndTelemetry } from '../telemetry/run-telemetry';
 
 export interface StartDueRunsDeps {
   jobs: readonly JobDefinition[];
@@ -28,6 +29,8 @@ export interface StartDueRunsDeps {
   settings?: Partial<DurableRunSettings>;
   signal?: AbortSignal;
   log?: (level: 'info' | 'warn', message: string) => void;
+  /** Told of each run the starter ends (deadline, cancel, an orchestration that ended without it). */
+  telemetry?: RunEndTelemetry;
 }
 
 export interface StartSummary {
@@ -117,6 +120,7 @@ function endDepsOf(deps: StartDueRunsDeps, summary: StartSummary, job: string): 
     signal: deps.signal,
     log: deps.log,
     report: (what, err) => report(deps, summary, job, err, what),
+    telemetry: deps.telemetry,
   };
 }
 
@@ -179,7 +183,7 @@ async function startJob(
   const key = jobStateKey(job.name);
   const stored = await states.read(key, options);
   // Refused before starting anything, so a leader that raises its epoch and starts again records every start.
-  if (stored && stored.epoch > deps.epoch) throw new StaleEpochError(key, deps.epoch, stored.epoch);
+  if (stored && stored.epoch > deps.epoch) throw refuseStale(deps.docs, key, deps.epoch, stored.epoch);
   const current = stored?.value ?? newJobState(job.name);
   const { plan, missed } = checkSchedule(job, current, deps.now);
   const at = deps.now.toISOString();

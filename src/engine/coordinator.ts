@@ -89,6 +89,23 @@ export class Coordinator {
     const endAt = ctx.clock.now() + options.termMs;
     await this.ensureQueues(term.signal);
     const book = new RunBook(ctx, term);
+    const untrack = ctx.telemetry?.trackOpenRuns(() => book.open.size);
+    try {
+      return await this.leadTurns(term, book, summary, options, endAt);
+    } finally {
+      untrack?.();
+    }
+  }
+
+  private async leadTurns(
+    term: TermContext,
+    book: RunBook,
+    summary: LeadSummary,
+    options: LeadOptions,
+    endAt: number,
+  ): Promise<LeadSummary> {
+    const { ctx } = this;
+    const { leadership } = term;
     const failures = new Map<string, number>();
     const fence = (): Promise<number> => fenceAtTermEpoch(term, () => this.takeOver(term, book, summary));
     let fencedAt = await fence();
@@ -350,7 +367,7 @@ export class Coordinator {
       const record = found.unregistered;
       if (ctx.clock.date().getTime() <= Date.parse(record.deadlineAt)) continue;
       const reason = `job ${record.job} is not registered on the leader`;
-      await book.records.replace(
+      const ended = await book.records.replace(
         runKeys.record(runId),
         term.epoch,
         found.doc,
@@ -359,6 +376,8 @@ export class Coordinator {
           abortSignal: term.signal,
         },
       );
+      // Not through `book.save` (its job has no definition here), so reported here.
+      ctx.telemetry?.runEnded(ended.value);
       book.jobStates.delete(record.job);
       await forgetRun(ctx, term, record.job, runId);
       ctx.log.warn(`run ${runId} timed out: its job ${record.job} is not registered here`);

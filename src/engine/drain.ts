@@ -359,6 +359,12 @@ async function applyToRun(
     run.seen = before; // the checkpoint did not land; neither did these items
     throw err;
   }
+  // Counted once the checkpoint that counts them has landed; a redelivery is a duplicate then.
+  ctx.telemetry?.itemsFolded(
+    record.job,
+    counters.succeeded - record.counters.succeeded,
+    counters.failed - record.counters.failed,
+  );
   return {
     folded: counters.succeeded + counters.failed - record.counters.succeeded - record.counters.failed,
     duplicates: counters.duplicates - record.counters.duplicates,

@@ -2,6 +2,7 @@ import type { Clock } from '../clock/clock';
 import type { DocumentStore } from '../fencing/document-store';
 import type { JobDefinition } from '../jobs/job-definition';
 import type { Leadership } from '../lease/leader-elector';
+import type { RunTelemetry } from '../telemetry/run-telemetry';
 import type { HubQueues } from './queue-shards';
 
 export interface EngineLogger {
@@ -19,6 +20,8 @@ export interface EngineContext {
   clock: Clock;
   log: EngineLogger;
   tuning: EngineTuning;
+  /** Items folded, runs ended and runs open, for metrics; none when absent. */
+  telemetry?: RunTelemetry;
 }
 
 export interface EngineTuning {

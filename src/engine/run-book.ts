@@ -107,6 +107,10 @@ export class RunBook {
     if (isTerminal(next.state)) {
       this.active.delete(next.runId);
       this.open.delete(next.runId);
+      // Every end of an open run the leader writes comes through here (finalize, cancel,
+      // timeout, a failed plan), and only once: the replaced version was open, and a version
+      // is replaced at most once.
+      this.ctx.telemetry?.runEnded(next);
     }
   }
 

@@ -1,5 +1,5 @@
 import type { ContainerClient } from '@azure/storage-blob';
-import { ConcurrentUpdateError } from '../errors';
+import { ConcurrentUpdateError, type StaleEpochError } from '../errors';
 import { storageErrorOf } from '../storage/rest-error';
 import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition } from './document-store';
 
@@ -8,13 +8,18 @@ export class BlobDocumentStore implements DocumentStore {
   private containerReady = false;
 
   readonly unsafeUnfenced: boolean;
+  readonly onStaleEpoch: ((refusal: StaleEpochError) => void) | undefined;
 
-  /** `unsafeUnfenced` turns fencing off for the documents on this store: see `DocumentStore`. */
+  /**
+   * `unsafeUnfenced` turns fencing off for the documents on this store, and `onStaleEpoch` hears
+   * of each refused write: see `DocumentStore`.
+   */
   constructor(
     private readonly container: ContainerClient,
-    options: { unsafeUnfenced?: boolean } = {},
+    options: { unsafeUnfenced?: boolean; onStaleEpoch?: (refusal: StaleEpochError) => void } = {},
   ) {
     this.unsafeUnfenced = options.unsafeUnfenced === true;
+    this.onStaleEpoch = options.onStaleEpoch;
   }
 
   async read(key: string, options?: DocumentCallOptions): Promise<StoredDocument | undefined> {

@@ -1,3 +1,5 @@
+import type { StaleEpochError } from '../errors';
+
 /**
  * The storage port under fenced documents: small JSON documents replaced whole, each change a
  * compare-and-swap on an opaque version tag (a blob ETag).
@@ -23,6 +25,13 @@ export interface DocumentStore {
    * can show it notices. Set through `BlobDocumentStore`'s `unsafeUnfenced`; never in an app.
    */
   readonly unsafeUnfenced?: boolean;
+  /**
+   * Told of each write that fencing on this store refuses because a newer epoch wrote the
+   * document, just before its `StaleEpochError` is thrown. Refusals are decided in one place
+   * (`refuseStale`), whichever engine or leader wrote, so the fencing metric counts each once
+   * and costs no storage request. It must not throw; it is called inside the refused write.
+   */
+  readonly onStaleEpoch?: (refusal: StaleEpochError) => void;
 }
 
 /** `{}` writes unconditionally: only for blobs nobody else writes, such as a term's own plan chunks. */

@@ -68,7 +68,7 @@ export class FencedDocuments<T> {
     value: T,
     options?: DocumentCallOptions,
   ): Promise<FencedDocument<T>> {
-    if (this.fencing && current.epoch > epoch) throw new StaleEpochError(key, epoch, current.epoch);
+    if (this.fencing && current.epoch > epoch) throw refuseStale(this.store, key, epoch, current.epoch);
     const { etag } = await this.store.write(key, serialize(epoch, value), this.fencing ? { ifMatch: current.etag } : {}, options);
     return { value, epoch, etag };
   }
@@ -87,7 +87,7 @@ export class FencedDocuments<T> {
     const maxAttempts = options.maxAttempts ?? 10;
     for (let attempt = 1; ; attempt++) {
       const current = await this.read(key, options);
-      if (this.fencing && current && current.epoch > epoch) throw new StaleEpochError(key, epoch, current.epoch);
+      if (this.fencing && current && current.epoch > epoch) throw refuseStale(this.store, key, epoch, current.epoch);
       const next = mutate(current?.value);
       if (next === undefined) return current;
       try {
@@ -97,6 +97,22 @@ export class FencedDocuments<T> {
       }
     }
   }
+}
+
+/**
+ * The refusal of a write by `writerEpoch` to `key`, which `storedEpoch` (newer) wrote: told to
+ * the store's `onStaleEpoch`, then returned for the caller to throw. Every fenced refusal is
+ * made here, so each is counted once, where it happens, however it travels afterwards (a
+ * retry, an epoch raise, the end of a term).
+ */
+export function refuseStale(store: DocumentStore, key: string, writerEpoch: number, storedEpoch: number): StaleEpochError {
+  const refusal = new StaleEpochError(key, writerEpoch, storedEpoch);
+  try {
+    store.onStaleEpoch?.(refusal);
+  } catch {
+    // An observer's failure must not turn a refusal into another error.
+  }
+  return refusal;
 }
 
 function serialize(epoch: number, value: unknown): string {

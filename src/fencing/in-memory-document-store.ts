@@ -1,10 +1,17 @@
-import { ConcurrentUpdateError } from '../errors';
+import { ConcurrentUpdateError, type StaleEpochError } from '../errors';
 import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition } from './document-store';
 
 /** A `DocumentStore` in a `Map`, for fast tests; it passes the same contract as the blob one. */
 export class InMemoryDocumentStore implements DocumentStore {
   private readonly documents = new Map<string, StoredDocument>();
   private version = 0;
+
+  readonly onStaleEpoch: ((refusal: StaleEpochError) => void) | undefined;
+
+  /** `onStaleEpoch` hears of each write fencing refuses on this store: see `DocumentStore`. */
+  constructor(options: { onStaleEpoch?: (refusal: StaleEpochError) => void } = {}) {
+    this.onStaleEpoch = options.onStaleEpoch;
+  }
 
   async read(key: string, options?: DocumentCallOptions): Promise<StoredDocument | undefined> {
     options?.abortSignal?.throwIfAborted();

@@ -12,6 +12,7 @@ import { parseLogLevel } from '../app/settings';
 import { parseStorageSettings } from '../storage/connection';
 import { redactSecrets } from '../redact';
 import { findHostJson, readHostQueueConfig, type HostQueueConfig } from '../app/host-config';
+import { setupTelemetry } from '../app/telemetry-setup';
 import { loadAppJobs } from './app-jobs';
 import { LocalHost } from './local-host';
 import { emit } from './instance-events';
@@ -45,6 +46,13 @@ async function main(): Promise<void> {
     readSetting(env, 'BATON_LOCAL_VISIBILITY_SECONDS') ?? '30',
   );
   const logLevel = parseLogLevel(env);
+  // As the Functions entry does, before the runtime. Stdout carries this instance's JSON events,
+  // so the console exporter's lines travel as log events: kept in --log-dir, shown at debug.
+  const telemetry = setupTelemetry(env, {
+    instance,
+    writeLine: (line) => emit({ kind: 'log', level: 'info', message: line }),
+    log: (message) => emit({ kind: 'log', level: 'info', message }),
+  });
   const runtime: BatonRuntime = createBatonRuntime(env, {
     jobs: loadAppJobs(env),
     hostQueueConfig: hostConfig,
@@ -91,6 +99,8 @@ async function main(): Promise<void> {
       runtime.shutdown();
       await host.stop();
       metrics.stop();
+      // The last interval's metrics, and any event still queued for OTLP; never a hung exit.
+      await telemetry.shutdown({ signal: AbortSignal.timeout(5000) });
       emit({ kind: 'stopped' });
       process.exit(0);
     })());

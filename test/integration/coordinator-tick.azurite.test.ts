@@ -81,7 +81,7 @@ describe('coordinator tick', () => {
     });
     const registrations = batonRegistrations(runtime);
     // Then the HTTP API's routes, which the API's own tests cover.
-    expect(registrations.map((r) => r.kind)).toEqual(['timer', 'queue', ...Array(6).fill('http')]);
+    expect(registrations.map((r) => r.kind)).toEqual(['timer', 'queue', ...Array(7).fill('http')]);
     expect(registrations[0]).toMatchObject({ name: 'baton-coordinator', schedule: '*/15 * * * * *' });
     expect(registrations[1]).toMatchObject({
       name: 'baton-worker',

@@ -13,7 +13,8 @@ let seed: SeededHub;
 let api: Map<string, HttpRegistration>;
 
 beforeAll(async () => {
-  seed = await seedHub(azurite.blobService, azurite.leaseBlobService, azurite.uniqueName('api'));
+  // No hyphen: the durable engine's case below names its task hub after the hub.
+  seed = await seedHub(azurite.blobService, azurite.leaseBlobService, azurite.uniqueName('api').replace(/-/g, ''));
   const runtime = createBatonRuntime({ AzureWebJobsStorage: azurite.azurite.connectionString, BATON_HUB: seed.hub });
   api = new Map(
     batonRegistrations(runtime).flatMap((r) => (r.kind === 'http' ? [[r.name.replace(/^baton-api-/, ''), r] as const] : [])),

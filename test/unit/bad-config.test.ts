@@ -347,6 +347,18 @@ const rows: Row[] = [
     rule: /must be a container name of at most 63 characters/,
   },
   { setting: 'BATON_LOG_LEVEL', what: 'a word', env: { BATON_LOG_LEVEL: 'verbose' }, rule: /must be info or debug$/ },
+  {
+    setting: 'BATON_METRICS_EXPORTER',
+    what: 'an unknown exporter',
+    env: { BATON_METRICS_EXPORTER: 'prometheus' },
+    rule: /must be console, otlp or none$/,
+  },
+  {
+    setting: 'BATON_HUB',
+    what: 'a hub the Durable task hub cannot be named after',
+    env: { BATON_ENGINE: 'durable', BATON_HUB: 'night-jobs' },
+    rule: /must be 3-45 letters and digits starting with a letter \(no hyphens\)$/,
+  },
   { setting: 'BATON_ENGINE', what: 'a word', env: { BATON_ENGINE: 'lambda' }, rule: /must be queue or durable$/ },
   // --- synthetic jobs ----------------------------------------------------------------------
   {

@@ -248,9 +248,26 @@ describe('parseBatonSettings', () => {
     expect(parseBatonSettings(env).queueShards).toBe(shards);
   });
 
+  it.each([
+    ['baton', true],
+    ['nightly1', true],
+    ['abc', true],
+    ['h'.repeat(45), true],
+    ['ab', false],
+    ['h'.repeat(46), false],
+    ['night-jobs', false],
+    ['1nightly', false],
+  ])('under the durable engine, BATON_HUB %s names a task hub: %s', (hub, ok) => {
+    const parse = () => parseBatonSettings({ BATON_ENGINE: 'durable', BATON_HUB: hub });
+    if (ok) expect(parse().hub).toBe(hub);
+    else expect(parse).toThrow(/^BATON_HUB \(.+\) names the Durable task hub/);
+    // The queue engine names no task hub: any valid hub does.
+    expect(parseBatonSettings({ BATON_HUB: hub }).hub).toBe(hub);
+  });
+
   it('reads every setting', () => {
     const env = {
-      BATON_HUB: 'nightly-1',
+      BATON_HUB: 'nightly1',
       BATON_LEASE_SECONDS: '60',
       BATON_RENEW_DEADLINE_SECONDS: '40',
       BATON_LEASE_CONTAINER: 'my-leases',
@@ -262,7 +279,7 @@ describe('parseBatonSettings', () => {
       BATON_ENGINE: 'durable',
     };
     expect(parseBatonSettings(env)).toEqual({
-      hub: 'nightly-1',
+      hub: 'nightly1',
       leaseDurationSeconds: 60,
       renewDeadlineMs: 40_000,
       leaseContainer: 'my-leases',

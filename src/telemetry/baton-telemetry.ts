@@ -1,0 +1,236 @@
+import {
+  metrics,
+  ROOT_CONTEXT,
+  ValueType,
+  type Attributes,
+  type Counter,
+  type Histogram,
+  type MeterProvider,
+} from '@opentelemetry/api';
+import { logs, SeverityNumber, type Logger, type LoggerProvider } from '@opentelemetry/api-logs';
+import { isTerminal, type RunRecord } from '../hub/run-record';
+import type { LeaderEvent } from '../lease/leader-events';
+import { redactSecrets } from '../redact';
+import type { StorageRequestCounter } from '../storage/request-counter';
+import type { RunTelemetry } from './run-telemetry';
+
+/** The meter and logger Baton's instruments and events come from. */
+export const TELEMETRY_SCOPE = 'baton';
+
+/**
+ * The names alerts and the workbook in `infra/` query; changing one breaks them, so they are
+ * constants and `docs/operating.md` lists them with their attributes.
+ */
+export const METRIC_NAMES = {
+  isLeader: 'baton.leader.is_leader',
+  leaderTransitions: 'baton.leader.transitions',
+  leaseRenewDuration: 'baton.lease.renew.duration',
+  fencingRefusals: 'baton.fencing.refusals',
+  items: 'baton.items',
+  runDuration: 'baton.run.duration',
+  openRuns: 'baton.run.open',
+  storageRequests: 'baton.storage.requests',
+} as const;
+
+export const EVENT_NAMES = {
+  leadershipChanged: 'baton.leadership.changed',
+  runEnded: 'baton.run.ended',
+} as const;
+
+/**
+ * The log-record attribute that makes Azure Monitor's exporter send a record as a custom event
+ * (`customEvents` in Application Insights) named by its value, with the other attributes as
+ * its properties, instead of a trace line.
+ */
+export const CUSTOM_EVENT_NAME_ATTRIBUTE = 'microsoft.custom_event.name';
+
+/** Runs last seconds to hours: the default buckets (up to 10 s) would put nearly all in the last. */
+const RUN_DURATION_BUCKETS_MS = [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21_600, 43_200, 86_400].map((s) => s * 1000);
+/** A renewal is one storage round trip; past a few seconds it is close to the renew deadline. */
+const RENEW_BUCKETS_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000];
+
+export interface BatonTelemetryOptions {
+  /**
+   * Where the instruments live. Default: the global provider as it is when this is built, so an
+   * SDK (`useAzureMonitor`, or `setupTelemetry` in the app) must be set up before the runtime.
+   * Without one, every instrument is OpenTelemetry's no-op.
+   */
+  meterProvider?: MeterProvider;
+  /** Where the two events go; default the global logger provider. */
+  loggerProvider?: LoggerProvider;
+  /** Reported as `baton.storage.requests` by operation, read when metrics are collected. */
+  storageRequests?: StorageRequestCounter;
+}
+
+/**
+ * Baton's metrics and events on the OpenTelemetry API, for one runtime. The leader's elector
+ * feeds it through `leaderEvent`, the engines through `RunTelemetry`, the fenced document store
+ * through `fencingRefused`. Hot paths cost a counter add: attribute sets are made once per job
+ * or reason, and the gauges and the storage counter are read only when a reader collects.
+ */
+export class BatonTelemetry implements RunTelemetry {
+  private readonly transitions: Counter;
+  private readonly renewDuration: Histogram;
+  private readonly refusals: Counter;
+  private readonly items: Counter;
+  private readonly runDuration: Histogram;
+  private readonly events: Logger;
+  /** The epoch of the term this instance holds, while it holds one. */
+  private term: { epoch: number } | undefined;
+  private openRunsOf: (() => number) | undefined;
+  private readonly itemAttributes = new Map<string, { succeeded: Attributes; failed: Attributes }>();
+  private readonly transitionAttributes = new Map<string, Attributes>();
+
+  constructor(options: BatonTelemetryOptions = {}) {
+    const meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter(TELEMETRY_SCOPE);
+    this.events = (options.loggerProvider ?? logs.getLoggerProvider()).getLogger(TELEMETRY_SCOPE);
+    this.transitions = meter.createCounter(METRIC_NAMES.leaderTransitions, {
+      description: 'Leadership terms this instance began (acquired) and ended (released, lost-<reason>, release-failed)',
+      unit: '{transition}',
+      valueType: ValueType.INT,
+    });
+    this.renewDuration = meter.createHistogram(METRIC_NAMES.leaseRenewDuration, {
+      description: "How long each successful renewal of the leader's lease took",
+      unit: 'ms',
+      advice: { explicitBucketBoundaries: RENEW_BUCKETS_MS },
+    });
+    this.refusals = meter.createCounter(METRIC_NAMES.fencingRefusals, {
+      description: 'Writes refused because a newer epoch had written the document: a stale leader or writer was stopped',
+      unit: '{refusal}',
+      valueType: ValueType.INT,
+    });
+    this.items = meter.createCounter(METRIC_NAMES.items, {
+      description: "Items the leader's fold counted into their run, by outcome; duplicates are not counted",
+      unit: '{item}',
+      valueType: ValueType.INT,
+    });
+    this.runDuration = meter.createHistogram(METRIC_NAMES.runDuration, {
+      description: 'From the creation of a run to its end, recorded once as it ends',
+      unit: 'ms',
+      advice: { explicitBucketBoundaries: RUN_DURATION_BUCKETS_MS },
+    });
+    meter
+      .createObservableGauge(METRIC_NAMES.isLeader, {
+        description: 'Whether this instance holds a leadership term (1) or not (0)',
+        valueType: ValueType.INT,
+      })
+      .addCallback((result) => result.observe(this.term ? 1 : 0));
+    meter
+      .createObservableGauge(METRIC_NAMES.openRuns, {
+        description: "Runs open in this leader's book (0 on an instance that does not lead)",
+        unit: '{run}',
+        valueType: ValueType.INT,
+      })
+      .addCallback((result) => result.observe(this.openRunsOf?.() ?? 0));
+    const counter = options.storageRequests;
+    if (counter) {
+      meter
+        .createObservableCounter(METRIC_NAMES.storageRequests, {
+          description: "Storage requests this instance's clients sent, by operation: what storage bills",
+          unit: '{request}',
+          valueType: ValueType.INT,
+        })
+        .addCallback((result) => {
+          for (const [operation, count] of Object.entries(counter.snapshot())) result.observe(count, { operation });
+        });
+    }
+  }
+
+  /** The elector's `onEvent`: leadership changes, and the latency of each renewal. */
+  leaderEvent(event: LeaderEvent): void {
+    switch (event.type) {
+      case 'acquired':
+        this.term = { epoch: event.epoch };
+        this.changeLeadership('acquired', event.identity, event.epoch);
+        return;
+      case 'renewed':
+        this.renewDuration.record(event.latencyMs);
+        return;
+      case 'lost':
+        this.endTerm(`lost-${event.reason}`, event.identity, event.epoch);
+        return;
+      case 'released':
+        this.endTerm('released', event.identity, event.epoch);
+        return;
+      case 'release-failed':
+        // A term that ended without a loss but could not give the lease back; it expires.
+        this.endTerm('release-failed', event.identity, event.epoch);
+        return;
+      default:
+        return;
+    }
+  }
+
+  /** A fenced write was refused (see `DocumentStore.onStaleEpoch`). */
+  fencingRefused(): void {
+    this.refusals.add(1);
+  }
+
+  itemsFolded(job: string, succeeded: number, failed: number): void {
+    let attributes = this.itemAttributes.get(job);
+    if (!attributes) {
+      attributes = { succeeded: { job, outcome: 'succeeded' }, failed: { job, outcome: 'failed' } };
+      this.itemAttributes.set(job, attributes);
+    }
+    if (succeeded > 0) this.items.add(succeeded, attributes.succeeded);
+    if (failed > 0) this.items.add(failed, attributes.failed);
+  }
+
+  runEnded(record: RunRecord): void {
+    if (!isTerminal(record.state)) return;
+    const durationMs = Date.parse(record.endedAt ?? record.updatedAt) - Date.parse(record.createdAt);
+    if (Number.isFinite(durationMs)) this.runDuration.record(Math.max(0, durationMs), { job: record.job, state: record.state });
+    const { planned, succeeded, failed } = record.counters;
+    this.emit(EVENT_NAMES.runEnded, {
+      job: record.job,
+      runId: record.runId,
+      state: record.state,
+      // A run that ended as its items decided has no reason of its own: its counts are the reason.
+      reason: redactSecrets(record.endReason ?? `${succeeded} succeeded, ${failed} failed of ${planned}`),
+      durationMs: Number.isFinite(durationMs) ? Math.max(0, durationMs) : 0,
+      planned,
+      succeeded,
+      failed,
+    });
+  }
+
+  trackOpenRuns(count: () => number): () => void {
+    this.openRunsOf = count;
+    return () => {
+      if (this.openRunsOf === count) this.openRunsOf = undefined;
+    };
+  }
+
+  /** A term ends once: a loss that is followed by a release (deadline, stall) is one transition. */
+  private endTerm(reason: string, identity: string, epoch: number): void {
+    if (!this.term) return;
+    this.term = undefined;
+    this.openRunsOf = undefined;
+    this.changeLeadership(reason, identity, epoch);
+  }
+
+  private changeLeadership(reason: string, identity: string, epoch: number): void {
+    let attributes = this.transitionAttributes.get(reason);
+    if (!attributes) this.transitionAttributes.set(reason, (attributes = { reason }));
+    this.transitions.add(1, attributes);
+    this.emit(EVENT_NAMES.leadershipChanged, { identity, epoch, reason });
+  }
+
+  private emit(name: string, properties: Attributes): void {
+    try {
+      this.events.emit({
+        eventName: name,
+        severityNumber: SeverityNumber.INFO,
+        severityText: 'INFO',
+        body: name,
+        attributes: { [CUSTOM_EVENT_NAME_ATTRIBUTE]: name, ...properties },
+        // Emitted in the root context, outside any span: trace sampling decides per trace
+        // (Azure Monitor drops a record whose span was sampled out when trace-based sampling
+        // for logs is on), and a record with no trace has nothing for it to drop.
+        context: ROOT_CONTEXT,
+      });
+    } catch {
+      // Telemetry must never break the lease loop or a run's end.
+    }
+  }
+}
