@@ -34,8 +34,63 @@ param leaseSeconds int = 15
 
 @minValue(1)
 @maxValue(16)
-@description('BATON_QUEUE_SHARDS: work and results queues each run is spread over (1-16), with a queue trigger per shard. Past 10 shards the hub name must be at most 47 characters. Azure targets 2,000 messages per second per queue.')
+@description('BATON_QUEUE_SHARDS: work and results queues each run is spread over (1-16), with a queue trigger per shard. Past 10 shards the hub name must be at most 47 characters. Azure targets 2,000 messages per second per queue. The durable engine refuses more than 1.')
 param queueShards int = 1
+
+// Empty means Baton's own default: Baton reads a blank setting as unset, and this one has no
+// fixed default to write (two thirds of the lease).
+@description('BATON_RENEW_DEADLINE_SECONDS: how long after its last successful renewal a leader keeps trying to renew; whole seconds, less than BATON_LEASE_SECONDS and more than 1.2 x a third of it (7-14 with a 15 s lease). Empty: two thirds of the lease.')
+param renewDeadlineSeconds string = ''
+
+@minLength(3)
+@maxLength(63)
+@description('BATON_LEASE_CONTAINER: the container of lease blobs. Baton checks the name at start-up.')
+param leaseContainerName string = 'leases'
+
+@minValue(5)
+@maxValue(3600)
+@description('BATON_TERM_SECONDS: longest a leader keeps the lease in one coordinator tick (it returns sooner when idle).')
+param termSeconds int = 60
+
+@minValue(1)
+@maxValue(100)
+@description('BATON_MAX_ATTEMPTS: deliveries of a work message before its failures are final. The queue trigger\'s maxDequeueCount is set to the same value; Baton refuses to start if host.json disagrees.')
+param maxAttempts int = 5
+
+@minValue(16)
+@maxValue(1000000)
+@description('BATON_MAX_IN_FLIGHT: most work messages of one run sent but not yet counted, over all queue shards; dispatch waits for the fold beyond it.')
+param maxInFlight int = 4096
+
+@allowed([
+  'info'
+  'debug'
+])
+@description('BATON_LOG_LEVEL: debug adds the elector\'s per-renewal and the timer\'s per-tick lines; it also lets the host pass the functions\' Debug lines.')
+param logLevel string = 'info'
+
+@allowed([
+  'queue'
+  'durable'
+])
+@description('BATON_ENGINE: which engine runs the jobs. durable also grants the identity Storage Table Data Contributor (the Durable Task extension keeps history in tables) and needs a BATON_HUB of 3-45 letters and digits starting with a letter, since it names the task hub.')
+param engine string = 'queue'
+
+@allowed([
+  'none'
+  'console'
+  'otlp'
+])
+@description('BATON_METRICS_EXPORTER: a second destination for metrics and events besides Application Insights: console prints each one to the log, otlp sends them to the OTEL_EXPORTER_OTLP_* endpoint. Leave none on Azure.')
+param metricsExporter string = 'none'
+
+@minLength(3)
+@maxLength(63)
+@description('BATON_AUDIT_CONTAINER: the container the sample blob-audit job scrubs.')
+param auditContainerName string = 'audit-demo'
+
+@description('BATON_SYNTHETIC_JOBS: optional JSON array of synthetic jobs with known output, for load and soak tests. Empty: none. azd pastes the value into main.parameters.json as text, so write its double quotes as \\".')
+param syntheticJobs string = ''
 
 @minValue(1)
 @maxValue(1000)
@@ -47,6 +102,12 @@ param sharedStorageAccountName string = ''
 
 @description('Resource group of sharedStorageAccountName, in this subscription. Empty means this deployment\'s resource group.')
 param sharedStorageResourceGroupName string = ''
+
+@description('E-mail address that the three alerts notify. Empty: the alerts fire in Azure Monitor without notifying anyone; attach your own action group to them.')
+param alertEmail string = ''
+
+@description('Whether to create the no-leader alert. Turn it off in an app that shares its hub with another app: it sees only its own instances, and the other app may hold the lease for long stretches.')
+param noLeaderAlert bool = true
 
 // Part of the app's and the identity's names; azure.yaml's service and the app's azd-service-name
 // tag (modules/function-app.bicep) use the same word.
@@ -63,9 +124,6 @@ var storageResourceGroupName = useSharedStorage && !empty(sharedStorageResourceG
 // apps on one storage account must not share a host id: the token keeps every deployment apart.
 var functionAppName = 'func-${serviceName}-${resourceToken}'
 var deploymentContainerName = 'deploy-${functionAppName}'
-// Baton's defaults, written out so the storage layout and the app settings cannot drift apart.
-var leaseContainerName = 'leases'
-var auditContainerName = 'audit-demo'
 
 resource rg 'Microsoft.Resources/resourceGroups@2021-04-01' = {
   name: resourceGroupName
@@ -137,6 +195,7 @@ module storageAccess 'modules/storage-access.bicep' = {
     storageAccountName: storageAccountName
     deploymentContainerName: deploymentContainerName
     principalId: identity.outputs.principalId
+    grantTableData: engine == 'durable'
   }
 }
 
@@ -151,16 +210,37 @@ module app 'modules/function-app.bicep' = {
     identityId: identity.outputs.id
     identityClientId: identity.outputs.clientId
     appInsightsName: monitoring.outputs.appInsightsName
+    storageAccountName: storageAccountName
     blobEndpoint: storageAccess.outputs.blobEndpoint
-    queueEndpoint: storageAccess.outputs.queueEndpoint
     deploymentContainerName: storageAccess.outputs.deploymentContainerName
     maximumInstanceCount: maximumInstanceCount
     hubName: hubName
     coordinatorSchedule: coordinatorSchedule
     leaseSeconds: leaseSeconds
+    renewDeadlineSeconds: renewDeadlineSeconds
     queueShards: queueShards
     leaseContainerName: leaseContainerName
+    termSeconds: termSeconds
+    maxAttempts: maxAttempts
+    maxInFlight: maxInFlight
+    logLevel: logLevel
+    engine: engine
+    metricsExporter: metricsExporter
     auditContainerName: auditContainerName
+    syntheticJobs: syntheticJobs
+  }
+}
+
+module alerts 'modules/alerts.bicep' = {
+  name: 'alerts'
+  scope: rg
+  params: {
+    appInsightsName: monitoring.outputs.appInsightsName
+    location: location
+    tags: tags
+    hubName: hubName
+    alertEmail: alertEmail
+    noLeaderAlert: noLeaderAlert
   }
 }
 

@@ -1,5 +1,5 @@
 // The Flex Consumption app. Every connection it has is identity-based: its app settings hold
-// endpoints and a client id, never a key, so reading them (portal, ARM, azd env) grants nothing.
+// an account name and a client id, never a key, so reading them (portal, ARM, azd env) grants nothing.
 
 param name string
 param planName string
@@ -14,11 +14,11 @@ param identityClientId string
 
 param appInsightsName string
 
-@description('Blob endpoint of the storage account, with its trailing slash.')
-param blobEndpoint string
+@description('Storage account the host and Baton use, by name: both derive its blob, queue and table endpoints from it.')
+param storageAccountName string
 
-@description('Queue endpoint of the storage account.')
-param queueEndpoint string
+@description('Blob endpoint of the storage account, with its trailing slash: the deployment package lives there.')
+param blobEndpoint string
 
 param deploymentContainerName string
 
@@ -26,6 +26,7 @@ param deploymentContainerName string
 @maxValue(1000)
 param maximumInstanceCount int
 
+// Baton's settings, described in main.bicep, which passes each one through unchanged.
 param hubName string
 param coordinatorSchedule string
 
@@ -33,12 +34,38 @@ param coordinatorSchedule string
 @maxValue(60)
 param leaseSeconds int
 
+param renewDeadlineSeconds string
+
 @minValue(1)
 @maxValue(16)
 param queueShards int
 
 param leaseContainerName string
+param termSeconds int
+param maxAttempts int
+param maxInFlight int
+
+@allowed([
+  'info'
+  'debug'
+])
+param logLevel string
+
+@allowed([
+  'queue'
+  'durable'
+])
+param engine string
+
+@allowed([
+  'none'
+  'console'
+  'otlp'
+])
+param metricsExporter string
+
 param auditContainerName string
+param syntheticJobs string
 
 // Read here rather than passed in, so the connection string never travels as a module output.
 resource appInsights 'Microsoft.Insights/components@2020-02-02' existing = {
@@ -120,17 +147,28 @@ resource scmPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2
   }
 }
 
+// Baton's console lines reach the host at Information, so BATON_LOG_LEVEL alone decides whether
+// its debug lines show; a function's context.debug lines (the coordinator's per-tick line) are
+// Debug in Function.<name>.User, which host.json keeps out. Debug lets them through, here
+// rather than in host.json so that the default stays quiet.
+var debugLogSettings = logLevel == 'debug' ? {
+  AzureFunctionsJobHost__logging__logLevel__Function: 'Debug'
+} : {}
+
 // The whole set: a setting added by hand in the portal is removed on the next provision.
 // Flex Consumption takes the runtime and package location from functionAppConfig, so the
 // worker-runtime, extension-version and run-from-package settings of other plans are absent.
 resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   parent: app
   name: 'appsettings'
-  properties: {
+  properties: union({
+    // The account name rather than per-service URIs: on Flex Consumption the host can fail to build
+    // its blob client from __blobServiceUri at start-up (intermittent 401s, "host unhealthy";
+    // azure-functions-host#11787, infra/README.md). Baton derives its blob and queue endpoints from
+    // the name, and the Durable extension its table endpoint too.
+    AzureWebJobsStorage__accountName: storageAccountName
     AzureWebJobsStorage__credential: 'managedidentity'
     AzureWebJobsStorage__clientId: identityClientId
-    AzureWebJobsStorage__blobServiceUri: blobEndpoint
-    AzureWebJobsStorage__queueServiceUri: queueEndpoint
     // Not a secret (Microsoft documents it as an identifier), and with local auth off on the
     // component it cannot be used to send telemetry without the identity below.
     APPLICATIONINSIGHTS_CONNECTION_STRING: appInsights.properties.ConnectionString
@@ -138,10 +176,20 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     BATON_HUB: hubName
     BATON_COORDINATOR_SCHEDULE: coordinatorSchedule
     BATON_LEASE_SECONDS: string(leaseSeconds)
+    BATON_RENEW_DEADLINE_SECONDS: renewDeadlineSeconds
     BATON_QUEUE_SHARDS: string(queueShards)
     BATON_LEASE_CONTAINER: leaseContainerName
+    BATON_TERM_SECONDS: string(termSeconds)
+    BATON_MAX_ATTEMPTS: string(maxAttempts)
+    // The host's own retry count follows Baton's, so the worker's last attempt is the host's last delivery.
+    AzureFunctionsJobHost__extensions__queues__maxDequeueCount: string(maxAttempts)
+    BATON_MAX_IN_FLIGHT: string(maxInFlight)
+    BATON_LOG_LEVEL: logLevel
+    BATON_ENGINE: engine
+    BATON_METRICS_EXPORTER: metricsExporter
     BATON_AUDIT_CONTAINER: auditContainerName
-  }
+    BATON_SYNTHETIC_JOBS: syntheticJobs
+  }, debugLogSettings)
 }
 
 output name string = app.name

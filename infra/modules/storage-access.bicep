@@ -1,6 +1,7 @@
-// What one app needs on its storage account: a container for its deployment package and two
-// data roles for its identity, both scoped to this one account. Deployed into the account's
-// resource group, so a second app (another region, same hub) can join an existing account.
+// What one app needs on its storage account: a container for its deployment package and the
+// data roles for its identity (two, three with the durable engine), all scoped to this one
+// account. Deployed into the account's resource group, so a second app (another region, same
+// hub) can join an existing account.
 
 @minLength(3)
 @maxLength(24)
@@ -12,6 +13,9 @@ param deploymentContainerName string
 
 @description('Principal (object) id of the app\'s user-assigned identity.')
 param principalId string
+
+@description('Whether the identity gets Storage Table Data Contributor: only the durable engine needs tables.')
+param grantTableData bool
 
 // Storage Blob Data Owner rather than Storage Blob Data Contributor: Microsoft documents it as
 // the minimum for the Functions host's own storage with an identity (AzureWebJobsStorage:
@@ -25,6 +29,10 @@ var storageBlobDataOwner = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
 // and moves spent ones to the poison queue; Baton sends work and results and creates missing
 // queues at the start of a leader term. The message-only roles cannot create a queue.
 var storageQueueDataContributor = '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
+// Storage Table Data Contributor: the Durable Task extension's Azure Storage provider keeps
+// orchestration history and instances in tables. The queue engine never touches a table, so it
+// does without (the host then logs that it cannot write its diagnostic events there).
+var storageTableDataContributor = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
 
 resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
   name: storageAccountName
@@ -58,6 +66,16 @@ resource queueData 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   scope: storage
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageQueueDataContributor)
+    principalId: principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource tableData 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (grantTableData) {
+  name: guid(storage.id, principalId, storageTableDataContributor)
+  scope: storage
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageTableDataContributor)
     principalId: principalId
     principalType: 'ServicePrincipal'
   }

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { InvocationContext } from '@azure/functions';
 import * as df from 'durable-functions';
 import { afterEach } from 'vitest';
+import { parseBatonSettings } from '../../src/app/settings';
 import { durableClientPort, type DurableClientPort } from '../../src/durable';
 
 const Status = df.OrchestrationRuntimeStatus;
@@ -52,13 +53,27 @@ function clientData(rpcBaseUrl: string, taskHubName: string) {
   };
 }
 
+/**
+ * The host resolves `%NAME%` in host.json from the app settings (host.json names the task hub
+ * `%BATON_HUB%`); here the app settings are the process's, and BATON_HUB falls back to Baton's
+ * default hub as the deployment's settings would.
+ */
+function resolveAppSettings(value: string): string {
+  return value.replace(/%([^%]+)%/g, (_, name: string) => {
+    const setting = process.env[name]?.trim();
+    if (setting) return setting;
+    if (name === 'BATON_HUB') return parseBatonSettings({}).hub;
+    throw new Error(`host.json refers to app setting ${name}, which is not set`);
+  });
+}
+
 function hostDurableTask(): { hubName: string; overridable: 'AnyState' | 'NonRunningStates' } {
   const host = JSON.parse(readFileSync(resolve(dirname(fileURLToPath(import.meta.url)), '../../host.json'), 'utf8')) as {
     extensions?: { durableTask?: { hubName?: string; overridableExistingInstanceStates?: string } };
   };
   const durableTask = host.extensions?.durableTask ?? {};
   return {
-    hubName: durableTask.hubName ?? 'TestHubName',
+    hubName: resolveAppSettings(durableTask.hubName ?? 'TestHubName'),
     overridable: durableTask.overridableExistingInstanceStates === 'NonRunningStates' ? 'NonRunningStates' : 'AnyState',
   };
 }

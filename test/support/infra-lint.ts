@@ -35,6 +35,11 @@ export interface InfraExpectations {
   stageDir: string;
   /** Whether a file exists, by path from the repository root. */
   exists(path: string): boolean;
+  /**
+   * Every app setting Baton reads (`BATON_*`), with the default its Bicep parameter must have, as
+   * Bicep text (`'baton'`, `15`); `''` for a setting whose default is "unset".
+   */
+  batonSettings: Readonly<Record<string, string>>;
 }
 
 export const MAIN_BICEP = 'infra/main.bicep';
@@ -73,21 +78,36 @@ const FLEX_DEPRECATED_SETTINGS = [
   'WEBSITE_NODE_DEFAULT_VERSION',
 ];
 
+/**
+ * The host's own storage connection, by account name: the per-service URI form can fail on Flex
+ * Consumption (azure-functions-host#11787), and the Durable extension derives its table endpoint
+ * from the name too.
+ */
 const IDENTITY_SETTINGS = [
   'AzureWebJobsStorage__credential',
   'AzureWebJobsStorage__clientId',
-  'AzureWebJobsStorage__blobServiceUri',
-  'AzureWebJobsStorage__queueServiceUri',
+  'AzureWebJobsStorage__accountName',
 ];
 
-const BATON_SETTINGS = [
-  'BATON_HUB',
-  'BATON_COORDINATOR_SCHEDULE',
-  'BATON_LEASE_SECONDS',
-  'BATON_QUEUE_SHARDS',
-  'BATON_LEASE_CONTAINER',
-  'BATON_AUDIT_CONTAINER',
-];
+/** Storage Table Data Contributor: what the durable engine's task hub needs, and nothing else does. */
+const TABLE_DATA_CONTRIBUTOR = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3';
+
+/** The OpenTelemetry instruments Baton exports, each of which the workbook must chart. */
+export const BATON_METRICS = [
+  'baton.leader.is_leader',
+  'baton.leader.transitions',
+  'baton.lease.renew.duration',
+  'baton.fencing.refusals',
+  'baton.items',
+  'baton.run.duration',
+  'baton.run.open',
+  'baton.storage.requests',
+] as const;
+
+/** Host.json override of the functions' log level, set only when BATON_LOG_LEVEL is debug. */
+const FUNCTION_LOG_LEVEL_OVERRIDE = 'AzureFunctionsJobHost__logging__logLevel__Function';
+/** Host.json override of the queue trigger's deliveries, which must follow BATON_MAX_ATTEMPTS. */
+const MAX_DEQUEUE_OVERRIDE = 'AzureFunctionsJobHost__extensions__queues__maxDequeueCount';
 
 export const AZURE_YAML_SCHEMA_LINE =
   '# yaml-language-server: $schema=https://raw.githubusercontent.com/Azure/azure-dev/main/schemas/v1.0/azure.yaml.json';
@@ -216,6 +236,8 @@ interface BicepResource extends Span {
   symbol: string;
   type: string;
   existing: boolean;
+  /** What `= if (...)` deploys the resource on, or undefined when it always is. */
+  condition: string | undefined;
   /** The body `{ ... }`, comments blanked. */
   body: string;
 }
@@ -241,6 +263,8 @@ export interface ParsedBicep extends ScannedBicep {
   modules: BicepModule[];
   params: BicepDeclaration[];
   outputs: BicepDeclaration[];
+  /** `var` declarations by name: their value, whole when it spans lines. */
+  vars: Map<string, string>;
 }
 
 function bodyAfter(scanned: ScannedBicep, from: number): Span & { body: string } {
@@ -283,8 +307,10 @@ export function parseBicep(path: string, raw: string): ParsedBicep {
   const { code } = scanned;
   const resources: BicepResource[] = [];
   for (const m of code.matchAll(/^[ \t]*resource\s+([A-Za-z_]\w*)\s+'([^'@]+)@[^']*'\s*(existing)?\s*=/gm)) {
-    const span = bodyAfter(scanned, (m.index ?? 0) + m[0].length);
-    resources.push({ symbol: m[1] as string, type: m[2] as string, existing: m[3] !== undefined, ...span });
+    const after = (m.index ?? 0) + m[0].length;
+    const span = bodyAfter(scanned, after);
+    const condition = /^\s*if\s*\(([\s\S]*)\)\s*$/.exec(code.slice(after, span.start))?.[1]?.trim();
+    resources.push({ symbol: m[1] as string, type: m[2] as string, existing: m[3] !== undefined, condition, ...span });
   }
   const modules: BicepModule[] = [];
   for (const m of code.matchAll(/^[ \t]*module\s+([A-Za-z_]\w*)\s+'([^']+)'\s*=/gm)) {
@@ -304,6 +330,10 @@ export function parseBicep(path: string, raw: string): ParsedBicep {
     }
     return found;
   };
+  const vars = new Map<string, string>();
+  for (const m of code.matchAll(/^[ \t]*var\s+([A-Za-z_]\w*)\s*=[ \t]*/gm)) {
+    vars.set(m[1] as string, valueFrom(scanned, (m.index ?? 0) + m[0].length));
+  }
   const targetScope = /^\s*targetScope\s*=\s*'([^']*)'/m.exec(code)?.[1] ?? 'resourceGroup';
   return {
     ...scanned,
@@ -313,6 +343,7 @@ export function parseBicep(path: string, raw: string): ParsedBicep {
     modules,
     params: declarations('param'),
     outputs: declarations('output'),
+    vars,
   };
 }
 
@@ -330,6 +361,37 @@ function setsAppSetting(code: string, name: string): boolean {
 }
 
 const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** What the module that deploys `file` passes from main.bicep for `param`, one line, or undefined. */
+function passedToModule(main: ParsedBicep, file: ParsedBicep, param: string): string | undefined {
+  const module = main.modules.find((m) => posix.normalize(posix.join(posix.dirname(main.path), m.path)) === file.path);
+  if (!module) return undefined;
+  return new RegExp(`^[ \\t]*${param}\\s*:\\s*(.+?)\\s*$`, 'm').exec(block(module.body, 'params'))?.[1];
+}
+
+/**
+ * The main.bicep expression behind `expr` in `file`: `expr` itself in main.bicep; in a module,
+ * what main.bicep passes for `expr` when `expr` is just one of the module's parameters.
+ */
+function passedFrom(main: ParsedBicep, file: ParsedBicep, expr: string): string | undefined {
+  if (file === main) return expr;
+  return file.params.some((p) => p.name === expr) ? passedToModule(main, file, expr) : undefined;
+}
+
+/** The value expression of app setting `name` in `code` (one line), or undefined when it is not set. */
+function appSettingValue(code: string, name: string): string | undefined {
+  return new RegExp(`(?:^|[\\s{,])'?${name}'?\\s*:\\s*([^\\n]+)`, 'm').exec(code)?.[1]?.trim();
+}
+
+/** Whether `expr` mentions `name` as a whole identifier. */
+const mentions = (expr: string, name: string) => new RegExp(`(?<![\\w.])${escapeRegExp(name)}\\b`).test(expr);
+
+/** An ISO 8601 duration of minutes or hours (`PT5M`, `PT1H`), in minutes; NaN otherwise. */
+function minutesOf(duration: string | undefined): number {
+  const m = /^PT(?:(\d+)H)?(?:(\d+)M)?$/.exec(duration ?? '');
+  if (!m || (m[1] === undefined && m[2] === undefined)) return Number.NaN;
+  return Number(m[1] ?? 0) * 60 + Number(m[2] ?? 0);
+}
 
 // --- Bicep rules ----------------------------------------------------------------------------
 
@@ -363,9 +425,20 @@ export function lintBicep(files: Record<string, string>, expect: InfraExpectatio
     }
   }
 
-  // Modules: every referenced file is here; at subscription scope each one names its scope.
+  // Nothing may answer without a key: no anonymous function, no anonymous access through App Service authentication.
+  for (const file of parsed) {
+    if (/'anonymous'|\bAllowAnonymous\b/i.test(file.code)) report('no-anonymous', file.path, 'allows anonymous access');
+  }
+
+  // Modules: every referenced file is here, and deployed; at subscription scope each one names its scope.
   if (!['subscription', 'resourceGroup'].includes(main.targetScope)) {
     report('target-scope', main.path, `targetScope is ${main.targetScope}; use subscription or resourceGroup`);
+  }
+  const deployed = new Set(
+    parsed.flatMap((file) => file.modules.map((module) => posix.normalize(posix.join(posix.dirname(file.path), module.path)))),
+  );
+  for (const file of parsed) {
+    if (file !== main && !deployed.has(file.path)) report('modules', file.path, 'no module deploys it');
   }
   for (const file of parsed) {
     for (const module of file.modules) {
@@ -408,7 +481,8 @@ export function lintBicep(files: Record<string, string>, expect: InfraExpectatio
     ['leaseContainerName', expect.leaseContainer],
     ['auditContainerName', expect.auditContainer],
   ] as const) {
-    if (!new RegExp(`\\bvar\\s+${name}\\s*=\\s*'${escapeRegExp(value)}'`).test(main.code)) {
+    // A parameter (BATON_LEASE_CONTAINER, BATON_AUDIT_CONTAINER) whose default is Baton's.
+    if (!new RegExp(`\\b(?:var\\s+${name}|param\\s+${name}\\s+string)\\s*=\\s*'${escapeRegExp(value)}'`).test(main.code)) {
       report('hub-resources', main.path, `${name} must be '${value}', Baton's default`);
     }
   }
@@ -446,6 +520,37 @@ export function lintBicep(files: Record<string, string>, expect: InfraExpectatio
     }
     if (!/^\s*\{\s*name\s*:\s*guid\(/.test(resource.body))
       report('role-name-guid', file.path, `${resource.symbol}: name must be guid(...)`);
+  }
+
+  // Storage Table Data Contributor: granted exactly when BATON_ENGINE is durable.
+  const engineParam = main.params.find((p) => p.decorators.includes("@description('BATON_ENGINE:"))?.name;
+  const tableRoles = parsed.flatMap((file) => {
+    const names = [
+      TABLE_DATA_CONTRIBUTOR,
+      ...[...file.vars].filter(([, value]) => value === `'${TABLE_DATA_CONTRIBUTOR}'`).map(([name]) => name),
+    ];
+    return file.resources
+      .filter(
+        (r) => r.type === 'Microsoft.Authorization/roleAssignments' && names.some((n) => new RegExp(`\\b${n}\\b`).test(r.body)),
+      )
+      .map((resource) => ({ file, resource }));
+  });
+  if (tableRoles.length === 0) {
+    report(
+      'role-table-data',
+      ALL_BICEP,
+      'Storage Table Data Contributor is not assigned: the durable engine keeps its task hub in tables',
+    );
+  }
+  for (const { file, resource } of tableRoles) {
+    const condition = resource.condition === undefined ? undefined : passedFrom(main, file, resource.condition);
+    if (!engineParam || condition === undefined || !new RegExp(`^${engineParam}\\s*==\\s*'durable'$`).test(condition)) {
+      report(
+        'role-table-data',
+        file.path,
+        `${resource.symbol} must be deployed if (and only if) BATON_ENGINE (${engineParam ?? 'no parameter'}) is 'durable'`,
+      );
+    }
   }
 
   // Identity.
@@ -523,6 +628,13 @@ export function lintBicep(files: Record<string, string>, expect: InfraExpectatio
   if (!/AzureWebJobsStorage__credential'?\s*:\s*'managedidentity'/.test(allCode)) {
     report('app-settings-credential', ALL_BICEP, "AzureWebJobsStorage__credential must be 'managedidentity'");
   }
+  for (const m of allCode.matchAll(/(?:^|[\s{,])'?(AzureWebJobsStorage__\w*ServiceUri)'?\s*:/gm)) {
+    report(
+      'app-settings-host-storage',
+      ALL_BICEP,
+      `${m[1]} is set: the host's connection takes AzureWebJobsStorage__accountName alone`,
+    );
+  }
   if (/(?:^|[\s{,])'?AzureWebJobsStorage'?\s*:|'AzureWebJobsStorage'/m.test(allCode)) {
     report('app-settings-plain-connection', ALL_BICEP, 'AzureWebJobsStorage is set as a connection string');
   }
@@ -530,8 +642,10 @@ export function lintBicep(files: Record<string, string>, expect: InfraExpectatio
     if (setsAppSetting(allCode, name))
       report('app-settings-flex-deprecated', ALL_BICEP, `${name} is not used by Flex Consumption`);
   }
-  for (const name of BATON_SETTINGS) {
-    if (!setsAppSetting(allCode, name)) report('app-settings-baton', ALL_BICEP, `${name} is not set`);
+  for (const m of allCode.matchAll(/(?:^|[\s{,])'?(BATON_[A-Z0-9_]+)'?\s*:/gm)) {
+    const name = m[1] as string;
+    if (!(name in expect.batonSettings))
+      report('app-settings-baton', ALL_BICEP, `${name} is set, but Baton reads no such setting`);
   }
   const authString = /APPLICATIONINSIGHTS_AUTHENTICATION_STRING'?\s*:\s*'([^'\n]*)'/.exec(allCode)?.[1];
   if (!setsAppSetting(allCode, 'APPLICATIONINSIGHTS_CONNECTION_STRING')) {
@@ -590,6 +704,222 @@ export function lintBicep(files: Record<string, string>, expect: InfraExpectatio
   return problems;
 }
 
+// --- Baton's settings, end to end ------------------------------------------------------------
+
+/**
+ * Every setting Baton reads can be set with `azd env set`, and survives `azd provision`: a
+ * main.bicep parameter documented as the setting, with Baton's default, mapped from the azd
+ * variable of the same name in main.parameters.json, handed to the module that writes the app
+ * setting, and written from that parameter.
+ */
+export function lintBatonSettings(files: InfraFiles, expect: Pick<InfraExpectations, 'batonSettings'>): string[] {
+  const problems: string[] = [];
+  const report = (rule: string, file: string, message: string) => problems.push(`${rule}: ${file}: ${message}`);
+  const mainRaw = files.bicep[MAIN_BICEP];
+  if (mainRaw === undefined) return problems;
+  const main = parseBicep(MAIN_BICEP, mainRaw);
+  const parsed = Object.entries(files.bicep).map(([path, raw]) => (path === MAIN_BICEP ? main : parseBicep(path, raw)));
+  let azd: Record<string, { value?: unknown }> = {};
+  try {
+    azd = (JSON.parse(files.parametersJson) as { parameters?: typeof azd }).parameters ?? {};
+  } catch {
+    // lintParameters reports it.
+  }
+  const appSettingsFile = (name: string) => parsed.find((file) => appSettingValue(file.code, name) !== undefined);
+  const sourceOf = (name: string): { file: ParsedBicep; param: string; fromMain: string | undefined } | undefined => {
+    const file = appSettingsFile(name);
+    const value = file && appSettingValue(file.code, name);
+    const param = file && value !== undefined ? file.params.find((p) => mentions(value, p.name))?.name : undefined;
+    if (!file || !param) return undefined;
+    return { file, param, fromMain: passedFrom(main, file, param) };
+  };
+
+  for (const [name, expectedDefault] of Object.entries(expect.batonSettings)) {
+    const param = main.params.find((p) => p.decorators.includes(`@description('${name}:`));
+    if (!param) {
+      report('baton-settings-param', main.path, `no parameter is documented as ${name} (@description('${name}: ...'))`);
+    } else {
+      if (param.value !== expectedDefault) {
+        report(
+          'baton-settings-param',
+          main.path,
+          `${param.name} (${name}) defaults to ${param.value || 'nothing'}, Baton's default is ${expectedDefault}`,
+        );
+      }
+      if (azd[param.name]?.value !== `\${${name}}`) {
+        report(
+          'baton-settings-azd',
+          'infra/main.parameters.json',
+          `${param.name} must be "\${${name}}", so azd env set ${name} reaches it`,
+        );
+      }
+    }
+    const file = appSettingsFile(name);
+    if (!file) {
+      report('app-settings-baton', ALL_BICEP, `${name} is not set`);
+      continue;
+    }
+    const source = sourceOf(name);
+    if (!param || !source || source.fromMain === undefined || !mentions(source.fromMain, param.name)) {
+      report('baton-settings-wiring', file.path, `${name} is not written from main.bicep's ${param?.name ?? name} parameter`);
+    }
+  }
+
+  // Settings written beside Baton's, from the same parameters.
+  const attempts = sourceOf('BATON_MAX_ATTEMPTS');
+  const dequeue = attempts && appSettingValue(attempts.file.code, MAX_DEQUEUE_OVERRIDE);
+  if (!attempts || dequeue === undefined || !mentions(dequeue, attempts.param)) {
+    report(
+      'app-settings-max-dequeue',
+      attempts?.file.path ?? ALL_BICEP,
+      `${MAX_DEQUEUE_OVERRIDE} must follow BATON_MAX_ATTEMPTS`,
+    );
+  }
+  const logLevel = sourceOf('BATON_LOG_LEVEL');
+  const overrides = parsed.flatMap((file) => [...file.code.matchAll(new RegExp(`\\b${FUNCTION_LOG_LEVEL_OVERRIDE}\\b`, 'g'))]);
+  const debugVar =
+    logLevel &&
+    new RegExp(
+      `\\bvar\\s+(\\w+)\\s*=\\s*${logLevel.param}\\s*==\\s*'debug'\\s*\\?\\s*\\{\\s*${FUNCTION_LOG_LEVEL_OVERRIDE}\\s*:\\s*'Debug'\\s*\\}\\s*:\\s*\\{\\s*\\}`,
+    ).exec(logLevel.file.code)?.[1];
+  const settingsResource = logLevel?.file.resources.find((r) => r.type === 'Microsoft.Web/sites/config');
+  if (!debugVar || !settingsResource || !mentions(settingsResource.body, debugVar) || overrides.length !== 1) {
+    report(
+      'app-settings-debug-log',
+      logLevel?.file.path ?? ALL_BICEP,
+      `${FUNCTION_LOG_LEVEL_OVERRIDE} must be 'Debug' when BATON_LOG_LEVEL is debug, and unset otherwise`,
+    );
+  }
+  return problems;
+}
+
+// --- alerts and workbook --------------------------------------------------------------------
+
+/**
+ * The three alerts (no leader, a run failed or timed out, fencing refusals) and the workbook,
+ * all on the Application Insights component, none with a fixed address to notify.
+ */
+export function lintMonitoring(files: Record<string, string>): string[] {
+  const problems: string[] = [];
+  const report = (rule: string, file: string, message: string) => problems.push(`${rule}: ${file}: ${message}`);
+  const parsed = Object.entries(files).map(([path, raw]) => parseBicep(path, raw));
+  const all = parsed.flatMap((file) => file.resources.filter((r) => !r.existing).map((resource) => ({ file, resource })));
+  const isComponent = (file: ParsedBicep, expr: string) =>
+    file.resources.some(
+      (r) =>
+        r.type === 'Microsoft.Insights/components' &&
+        new RegExp(`^(?:${r.symbol}\\.id|toLower\\(${r.symbol}\\.id\\))$`).test(expr.trim()),
+    );
+  const field = (body: string, key: string) => new RegExp(`\\b${key}\\s*:\\s*'([^']*)'`).exec(body)?.[1];
+
+  const rules = all.filter(({ resource }) => resource.type === 'Microsoft.Insights/scheduledQueryRules');
+  if (rules.length !== 3) report('alerts', ALL_BICEP, `expected three scheduled query rules, found ${rules.length}`);
+  const find = (signal: string) => rules.filter(({ resource }) => resource.body.includes(`"${signal}"`));
+  const expected = [
+    {
+      what: 'no leader',
+      signal: 'baton.leader.transitions',
+      table: 'customMetrics',
+      must: ['"acquired"', '"baton.leader.is_leader"'],
+    },
+    { what: 'a run failed or timed out', signal: 'baton.run.ended', table: 'customEvents', must: ['"failed"', '"timed-out"'] },
+    { what: 'fencing refusals', signal: 'baton.fencing.refusals', table: 'customMetrics', must: ['valueSum'] },
+  ];
+  for (const { what, signal, table, must } of expected) {
+    const found = find(signal);
+    if (found.length !== 1) {
+      report('alerts', ALL_BICEP, `expected one alert on ${signal} (${what}), found ${found.length}`);
+      continue;
+    }
+    const { file, resource } = found[0] as (typeof found)[number];
+    const body = resource.body;
+    for (const text of [table, ...must]) {
+      if (!body.includes(text)) report('alerts-query', file.path, `${resource.symbol} (${what}): its query must read ${text}`);
+    }
+    const scopes = (/\bscopes\s*:\s*\[([^\]]*)\]/.exec(body)?.[1] ?? '')
+      .split(/[\n,]/)
+      .map((scope) => scope.trim())
+      .filter(Boolean);
+    if (scopes.length !== 1 || !isComponent(file, scopes[0] as string)) {
+      report(
+        'alerts-scope',
+        file.path,
+        `${resource.symbol} (${what}) must be scoped to the Application Insights component alone`,
+      );
+    }
+    const frequency = minutesOf(field(body, 'evaluationFrequency'));
+    const window = minutesOf(field(body, 'windowSize'));
+    const ago = [...body.matchAll(/\bago\(([^)]*)\)/g)].map((m) => m[1]);
+    if (!(frequency <= 5) || !(window >= frequency)) {
+      report(
+        'alerts-window',
+        file.path,
+        `${resource.symbol} (${what}) must be evaluated every 5 minutes or less over a window at least as long`,
+      );
+    }
+    if (signal === 'baton.leader.transitions' && (window !== 5 || ago.length === 0 || ago.some((span) => span !== '5m'))) {
+      report(
+        'alerts-window',
+        file.path,
+        `${resource.symbol} (${what}) must look at the last 5 minutes exactly (windowSize PT5M, ago(5m))`,
+      );
+    }
+    // The criterion's operator, not a dimension's (Include or Exclude).
+    const operator = /\boperator\s*:\s*'(?!Include'|Exclude')([^']*)'/.exec(body)?.[1];
+    const threshold = /\bthreshold\s*:\s*([\d.]+)/.exec(body)?.[1];
+    if (operator !== 'GreaterThan' || threshold !== '0') {
+      report(
+        'alerts-condition',
+        file.path,
+        `${resource.symbol} (${what}) must fire when its query finds anything (GreaterThan 0)`,
+      );
+    }
+    if (
+      signal === 'baton.fencing.refusals' &&
+      (field(body, 'timeAggregation') !== 'Total' || !field(body, 'metricMeasureColumn'))
+    ) {
+      report(
+        'alerts-condition',
+        file.path,
+        `${resource.symbol} (${what}) must add up the refusals (timeAggregation Total of a column)`,
+      );
+    }
+    if (!/\bactions\s*:\s*\{[^}]*\bactionGroups\s*:/.test(body)) {
+      report('alerts-notify', file.path, `${resource.symbol} (${what}) names no action groups`);
+    }
+  }
+  // Who gets told is the deployer's to say: no address in the templates, and no action group
+  // unless one was given.
+  for (const file of parsed) {
+    for (const m of file.code.matchAll(/[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}/g)) {
+      report('alerts-notify', file.path, `a fixed e-mail address: ${m[0]}`);
+    }
+  }
+  for (const { file, resource } of all.filter(({ resource }) => resource.type === 'Microsoft.Insights/actionGroups')) {
+    if (resource.condition === undefined)
+      report('alerts-notify', file.path, `${resource.symbol} is created even when no address was given`);
+    for (const m of resource.body.matchAll(/\bemailAddress\s*:\s*([^\n]+)/g)) {
+      if (!file.params.some((p) => (m[1] as string).trim() === p.name)) {
+        report('alerts-notify', file.path, `${resource.symbol} must take its address from a parameter`);
+      }
+    }
+  }
+
+  const workbooks = all.filter(({ resource }) => resource.type === 'Microsoft.Insights/workbooks');
+  if (workbooks.length !== 1) report('workbook', ALL_BICEP, `expected one workbook, found ${workbooks.length}`);
+  for (const { file, resource } of workbooks) {
+    const source = /\bsourceId\s*:\s*([^\n]+)/.exec(resource.body)?.[1] ?? '';
+    if (!isComponent(file, source))
+      report('workbook', file.path, `${resource.symbol} must belong to the Application Insights component`);
+    const data = /\bserializedData\s*:\s*string\((\w+)\)/.exec(resource.body)?.[1];
+    const content = data === undefined ? '' : (file.vars.get(data) ?? '');
+    for (const metric of BATON_METRICS) {
+      if (!content.includes(`"${metric}"`)) report('workbook', file.path, `${resource.symbol} does not chart ${metric}`);
+    }
+  }
+  return problems;
+}
+
 /** The literal azd-service-name tag on the function app, for azure.yaml to match. */
 export function serviceTagOf(files: Record<string, string>): string | undefined {
   for (const [path, raw] of Object.entries(files)) {
@@ -645,8 +975,15 @@ export function lintHostJson(hostJson: string, expect: Pick<InfraExpectations, '
   const report = (rule: string, message: string) => problems.push(`${rule}: host.json: ${message}`);
   let host: {
     version?: unknown;
+    logging?: {
+      logLevel?: Record<string, unknown>;
+      applicationInsights?: { samplingSettings?: { isEnabled?: unknown; excludedTypes?: unknown } };
+    };
     extensionBundle?: { id?: unknown; version?: unknown };
-    extensions?: { queues?: { messageEncoding?: unknown; maxDequeueCount?: unknown } };
+    extensions?: {
+      queues?: { messageEncoding?: unknown; maxDequeueCount?: unknown };
+      durableTask?: { hubName?: unknown };
+    };
   };
   try {
     host = JSON.parse(hostJson) as typeof host;
@@ -669,7 +1006,54 @@ export function lintHostJson(hostJson: string, expect: Pick<InfraExpectations, '
   if (queues?.maxDequeueCount !== expect.maxAttempts) {
     report('host-max-dequeue', `extensions.queues.maxDequeueCount must be ${expect.maxAttempts}, BATON_MAX_ATTEMPTS's default`);
   }
+  // The host resolves %...% from app settings, so the task hub is named after Baton's hub.
+  if (host.extensions?.durableTask?.hubName !== '%BATON_HUB%') {
+    report('host-durable-hub', 'extensions.durableTask.hubName must be "%BATON_HUB%", so the task hub follows the hub');
+  }
+  // Baton logs to the console. The host reads the worker's stdout (console.info, console.log and
+  // console.debug alike) as Information in Host.Function.Console, so that category must pass
+  // Information for BATON_LOG_LEVEL=debug to show anything; a function's own context.debug lines
+  // are Debug in Function.<name>.User and stay out unless the app settings raise it.
+  const levels = host.logging?.logLevel ?? {};
+  const consoleLevel = effectiveLogLevel(levels, 'Host.Function.Console');
+  if (consoleLevel === undefined || consoleLevel > LOG_LEVELS.indexOf('Information')) {
+    report('host-log-level', "Baton's console lines (Host.Function.Console, Information) must pass logging.logLevel");
+  }
+  const functionLevel = effectiveLogLevel(levels, 'Function.baton-coordinator.User');
+  if (functionLevel === undefined || functionLevel < LOG_LEVELS.indexOf('Information')) {
+    report(
+      'host-log-level',
+      "functions' Debug lines (Function.<name>.User) must stay out by default: logging.logLevel Information or above",
+    );
+  }
+  const sampling = host.logging?.applicationInsights?.samplingSettings;
+  const excluded = String(sampling?.excludedTypes ?? '')
+    .split(';')
+    .map((type) => type.trim());
+  if (sampling?.isEnabled !== false && !excluded.includes('Event')) {
+    report(
+      'host-sampling',
+      'logging.applicationInsights.samplingSettings.excludedTypes must include Event: custom events are never sampled',
+    );
+  }
   return problems;
+}
+
+const LOG_LEVELS = ['Trace', 'Debug', 'Information', 'Warning', 'Error', 'Critical', 'None'];
+
+/**
+ * The index in LOG_LEVELS of the level host.json gives `category`: the longest matching category
+ * prefix, else `default`, else the host's own default (Information); undefined for a level name
+ * the host would not accept.
+ */
+function effectiveLogLevel(levels: Record<string, unknown>, category: string): number | undefined {
+  const keys = Object.keys(levels).filter(
+    (key) => key.toLowerCase() === category.toLowerCase() || category.toLowerCase().startsWith(`${key.toLowerCase()}.`),
+  );
+  const key = keys.sort((a, b) => b.length - a.length)[0] ?? Object.keys(levels).find((k) => k.toLowerCase() === 'default');
+  if (key === undefined) return LOG_LEVELS.indexOf('Information');
+  const index = LOG_LEVELS.findIndex((level) => level.toLowerCase() === String(levels[key]).toLowerCase());
+  return index < 0 ? undefined : index;
 }
 
 // --- azure.yaml -----------------------------------------------------------------------------
@@ -780,6 +1164,8 @@ export function lintAzureYaml(azureYaml: string, serviceTag: string | undefined,
 export function lintInfra(files: InfraFiles, expect: InfraExpectations): string[] {
   return [
     ...lintBicep(files.bicep, expect),
+    ...lintBatonSettings(files, expect),
+    ...lintMonitoring(files.bicep),
     ...lintParameters(files.parametersJson, files.bicep[MAIN_BICEP] ?? ''),
     ...lintHostJson(files.hostJson, expect),
     ...lintAzureYaml(files.azureYaml, serviceTagOf(files.bicep), expect),

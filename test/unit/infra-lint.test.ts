@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FUNCIGNORE, INSTALL_ARGS, PACKAGE_FILES, STAGE_DIR, stagePackage } from '../../infra/hooks/stage-package.mjs';
 import { hubResources } from '../../src/hub/resources';
-import { parseBatonSettings } from '../../src/app/settings';
+import { parseBatonSettings, parseLogLevel } from '../../src/app/settings';
 import {
   MAIN_BICEP,
   ROLE,
@@ -28,6 +28,38 @@ const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { ma
 const defaults = parseBatonSettings({});
 const resources = hubResources('hub');
 
+/**
+ * Every setting the Functions app reads: the names settings.ts parses, and the App settings table
+ * of docs/settings.md (the local cluster's own settings come after it and are not the app's).
+ */
+function batonSettingNames(): string[] {
+  const parsed = readFileSync(join(root, 'src', 'app', 'settings.ts'), 'utf8').matchAll(/'(BATON_[A-Z0-9_]+)'/g);
+  const docs = readFileSync(join(root, 'docs', 'settings.md'), 'utf8');
+  const table = docs.slice(docs.indexOf('## App settings'), docs.indexOf('The local cluster'));
+  const documented = table.matchAll(/^\| `(BATON_[A-Z0-9_]+)`/gm);
+  return [...new Set([...parsed, ...documented].map((m) => m[1] as string))].sort();
+}
+
+/** Each setting's default as its Bicep parameter must write it; '' where Baton's default is "unset". */
+const SETTING_DEFAULTS: Record<string, string> = {
+  BATON_HUB: `'${defaults.hub}'`,
+  BATON_LEASE_SECONDS: String(defaults.leaseDurationSeconds),
+  // Two thirds of the lease, which Baton works out when the setting is blank.
+  BATON_RENEW_DEADLINE_SECONDS: "''",
+  BATON_LEASE_CONTAINER: `'${defaults.leaseContainer}'`,
+  BATON_COORDINATOR_SCHEDULE: `'${defaults.coordinatorSchedule}'`,
+  BATON_TERM_SECONDS: String(defaults.termSeconds),
+  BATON_MAX_ATTEMPTS: String(defaults.maxAttempts),
+  BATON_MAX_IN_FLIGHT: String(defaults.maxInFlightMessages),
+  BATON_LOG_LEVEL: `'${parseLogLevel({})}'`,
+  BATON_QUEUE_SHARDS: String(defaults.queueShards),
+  BATON_ENGINE: `'${defaults.engine}'`,
+  BATON_METRICS_EXPORTER: "'none'",
+  BATON_AUDIT_CONTAINER: `'${defaults.auditContainer}'`,
+  BATON_SYNTHETIC_JOBS: "''",
+};
+const settingNames = batonSettingNames();
+
 const expectations: InfraExpectations = {
   hub: defaults.hub,
   leaseSeconds: defaults.leaseDurationSeconds,
@@ -43,6 +75,9 @@ const expectations: InfraExpectations = {
   stagedPaths: PACKAGE_FILES,
   stageDir: STAGE_DIR,
   exists: (path) => existsSync(join(root, path)),
+  batonSettings: Object.fromEntries(
+    settingNames.map((name) => [name, SETTING_DEFAULTS[name] ?? `(no default known for ${name})`]),
+  ),
 };
 
 const real = readInfraFiles(root);
@@ -52,6 +87,7 @@ const STORAGE = 'infra/modules/storage.bicep';
 const STORAGE_ACCESS = 'infra/modules/storage-access.bicep';
 const MONITORING = 'infra/modules/monitoring.bicep';
 const IDENTITY = 'infra/modules/identity.bicep';
+const ALERTS = 'infra/modules/alerts.bicep';
 const PARAMETERS = 'infra/main.parameters.json';
 const OTHER_GUID = '00000000-0000-0000-0000-000000000001';
 
@@ -184,12 +220,12 @@ const breakages: [string, string, Mutate][] = [
   [
     "the lease container is not Baton's",
     'hub-resources',
-    replace(MAIN_BICEP, "var leaseContainerName = 'leases'", "var leaseContainerName = 'locks'"),
+    replace(MAIN_BICEP, "param leaseContainerName string = 'leases'", "param leaseContainerName string = 'locks'"),
   ],
   [
     "the audit container is not Baton's",
     'hub-resources',
-    replace(MAIN_BICEP, "var auditContainerName = 'audit-demo'", "var auditContainerName = 'audit'"),
+    replace(MAIN_BICEP, "param auditContainerName string = 'audit-demo'", "param auditContainerName string = 'audit'"),
   ],
 
   // Roles.
@@ -226,6 +262,21 @@ const breakages: [string, string, Mutate][] = [
     'a role goes to a user',
     'role-principal-type',
     replace(STORAGE_ACCESS, "principalType: 'ServicePrincipal'", "principalType: 'User'"),
+  ],
+  [
+    'the durable engine cannot reach its tables',
+    'role-table-data',
+    replace(
+      STORAGE_ACCESS,
+      "var storageTableDataContributor = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'",
+      `var storageTableDataContributor = '${OTHER_GUID}'`,
+    ),
+  ],
+  ['the queue engine gets table access too', 'role-table-data', replace(STORAGE_ACCESS, '= if (grantTableData) {', '= {')],
+  [
+    'table access does not follow the engine',
+    'role-table-data',
+    replace(MAIN_BICEP, "grantTableData: engine == 'durable'", 'grantTableData: true'),
   ],
   ['a role assignment has a fixed name', 'role-name-guid', replace(STORAGE_ACCESS, /name: guid\([^\n]*\)/, "name: 'blob-data'")],
 
@@ -274,17 +325,125 @@ const breakages: [string, string, Mutate][] = [
     replace(MAIN_BICEP, "targetScope = 'subscription'", "targetScope = 'managementGroup'"),
   ],
   ['a module file is missing', 'modules', replace(MAIN_BICEP, "'modules/identity.bicep'", "'modules/identities.bicep'")],
+  ['the alerts are never deployed', 'modules', replace(MAIN_BICEP, /\nmodule alerts [\s\S]*?\n\}\n/, '\n')],
+
+  // Anonymous access.
+  [
+    'an anonymous function',
+    'no-anonymous',
+    append(
+      FUNCTION_APP,
+      "resource open 'Microsoft.Web/sites/functions@2024-04-01' = {\n  parent: app\n  name: 'open'\n  properties: {\n    config: {\n      bindings: [\n        {\n          type: 'httpTrigger'\n          authLevel: 'anonymous'\n        }\n      ]\n    }\n  }\n}",
+    ),
+  ],
+  [
+    'App Service authentication lets anyone in',
+    'no-anonymous',
+    append(
+      FUNCTION_APP,
+      "resource auth 'Microsoft.Web/sites/config@2024-04-01' = {\n  parent: app\n  name: 'authsettingsV2'\n  properties: {\n    globalValidation: {\n      unauthenticatedClientAction: 'AllowAnonymous'\n    }\n  }\n}",
+    ),
+  ],
+
+  // Alerts and workbook.
+  ['an alert is missing', 'alerts', replace(ALERTS, 'name == "baton.run.ended"\n| extend', 'name == "baton.run.end"\n| extend')],
+  [
+    'a fourth alert',
+    'alerts',
+    (files) => {
+      const text = textOf(files, ALERTS);
+      const start = text.indexOf('resource fencingRefusals');
+      const end = text.indexOf('\n}\n', start) + 3;
+      return withText(
+        files,
+        ALERTS,
+        `${text}\n${text.slice(start, end).replace('resource fencingRefusals', 'resource fencingAgain').replace("name: 'baton-fencing-refusals-", "name: 'baton-fencing-again-")}`,
+      );
+    },
+  ],
+  ['timeouts do not alert', 'alerts-query', replace(ALERTS, 'state in ("failed", "timed-out")', 'state in ("failed")')],
+  [
+    'no leader ignores the leader gauge',
+    'alerts-query',
+    replace(
+      ALERTS,
+      '| where name == "baton.leader.is_leader"\n    | summarize',
+      '| where name == "baton.leader.held"\n    | summarize',
+    ),
+  ],
+  ['no leader ignores acquisitions', 'alerts-query', replace(ALERTS, '== "acquired"', '== "released"')],
+  [
+    'an alert on the resource group',
+    'alerts-scope',
+    replace(ALERTS, /scopes: \[\n\s*appInsights\.id\n\s*\]/, 'scopes: [\n      resourceGroup().id\n    ]'),
+  ],
+  [
+    'no leader over 15 minutes',
+    'alerts-window',
+    replace(ALERTS, /(displayName: 'Baton \$\{hubName\}: no leader[\s\S]*?windowSize: )'PT5M'/, "$1'PT15M'"),
+  ],
+  ['no leader counts transitions over an hour', 'alerts-window', replace(ALERTS, 'ago(5m)', 'ago(1h)')],
+  [
+    'failed runs are looked at hourly',
+    'alerts-window',
+    replace(ALERTS, /(a run failed or timed out'[\s\S]*?evaluationFrequency: )'PT5M'/, "$1'PT1H'"),
+  ],
+  [
+    'failed runs between two windows are missed',
+    'alerts-window',
+    replace(ALERTS, /(a run failed or timed out'[\s\S]*?windowSize: )'PT10M'/, "$1'PT1M'"),
+  ],
+  [
+    'one fencing refusal is tolerated',
+    'alerts-condition',
+    replace(ALERTS, /(metricMeasureColumn: 'refusals'\n\s*operator: 'GreaterThan'\n\s*threshold: )0/, '$11'),
+  ],
+  [
+    'fencing refusals are counted as rows',
+    'alerts-condition',
+    replace(ALERTS, "timeAggregation: 'Total'", "timeAggregation: 'Count'"),
+  ],
+  [
+    'an alert fires on silence',
+    'alerts-condition',
+    replace(ALERTS, /(print timestamp[\s\S]*?operator: )'GreaterThan'/, "$1'LessThan'"),
+  ],
+  [
+    'a fixed address is notified',
+    'alerts-notify',
+    replace(ALERTS, 'emailAddress: alertEmail', "emailAddress: 'ops@example.com'"),
+  ],
+  [
+    'an action group with no address',
+    'alerts-notify',
+    replace(ALERTS, "actionGroups@2023-01-01' = if (notify) {", "actionGroups@2023-01-01' = {"),
+  ],
+  ['an alert that tells nobody', 'alerts-notify', replace(ALERTS, /\n\s*actions: \{\n\s*actionGroups: actionGroups\n\s*\}/, '')],
+  [
+    'the workbook leaves out open runs',
+    'workbook',
+    replace(ALERTS, '| where name == "baton.run.open"', '| where name == "baton.runs.open"'),
+  ],
+  [
+    'the workbook belongs to the group',
+    'workbook',
+    replace(ALERTS, 'sourceId: toLower(appInsights.id)', 'sourceId: toLower(resourceGroup().id)'),
+  ],
+  ['no workbook', 'workbook', replace(ALERTS, "workbooks@2023-06-01' = {", "workbooks@2023-06-01' existing = {")],
 
   // App settings.
-  ...[
-    'AzureWebJobsStorage__credential',
-    'AzureWebJobsStorage__clientId',
-    'AzureWebJobsStorage__blobServiceUri',
-    'AzureWebJobsStorage__queueServiceUri',
-  ].map((name): [string, string, Mutate] => [
-    `${name} is missing`,
-    'app-settings-identity',
-    replace(FUNCTION_APP, new RegExp(`\\n\\s*${name}:[^\\n]*`), ''),
+  ...['AzureWebJobsStorage__credential', 'AzureWebJobsStorage__clientId', 'AzureWebJobsStorage__accountName'].map(
+    (name): [string, string, Mutate] => [
+      `${name} is missing`,
+      'app-settings-identity',
+      replace(FUNCTION_APP, new RegExp(`\\n\\s*${name}:[^\\n]*`), ''),
+    ],
+  ),
+  // The per-service URI form fails on Flex Consumption (azure-functions-host#11787); the account name covers every service.
+  ...['blobServiceUri', 'queueServiceUri', 'tableServiceUri'].map((uri): [string, string, Mutate] => [
+    `the host connection uses __${uri}`,
+    'app-settings-host-storage',
+    addAppSetting(`AzureWebJobsStorage__${uri}: blobEndpoint`),
   ]),
   [
     'the credential is not the managed identity',
@@ -301,6 +460,76 @@ const breakages: [string, string, Mutate][] = [
   ['WEBSITE_RUN_FROM_PACKAGE on Flex', 'app-settings-flex-deprecated', addAppSetting("WEBSITE_RUN_FROM_PACKAGE: '1'")],
   ['BATON_HUB is not set', 'app-settings-baton', replace(FUNCTION_APP, /\n\s*BATON_HUB:[^\n]*/, '')],
   ['BATON_LEASE_SECONDS is not set', 'app-settings-baton', replace(FUNCTION_APP, /\n\s*BATON_LEASE_SECONDS:[^\n]*/, '')],
+  ['BATON_SYNTHETIC_JOBS is not set', 'app-settings-baton', replace(FUNCTION_APP, /\n\s*BATON_SYNTHETIC_JOBS:[^\n]*/, '')],
+  ['a misspelt BATON_ setting', 'app-settings-baton', addAppSetting("BATON_LEASE_SECOND: '15'")],
+
+  // Every BATON_* setting, from azd env set to the app setting.
+  [
+    'BATON_TERM_SECONDS has no parameter',
+    'baton-settings-param',
+    replace(MAIN_BICEP, /@description\('BATON_TERM_SECONDS:[^\n]*\n/, ''),
+  ],
+  [
+    'another default term',
+    'baton-settings-param',
+    replace(MAIN_BICEP, 'param termSeconds int = 60', 'param termSeconds int = 30'),
+  ],
+  [
+    'another default in-flight window',
+    'baton-settings-param',
+    replace(MAIN_BICEP, 'param maxInFlight int = 4096', 'param maxInFlight int = 256'),
+  ],
+  [
+    'a fixed renew deadline',
+    'baton-settings-param',
+    replace(MAIN_BICEP, "param renewDeadlineSeconds string = ''", "param renewDeadlineSeconds string = '10'"),
+  ],
+  [
+    'the durable engine by default',
+    'baton-settings-param',
+    replace(MAIN_BICEP, "param engine string = 'queue'", "param engine string = 'durable'"),
+  ],
+  [
+    'BATON_TERM_SECONDS cannot be set with azd',
+    'baton-settings-azd',
+    editJson(PARAMETERS, (doc) => delete doc.parameters.termSeconds),
+  ],
+  [
+    'BATON_ENGINE is read from another azd variable',
+    'baton-settings-azd',
+    editJson(PARAMETERS, (doc) => (doc.parameters.engine.value = '${ENGINE}')),
+  ],
+  ['main.bicep passes a fixed term', 'baton-settings-wiring', replace(MAIN_BICEP, 'termSeconds: termSeconds', 'termSeconds: 60')],
+  [
+    'the app setting ignores its parameter',
+    'baton-settings-wiring',
+    replace(FUNCTION_APP, 'BATON_ENGINE: engine', "BATON_ENGINE: 'queue'"),
+  ],
+  [
+    'the host retries a different number of times',
+    'app-settings-max-dequeue',
+    replace(
+      FUNCTION_APP,
+      'AzureFunctionsJobHost__extensions__queues__maxDequeueCount: string(maxAttempts)',
+      "AzureFunctionsJobHost__extensions__queues__maxDequeueCount: '5'",
+    ),
+  ],
+  [
+    "the host's retries are not set",
+    'app-settings-max-dequeue',
+    replace(FUNCTION_APP, /\n\s*AzureFunctionsJobHost__extensions__queues__maxDequeueCount:[^\n]*/, ''),
+  ],
+  [
+    "functions' debug lines always pass",
+    'app-settings-debug-log',
+    replace(FUNCTION_APP, "logLevel == 'debug' ? {", "logLevel != '' ? {"),
+  ],
+  ["functions' debug lines never pass", 'app-settings-debug-log', replace(FUNCTION_APP, '}, debugLogSettings)', '}, {})')],
+  [
+    "functions' debug lines pass unconditionally too",
+    'app-settings-debug-log',
+    addAppSetting("AzureFunctionsJobHost__logging__logLevel__Function: 'Debug'"),
+  ],
   [
     'Application Insights accepts keys',
     'app-insights-entra',
@@ -398,6 +627,32 @@ const breakages: [string, string, Mutate][] = [
     'host-max-dequeue',
     editJson('host.json', (doc) => (doc.extensions.queues.maxDequeueCount = 6)),
   ],
+  ['a fixed task hub', 'host-durable-hub', editJson('host.json', (doc) => (doc.extensions.durableTask.hubName = 'baton'))],
+  [
+    "Baton's console lines are dropped",
+    'host-log-level',
+    editJson('host.json', (doc) => {
+      doc.logging.logLevel = { default: 'Warning', Function: 'Information' };
+    }),
+  ],
+  [
+    'the host category drops them',
+    'host-log-level',
+    editJson('host.json', (doc) => {
+      delete doc.logging.logLevel['Host.Function.Console'];
+      doc.logging.logLevel.Host = 'Warning';
+    }),
+  ],
+  [
+    "every function's debug lines by default",
+    'host-log-level',
+    editJson('host.json', (doc) => (doc.logging.logLevel.Function = 'Debug')),
+  ],
+  [
+    'custom events are sampled',
+    'host-sampling',
+    editJson('host.json', (doc) => (doc.logging.applicationInsights.samplingSettings.excludedTypes = 'Request')),
+  ],
 
   // azure.yaml.
   ['no schema line', 'yaml-schema', replace('azure.yaml', /^# yaml-language-server[^\n]*\n/, '')],
@@ -433,6 +688,11 @@ describe('the deployment files', () => {
     expect(broken).not.toEqual(real);
     const problems = lintInfra(broken, expectations);
     expect(problems.map(ruleOf)).toContain(rule);
+  });
+
+  it('know the default of every setting Baton reads, and of no other', () => {
+    expect(settingNames.filter((name) => !(name in SETTING_DEFAULTS))).toEqual([]);
+    expect(Object.keys(SETTING_DEFAULTS).filter((name) => !settingNames.includes(name))).toEqual([]);
   });
 
   it('has a broken copy for every rule the lint can report', () => {
