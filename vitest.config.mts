@@ -26,6 +26,7 @@ const LONGEST_FIRST = [
   'test/e2e/cluster-kill-leader.e2e.test.ts',
   'test/e2e/cluster.e2e.test.ts',
   'test/e2e/chaos-smoke.e2e.test.ts',
+  'test/e2e/bench-smoke-long.e2e.test.ts',
   'test/e2e/bench-smoke.e2e.test.ts',
   'test/e2e/chaos-broken.e2e.test.ts',
 ];
@@ -70,7 +71,7 @@ export default defineConfig({
           name: 'e2e',
           include: ['test/e2e/**/*.test.ts'],
           exclude: [
-            'test/e2e/bench-smoke.e2e.test.ts',
+            'test/e2e/bench-smoke*.e2e.test.ts',
             'test/e2e/chaos-*.e2e.test.ts',
             'test/e2e/scale-failover.e2e.test.ts',
             'test/e2e/status-page.e2e.test.ts',
@@ -88,7 +89,7 @@ export default defineConfig({
         test: {
           name: 'bench-smoke',
           include: [
-            'test/e2e/bench-smoke.e2e.test.ts',
+            'test/e2e/bench-smoke*.e2e.test.ts',
             'test/e2e/chaos-*.e2e.test.ts',
             'test/e2e/scale-failover.e2e.test.ts',
             'test/e2e/status-page.e2e.test.ts',

@@ -42,6 +42,7 @@ export function chaosProgram(): Command {
         faultKinds,
       ),
     )
+    .option('--min-gap-seconds <s>', 'least quiet time between two faults (default 8)', wholeNumber('--min-gap-seconds'))
     .option('--data <dir>', 'folder for Azurite, the audit trail, logs and report.json (kept)')
     .option('--keep', 'keep the data folder even when nothing was found', false)
     .option('--json', 'print report.json instead of the table', false)
@@ -61,6 +62,7 @@ export function chaosProgram(): Command {
         keep: boolean;
         json: boolean;
         settleSeconds?: number;
+        minGapSeconds?: number;
       }) => {
         const seed = opts.seed ?? Math.floor(Math.random() * 2 ** 31);
         const report = await runSoak({
@@ -72,6 +74,7 @@ export function chaosProgram(): Command {
           ...(opts.data ? { data: opts.data } : {}),
           keep: opts.keep,
           ...(opts.settleSeconds !== undefined ? { settleSeconds: opts.settleSeconds } : {}),
+          ...(opts.minGapSeconds !== undefined ? { minGapSeconds: opts.minGapSeconds } : {}),
           log: (line) => process.stderr.write(`${line}\n`),
         });
         process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatSoakReport(report)}\n`);

@@ -41,6 +41,8 @@ export interface SoakOptions {
    * longest job timeout plus 20 s, which the invariants need; shorter only to see violations sooner.
    */
   settleSeconds?: number;
+  /** Least quiet time between two faults (default 8 s); the plan shares out what is left. */
+  minGapSeconds?: number;
   log: (line: string) => void;
 }
 
@@ -437,7 +439,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   };
 
   const report = async (): Promise<SoakReport> => {
-    const steps = planFaults({ seed: options.seed, durationMs: options.minutes * 60_000, kinds, leaseSeconds: LEASE_SECONDS });
+    const steps = planFaults({
+      seed: options.seed,
+      durationMs: options.minutes * 60_000,
+      kinds,
+      leaseSeconds: LEASE_SECONDS,
+      ...(options.minGapSeconds !== undefined ? { minGapMs: options.minGapSeconds * 1000 } : {}),
+    });
     // The app's own sample job runs hourly beside the test jobs; give it an (empty) container to audit.
     await direct().getContainerClient('audit-demo').createIfNotExists();
     for (let i = 0; i < options.instances; i++) instances.spawn();

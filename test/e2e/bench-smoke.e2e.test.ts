@@ -1,34 +1,12 @@
-/**
- * A tiny run of every benchmark in bench/benchmarks (N small, one trial, nothing written), so
- * the benchmarks keep working as the code changes. Figures are not checked against goals here:
- * that is what `npm run bench` is for. What is checked is that each measured something real.
- */
-import { readdirSync } from 'node:fs';
-import { basename, join } from 'node:path';
+/** Every benchmark but the two longest, run small (see test/support/bench-smoke.ts). */
 import { describe, expect, it } from 'vitest';
-import type { BenchResult } from '../../bench/lib/report';
-
-const DIR = join(__dirname, '..', '..', 'bench', 'benchmarks');
-const names = readdirSync(DIR)
-  .filter((f) => f.endsWith('.ts'))
-  .map((f) => basename(f, '.ts'))
-  .sort();
+import { BENCHMARKS, LONG_BENCHMARKS, smokeEach } from '../support/bench-smoke';
 
 describe('benchmark smoke runs', () => {
-  it('finds the benchmarks', () => {
-    expect(names).toContain('dispatch');
+  it('finds the benchmarks, the long ones among them', () => {
+    expect(BENCHMARKS).toContain('dispatch');
+    for (const name of LONG_BENCHMARKS) expect(BENCHMARKS).toContain(name);
   });
 
-  it.each(names)('%s runs small and reports a figure, a floor and a ratio', { timeout: 180_000 }, async (name) => {
-    const mod = (await import(join(DIR, `${name}.ts`))) as { name: string; run(o: { smoke: boolean }): Promise<BenchResult> };
-    expect(mod.name).toBe(name);
-    const result = await mod.run({ smoke: true });
-    expect(result.name).toBe(name);
-    expect(result.ours).toBeGreaterThan(0);
-    expect(result.floor).toBeGreaterThan(0);
-    expect(Number.isFinite(result.ratio)).toBe(true);
-    expect(result.ratio).toBeCloseTo(result.ours / result.floor, 9);
-    expect(result.machine.cores).toBeGreaterThan(0);
-    expect(Object.keys(result.summary).length).toBeGreaterThan(0);
-  });
+  smokeEach(BENCHMARKS.filter((name) => !LONG_BENCHMARKS.includes(name)));
 });

@@ -1,5 +1,6 @@
 /**
- * The chaos smoke: `npm run chaos` for 2 minutes with 3 real instance processes on a persisted
+ * The chaos smoke: `npm run chaos` for 1.5 minutes, faults at least 5 s apart (the soak's plan
+ * spaces them 8 s), with 3 real instance processes on a persisted
  * Azurite behind the fault proxies, every fault kind at least once (kill -9, SIGSTOP of the
  * leader past its lease, an Azurite restart, proxy faults, a lease broken from outside, a run
  * record unavailable, a worker dying between sending its result and deleting its message, a
@@ -34,7 +35,7 @@ describe('the chaos smoke', () => {
       process.execPath,
       [
         join(projectRoot, 'dist', 'src', 'chaos', 'main.js'),
-        ...['--minutes', '2', '--instances', '3', '--seed', '90', '--json', '--data', data],
+        ...['--minutes', '1.5', '--min-gap-seconds', '5', '--instances', '3', '--seed', '90', '--json', '--data', data],
       ],
       withoutFencingSwitch(),
       data,

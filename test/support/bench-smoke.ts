@@ -1,0 +1,38 @@
+/**
+ * A tiny run of benchmarks in bench/benchmarks (N small, one trial, nothing written), so the
+ * benchmarks keep working as the code changes. Figures are not checked against goals here: that
+ * is what `npm run bench` is for. What is checked is that each measured something real.
+ */
+import { readdirSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { expect, it } from 'vitest';
+import type { BenchResult } from '../../bench/lib/report';
+
+const DIR = join(__dirname, '..', '..', 'bench', 'benchmarks');
+
+/** Every benchmark, by name. */
+export const BENCHMARKS = readdirSync(DIR)
+  .filter((f) => f.endsWith('.ts'))
+  .map((f) => basename(f, '.ts'))
+  .sort();
+
+/**
+ * The longest two, smoked in a file of their own so the two halves run side by side; the other
+ * file smokes every benchmark not named here, so none is left out.
+ */
+export const LONG_BENCHMARKS = ['leader-memory', 'throughput'];
+
+export function smokeEach(names: readonly string[]): void {
+  it.each([...names])('%s runs small and reports a figure, a floor and a ratio', { timeout: 180_000 }, async (name) => {
+    const mod = (await import(join(DIR, `${name}.ts`))) as { name: string; run(o: { smoke: boolean }): Promise<BenchResult> };
+    expect(mod.name).toBe(name);
+    const result = await mod.run({ smoke: true });
+    expect(result.name).toBe(name);
+    expect(result.ours).toBeGreaterThan(0);
+    expect(result.floor).toBeGreaterThan(0);
+    expect(Number.isFinite(result.ratio)).toBe(true);
+    expect(result.ratio).toBeCloseTo(result.ours / result.floor, 9);
+    expect(result.machine.cores).toBeGreaterThan(0);
+    expect(Object.keys(result.summary).length).toBeGreaterThan(0);
+  });
+}
