@@ -174,8 +174,12 @@ const PAGE = `<!doctype html>
     $('open-empty').hidden = open.length > 0;
   }
 
-  function renderRecent(runs) {
-    $('recent').replaceChildren(...runs.map((run) => {
+  /** The last page of recent runs; open ones are shown with the status's fresher counters. */
+  let recent = [];
+  function renderRecent(active) {
+    const fresh = new Map(active.map((r) => [r.runId, r]));
+    $('recent').replaceChildren(...recent.map((listed) => {
+      const run = fresh.get(listed.runId) || listed;
       const took = run.endedAt ? Date.parse(run.endedAt) - Date.parse(run.createdAt) : null;
       const tr = row([run.runId, el('span', run.state, 'state-' + run.state), run.done + ' / ' + run.counters.planned, String(run.counters.failed), time(run.createdAt), duration(took)]);
       tr.className = 'clickable'; tr.dataset.run = run.runId;
@@ -217,10 +221,11 @@ const PAGE = `<!doctype html>
       // Listing runs reads every run record: less often than the status, and at once when a run opens or ends.
       const open = status.activeRuns.map((r) => r.runId).join(' ');
       if (now - lastRuns >= Math.max(every, 5000) || open !== lastOpen) {
-        renderRecent((await get('runs', { limit: '10' })).runs);
+        recent = (await get('runs', { limit: '10' })).runs;
         lastRuns = now;
         lastOpen = open;
       }
+      renderRecent(status.activeRuns);
       $('error').textContent = '';
       $('updated').textContent = 'updated ' + new Date().toLocaleTimeString() + ' · every ' + every / 1000 + ' s';
     } catch (err) {

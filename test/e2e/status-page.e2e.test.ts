@@ -126,6 +126,11 @@ describe.skipIf(!CHROMIUM)('the status page in headless Chromium', () => {
       .toBe(true);
     expect(await page.locator('#open-runs .rate').count()).toBeGreaterThan(0);
 
+    // A run's failures open under it: this run has none, and says so.
+    await page.locator('#open-runs .run').first().click();
+    await expect.poll(() => page.locator('#failures-more').textContent(), { timeout: 30_000, interval: 250 }).toBe('no failures');
+    expect(await page.locator('#failures-section').isVisible()).toBe(true);
+
     mkdirSync(join(projectRoot, 'test-results'), { recursive: true });
     await page.screenshot({ path: join(projectRoot, 'test-results', 'status-page.png'), fullPage: true });
     watching = false;
