@@ -97,6 +97,14 @@ param syntheticJobs string = ''
 @description('Most instances Flex Consumption may run for this app. Each instance polls the work queue, so this also caps storage requests and cost.')
 param maximumInstanceCount int = 40
 
+@description('BATON_APP_VERSION: this deploy\'s version, recorded with each epoch its instances take so the status shows which version leads. Empty: the package\'s version.')
+param appVersion string = ''
+
+@minValue(0)
+@maxValue(1000)
+@description('BATON_LEADER_PRIORITY: this app\'s leader priority, ranked after the version.')
+param leaderPriority int = 0
+
 @description('Leave empty to create a storage account. Set it to the storage account of another Baton deployment to run this app beside it (a second app or region on the same hub): the account must already hold the hub\'s containers and queues, and only this app\'s package container and role assignments are added to it.')
 param sharedStorageAccountName string = ''
 
@@ -228,6 +236,8 @@ module app 'modules/function-app.bicep' = {
     metricsExporter: metricsExporter
     auditContainerName: auditContainerName
     syntheticJobs: syntheticJobs
+    appVersion: appVersion
+    leaderPriority: leaderPriority
   }
 }
 

@@ -66,6 +66,11 @@ param metricsExporter string
 
 param auditContainerName string
 param syntheticJobs string
+param appVersion string
+
+@minValue(0)
+@maxValue(1000)
+param leaderPriority int
 
 // Read here rather than passed in, so the connection string never travels as a module output.
 resource appInsights 'Microsoft.Insights/components@2020-02-02' existing = {
@@ -189,6 +194,8 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     BATON_METRICS_EXPORTER: metricsExporter
     BATON_AUDIT_CONTAINER: auditContainerName
     BATON_SYNTHETIC_JOBS: syntheticJobs
+    BATON_APP_VERSION: appVersion
+    BATON_LEADER_PRIORITY: string(leaderPriority)
   }, debugLogSettings)
 }
 

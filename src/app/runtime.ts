@@ -1,4 +1,5 @@
 import { hubResources } from '../hub/resources';
+import { packageVersion } from './package-version';
 import { systemClock, type Clock } from '../clock/clock';
 import { SKEW_REPORT_THRESHOLD_MS, StorageTimeClock } from '../clock/storage-time-clock';
 import { Coordinator } from '../engine/coordinator';
@@ -179,6 +180,8 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     ...alignmentFor(settings.coordinatorSchedule),
     clock,
     ...(options.identity ? { identity: options.identity } : {}),
+    // Recorded with each epoch, so the status shows which version leads (a deploy's question).
+    rank: { version: settings.appVersion ?? packageVersion() ?? '0', priority: settings.leaderPriority },
     ...(logger ? { logger } : {}),
     onEvent: (event) => {
       telemetry.leaderEvent(event);

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { VERSION_PATTERN } from '../lease/leader-rank';
 import { InvalidSettingError } from '../errors.js';
 import { defaultRenewDeadlineMs, defaultRenewIntervalMs, RENEW_JITTER_FACTOR } from '../lease/elector-options.js';
 import { MAX_QUEUE_SHARDS, shardQueueNames } from '../hub/resources.js';
@@ -26,6 +27,10 @@ export interface BatonSettings {
   auditContainer: string;
   /** Which engine runs the jobs: Baton's queues (default) or Durable Functions orchestrations. */
   engine: 'queue' | 'durable';
+  /** This instance's leader priority (`BATON_LEADER_PRIORITY`, 0–1000, default 0); ranks after the version. */
+  leaderPriority: number;
+  /** The app's version (`BATON_APP_VERSION`); unset, the runtime takes its package's version. */
+  appVersion: string | undefined;
   /** Work and results queues the queue engine spreads a hub's messages over (`BATON_QUEUE_SHARDS`). */
   queueShards: number;
 }
@@ -143,6 +148,11 @@ function checkTaskHubName(hub: string): void {
   }
 }
 
+function optionalSetting<T>(env: Env, name: string, schema: z.ZodType<T, string>): T | undefined {
+  const value = readSetting(env, name);
+  return value === undefined ? undefined : parseSetting(schema, name, value);
+}
+
 export function parseBatonSettings(env: Env = process.env): BatonSettings {
   // Parsed in a fixed order so several bad settings still produce one predictable error.
   const hub = parseSetting(hubSchema, 'BATON_HUB', readSetting(env, 'BATON_HUB') ?? 'baton');
@@ -185,6 +195,20 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
       z.enum(['queue', 'durable'], { error: 'must be queue or durable' }),
       'BATON_ENGINE',
       readSetting(env, 'BATON_ENGINE') ?? 'queue',
+    ),
+    leaderPriority: parseSetting(
+      z
+        .string()
+        .regex(/^\d{1,4}$/, { error: 'must be a whole number from 0 to 1000' })
+        .transform(Number)
+        .pipe(z.number().max(1000, { error: 'must be a whole number from 0 to 1000' })),
+      'BATON_LEADER_PRIORITY',
+      readSetting(env, 'BATON_LEADER_PRIORITY') ?? '0',
+    ),
+    appVersion: optionalSetting(
+      env,
+      'BATON_APP_VERSION',
+      z.string().regex(VERSION_PATTERN, { error: 'must be a version such as 1.4.2 or 2.0.0-rc.1' }),
     ),
   };
   if (settings.engine === 'durable') checkTaskHubName(hub);

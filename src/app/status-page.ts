@@ -129,15 +129,17 @@ const PAGE = `<!doctype html>
     return since > 1000 && run.done > 0 ? run.done / (since / 1000) : null;
   }
 
+  const rankText = (l) => (l.version !== null ? ' · version ' + l.version + ' · priority ' + l.priority : '');
+
   function renderLeader(status) {
     const leader = status.leader;
     if (leader) {
       $('leader').textContent = leader.identity || 'unnamed holder';
       const since = leader.since || leader.acquiredAt;
-      $('leader-detail').textContent = 'epoch ' + leader.epoch + ' · leading for ' + duration(since ? Date.now() - Date.parse(since) : leader.ledForMs);
+      $('leader-detail').textContent = 'epoch ' + leader.epoch + rankText(leader) + ' · leading for ' + duration(since ? Date.now() - Date.parse(since) : leader.ledForMs);
     } else if (status.lastLeader) {
       $('leader').textContent = status.lastLeader.identity;
-      $('leader-detail').textContent = 'epoch ' + status.lastLeader.epoch + ' · between terms (an idle leader frees the lease until the next tick)';
+      $('leader-detail').textContent = 'epoch ' + status.lastLeader.epoch + rankText(status.lastLeader) + ' · between terms (an idle leader frees the lease until the next tick)';
     } else {
       $('leader').textContent = 'no leader yet';
       $('leader-detail').textContent = '';

@@ -80,6 +80,7 @@ export function renderStatus(view: StatusView, now: Date): string {
   const ledMs = view.leader && ledFor(view.leader);
   const leader = view.leader
     ? `${view.leader.identity ?? '(unknown identity)'}  epoch ${view.leader.epoch}` +
+      (view.leader.version !== null ? `  v${view.leader.version} priority ${view.leader.priority ?? 0}` : '') +
       (ledMs !== null && ledMs !== undefined ? `  leading for ${formatDuration(ledMs)}` : '')
     : 'none (no instance holds the lease)' +
       (view.lastLeader

@@ -180,7 +180,7 @@ export class DeadlineLeaseStore implements LeaseStore {
 
   bumpEpoch(leaseId: string, holder: string, options?: BumpOptions): Promise<number> {
     return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
-      this.inner.bumpEpoch(leaseId, holder, { abortSignal, freedAs: options?.freedAs }),
+      this.inner.bumpEpoch(leaseId, holder, { ...options, abortSignal }),
     );
   }
 

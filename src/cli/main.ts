@@ -1,6 +1,4 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { cliContext, ExitWith, type CliIo, type CliOptions } from './context';
 import { describeFailure, EXIT } from './failure';
@@ -8,6 +6,7 @@ import { examples, EXIT_CODES_HELP } from './help';
 import { registerHubCommands } from './hub-commands';
 import { registerStart } from './start-command';
 import type { TerminalIo } from './watch';
+import { packageVersion } from '../app/package-version';
 import { redactSecrets } from '../redact';
 
 export type { CliIo, CliOptions } from './context';
@@ -100,22 +99,6 @@ function parseTimeoutSeconds(value: string): number {
   const n = Number(value);
   if (!/^\d+$/.test(value.trim()) || n < 1 || n > 600) throw new InvalidArgumentError('must be whole seconds from 1 to 600');
   return n;
-}
-
-/** The version in Baton's package.json, found upward from this file (src/cli or dist/src/cli). */
-function packageVersion(): string | undefined {
-  if (typeof __dirname === 'undefined') return undefined;
-  let dir = __dirname;
-  for (let i = 0; i < 4; i++) {
-    try {
-      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: unknown; version?: unknown };
-      if (pkg.name === 'baton' && typeof pkg.version === 'string') return pkg.version;
-    } catch {
-      // not here; look further up
-    }
-    dir = dirname(dir);
-  }
-  return undefined;
 }
 
 if (typeof require !== 'undefined' && typeof module !== 'undefined' && require.main === module) {

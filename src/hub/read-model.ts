@@ -33,6 +33,9 @@ export interface LeaderView {
   ledForMs: number | null;
   /** When this holder took over from another (its terms in a row count as one stretch). */
   since: string | null;
+  /** The holder's app version (`BATON_APP_VERSION`) and priority, when it recorded them. */
+  version: string | null;
+  priority: number | null;
 }
 
 /** One change of holder: `reason` is how the new holder found the lease (released, expired, broken). */
@@ -60,7 +63,13 @@ export interface StatusView {
   endpoint: string;
   leader: LeaderView | null;
   /** While the lease is free (an idle hub frees it between ticks): who held it last. */
-  lastLeader: { identity: string; epoch: number; acquiredAt: string | null } | null;
+  lastLeader: {
+    identity: string;
+    epoch: number;
+    acquiredAt: string | null;
+    version: string | null;
+    priority: number | null;
+  } | null;
   /** Newest first; the lease record keeps the last ten. */
   leadershipChanges: LeadershipChangeView[];
   activeRuns: RunView[];
@@ -148,10 +157,18 @@ export function statusView(hub: string, endpoint: string, status: HubStatus): St
           acquiredAt: leader.acquiredAt ?? null,
           ledForMs: leader.ledForMs ?? null,
           since: leader.since ?? null,
+          version: leader.rank?.version ?? null,
+          priority: leader.rank?.priority ?? null,
         }
       : null,
     lastLeader: status.lastLeader
-      ? { identity: status.lastLeader.identity, epoch: status.lastLeader.epoch, acquiredAt: status.lastLeader.acquiredAt ?? null }
+      ? {
+          identity: status.lastLeader.identity,
+          epoch: status.lastLeader.epoch,
+          acquiredAt: status.lastLeader.acquiredAt ?? null,
+          version: status.lastLeader.rank?.version ?? null,
+          priority: status.lastLeader.rank?.priority ?? null,
+        }
       : null,
     leadershipChanges: status.leadershipChanges.map((c) => ({
       at: c.at.toISOString(),

@@ -1,5 +1,6 @@
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments } from '../fencing/fenced-documents';
+import type { LeaderRank } from '../lease/leader-rank';
 import type { LeadershipChange, LeaseStore } from '../lease/lease-store';
 import { isTerminal, runKeys, runRecordSchema, type RunRecord } from './run-record';
 import type { FailuresManifest, RunOutput } from './run-output';
@@ -18,10 +19,12 @@ export interface HubStatus {
         ledForMs: number | undefined;
         /** When this holder took over from another: an idle leader's terms follow each other. */
         since: string | undefined;
+        /** The holder's app version and priority, when it recorded them. */
+        rank: LeaderRank | undefined;
       }
     | undefined;
   /** The last holder while nobody holds the lease (an idle hub frees it between ticks). */
-  lastLeader: { identity: string; epoch: number; acquiredAt: string | undefined } | undefined;
+  lastLeader: { identity: string; epoch: number; acquiredAt: string | undefined; rank: LeaderRank | undefined } | undefined;
   /** Changes of holder, newest first, as the lease record keeps them. */
   leadershipChanges: LeadershipChange[];
   jobs: JobState[];
@@ -52,11 +55,12 @@ export async function readHubStatus(
         acquiredAt: held.acquiredAt?.toISOString(),
         ledForMs: held.acquiredAt ? Math.max(0, now.getTime() - held.acquiredAt.getTime()) : undefined,
         since: leadershipChanges.find((c) => c.holder === held.holder)?.at.toISOString(),
+        rank: held.holderRank,
       }
     : undefined;
   const lastLeader =
     !held.leased && held.holder !== undefined
-      ? { identity: held.holder, epoch: held.epoch, acquiredAt: held.acquiredAt?.toISOString() }
+      ? { identity: held.holder, epoch: held.epoch, acquiredAt: held.acquiredAt?.toISOString(), rank: held.holderRank }
       : undefined;
   const states = new FencedDocuments<JobState>(docs, { parse: (v) => jobStateSchema.parse(v) });
   const jobs: JobState[] = [];

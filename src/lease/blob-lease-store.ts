@@ -2,6 +2,7 @@ import type { BlobServiceClient, BlockBlobClient, ContainerClient } from '@azure
 import { ConcurrentUpdateError, CorruptLeaseError, LeaseHeldError, LeaseLostError } from '../errors';
 import { storageErrorOf } from '../storage/rest-error';
 import type { BlobEpochMark } from './blob-epoch-mark';
+import { formatRank, parseRank, type LeaderRank } from './leader-rank';
 import {
   checkRaiseAbove,
   raisedEpoch,
@@ -18,6 +19,7 @@ const META_EPOCH = 'batonepoch';
 const META_HOLDER = 'batonholder';
 const META_ACQUIRED = 'batonacquiredat';
 const META_CHANGES = 'batonchanges';
+const META_RANK = 'batonrank';
 /** Metadata is at most 8 KiB per blob; the history gives up its oldest entries to stay well inside. */
 const MAX_CHANGES_CHARS = 4096;
 
@@ -120,6 +122,8 @@ export class BlobLeaseStore implements LeaseStore {
           [META_HOLDER]: encodeURIComponent(holder),
           [META_ACQUIRED]: at.toISOString(),
           [META_CHANGES]: encodeChanges(changes),
+          // Always written, so a holder that gives no rank does not inherit the last one's.
+          [META_RANK]: options?.rank ? encodeURIComponent(formatRank(options.rank)) : '',
         };
       },
     );
@@ -195,9 +199,15 @@ function parseMetadata(where: string, metadata: Record<string, string> | undefin
   return {
     epoch,
     holder: holder ? safeDecode(holder) : undefined,
+    ...rankOf(metadata?.[META_RANK]),
     acquiredAt: acquired ? new Date(acquired) : undefined,
     changes: decodeChanges(metadata?.[META_CHANGES]),
   };
+}
+
+function rankOf(raw: string | undefined): { holderRank?: LeaderRank } {
+  const rank = parseRank(raw === undefined ? undefined : safeDecode(raw));
+  return rank ? { holderRank: rank } : {};
 }
 
 function freedAsOf(state: string | undefined, holder: string | undefined): LeaseFreedAs | undefined {

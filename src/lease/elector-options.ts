@@ -4,6 +4,7 @@ import { systemClock, type Clock } from '../clock/clock';
 import { InvalidConfigError } from '../errors';
 import type { LeaderEvent } from './leader-events';
 import type { LeaseStore } from './lease-store';
+import { VERSION_PATTERN, type LeaderRank } from './leader-rank';
 
 export interface LeaderElectorOptions {
   /** Where the lease lives. */
@@ -43,6 +44,11 @@ export interface LeaderElectorOptions {
    * is for the local host and for electors whose candidates all tick.
    */
   expiryAlignment?: { periodMs: number; offsetMs?: number; marginMs?: number };
+  /**
+   * This candidate's rank (app version, then priority), recorded with its epoch when it leads so
+   * that the others and the status can see which version leads. Default: none recorded.
+   */
+  rank?: LeaderRank;
   clock?: Clock;
   /** Source of jitter, in [0, 1). Default `Math.random`. */
   random?: () => number;
@@ -68,6 +74,7 @@ export interface ResolvedElectorOptions {
   stallTimeoutMs: number;
   abandonTaskAfterMs: number;
   expiryAlignment: { periodMs: number; offsetMs: number; marginMs: number } | undefined;
+  rank: LeaderRank | undefined;
   clock: Clock;
   random: () => number;
   onEvent: ((event: LeaderEvent) => void) | undefined;
@@ -145,6 +152,21 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
     }
     expiryAlignment = { periodMs, offsetMs, marginMs };
   }
+  const { rank } = options;
+  if (rank !== undefined) {
+    if (typeof rank.version !== 'string' || !VERSION_PATTERN.test(rank.version)) {
+      throw new InvalidConfigError(
+        'rank.version',
+        `rank.version must be a version such as 1.4.2 or 2.0.0-rc.1, got ${String(rank.version)}`,
+      );
+    }
+    if (!Number.isInteger(rank.priority) || rank.priority < 0 || rank.priority > 1000) {
+      throw new InvalidConfigError(
+        'rank.priority',
+        `rank.priority must be a whole number from 0 to 1000, got ${String(rank.priority)}`,
+      );
+    }
+  }
   return {
     store,
     identity,
@@ -156,6 +178,7 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
     stallTimeoutMs,
     abandonTaskAfterMs,
     expiryAlignment,
+    rank: rank ? { ...rank } : undefined,
     clock: options.clock ?? systemClock,
     random: options.random ?? Math.random,
     onEvent: options.onEvent,

@@ -1,5 +1,6 @@
 import { systemClock, type Clock } from '../clock/clock';
 import { LeaseHeldError, LeaseLostError } from '../errors';
+import type { LeaderRank } from './leader-rank';
 import {
   checkRaiseAbove,
   raisedEpoch,
@@ -28,6 +29,7 @@ export class InMemoryLeaseStore implements LeaseStore {
   /** The highest epoch handed out, which outlives the record, as `BlobEpochMark` does. */
   private mark = 0;
   private holder: string | undefined;
+  private holderRank: LeaderRank | undefined;
   private acquiredAt: Date | undefined;
   private durationMs = 0;
   /** Set by a release; a lapsed or broken lease says so itself. */
@@ -76,6 +78,7 @@ export class InMemoryLeaseStore implements LeaseStore {
     return {
       leased,
       holder: this.holder,
+      ...(this.holderRank ? { holderRank: { ...this.holderRank } } : {}),
       epoch: this.epoch,
       acquiredAt: this.acquiredAt,
       ...(leased ? {} : { freedAs: this.freedAs() }),
@@ -93,6 +96,7 @@ export class InMemoryLeaseStore implements LeaseStore {
     this.acquiredAt = this.clock.date();
     this.changes = withLeadershipChange(this.changes, this.holder, holder, this.epoch, this.acquiredAt, options?.freedAs);
     this.holder = holder;
+    this.holderRank = options?.rank ? { ...options.rank } : undefined;
     return this.epoch;
   }
 
@@ -120,6 +124,7 @@ export class InMemoryLeaseStore implements LeaseStore {
     this.released = false;
     this.epoch = 0;
     this.holder = undefined;
+    this.holderRank = undefined;
     this.acquiredAt = undefined;
     this.changes = [];
   }

@@ -187,7 +187,10 @@ export class LeaderElector {
     const bound = timeoutSignal(clock, renewDeadlineMs, signal);
     try {
       await untilAborted(store.acquire(leaseId, leaseDurationSeconds, { abortSignal: bound.signal }), bound.signal);
-      const epoch = await untilAborted(store.bumpEpoch(leaseId, identity, { abortSignal: bound.signal, freedAs }), bound.signal);
+      const epoch = await untilAborted(
+        store.bumpEpoch(leaseId, identity, { abortSignal: bound.signal, freedAs, rank: this.options.rank }),
+        bound.signal,
+      );
       return { leaseId, epoch, startedAt };
     } catch (err) {
       if (err instanceof LeaseHeldError) return undefined;

@@ -1,3 +1,5 @@
+import type { LeaderRank } from './leader-rank';
+
 /**
  * The storage port under leader election: one named lease with an epoch beside it.
  *
@@ -7,7 +9,7 @@
  *   `LeaseHeldError`. Acquiring again with the id you hold renews.
  * - `renew` and `release` with a lease id that is no longer current throw `LeaseLostError`
  *   (`conflict`, or `broken` after `breakLease`).
- * - `bumpEpoch` writes `epoch + 1`, the holder and the acquisition time, and succeeds only while
+ * - `bumpEpoch` writes `epoch + 1`, the holder (with its rank, when given) and the acquisition time, and succeeds only while
  *   `leaseId` holds the lease and nothing changed the record since it was read. When the holder
  *   differs from the recorded one, the same write appends a `LeadershipChange` to `changes`.
  * - `read` of a lease that is not leased says how it became free (`freedAs`) once it has been
@@ -49,6 +51,8 @@ export interface LeaseCallOptions {
 export interface BumpOptions extends LeaseCallOptions {
   /** How the lease was free when this holder read it before acquiring (`LeaseRecord.freedAs`). */
   freedAs?: LeaseFreedAs | undefined;
+  /** The new holder's rank, recorded beside its name (`LeaseRecord.holderRank`). */
+  rank?: LeaderRank | undefined;
 }
 
 /** How a lease that nobody holds became free, as storage reports it. */
@@ -88,6 +92,8 @@ export interface LeaseRecord {
   leased: boolean;
   /** The last holder that bumped the epoch; it may have lost the lease since. */
   holder: string | undefined;
+  /** That holder's rank, when it gave one. */
+  holderRank?: LeaderRank | undefined;
   epoch: number;
   acquiredAt: Date | undefined;
   /** How the lease became free, when it is not leased and storage says (a new record has none). */

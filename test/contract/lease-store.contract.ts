@@ -65,6 +65,22 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       for (const change of changes ?? []) expect(change.at).toBeInstanceOf(Date);
     });
 
+    it('records the rank a holder gives with its epoch, and none for a holder that gives none', async () => {
+      const { store } = await makeHarness();
+      const a = id();
+      await store.acquire(a, 15);
+      await store.bumpEpoch(a, 'a', { rank: { version: '2.0.0-rc.1', priority: 7 } });
+      expect(await store.read()).toMatchObject({ holder: 'a', holderRank: { version: '2.0.0-rc.1', priority: 7 } });
+      // A raise keeps it: the holder has not changed.
+      await store.raiseEpoch(a, 10);
+      expect((await store.read()).holderRank).toEqual({ version: '2.0.0-rc.1', priority: 7 });
+      await store.release(a);
+      const b = id();
+      await store.acquire(b, 15);
+      await store.bumpEpoch(b, 'b');
+      expect((await store.read()).holderRank).toBeUndefined();
+    });
+
     it(`keeps the last ${LEADERSHIP_CHANGES_KEPT} changes of holder, newest last`, async () => {
       const { store } = await makeHarness();
       for (let i = 1; i <= LEADERSHIP_CHANGES_KEPT + 2; i++) {

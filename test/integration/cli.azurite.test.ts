@@ -95,6 +95,8 @@ describe('baton status', () => {
       expect.objectContaining({ holder: 'instance-a', epoch: seed.epoch - 1, previous: null, reason: 'first' }),
     ]);
     expect(view.leader?.since).toBe(view.leadershipChanges[0]!.at);
+    // The rank the leader recorded with its epoch: which version leads.
+    expect(view.leader).toMatchObject({ version: '1.4.2', priority: 3 });
     expect(view.activeRuns).toHaveLength(1);
     expect(view.activeRuns[0]).toMatchObject({
       runId: seed.activeRunId,
@@ -119,6 +121,7 @@ describe('baton status', () => {
     expect(result.out).toContain(seed.leader);
     expect(result.out).toContain(`epoch ${seed.epoch}`);
     expect(result.out).toMatch(/leading for \d+s/);
+    expect(result.out).toContain(`epoch ${seed.epoch}  v1.4.2 priority 3`);
     expect(result.out).toContain('leadership changes: last 2 of 2 kept');
     expect(result.out).toMatch(new RegExp(`${seed.leader} +${seed.epoch} +took a free lease \\(after instance-a\\)`));
     expect(result.out).toMatch(/instance-a +\d+ +first leader/);

@@ -104,7 +104,7 @@ export async function seedHub(
   // An infinite lease: the seed must not expire while the file's tests run.
   await lease.acquire(leaseId, -1);
   await lease.bumpEpoch(leaseId, 'instance-a');
-  const epoch = await lease.bumpEpoch(leaseId, leader);
+  const epoch = await lease.bumpEpoch(leaseId, leader, { rank: { version: '1.4.2', priority: 3 } });
 
   const docs = new BlobDocumentStore(blobService.getContainerClient(hubResources(hub).container));
   const records = new FencedDocuments<RunRecord>(docs, { parse: (v) => runRecordSchema.parse(v) });

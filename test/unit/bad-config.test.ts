@@ -348,6 +348,24 @@ const rows: Row[] = [
   },
   { setting: 'BATON_LOG_LEVEL', what: 'a word', env: { BATON_LOG_LEVEL: 'verbose' }, rule: /must be info or debug$/ },
   {
+    setting: 'BATON_LEADER_PRIORITY',
+    what: 'a priority above 1000',
+    env: { BATON_LEADER_PRIORITY: '1001' },
+    rule: /must be a whole number from 0 to 1000$/,
+  },
+  {
+    setting: 'BATON_LEADER_PRIORITY',
+    what: 'a negative priority',
+    env: { BATON_LEADER_PRIORITY: '-1' },
+    rule: /must be a whole number from 0 to 1000$/,
+  },
+  {
+    setting: 'BATON_APP_VERSION',
+    what: 'a version that is not numbers',
+    env: { BATON_APP_VERSION: 'latest' },
+    rule: /must be a version such as 1\.4\.2 or 2\.0\.0-rc\.1$/,
+  },
+  {
     setting: 'BATON_METRICS_EXPORTER',
     what: 'an unknown exporter',
     env: { BATON_METRICS_EXPORTER: 'prometheus' },

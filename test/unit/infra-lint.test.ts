@@ -57,6 +57,9 @@ const SETTING_DEFAULTS: Record<string, string> = {
   BATON_METRICS_EXPORTER: "'none'",
   BATON_AUDIT_CONTAINER: `'${defaults.auditContainer}'`,
   BATON_SYNTHETIC_JOBS: "''",
+  // The package's version, which Baton reads when the setting is blank.
+  BATON_APP_VERSION: "''",
+  BATON_LEADER_PRIORITY: String(defaults.leaderPriority),
 };
 const settingNames = batonSettingNames();
 

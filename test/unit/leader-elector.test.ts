@@ -64,6 +64,13 @@ describe('LeaderElector on a fake clock', () => {
     expect(await memory.read()).toMatchObject({ leased: false, holder: 'a', epoch: 1 });
   });
 
+  it('records its rank with each epoch it takes', async () => {
+    const { elector, memory } = setup();
+    await elector('a', { rank: { version: '1.4.2', priority: 3 } }).runIfLeader(async () => {
+      expect(await memory.read()).toMatchObject({ leased: true, holder: 'a', holderRank: { version: '1.4.2', priority: 3 } });
+    });
+  });
+
   it('tells the store how it found the lease, so the history says why leadership moved', async () => {
     const { elector, memory, clock } = setup();
     const a = elector('a');

@@ -234,6 +234,8 @@ describe('parseBatonSettings', () => {
       auditContainer: 'audit-demo',
       engine: 'queue',
       queueShards: 1,
+      leaderPriority: 0,
+      appVersion: undefined,
     });
   });
 
@@ -277,6 +279,8 @@ describe('parseBatonSettings', () => {
       BATON_MAX_IN_FLIGHT: '256',
       BATON_AUDIT_CONTAINER: 'my-audit',
       BATON_ENGINE: 'durable',
+      BATON_LEADER_PRIORITY: '7',
+      BATON_APP_VERSION: '2.1.0-rc.1',
     };
     expect(parseBatonSettings(env)).toEqual({
       hub: 'nightly1',
@@ -290,7 +294,13 @@ describe('parseBatonSettings', () => {
       auditContainer: 'my-audit',
       engine: 'durable',
       queueShards: 1,
+      leaderPriority: 7,
+      appVersion: '2.1.0-rc.1',
     });
+  });
+
+  it('defaults the leader priority to 0 and leaves the app version to the package', () => {
+    expect(parseBatonSettings({})).toMatchObject({ leaderPriority: 0, appVersion: undefined });
   });
 
   it.each([15, 16, 17, 30, 44, 60])('defaults the renew deadline to what the elector defaults to, with a %i s lease', (lease) => {

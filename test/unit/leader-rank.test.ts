@@ -1,0 +1,52 @@
+import { describe, expect, it } from 'vitest';
+import { compareRanks, compareVersions, formatRank, parseRank } from '../../src/lease/leader-rank';
+import { resolveElectorOptions } from '../../src/lease/elector-options';
+import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
+
+describe('leader rank', () => {
+  it.each([
+    ['1.0.0', '1.0.0', 0],
+    ['1.0', '1.0.0', 0],
+    ['1.2.0', '1.10.0', -1],
+    ['2.0.0', '1.99.99', 1],
+    ['2.0.0-rc.1', '2.0.0', -1],
+    ['2.0.0-rc.1', '2.0.0-rc.2', -1],
+    ['2.0.0-rc.1', '1.9.0', 1],
+    ['10', '9.9', 1],
+  ])('version %s against %s: %i', (a, b, sign) => {
+    expect(compareVersions(a, b)).toBe(sign);
+    expect(compareVersions(b, a)).toBe(-sign || 0);
+  });
+
+  it.each([
+    [{ version: '2.0.0', priority: 0 }, { version: '1.0.0', priority: 1000 }, 1],
+    [{ version: '1.0.0', priority: 5 }, { version: '1.0.0', priority: 3 }, 1],
+    [{ version: '1.0.0', priority: 3 }, { version: '1.0.0', priority: 3 }, 0],
+  ])('rank %j against %j: %i (version first, then priority)', (a, b, sign) => {
+    expect(compareRanks(a, b)).toBe(sign);
+  });
+
+  it.each([
+    ['1.4.2;7', { version: '1.4.2', priority: 7 }],
+    ['2.0.0-rc.1;0', { version: '2.0.0-rc.1', priority: 0 }],
+    ['', undefined],
+    ['1.4.2', undefined],
+    ['v1;2', undefined],
+    ['1.0;x', undefined],
+  ])('reads the recorded rank %j as %j', (raw, rank) => {
+    expect(parseRank(raw)).toEqual(rank);
+    if (rank) expect(formatRank(rank)).toBe(raw);
+  });
+
+  it.each([
+    [{ version: 'latest', priority: 0 }, 'rank.version'],
+    [{ version: '1.0.0', priority: -1 }, 'rank.priority'],
+    [{ version: '1.0.0', priority: 1.5 }, 'rank.priority'],
+    [{ version: '1.0.0', priority: 1001 }, 'rank.priority'],
+  ])('the elector refuses rank %j, naming %s', (rank, option) => {
+    expect(() => resolveElectorOptions({ store: new InMemoryLeaseStore(), rank })).toThrow(
+      expect.objectContaining({ code: 'InvalidConfig', option }),
+    );
+    expect(() => resolveElectorOptions({ store: new InMemoryLeaseStore(), rank })).toThrow(new RegExp(`^${option} must be`));
+  });
+});
