@@ -111,7 +111,6 @@ const PAGE = `<!doctype html>
     return Math.floor(m / 60) + ' h ' + (m % 60) + ' min';
   };
   const time = (iso) => iso ? new Date(iso).toLocaleTimeString() : '—';
-  const WHY = { first: 'first leader', released: 'previous leader released the lease', expired: 'previous lease expired (crash or pause)', broken: 'lease broken from outside', unknown: 'took a free lease' };
   /** Samples of each open run's done count, for items/s over the last 15 s. */
   const samples = new Map();
   let selected = null;
@@ -146,7 +145,7 @@ const PAGE = `<!doctype html>
     }
     const body = $('timeline');
     body.replaceChildren(...status.leadershipChanges.map((c) =>
-      row([time(c.at), c.holder, String(c.epoch), (WHY[c.reason] || c.reason) + (c.previous ? ' (after ' + c.previous + ')' : '')])));
+      row([time(c.at), c.holder, String(c.epoch), c.why])));
     $('timeline-empty').hidden = status.leadershipChanges.length > 0;
   }
 

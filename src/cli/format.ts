@@ -55,23 +55,6 @@ export function fields(pairs: readonly (readonly [string, string])[]): string[] 
 
 const CHANGES_SHOWN = 5;
 
-/** How the new leader found the lease, as people say it. */
-export function whyLeaderChanged(reason: string, previous: string | null): string {
-  const after = previous ? ` (after ${previous})` : '';
-  switch (reason) {
-    case 'first':
-      return 'first leader';
-    case 'released':
-      return `previous leader released the lease${after}`;
-    case 'expired':
-      return `previous lease expired: crash or pause${after}`;
-    case 'broken':
-      return `lease broken from outside${after}`;
-    default:
-      return `took a free lease${after}`;
-  }
-}
-
 export function renderStatus(view: StatusView, now: Date): string {
   const lines: string[] = [];
   // Since it took over from another: an idle leader's back-to-back terms are one stretch.
@@ -101,9 +84,7 @@ export function renderStatus(view: StatusView, now: Date): string {
       ...indent(
         table(
           ['WHEN', 'LEADER', 'EPOCH', 'WHY'],
-          view.leadershipChanges
-            .slice(0, CHANGES_SHOWN)
-            .map((c) => [formatTime(c.at, now), c.holder, String(c.epoch), whyLeaderChanged(c.reason, c.previous)]),
+          view.leadershipChanges.slice(0, CHANGES_SHOWN).map((c) => [formatTime(c.at, now), c.holder, String(c.epoch), c.why]),
         ),
       ),
     );

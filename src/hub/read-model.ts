@@ -45,6 +45,19 @@ export interface LeadershipChangeView {
   holder: string;
   previous: string | null;
   reason: string;
+  /** The reason as people read it, naming the previous holder: what the CLI and the page print. */
+  why: string;
+}
+
+const WHY: Record<string, string> = {
+  first: 'first leader',
+  released: 'previous leader released the lease',
+  expired: 'previous lease expired (crash or pause)',
+  broken: 'lease broken from outside',
+};
+
+function whyLeaderChanged(reason: string, previous: string | undefined): string {
+  return `${WHY[reason] ?? 'took a free lease'}${previous ? ` (after ${previous})` : ''}`;
 }
 
 export interface JobView {
@@ -176,6 +189,7 @@ export function statusView(hub: string, endpoint: string, status: HubStatus): St
       holder: c.holder,
       previous: c.previous ?? null,
       reason: c.reason,
+      why: whyLeaderChanged(c.reason, c.previous),
     })),
     activeRuns: status.activeRuns.map(runView),
     jobs: [...status.jobs].sort((a, b) => a.job.localeCompare(b.job)).map(jobView),
