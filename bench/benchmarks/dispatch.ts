@@ -176,6 +176,7 @@ function handTerm(epoch: number): TermContext {
     identity: `bench-leader-${epoch}`,
     epoch,
     signal: controller.signal,
+    yieldSignal: new AbortController().signal,
     heartbeat() {},
     remainingMs: () => 1e9,
     raiseEpoch: noLeaseToRaise,

@@ -18,6 +18,7 @@ import { BlobEpochMark } from '../lease/blob-epoch-mark';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import type { LeaderLogger } from '../lease/elector-options';
 import { LeaderElector } from '../lease/leader-elector';
+import type { HandoverTiming } from '../lease/handover';
 import type { LeaderEvent } from '../lease/leader-events';
 import { AzureQueueDirectory } from '../queue/azure-queue';
 import { HubQueues } from '../engine/queue-shards';
@@ -180,8 +181,10 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     ...alignmentFor(settings.coordinatorSchedule),
     clock,
     ...(options.identity ? { identity: options.identity } : {}),
-    // Recorded with each epoch, so the status shows which version leads (a deploy's question).
+    // Recorded with each epoch, so the status shows which version leads (a deploy's question),
+    // and compared: a newer version (then a higher priority) asks the holder to hand over.
     rank: { version: settings.appVersion ?? packageVersion() ?? '0', priority: settings.leaderPriority },
+    handover: handoverTimingFor(settings.coordinatorSchedule),
     ...(logger ? { logger } : {}),
     onEvent: (event) => {
       telemetry.leaderEvent(event);
@@ -233,6 +236,17 @@ function reportSkew(log: { info(message: string): void; warn(message: string): v
   log.warn(
     `this machine's clock is ${seconds} s ${skewMs > 0 ? 'ahead of' : 'behind'} storage time; schedules and deadlines follow storage time`,
   );
+}
+
+/**
+ * Handovers keep time with the coordinator's tick: candidates ask on their ticks, so the holder
+ * looks once a tick (1–10 s), and leaves a departed requester's or higher rank's lease alone
+ * for three ticks. A requester reads the lease ten times a tick while it waits (100–500 ms).
+ */
+export function handoverTimingFor(schedule: string): Partial<HandoverTiming> {
+  const period = Schedule.parse(schedule, 'BATON_COORDINATOR_SCHEDULE').fixedPeriod()?.periodMs ?? 10_000;
+  const checkMs = Math.min(10_000, Math.max(1000, period));
+  return { checkMs, deferMs: 3 * checkMs, pollMs: Math.min(500, Math.max(100, checkMs / 10)) };
 }
 
 function alignmentFor(schedule: string): { expiryAlignment?: { periodMs: number; offsetMs: number } } {

@@ -3,7 +3,15 @@ import { hubResources } from '../hub/resources';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition } from '../fencing/document-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
-import type { BumpOptions, LeaseCallOptions, LeaseRecord, LeaseStore } from '../lease/lease-store';
+import type {
+  BumpOptions,
+  HandoverClaim,
+  HandoverRequest,
+  LeaseCallOptions,
+  LeaseRecord,
+  LeaseStore,
+  StoredHandoverRequest,
+} from '../lease/lease-store';
 import { createBlobServiceClient, publicEndpoint } from '../storage/client-factory';
 import type { ConnectionSource, ResolvedConnection } from './connection';
 
@@ -187,6 +195,28 @@ export class DeadlineLeaseStore implements LeaseStore {
   raiseEpoch(leaseId: string, above: number, options?: LeaseCallOptions): Promise<number> {
     return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
       this.inner.raiseEpoch(leaseId, above, { abortSignal }),
+    );
+  }
+
+  reserve(leaseId: string, reservation: HandoverClaim, options?: LeaseCallOptions): Promise<void> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
+      this.inner.reserve(leaseId, reservation, { abortSignal }),
+    );
+  }
+
+  readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.readRequest({ abortSignal }));
+  }
+
+  writeRequest(request: HandoverRequest, options?: LeaseCallOptions & { replacing?: string }): Promise<string> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
+      this.inner.writeRequest(request, { ...options, abortSignal }),
+    );
+  }
+
+  deleteRequest(version: string, options?: LeaseCallOptions): Promise<void> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
+      this.inner.deleteRequest(version, { abortSignal }),
     );
   }
 }

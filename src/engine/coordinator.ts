@@ -58,7 +58,8 @@ const MAX_STEP_FAILURES = 5;
  * The leader's work: on each turn it starts due runs, applies requests, moves every open run
  * one step (plan, dispatch, finalize, or end it on cancel or timeout), and drains results and
  * poison. It returns when the term is over, when its signal aborts, or as soon as there is
- * nothing open, so an idle leader does not sit on the lease. One run's trouble never stops the
+ * nothing open, so an idle leader does not sit on the lease, and between turns once a
+ * higher-ranked candidate has asked for the lease (`Leadership.yieldSignal`). One run's trouble never stops the
  * others: a failing step is retried on later turns and, if it keeps failing, ends that run.
  */
 export class Coordinator {
@@ -113,8 +114,13 @@ export class Coordinator {
     let lastRequests = Number.NEGATIVE_INFINITY;
     let lastDrain = Number.NEGATIVE_INFINITY;
     let idlePoll = ctx.tuning.idlePollMs;
+    // An idle wait ends early when a higher-ranked candidate asks for the lease.
+    const wake = AbortSignal.any([term.signal, leadership.yieldSignal]);
     for (;;) {
       term.signal.throwIfAborted();
+      // The safe point: the last turn's steps are checkpointed and its deletes are under way
+      // (`lead` waits for them). Return, and the elector hands the lease to the requester.
+      if (leadership.yieldSignal.aborted) return summary;
       leadership.heartbeat();
       if (term.epoch !== fencedAt) fencedAt = await fence();
       summary.turns++;
@@ -212,7 +218,9 @@ export class Coordinator {
       if (ctx.clock.now() >= endAt) return summary;
       if (busy) idlePoll = ctx.tuning.idlePollMs;
       else {
-        await sleep(ctx.clock, Math.min(idlePoll, Math.max(0, endAt - ctx.clock.now())), term.signal);
+        await sleep(ctx.clock, Math.min(idlePoll, Math.max(0, endAt - ctx.clock.now())), wake).catch((err: unknown) => {
+          if (term.signal.aborted) throw err;
+        });
         if (idle) idlePoll = Math.min(MAX_IDLE_POLL_MS, idlePoll * 2);
       }
     }

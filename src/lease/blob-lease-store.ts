@@ -8,7 +8,10 @@ import {
   raisedEpoch,
   withLeadershipChange,
   type BumpOptions,
+  type HandoverClaim,
+  type HandoverRequest,
   type LeaseCallOptions,
+  type StoredHandoverRequest,
   type LeaseFreedAs,
   type LeaseRecord,
   type LeaseStore,
@@ -20,6 +23,9 @@ const META_HOLDER = 'batonholder';
 const META_ACQUIRED = 'batonacquiredat';
 const META_CHANGES = 'batonchanges';
 const META_RANK = 'batonrank';
+const META_RESERVED = 'batonreservedfor';
+const META_REQUESTER = 'batonrequester';
+const META_TTL = 'batonttlms';
 /** Metadata is at most 8 KiB per blob; the history gives up its oldest entries to stay well inside. */
 const MAX_CHANGES_CHARS = 4096;
 
@@ -48,11 +54,14 @@ export class BlobLeaseStore implements LeaseStore {
   readonly description: string;
   private readonly container: ContainerClient;
   private readonly blob: BlockBlobClient;
+  /** The handover request: its own blob, as the leased one cannot be written without the lease id. */
+  private readonly requestBlob: BlockBlobClient;
   private readonly mark: BlobEpochMark | undefined;
 
   constructor(blobService: BlobServiceClient, leaseName: string, options: BlobLeaseStoreOptions = {}) {
     this.container = blobService.getContainerClient(options.containerName ?? 'leases');
     this.blob = this.container.getBlockBlobClient(leaseName);
+    this.requestBlob = this.container.getBlockBlobClient(`${leaseName}.handover-request`);
     this.mark = options.epochMark;
     this.description = this.blob.url.split('?')[0] ?? leaseName;
   }
@@ -124,6 +133,8 @@ export class BlobLeaseStore implements LeaseStore {
           [META_CHANGES]: encodeChanges(changes),
           // Always written, so a holder that gives no rank does not inherit the last one's.
           [META_RANK]: options?.rank ? encodeURIComponent(formatRank(options.rank)) : '',
+          // A reservation is for the next holder only: this one.
+          [META_RESERVED]: undefined,
         };
       },
     );
@@ -132,6 +143,77 @@ export class BlobLeaseStore implements LeaseStore {
   async raiseEpoch(leaseId: string, above: number, options?: LeaseCallOptions): Promise<number> {
     checkRaiseAbove(above);
     return this.writeEpoch(leaseId, 'raise the epoch', (epoch) => raisedEpoch(epoch, above), options);
+  }
+
+  async reserve(leaseId: string, reservation: HandoverClaim, options?: LeaseCallOptions): Promise<void> {
+    const action = 'reserve the lease';
+    const abortSignal = options?.abortSignal;
+    const props = await this.underLease(action, () => this.blob.getProperties({ abortSignal, conditions: { leaseId } }));
+    const metadata = { ...props.metadata, [META_RESERVED]: encodeURIComponent(encodeClaim(reservation)) };
+    await this.underLease(action, () =>
+      this.blob.setMetadata(metadata, { abortSignal, conditions: { leaseId, ifMatch: props.etag } }),
+    );
+  }
+
+  async readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {
+    let props;
+    try {
+      props = await this.requestBlob.getProperties({ abortSignal: options?.abortSignal });
+    } catch (err) {
+      if (storageErrorOf(err)?.status === 404) return undefined;
+      throw err;
+    }
+    // Both times are storage's (second resolution), so no candidate's clock enters into it.
+    const written = props.lastModified?.getTime() ?? 0;
+    const now = props.date?.getTime() ?? written;
+    const ageMs = Math.max(0, now - written);
+    const version = props.etag ?? '';
+    const meta = props.metadata ?? {};
+    const claim = decodeClaim(`${safeDecode(meta[META_RANK] ?? '')};${safeDecode(meta[META_REQUESTER] ?? '')}`);
+    const ttlMs = Number(meta[META_TTL]);
+    // A damaged request stands for nothing, and can be replaced at its version.
+    if (!claim || !Number.isSafeInteger(ttlMs) || ttlMs < 0) {
+      return { requester: '', rank: { version: '0', priority: 0 }, ttlMs: 0, ageMs, version };
+    }
+    return { ...claim, ttlMs, ageMs, version };
+  }
+
+  async writeRequest(request: HandoverRequest, options?: LeaseCallOptions & { replacing?: string }): Promise<string> {
+    const metadata = {
+      [META_REQUESTER]: encodeURIComponent(request.requester),
+      [META_RANK]: encodeURIComponent(formatRank(request.rank)),
+      [META_TTL]: String(Math.round(request.ttlMs)),
+    };
+    const abortSignal = options?.abortSignal;
+    const conditions = options?.replacing === undefined ? { ifNoneMatch: '*' } : { ifMatch: options.replacing };
+    const write = async (): Promise<string> =>
+      (await this.requestBlob.upload('', 0, { abortSignal, metadata, conditions })).etag ?? '';
+    try {
+      try {
+        return await write();
+      } catch (err) {
+        // Asked before anyone leased (or after the container was deleted): make room and ask once more.
+        if (storageErrorOf(err)?.code !== 'ContainerNotFound') throw err;
+        await this.container.createIfNotExists({ abortSignal });
+        return await write();
+      }
+    } catch (err) {
+      const status = storageErrorOf(err)?.status;
+      if (status === 409 || status === 412) {
+        throw new ConcurrentUpdateError(`${this.description} handover request`, { cause: err });
+      }
+      throw err;
+    }
+  }
+
+  async deleteRequest(version: string, options?: LeaseCallOptions): Promise<void> {
+    try {
+      await this.requestBlob.delete({ abortSignal: options?.abortSignal, conditions: { ifMatch: version } });
+    } catch (err) {
+      const status = storageErrorOf(err)?.status;
+      // Gone already, or someone else's request now: either way not ours to delete.
+      if (status !== 404 && status !== 412) throw err;
+    }
   }
 
   /**
@@ -145,7 +227,7 @@ export class BlobLeaseStore implements LeaseStore {
     action: string,
     next: (epoch: number) => number,
     options: LeaseCallOptions | undefined,
-    extra: (stored: Omit<LeaseRecord, 'leased'>, epoch: number) => Record<string, string> = () => ({}),
+    extra: (stored: Omit<LeaseRecord, 'leased'>, epoch: number) => Record<string, string | undefined> = () => ({}),
   ): Promise<number> {
     const props = await this.underLease(action, () =>
       this.blob.getProperties({ abortSignal: options?.abortSignal, conditions: { leaseId } }),
@@ -154,9 +236,14 @@ export class BlobLeaseStore implements LeaseStore {
     const stored = record.epoch;
     // The mark's own failures are not this lease's: they keep their errors.
     const epoch = this.mark ? await this.mark.advance((marked) => next(Math.max(stored, marked)), options) : next(stored);
+    const metadata: Record<string, string> = {};
+    // An undefined value removes the key.
+    for (const [key, value] of Object.entries({ ...props.metadata, ...extra(record, epoch) })) {
+      if (value !== undefined) metadata[key] = value;
+    }
     await this.underLease(action, () =>
       this.blob.setMetadata(
-        { ...props.metadata, ...extra(record, epoch), [META_EPOCH]: String(epoch) },
+        { ...metadata, [META_EPOCH]: String(epoch) },
         // The lease keeps other writers out; the ETag makes the change exact even so.
         { abortSignal: options?.abortSignal, conditions: { leaseId, ifMatch: props.etag } },
       ),
@@ -202,7 +289,26 @@ function parseMetadata(where: string, metadata: Record<string, string> | undefin
     ...rankOf(metadata?.[META_RANK]),
     acquiredAt: acquired ? new Date(acquired) : undefined,
     changes: decodeChanges(metadata?.[META_CHANGES]),
+    ...reservationOf(metadata?.[META_RESERVED]),
   };
+}
+
+function reservationOf(raw: string | undefined): { reservedFor?: HandoverClaim } {
+  const claim = raw ? decodeClaim(safeDecode(raw)) : undefined;
+  return claim ? { reservedFor: claim } : {};
+}
+
+/** `<rank>;<requester>`: the rank first, as the requester's name may hold anything. */
+function encodeClaim(claim: HandoverClaim): string {
+  return `${formatRank(claim.rank)};${claim.requester}`;
+}
+
+function decodeClaim(raw: string): HandoverClaim | undefined {
+  const parts = raw.split(';');
+  if (parts.length < 3) return undefined;
+  const rank = parseRank(`${parts[0]};${parts[1]}`);
+  const requester = parts.slice(2).join(';');
+  return rank && requester ? { requester, rank } : undefined;
 }
 
 function rankOf(raw: string | undefined): { holderRank?: LeaderRank } {

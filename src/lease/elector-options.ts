@@ -5,6 +5,7 @@ import { InvalidConfigError } from '../errors';
 import type { LeaderEvent } from './leader-events';
 import type { LeaseStore } from './lease-store';
 import { VERSION_PATTERN, type LeaderRank } from './leader-rank';
+import { defaultHandoverTiming, type HandoverTiming } from './handover';
 
 export interface LeaderElectorOptions {
   /** Where the lease lives. */
@@ -49,6 +50,15 @@ export interface LeaderElectorOptions {
    * that the others and the status can see which version leads. Default: none recorded.
    */
   rank?: LeaderRank;
+  /**
+   * With a `rank`: how handovers are timed. A candidate that outranks the holder asks for the
+   * lease and waits for it; the holder looks for requests every `checkMs` (default 2,000) and
+   * hands over at its task's next safe point; a request stands for `requestTtlMs` (default
+   * 3 × checkMs + 2,000), while its requester reads the lease every `pollMs` (default 100);
+   * other candidates leave a reserved or higher-ranked lease alone for `deferMs` (default
+   * 3 × acquireRetryMs). Without a rank none of this happens.
+   */
+  handover?: Partial<HandoverTiming>;
   clock?: Clock;
   /** Source of jitter, in [0, 1). Default `Math.random`. */
   random?: () => number;
@@ -75,6 +85,7 @@ export interface ResolvedElectorOptions {
   abandonTaskAfterMs: number;
   expiryAlignment: { periodMs: number; offsetMs: number; marginMs: number } | undefined;
   rank: LeaderRank | undefined;
+  handover: HandoverTiming;
   clock: Clock;
   random: () => number;
   onEvent: ((event: LeaderEvent) => void) | undefined;
@@ -167,6 +178,17 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
       );
     }
   }
+  const handover = { ...defaultHandoverTiming(acquireRetryMs), ...options.handover };
+  if (options.handover?.checkMs !== undefined && options.handover.requestTtlMs === undefined) {
+    handover.requestTtlMs = 3 * handover.checkMs + 2000;
+  }
+  for (const key of ['checkMs', 'requestTtlMs', 'pollMs', 'deferMs'] as const) positive(`handover.${key}`, handover[key]);
+  if (handover.requestTtlMs <= handover.checkMs) {
+    throw new InvalidConfigError(
+      'handover.requestTtlMs',
+      `handover.requestTtlMs (${handover.requestTtlMs}) must be longer than handover.checkMs (${handover.checkMs}), or the holder may never see a request`,
+    );
+  }
   return {
     store,
     identity,
@@ -179,6 +201,7 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
     abandonTaskAfterMs,
     expiryAlignment,
     rank: rank ? { ...rank } : undefined,
+    handover,
     clock: options.clock ?? systemClock,
     random: options.random ?? Math.random,
     onEvent: options.onEvent,

@@ -1,12 +1,15 @@
 import { systemClock, type Clock } from '../clock/clock';
-import { LeaseHeldError, LeaseLostError } from '../errors';
+import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError } from '../errors';
 import type { LeaderRank } from './leader-rank';
 import {
   checkRaiseAbove,
   raisedEpoch,
   withLeadershipChange,
   type BumpOptions,
+  type HandoverClaim,
+  type HandoverRequest,
   type LeaseCallOptions,
+  type StoredHandoverRequest,
   type LeaseFreedAs,
   type LeaseRecord,
   type LeaseStore,
@@ -35,6 +38,9 @@ export class InMemoryLeaseStore implements LeaseStore {
   /** Set by a release; a lapsed or broken lease says so itself. */
   private released = false;
   private changes: LeadershipChange[] = [];
+  private reservedFor: HandoverClaim | undefined;
+  private request: { value: HandoverRequest; writtenAt: number; version: string } | undefined;
+  private versions = 0;
 
   constructor(options: { clock?: Clock; name?: string } = {}) {
     this.clock = options.clock ?? systemClock;
@@ -83,6 +89,7 @@ export class InMemoryLeaseStore implements LeaseStore {
       acquiredAt: this.acquiredAt,
       ...(leased ? {} : { freedAs: this.freedAs() }),
       changes: this.changes.map((c) => ({ ...c, at: new Date(c.at) })),
+      ...(this.reservedFor ? { reservedFor: claimCopy(this.reservedFor) } : {}),
     };
   }
 
@@ -97,7 +104,36 @@ export class InMemoryLeaseStore implements LeaseStore {
     this.changes = withLeadershipChange(this.changes, this.holder, holder, this.epoch, this.acquiredAt, options?.freedAs);
     this.holder = holder;
     this.holderRank = options?.rank ? { ...options.rank } : undefined;
+    this.reservedFor = undefined;
     return this.epoch;
+  }
+
+  async reserve(leaseId: string, reservation: HandoverClaim, options?: LeaseCallOptions): Promise<void> {
+    options?.abortSignal?.throwIfAborted();
+    this.checkHolder(leaseId, 'reserve the lease');
+    if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot reserve the lease: the lease has expired');
+    this.reservedFor = claimCopy(reservation);
+  }
+
+  async readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {
+    options?.abortSignal?.throwIfAborted();
+    const stored = this.request;
+    if (!stored) return undefined;
+    const { value } = stored;
+    return { ...claimCopy(value), ttlMs: value.ttlMs, ageMs: this.clock.now() - stored.writtenAt, version: stored.version };
+  }
+
+  async writeRequest(request: HandoverRequest, options?: LeaseCallOptions & { replacing?: string }): Promise<string> {
+    options?.abortSignal?.throwIfAborted();
+    if (this.request?.version !== options?.replacing) throw new ConcurrentUpdateError(`${this.description} handover request`);
+    const version = `v${++this.versions}`;
+    this.request = { value: { ...claimCopy(request), ttlMs: request.ttlMs }, writtenAt: this.clock.now(), version };
+    return version;
+  }
+
+  async deleteRequest(version: string, options?: LeaseCallOptions): Promise<void> {
+    options?.abortSignal?.throwIfAborted();
+    if (this.request?.version === version) this.request = undefined;
   }
 
   async raiseEpoch(leaseId: string, above: number, options?: LeaseCallOptions): Promise<number> {
@@ -127,6 +163,7 @@ export class InMemoryLeaseStore implements LeaseStore {
     this.holderRank = undefined;
     this.acquiredAt = undefined;
     this.changes = [];
+    this.reservedFor = undefined;
   }
 
   private freedAs(): LeaseFreedAs | undefined {
@@ -148,4 +185,8 @@ export class InMemoryLeaseStore implements LeaseStore {
       throw new LeaseLostError('conflict', `cannot ${action}: lease id ${leaseId} does not hold the lease`);
     }
   }
+}
+
+function claimCopy(claim: HandoverClaim): HandoverClaim {
+  return { requester: claim.requester, rank: { ...claim.rank } };
 }

@@ -4,7 +4,8 @@ import { sleep, timeoutSignal, type TimerHandle } from '../clock/clock';
 import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError, TaskAbandonedError, type LeaseLossReason } from '../errors';
 import { resolveElectorOptions, type LeaderElectorOptions, type ResolvedElectorOptions } from './elector-options';
 import { describeLeaderEvent, type LeaderEvent } from './leader-events';
-import { checkRaiseAbove, type LeaseFreedAs, type LeaseRecord } from './lease-store';
+import { HandoverPolicy, watchForRequests } from './handover';
+import { checkRaiseAbove, type HandoverClaim, type LeaseFreedAs, type LeaseRecord } from './lease-store';
 
 /** What a leader's task receives. */
 export interface Leadership {
@@ -16,6 +17,12 @@ export interface Leadership {
   readonly epoch: number;
   /** Aborted when leadership ends for any reason; its reason is a `LeaseLostError` on loss. */
   readonly signal: AbortSignal;
+  /**
+   * Aborted when a higher-ranked candidate asked for the lease. Finish the step in hand, leave
+   * your state checkpointed, and return: the elector then names the requester in the lease and
+   * releases it. Ignoring it is safe, only slower: the term runs on as usual.
+   */
+  readonly yieldSignal: AbortSignal;
   /** Tells the watchdog the task is making progress. Call it at least every `stallTimeoutMs`. */
   heartbeat(): void;
   /**
@@ -67,7 +74,11 @@ type Outcome<T> = { ok: true; value: T } | { ok: false; error: unknown };
  *   its loss only when it runs again, possibly after another has taken over. Writes must carry
  *   the epoch to storage that checks it (see `FencedDocuments`); that is what makes a stale
  *   leader harmless.
- * - Fairness or a preferred leader: whoever tries first after the lease is free wins.
+ * - Fairness. Among equal ranks (or without one) whoever tries first after the lease is free
+ *   wins. A preferred leader (a higher `rank`) is a wish the others honour, not a lock: the
+ *   holder yields at its task's next safe point, a requester that went away leaves a request
+ *   that expires, and a reserved or higher-ranked lease is left alone only for a while, so
+ *   nobody waits for a candidate that is gone.
  * - Tolerance of a clock that runs at the wrong *rate* by more than the margin between the renew
  *   deadline and the lease (a third of the lease by default). Clock offsets do not matter: only
  *   local durations are used.
@@ -82,9 +93,15 @@ export class LeaderElector {
    * same instance read a free lease and lose its own 409 race, or see a holder with no name yet.
    */
   private attempt: Promise<void> | undefined;
+  /** Handover decisions, for a candidate with a rank. */
+  private readonly policy: HandoverPolicy | undefined;
+  /** The free-lease claim this candidate last said it defers to, so it says so once. */
+  private deferredTo: string | undefined;
 
   constructor(options: LeaderElectorOptions) {
     this.options = resolveElectorOptions(options);
+    const { identity, rank, handover, clock } = this.options;
+    this.policy = rank ? new HandoverPolicy(identity, rank, handover, clock) : undefined;
   }
 
   get identity(): string {
@@ -164,9 +181,19 @@ export class LeaderElector {
 
   private async readThenAcquire(signal: AbortSignal | undefined): Promise<{ term?: Term; holder?: LeaderInfo }> {
     const record = await this.boundedRead(signal);
-    if (record.leased) return { holder: holderOf(record) };
-    const term = await this.tryAcquire(signal, record.freedAs);
+    let term: Term | undefined;
+    if (record.leased) {
+      term = this.policy?.shouldAsk(record) ? await this.askForLease(this.policy, record, signal) : undefined;
+      if (!term) return { holder: holderOf(record) };
+    } else {
+      if (this.deferring(record)) return {};
+      term = await this.tryAcquire(signal, record.freedAs);
+    }
     if (!term) return {};
+    return this.won(term);
+  }
+
+  private won(term: Term): { term: Term } {
     // Known before the attempt settles, so a call waiting on it sees this term, not a free lease.
     // The epoch is read through, as the term may raise it.
     this.current = {
@@ -177,6 +204,87 @@ export class LeaderElector {
       acquiredAt: this.options.clock.date(),
     };
     return { term };
+  }
+
+  /** Whether to leave a free lease alone for now (see `HandoverPolicy.defers`); says so once per claim. */
+  private deferring(record: LeaseRecord): boolean {
+    const claim = this.policy?.defers(record);
+    if (!claim) return false;
+    const key = `${record.epoch}|${claim.requester}`;
+    if (this.deferredTo !== key) {
+      this.deferredTo = key;
+      const reserved = record.reservedFor !== undefined;
+      this.emit({
+        type: 'deferred',
+        identity: this.identity,
+        to: claim.requester,
+        reserved,
+        forMs: this.options.handover.deferMs,
+      });
+    }
+    return true;
+  }
+
+  /**
+   * Asks the holder in `record`, whom this candidate outranks, to hand over, and waits for the
+   * lease while the request stands, reading it every `pollMs`: the holder releases at its next
+   * safe point, and this candidate should be the one to take it. Gives up when someone at least
+   * as high asked first, when the holder changes to one it does not outrank, or when the
+   * request lapses unanswered (then it leaves that term alone for a while).
+   */
+  private async askForLease(
+    policy: HandoverPolicy,
+    record: LeaseRecord,
+    signal: AbortSignal | undefined,
+  ): Promise<Term | undefined> {
+    const { store, clock, identity, handover, renewDeadlineMs } = this.options;
+    const bounded = async <T>(call: (abortSignal: AbortSignal) => Promise<T>): Promise<T> => {
+      const bound = timeoutSignal(clock, renewDeadlineMs, signal);
+      try {
+        return await untilAborted(call(bound.signal), bound.signal);
+      } finally {
+        bound.dispose();
+      }
+    };
+    let version: string;
+    try {
+      const standing = await bounded((abortSignal) => store.readRequest({ abortSignal }));
+      if (policy.yieldsTo(standing)) return undefined;
+      const request = { requester: identity, rank: policy.rank, ttlMs: handover.requestTtlMs };
+      version = await bounded((abortSignal) =>
+        store.writeRequest(request, { abortSignal, ...(standing ? { replacing: standing.version } : {}) }),
+      );
+    } catch (error) {
+      signal?.throwIfAborted();
+      // Another candidate wrote first, or storage failed: this tick is over; the next may ask.
+      if (!(error instanceof ConcurrentUpdateError)) this.emit({ type: 'acquire-failed', identity, error });
+      return undefined;
+    }
+    this.emit({ type: 'handover-asked', identity, holder: record.holder ?? '', epoch: record.epoch });
+    const askedAt = clock.now();
+    while (clock.now() - askedAt < handover.requestTtlMs) {
+      await sleep(clock, handover.pollMs, signal);
+      let now: LeaseRecord;
+      try {
+        now = await this.boundedRead(signal);
+      } catch {
+        signal?.throwIfAborted();
+        continue;
+      }
+      if (now.leased) {
+        // Someone else took over meanwhile: ask again on a later tick if this one still outranks it.
+        if (now.epoch !== record.epoch) return undefined;
+        continue;
+      }
+      if (this.deferring(now)) return undefined;
+      const term = await this.tryAcquire(signal, now.freedAs);
+      if (!term) return undefined;
+      // Ours now; the request has done its work.
+      await bounded((abortSignal) => store.deleteRequest(version, { abortSignal })).catch(() => undefined);
+      return term;
+    }
+    policy.unansweredBy(record.epoch);
+    return undefined;
   }
 
   private async tryAcquire(signal: AbortSignal | undefined, freedAs?: LeaseFreedAs): Promise<Term | undefined> {
@@ -219,18 +327,25 @@ export class LeaderElector {
       callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
       this.emit({ type: 'acquired', identity, epoch: term.epoch, leaseId: term.leaseId });
       const renewing = this.keepRenewing(leadership);
+      const watching = this.watchRequests(leadership);
       const outcome = await this.settleOrAbandon(task, leadership);
       // Order matters: the task has settled; stop renewing and end the term's signal (so work
       // the task left running stops too), and only then release.
       leadership.stopRenewing();
-      await renewing;
+      await Promise.all([renewing, watching]);
       leadership.end(undefined);
       const loss = leadership.loss;
       if (loss === undefined || loss === 'deadline' || loss === 'stalled') {
+        // Asked for and not lost: name the requester, so the others leave the lease to it.
+        const to = loss === undefined ? leadership.handoverTo : undefined;
+        if (to) await this.reserveQuietly(leadership, to);
         // After a deadline or stall loss the lease may still be ours; giving it back lets the
         // next leader start now instead of after expiry.
         const released = await this.releaseQuietly(term.leaseId, term.epoch);
-        if (released) this.emit({ type: 'released', identity, epoch: term.epoch, ledMs: clock.now() - term.startedAt });
+        if (released) {
+          const ledMs = clock.now() - term.startedAt;
+          this.emit({ type: 'released', identity, epoch: term.epoch, ledMs, ...(to ? { to: to.requester } : {}) });
+        }
       }
       if (loss !== undefined) {
         throw new LeaseLostError(loss, undefined, outcome.ok ? undefined : { cause: outcome.error });
@@ -242,6 +357,31 @@ export class LeaderElector {
       leadership.end(undefined);
       callerSignal?.removeEventListener('abort', onCallerAbort);
       this.current = undefined;
+    }
+  }
+
+  /** The holder's side of handover: looks for requests until the term stops (a no-op without a rank). */
+  private async watchRequests(term: ActiveTerm): Promise<void> {
+    const { store, clock, expiryAlignment, identity } = this.options;
+    if (!this.policy) return;
+    await watchForRequests(store, this.policy, clock, expiryAlignment, term.stopSignal, term.view.remainingMs, (request) => {
+      this.emit({ type: 'handover-requested', identity, epoch: term.epoch, requester: request.requester });
+      term.yieldTo(request);
+    });
+  }
+
+  /** Writes the reservation under the term's lease, while it still holds; a failure only loses the hint. */
+  private async reserveQuietly(term: ActiveTerm, to: HandoverClaim): Promise<void> {
+    const { store, clock } = this.options;
+    const left = term.deadline - clock.now();
+    if (left <= 0) return;
+    const bound = timeoutSignal(clock, left);
+    try {
+      await untilAborted(store.reserve(term.leaseId, to, { abortSignal: bound.signal }), bound.signal);
+    } catch {
+      // The release still lets the requester, polling, take the lease; it only races the others.
+    } finally {
+      bound.dispose();
     }
   }
 
@@ -387,8 +527,11 @@ class ActiveTerm {
   lastRenewAt: number;
   lastHeartbeat: number;
   loss: LeaseLossReason | undefined;
+  /** The candidate this term was asked to hand over to, once asked. */
+  handoverTo: HandoverClaim | undefined;
   readonly view: Leadership;
   private readonly abort = new AbortController();
+  private readonly yielding = new AbortController();
   private readonly stop = new AbortController();
 
   private deadlineTimer: TimerHandle | undefined;
@@ -414,6 +557,7 @@ class ActiveTerm {
       },
       raiseEpoch: (above) => self.raise(above),
       signal: this.abort.signal,
+      yieldSignal: this.yielding.signal,
       heartbeat: () => {
         self.lastHeartbeat = options.clock.now();
       },
@@ -423,6 +567,13 @@ class ActiveTerm {
 
   get epoch(): number {
     return this.term.epoch;
+  }
+
+  /** A higher-ranked candidate asked: the task should return at its next safe point. */
+  yieldTo(claim: HandoverClaim): void {
+    if (this.handoverTo) return;
+    this.handoverTo = { requester: claim.requester, rank: { ...claim.rank } };
+    this.yielding.abort(new DOMException(`handover requested by ${claim.requester}`, 'AbortError'));
   }
 
   get deadline(): number {

@@ -6,11 +6,18 @@ export type LeaderEvent =
   | { type: 'renewed'; identity: string; epoch: number; latencyMs: number }
   | { type: 'renew-failed'; identity: string; epoch: number; error: unknown; sinceLastRenewMs: number }
   | { type: 'lost'; identity: string; epoch: number; reason: LeaseLossReason; sinceLastRenewMs: number; error?: unknown }
-  | { type: 'released'; identity: string; epoch: number; ledMs: number }
+  /** `to`: the candidate the lease was handed over to (named in the lease before the release). */
+  | { type: 'released'; identity: string; epoch: number; ledMs: number; to?: string }
   | { type: 'release-failed'; identity: string; epoch: number; error: unknown }
   /** The holder raised its epoch from `from` to `epoch`, above a stored document's `above`. */
   | { type: 'epoch-raised'; identity: string; epoch: number; from: number; above: number }
   | { type: 'acquire-failed'; identity: string; error: unknown }
+  /** This candidate outranks the holder and asked it to hand over. */
+  | { type: 'handover-asked'; identity: string; holder: string; epoch: number }
+  /** The holder saw a request from a higher-ranked candidate and yields at its task's next safe point. */
+  | { type: 'handover-requested'; identity: string; epoch: number; requester: string }
+  /** This candidate leaves a free lease to `to` for up to `forMs`: reserved for it, or its last, higher-ranked holder. */
+  | { type: 'deferred'; identity: string; to: string; reserved: boolean; forMs: number }
   /** The term ended but its task ignored its signal: the elector stopped waiting for it. */
   | { type: 'task-abandoned'; identity: string; epoch: number; waitedMs: number };
 
@@ -32,7 +39,22 @@ export function describeLeaderEvent(event: LeaderEvent): { level: 'info' | 'warn
         message: `leadership lost: ${who} epoch=${event.epoch} reason=${event.reason} lastRenewAgoMs=${Math.round(event.sinceLastRenewMs)}`,
       };
     case 'released':
-      return { level: 'info', message: `lease released: ${who} epoch=${event.epoch} ledMs=${Math.round(event.ledMs)}` };
+      return {
+        level: 'info',
+        message: `lease released: ${who} epoch=${event.epoch} ledMs=${Math.round(event.ledMs)}${event.to ? ` handedOverTo=${event.to}` : ''}`,
+      };
+    case 'handover-asked':
+      return { level: 'info', message: `handover asked: ${who} of holder=${event.holder} epoch=${event.epoch}` };
+    case 'handover-requested':
+      return {
+        level: 'info',
+        message: `handover requested: ${who} epoch=${event.epoch} requester=${event.requester}; yielding at the next safe point`,
+      };
+    case 'deferred':
+      return {
+        level: 'debug',
+        message: `leaving the free lease to ${event.to} (${event.reserved ? 'reserved for it' : 'its last holder ranks higher'}) for up to ${Math.round(event.forMs)} ms: ${who}`,
+      };
     case 'release-failed':
       return {
         level: 'warn',

@@ -24,6 +24,9 @@ import type { LeaderRank } from './leader-rank';
  * - With an epoch mark (`BlobEpochMark`; the in-memory store always has one), an epoch once handed
  *   out is never handed out again, even after the lease record was deleted under its holder: each
  *   bump or raise goes above every earlier one.
+ * - `reserve` succeeds only while `leaseId` holds the lease; `bumpEpoch` clears the reservation.
+ * - A handover request is created only when none exists and replaced only at the version read,
+ *   so of two candidates writing at once exactly one succeeds.
  * - Any other failure (timeouts, 5xx, aborts) is thrown as is; callers treat it as transient.
  */
 export interface LeaseStore {
@@ -42,6 +45,48 @@ export interface LeaseStore {
    * acquisition time stay as they are. `above` must be a non-negative integer.
    */
   raiseEpoch(leaseId: string, above: number, options?: LeaseCallOptions): Promise<number>;
+  /**
+   * Under the lease: names the candidate the holder is handing the lease to, in the record that
+   * every candidate reads (`LeaseRecord.reservedFor`). The next `bumpEpoch` clears it.
+   */
+  reserve(leaseId: string, reservation: HandoverClaim, options?: LeaseCallOptions): Promise<void>;
+  /**
+   * The handover request stored beside the lease (the lease record itself cannot be written
+   * without the lease id), or undefined when there is none. Its age is measured by the store's
+   * own clock, so candidates whose clocks disagree agree on whether it still stands.
+   */
+  readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined>;
+  /**
+   * Writes a handover request and returns its version. With `replacing`, only while the stored
+   * request still has that version; without, only when there is none. Otherwise throws
+   * `ConcurrentUpdateError`: another candidate wrote first.
+   */
+  writeRequest(request: HandoverRequest, options?: LeaseCallOptions & { replacing?: string }): Promise<string>;
+  /** Deletes the handover request if it still has `version`; quietly does nothing otherwise. */
+  deleteRequest(version: string, options?: LeaseCallOptions): Promise<void>;
+}
+
+/** Who a holder hands over to, or who asks for the lease, with the rank that entitles it. */
+export interface HandoverClaim {
+  requester: string;
+  rank: LeaderRank;
+}
+
+/** A candidate's request that the holder hand the lease over, standing for `ttlMs` after it is written. */
+export interface HandoverRequest extends HandoverClaim {
+  ttlMs: number;
+}
+
+export interface StoredHandoverRequest extends HandoverRequest {
+  /** Milliseconds since it was written, by the store's clock. */
+  ageMs: number;
+  /** For `writeRequest({ replacing })` and `deleteRequest`. */
+  version: string;
+}
+
+/** Whether a stored request still stands. */
+export function requestStands(request: StoredHandoverRequest): boolean {
+  return request.ageMs < request.ttlMs;
 }
 
 export interface LeaseCallOptions {
@@ -100,6 +145,8 @@ export interface LeaseRecord {
   freedAs?: LeaseFreedAs | undefined;
   /** The last changes of holder, oldest first (at most `LEADERSHIP_CHANGES_KEPT`). */
   changes?: readonly LeadershipChange[];
+  /** The candidate the last holder handed the lease to, until the next holder bumps the epoch. */
+  reservedFor?: HandoverClaim | undefined;
 }
 
 /** Refuses a bad `above` for `raiseEpoch`: a caller's bug, refused before any storage call. */

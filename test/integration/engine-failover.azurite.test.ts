@@ -21,6 +21,7 @@ function term(epoch: number) {
     identity: `leader-${epoch}`,
     epoch,
     signal: controller.signal,
+    yieldSignal: new AbortController().signal,
     heartbeat: () => undefined,
     remainingMs: () => (controller.signal.aborted ? 0 : 60_000),
     raiseEpoch: noLeaseToRaise,

@@ -130,4 +130,47 @@ describe('leader election on Azurite', () => {
     expect(late).toBeInstanceOf(StaleEpochError);
     expect(await docs.read(key)).toMatchObject({ value: { writer: 'next-leader' }, epoch: next.value });
   });
+
+  it('a newer version asks a leading older one, which yields between steps; the newer one leads at a higher epoch', async () => {
+    const leaseName = fixture.uniqueName('handover');
+    const events: LeaderEvent[] = [];
+    const candidate = (identity: string, version: string) =>
+      new LeaderElector({
+        store: new BlobLeaseStore(fixture.leaseBlobService, leaseName),
+        identity,
+        rank: { version, priority: 0 },
+        handover: { checkMs: 1000, pollMs: 100 },
+        onEvent: (e) => events.push(e),
+      });
+    const v1 = candidate('v1', '1.0.0');
+    const v2 = candidate('v2', '2.0.0');
+    const steps: string[] = [];
+    const leading = v1.runIfLeader(async (leadership) => {
+      for (let step = 0; !leadership.yieldSignal.aborted; step++) {
+        leadership.heartbeat();
+        steps.push(`start ${step}`);
+        await delay(200);
+        steps.push(`checkpoint ${step}`);
+      }
+      return 'yielded';
+    });
+    await expect.poll(() => events.some((e) => e.type === 'acquired' && e.identity === 'v1')).toBe(true);
+    // v2 finds v1 leading, asks, and waits for the lease: this one call returns once it has led.
+    const asked = await v2.runIfLeader(async (leadership) => {
+      steps.push(`v2 leads at epoch ${leadership.epoch}`);
+      return leadership.epoch;
+    });
+    expect(await leading).toEqual({ led: true, value: 'yielded', epoch: 1 });
+    expect(asked).toEqual({ led: true, value: 2, epoch: 2 });
+    expect(steps.at(-1)).toBe('v2 leads at epoch 2');
+    expect(steps.filter((s) => s.startsWith('start'))).toHaveLength(steps.filter((s) => s.startsWith('checkpoint')).length);
+    expect(events.find((e) => e.type === 'released' && e.identity === 'v1')).toMatchObject({ to: 'v2' });
+    const store = new BlobLeaseStore(fixture.leaseBlobService, leaseName);
+    const record = await store.read();
+    expect(record).toMatchObject({ holder: 'v2', holderRank: { version: '2.0.0', priority: 0 }, epoch: 2 });
+    expect(record.reservedFor).toBeUndefined();
+    expect(record.changes?.at(-1)).toMatchObject({ holder: 'v2', previous: 'v1', reason: 'released' });
+    // The request was the requester's to clear once it led.
+    expect(await store.readRequest()).toBeUndefined();
+  });
 });

@@ -114,6 +114,7 @@ function staleTerm(identity: string, epoch: number): Leadership {
     identity,
     epoch,
     signal: new AbortController().signal,
+    yieldSignal: new AbortController().signal,
     heartbeat: () => undefined,
     remainingMs: () => 10_000,
     raiseEpoch: () => Promise.reject(new LeaseLostError('conflict', 'the lease is another holder’s now')),

@@ -1,7 +1,25 @@
 import { sleep, type Clock } from '../../src/clock/clock';
-import type { BumpOptions, LeaseCallOptions, LeaseRecord, LeaseStore } from '../../src/lease/lease-store';
+import type {
+  BumpOptions,
+  HandoverClaim,
+  HandoverRequest,
+  LeaseCallOptions,
+  LeaseRecord,
+  LeaseStore,
+  StoredHandoverRequest,
+} from '../../src/lease/lease-store';
 
-type Operation = 'acquire' | 'renew' | 'release' | 'read' | 'bumpEpoch' | 'raiseEpoch';
+type Operation =
+  | 'acquire'
+  | 'renew'
+  | 'release'
+  | 'read'
+  | 'bumpEpoch'
+  | 'raiseEpoch'
+  | 'reserve'
+  | 'readRequest'
+  | 'writeRequest'
+  | 'deleteRequest';
 
 /**
  * What to do with one call: fail it; hang until its signal aborts (`hang`) or for good
@@ -61,6 +79,22 @@ export class ScriptedLeaseStore implements LeaseStore {
 
   raiseEpoch(leaseId: string, above: number, options?: LeaseCallOptions): Promise<number> {
     return this.run('raiseEpoch', options, () => this.inner.raiseEpoch(leaseId, above, options));
+  }
+
+  reserve(leaseId: string, reservation: HandoverClaim, options?: LeaseCallOptions): Promise<void> {
+    return this.run('reserve', options, () => this.inner.reserve(leaseId, reservation, options));
+  }
+
+  readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {
+    return this.run('readRequest', options, () => this.inner.readRequest(options));
+  }
+
+  writeRequest(request: HandoverRequest, options?: LeaseCallOptions & { replacing?: string }): Promise<string> {
+    return this.run('writeRequest', options, () => this.inner.writeRequest(request, options));
+  }
+
+  deleteRequest(version: string, options?: LeaseCallOptions): Promise<void> {
+    return this.run('deleteRequest', options, () => this.inner.deleteRequest(version, options));
   }
 
   private async run<T>(operation: Operation, options: LeaseCallOptions | undefined, call: () => Promise<T>): Promise<T> {

@@ -25,6 +25,7 @@ export function handLeadership(epoch: number, identity = `leader-${epoch}`): Lea
     identity,
     epoch,
     signal: new AbortController().signal,
+    yieldSignal: new AbortController().signal,
     heartbeat() {},
     raiseEpoch: noLeaseToRaise,
     remainingMs() {

@@ -23,6 +23,7 @@ function leadership(epoch: number): Leadership {
     identity: `leader-${epoch}`,
     epoch,
     signal: controller.signal,
+    yieldSignal: new AbortController().signal,
     heartbeat: () => undefined,
     remainingMs: () => 60_000,
     raiseEpoch: noLeaseToRaise,

@@ -26,6 +26,7 @@ function leadership(epoch: number, controller = new AbortController()): Leadersh
     identity: `leader-${epoch}`,
     epoch,
     signal: controller.signal,
+    yieldSignal: new AbortController().signal,
     heartbeat() {},
     remainingMs: () => 1e9,
     raiseEpoch: noLeaseToRaise,

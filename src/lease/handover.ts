@@ -1,0 +1,163 @@
+import { sleep, timeoutSignal, type Clock } from '../clock/clock';
+import { compareRanks, type LeaderRank } from './leader-rank';
+import { requestStands, type HandoverClaim, type LeaseRecord, type LeaseStore, type StoredHandoverRequest } from './lease-store';
+
+/**
+ * Handover between ranked candidates (Bully semantics over one lease), the parts that are not
+ * the elector's own loop:
+ * - a candidate that outranks the holder asks for the lease with a request beside it;
+ * - the holder looks for requests on a cadence and yields at its task's next safe point,
+ *   naming the requester in the lease record (a reservation) before it releases;
+ * - a candidate leaves a free lease, for a while, to a last holder that outranks it or to the
+ *   candidate it was reserved for.
+ * Equal ranks never ask and never defer, so ties elect as before: whoever tries first.
+ */
+export interface HandoverTiming {
+  /** How often the holder looks for a request. */
+  checkMs: number;
+  /** How long a request stands after it is written; the requester waits for it that long. */
+  requestTtlMs: number;
+  /** How often a requester reads the lease while its request stands. */
+  pollMs: number;
+  /** How long a candidate leaves a free lease to a higher-ranked last holder or the reserved candidate. */
+  deferMs: number;
+}
+
+/** After the wall-clock grid instant the others tick on, the holder looks this much later. */
+export const CHECK_LAG_MS = 250;
+/** A request the holder did not answer is not repeated to the same term for this many TTLs. */
+const UNANSWERED_BACKOFF_TTLS = 5;
+
+export function defaultHandoverTiming(acquireRetryMs: number): HandoverTiming {
+  const checkMs = 2000;
+  return { checkMs, requestTtlMs: 3 * checkMs + 2000, pollMs: 100, deferMs: 3 * acquireRetryMs };
+}
+
+/** What one candidate knows to decide handovers: who it is and its rank. */
+export class HandoverPolicy {
+  /** The free-lease claim this candidate is deferring to, and since when (local monotonic time). */
+  private deferral: { key: string; since: number } | undefined;
+  /** The term whose holder did not answer this candidate's last request, and until when to leave it be. */
+  private unanswered: { epoch: number; until: number } | undefined;
+
+  constructor(
+    readonly identity: string,
+    readonly rank: LeaderRank,
+    readonly timing: HandoverTiming,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Whether this candidate should ask the holder of `record` (leased) to hand over. */
+  shouldAsk(record: LeaseRecord): boolean {
+    if (!record.leased || record.holder === undefined || record.holder === this.identity) return false;
+    // A holder that gave no rank cannot be compared, and may not know about requests at all.
+    if (!record.holderRank || compareRanks(this.rank, record.holderRank) <= 0) return false;
+    const quiet = this.unanswered;
+    return !(quiet && quiet.epoch === record.epoch && this.clock.now() < quiet.until);
+  }
+
+  /** Whether a standing request from someone else keeps this candidate from asking. */
+  yieldsTo(request: StoredHandoverRequest | undefined): boolean {
+    if (!request || !requestStands(request) || request.requester === this.identity) return false;
+    return compareRanks(request.rank, this.rank) >= 0;
+  }
+
+  /** Notes that the holder of `epoch` let this candidate's request stand unanswered. */
+  unansweredBy(epoch: number): void {
+    this.unanswered = { epoch, until: this.clock.now() + UNANSWERED_BACKOFF_TTLS * this.timing.requestTtlMs };
+  }
+
+  /**
+   * Whether to leave the free lease in `record` alone for now: it was reserved for another
+   * candidate that ranks at least as high, or its last holder outranks this one. Only for
+   * `deferMs` after this candidate first saw it so, by its own clock: a reserved candidate or a
+   * higher-ranked holder that went away must not leave the lease to nobody.
+   */
+  defers(record: LeaseRecord): HandoverClaim | undefined {
+    const claim = claimOn(record);
+    if (!claim || claim.requester === this.identity) return this.clear();
+    const order = compareRanks(claim.rank, this.rank);
+    if (record.reservedFor ? order < 0 : order <= 0) return this.clear();
+    const key = `${record.epoch}|${record.reservedFor ? 'reserved' : 'held'}|${claim.requester}`;
+    const now = this.clock.now();
+    if (this.deferral?.key !== key) this.deferral = { key, since: now };
+    return now - this.deferral.since < this.timing.deferMs ? claim : undefined;
+  }
+
+  /** Whether the holder should yield to `request`. */
+  honours(request: StoredHandoverRequest | undefined): request is StoredHandoverRequest {
+    return (
+      request !== undefined &&
+      requestStands(request) &&
+      request.requester !== this.identity &&
+      compareRanks(request.rank, this.rank) > 0
+    );
+  }
+
+  private clear(): undefined {
+    this.deferral = undefined;
+    return undefined;
+  }
+}
+
+function claimOn(record: LeaseRecord): HandoverClaim | undefined {
+  if (record.reservedFor) return record.reservedFor;
+  return record.holder !== undefined && record.holderRank ? { requester: record.holder, rank: record.holderRank } : undefined;
+}
+
+/**
+ * The holder's side: reads the request every `checkMs` (on a wall-clock grid, just after the
+ * instants the other candidates tick on, when there is one) until `stop` aborts, and calls
+ * `onRequest` once for the first request the holder should honour. A failed read is tried again
+ * at the next check: a request is a wish, never a reason to end the term.
+ */
+export async function watchForRequests(
+  store: LeaseStore,
+  policy: HandoverPolicy,
+  clock: Clock,
+  grid: { periodMs: number; offsetMs: number } | undefined,
+  stop: AbortSignal,
+  boundMs: () => number,
+  onRequest: (request: StoredHandoverRequest) => void,
+): Promise<void> {
+  const { checkMs } = policy.timing;
+  for (;;) {
+    try {
+      await sleep(clock, nextCheckDelay(clock.date().getTime(), checkMs, grid), stop);
+    } catch {
+      return;
+    }
+    const bound = timeoutSignal(clock, Math.max(1, boundMs()), stop);
+    let request: StoredHandoverRequest | undefined;
+    try {
+      request = await store.readRequest({ abortSignal: bound.signal });
+    } catch {
+      if (stop.aborted) return;
+      continue;
+    } finally {
+      bound.dispose();
+    }
+    if (stop.aborted) return;
+    if (policy.honours(request)) {
+      onRequest(request);
+      return;
+    }
+  }
+}
+
+/**
+ * The wait before the next check: `checkMs` on average. On a grid, the check lands `CHECK_LAG_MS`
+ * after one of its instants, when requesters have just written (they ask on their ticks).
+ */
+export function nextCheckDelay(
+  wallNow: number,
+  checkMs: number,
+  grid: { periodMs: number; offsetMs: number } | undefined,
+): number {
+  if (!grid || checkMs < grid.periodMs) return checkMs;
+  const earliest = wallNow + checkMs - grid.periodMs / 2;
+  const phase = (grid.offsetMs + CHECK_LAG_MS) % grid.periodMs;
+  const into = (((earliest - phase) % grid.periodMs) + grid.periodMs) % grid.periodMs;
+  const at = into === 0 ? earliest : earliest + grid.periodMs - into;
+  return at - wallNow;
+}
