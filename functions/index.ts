@@ -54,3 +54,6 @@ for (const registration of batonRegistrations(runtime)) {
       break;
   }
 }
+
+// One tick any instance may take: leadership starts even if the timer never fires on this host.
+void runtime.ticks.wakeOnStart();

@@ -15,7 +15,7 @@ import type { JobDefinition } from '../../src/jobs/job-definition';
 import type { Leadership } from '../../src/lease/leader-elector';
 import { startAzurite } from '../../src/local/azurite';
 import { AzureQueue } from '../../src/queue/azure-queue';
-import type { QueuePort } from '../../src/queue/queue-port';
+import type { MessageReceipt, QueuePort } from '../../src/queue/queue-port';
 import { newRunRecord } from '../../src/hub/run-record';
 import { createBlobServiceClient, createQueueServiceClient } from '../../src/storage/client-factory';
 import { ForwardingDocumentStore } from '../../test/support/forwarding-document-store';
@@ -109,11 +109,11 @@ class TrackedQueue extends ForwardingQueue {
   ) {
     super(inner);
   }
-  override async send(text: string, options?: SendOptions): Promise<void> {
+  override async send(text: string, options?: SendOptions): Promise<MessageReceipt> {
     this.lanes.enter();
     if (TRACE && this.lanes.sends % 1000 === 0) console.error(`    send ${this.lanes.sends} at ${Math.round(performance.now())}`);
     try {
-      await this.inner.send(text, options);
+      return await this.inner.send(text, options);
     } finally {
       this.lanes.exit();
     }

@@ -3,12 +3,16 @@ import { LeaseLostError } from '../errors';
 import { redactSecrets } from '../redact';
 import type { Leadership } from '../lease/leader-elector';
 import type { BatonRuntime } from './runtime';
+import type { TickMessage } from '../engine/messages';
 
 /** The leader's work for one tick. */
 export type LeaderWork = (leadership: Leadership, context: InvocationContext) => Promise<void>;
 
 export type TickOutcome =
-  { led: true; epoch: number } | { led: false; holder: string | undefined } | { led: 'lost'; reason: string };
+  | { led: true; epoch: number }
+  /** `epoch`: the holder's, when the lease is held. */
+  | { led: false; holder: string | undefined; epoch?: number }
+  | { led: 'lost'; reason: string };
 
 /**
  * The coordinator timer's handler: every instance's tick makes one attempt to lead, and only
@@ -32,8 +36,8 @@ export function createCoordinatorTick(runtime: BatonRuntime, work: LeaderWork) {
         return { led: true, epoch: result.epoch };
       }
       const holder = result.holder?.identity;
-      context.debug(`not leading this tick: held by ${holder ?? 'another candidate'}`);
-      return { led: false, holder };
+      context.debug(`not leading this tick: ${result.holder ? `held by ${holder ?? 'another candidate'}` : 'the lease is free'}`);
+      return { led: false, holder, ...(result.holder ? { epoch: result.holder.epoch } : {}) };
     } catch (err) {
       // A lost lease is the elector doing its job, not a function failure to retry.
       if (err instanceof LeaseLostError) {
@@ -45,5 +49,45 @@ export function createCoordinatorTick(runtime: BatonRuntime, work: LeaderWork) {
       // SDK errors carry request details (headers included); the host gets a clean one-liner.
       throw new Error(redactSecrets(err instanceof Error ? `${err.name}: ${err.message}` : String(err)));
     }
+  };
+}
+
+/** What a tick message's receiver hands the coordinator tick in place of the timer's schedule. */
+const BEACON_TIMER: Timer = {
+  isPastDue: false,
+  schedule: { adjustForDST: false },
+  scheduleStatus: { last: '', next: '', lastUpdated: '' },
+};
+
+/**
+ * The handler for tick messages (see `TickBeacon`): runs the coordinator tick as the timer
+ * would, then keeps the beacon going when nobody else will:
+ * - this instance led, or a newer term holds the lease: that term has its own beacon; done;
+ * - the lease is still held by the term that sent it: that leader lives (the beacon surfaced
+ *   before its renewal postponed it): hide a copy until its lease could have expired;
+ * - nobody holds the lease (deferring to a reserved candidate, a lost race, a failed tick):
+ *   tick again after `retrySeconds`, until someone leads.
+ * A failed tick is not rethrown: the host would retry the message and finally poison it.
+ */
+export function createTickMessageHandler(
+  tick: (timer: Timer, context: InvocationContext) => Promise<TickOutcome>,
+  beacon: { resend(message: TickMessage, seconds: number): Promise<void>; hiddenSeconds: number; retrySeconds: number },
+) {
+  return async (message: TickMessage, context: InvocationContext): Promise<TickOutcome | undefined> => {
+    let outcome: TickOutcome | undefined;
+    try {
+      outcome = await tick(BEACON_TIMER, context);
+    } catch (err) {
+      context.warn(
+        `tick from a message failed, ticking again in ${beacon.retrySeconds} s: ${err instanceof Error ? err.message : String(err)}`,
+      );
+    }
+    if (outcome?.led === true) return outcome;
+    if (outcome?.led === false && outcome.epoch !== undefined) {
+      if (outcome.epoch === message.epoch) await beacon.resend(message, beacon.hiddenSeconds);
+      return outcome;
+    }
+    await beacon.resend(message, beacon.retrySeconds);
+    return outcome;
   };
 }

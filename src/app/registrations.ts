@@ -1,4 +1,6 @@
-import { createCoordinatorTick } from './coordinator-tick';
+import type { InvocationContext } from '@azure/functions';
+import { createCoordinatorTick, createTickMessageHandler } from './coordinator-tick';
+import { parseBody, tickMessageSchema, type TickMessage } from '../engine/messages';
 import { httpApiRegistrations } from './http-api';
 import type { Registration } from './registration-types';
 import { durableRegistrations } from './durable-registrations';
@@ -23,23 +25,38 @@ export function batonRegistrations(runtime: BatonRuntime): Registration[] {
   });
   if (runtime.settings.engine === 'durable') return [...durableRegistrations(runtime), ...api];
   const termMs = runtime.settings.termSeconds * 1000;
+  const tick = createCoordinatorTick(runtime, (leadership) =>
+    runtime.coordinator.lead(leadership, { termMs }).then(() => undefined),
+  );
+  const onTick = createTickMessageHandler(tick, runtime.ticks);
   return [
-    {
-      kind: 'timer',
-      name: 'baton-coordinator',
-      schedule: runtime.settings.coordinatorSchedule,
-      handler: createCoordinatorTick(runtime, (leadership) =>
-        runtime.coordinator.lead(leadership, { termMs }).then(() => undefined),
-      ),
-    },
-    // A trigger per shard; shard 0 keeps the name it had before shards existed.
-    ...runtime.workers.map((worker, shard): Registration => ({
-      kind: 'queue',
-      name: shard === 0 ? 'baton-worker' : `baton-worker-s${shard}`,
-      queueName: runtime.resources.shards[shard]!.work,
-      connection: 'AzureWebJobsStorage',
-      handler: createWorkerHandler(worker),
-    })),
+    { kind: 'timer', name: 'baton-coordinator', schedule: runtime.settings.coordinatorSchedule, handler: tick },
+    // A trigger per shard; shard 0 keeps the name it had before shards existed, and also
+    // carries the tick messages (every instance polls it).
+    ...runtime.workers.map((worker, shard): Registration => {
+      const work = createWorkerHandler(worker);
+      return {
+        kind: 'queue',
+        name: shard === 0 ? 'baton-worker' : `baton-worker-s${shard}`,
+        queueName: runtime.resources.shards[shard]!.work,
+        connection: 'AzureWebJobsStorage',
+        handler:
+          shard === 0
+            ? (entry: unknown, context: InvocationContext) => {
+                const tickMessage = asTickMessage(entry);
+                return tickMessage ? onTick(tickMessage, context) : work(entry, context);
+              }
+            : work,
+      };
+    }),
     ...api,
   ];
+}
+
+/** A tick message, or undefined for anything else (the worker judges that). */
+function asTickMessage(entry: unknown): TickMessage | undefined {
+  const body = parseBody(entry);
+  if (!body.ok) return undefined;
+  const tick = tickMessageSchema.safeParse(body.value);
+  return tick.success ? tick.data : undefined;
 }

@@ -5,6 +5,8 @@ import { SKEW_REPORT_THRESHOLD_MS, StorageTimeClock } from '../clock/storage-tim
 import { Coordinator } from '../engine/coordinator';
 import type { EngineLogger } from '../engine/engine-context';
 import { RunStateCache } from '../engine/run-state-cache';
+import { TickBeacon } from '../engine/tick-beacon';
+import type { TickMessage } from '../engine/messages';
 import type { WorkerDeps } from '../engine/worker';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type { DocumentStore } from '../fencing/document-store';
@@ -80,6 +82,17 @@ export interface BatonRuntime {
    * fenced documents. The durable engine's starter and activities take it as their `telemetry`.
    */
   telemetry: BatonTelemetry;
+  /**
+   * The second tick source (see `TickBeacon`): what a tick message's handler needs, and a wake
+   * for start-up, so leadership begins even if no timer ever fires.
+   */
+  ticks: {
+    hiddenSeconds: number;
+    retrySeconds: number;
+    resend(message: TickMessage, seconds: number): Promise<void>;
+    /** Sends one tick that any instance may take: call once when the app starts. Never rejects. */
+    wakeOnStart(): Promise<void>;
+  };
 }
 
 export interface RuntimeOptions {
@@ -172,6 +185,13 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     // Beside the documents the epochs fence, so a deleted lease container restarts nothing.
     epochMark: BlobEpochMark.at(leaseClient.getContainerClient(resources.container), resources.epochMark),
   });
+  // Shard 0's work queue: every instance polls it already, so a tick there costs no new listener.
+  const tickQueue = queues.active[0]!.work;
+  const beacon = new TickBeacon({
+    queue: tickQueue,
+    leaseMs: settings.leaseDurationSeconds * 1000,
+    log: (message) => logger?.debug?.(message),
+  });
   const elector = new LeaderElector({
     store: leaseStore,
     leaseDurationSeconds: settings.leaseDurationSeconds,
@@ -188,6 +208,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     ...(logger ? { logger } : {}),
     onEvent: (event) => {
       telemetry.leaderEvent(event);
+      beacon.onLeaderEvent(event);
       options.onLeaderEvent?.(event);
     },
   });
@@ -224,6 +245,21 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     telemetry,
     shutdownSignal: stopping.signal,
     shutdown: () => stopping.abort(),
+    ticks: {
+      hiddenSeconds: beacon.hiddenSeconds,
+      retrySeconds: Math.max(1, Math.round((handoverTimingFor(settings.coordinatorSchedule).checkMs ?? 10_000) / 1000)),
+      resend: async (message, seconds) => {
+        await tickQueue.send(JSON.stringify(message), { visibilityTimeoutSeconds: seconds });
+      },
+      wakeOnStart: async () => {
+        if (settings.engine === 'durable') return;
+        const tick: TickMessage = { v: 1, t: 'tick', epoch: 0 };
+        // A tick lost here costs only until the next timer tick or beacon; say so, and go on.
+        await tickQueue.send(JSON.stringify(tick)).catch((err: unknown) => {
+          log.warn(`start-up tick not sent: ${redactSecrets(err instanceof Error ? err.message : String(err))}`);
+        });
+      },
+    },
   };
 }
 

@@ -11,6 +11,7 @@ import { jobStateSchema, type JobState } from '../hub/job-state';
 import { planRun } from './planner';
 import { adoptOpenRuns, cancelRun, forgetRun, jobStates, reconcileJob, startManualRun } from './reconcile';
 import { pendingRequests } from '../hub/requests';
+import { scheduleOf } from '../hub/occurrence-ledger';
 import { retryLater } from './retry-later';
 import { RunBook, type ActiveRun } from './run-book';
 import { moveStrandedWork } from './stranded-work';
@@ -114,6 +115,8 @@ export class Coordinator {
     let lastRequests = Number.NEGATIVE_INFINITY;
     let lastDrain = Number.NEGATIVE_INFINITY;
     let idlePoll = ctx.tuning.idlePollMs;
+    /** The next scheduled occurrence of any job (wall time): an idle wait ends for it. */
+    let nextDueAt = Number.POSITIVE_INFINITY;
     // An idle wait ends early when a higher-ranked candidate asks for the lease.
     const wake = AbortSignal.any([term.signal, leadership.yieldSignal]);
     for (;;) {
@@ -126,13 +129,14 @@ export class Coordinator {
       summary.turns++;
       let busy = false;
       const every = (ms: number) => Math.max(ms, idlePoll);
-      if (ctx.clock.now() - lastReconcile >= every(RECONCILE_EVERY_MS)) {
+      if (ctx.clock.now() - lastReconcile >= every(RECONCILE_EVERY_MS) || ctx.clock.date().getTime() >= nextDueAt) {
         for (const job of ctx.jobs.values()) {
           await this.guard(term, summary, `reconcile ${job.name}`, async () => {
             summary.started.push(...(await reconcileJob(ctx, term, book, job)));
           });
         }
         lastReconcile = ctx.clock.now();
+        nextDueAt = this.nextOccurrenceAt(ctx.clock.date());
       }
       if (ctx.clock.now() - lastRequests >= every(REQUESTS_EVERY_MS)) {
         await this.guard(term, summary, 'requests', async () => {
@@ -218,12 +222,24 @@ export class Coordinator {
       if (ctx.clock.now() >= endAt) return summary;
       if (busy) idlePoll = ctx.tuning.idlePollMs;
       else {
-        await sleep(ctx.clock, Math.min(idlePoll, Math.max(0, endAt - ctx.clock.now())), wake).catch((err: unknown) => {
+        // An idle leader backs off, but never past an occurrence: runs start on time.
+        const untilDue = Math.max(0, nextDueAt - ctx.clock.date().getTime());
+        await sleep(ctx.clock, Math.min(idlePoll, untilDue, Math.max(0, endAt - ctx.clock.now())), wake).catch((err: unknown) => {
           if (term.signal.aborted) throw err;
         });
         if (idle) idlePoll = Math.min(MAX_IDLE_POLL_MS, idlePoll * 2);
       }
     }
+  }
+
+  /** The earliest next occurrence after `now` of the registered jobs' schedules, in wall-time ms. */
+  private nextOccurrenceAt(now: Date): number {
+    let next = Number.POSITIVE_INFINITY;
+    for (const job of this.ctx.jobs.values()) {
+      const at = scheduleOf(job).next(now)?.getTime();
+      if (at !== undefined && at < next) next = at;
+    }
+    return next;
   }
 
   /**

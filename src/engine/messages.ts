@@ -62,6 +62,19 @@ export const resultMessageSchema = z
   .refine(ownClaim, OWN_CLAIM);
 export type ResultMessage = z.infer<typeof resultMessageSchema>;
 
+/**
+ * A tick: whoever receives it runs the coordinator tick, as its timer would. `epoch` is the term
+ * of the leader that sent it (0 for a start-up tick), so the receiver can tell a beacon whose
+ * sender still leads from one a newer term has made moot. It travels on shard 0's work queue,
+ * which every instance already polls.
+ */
+export const tickMessageSchema = z.object({
+  v: z.literal(1),
+  t: z.literal('tick'),
+  epoch: z.number().int().nonnegative(),
+});
+export type TickMessage = z.infer<typeof tickMessageSchema>;
+
 /** What a worker puts on the poison queue for a message it cannot use. */
 export const poisonNoteSchema = z.object({
   v: z.literal(1),

@@ -33,6 +33,8 @@ const visibilitySchema = z
   .transform(Number)
   .pipe(z.number().int().min(5, { error: 'must be at least 5' }).max(600, { error: 'must be at most 600' }));
 
+const freezeSchema = z.enum(['0', '1'], { error: 'must be 1 (timers off) or 0' }).transform((v) => v === '1');
+
 async function main(): Promise<void> {
   const env = process.env;
   const instance = env.BATON_INSTANCE?.trim() || `instance-${process.pid}`;
@@ -79,8 +81,17 @@ async function main(): Promise<void> {
   const queueService = createQueueServiceClient(parseStorageSettings(env), { requestCounter: runtime.storageRequests });
   const trigger = env.BATON_CHAOS_DIE_AFTER_SENDING?.trim();
   const dieAfterSending = trigger ? { trigger, lastAttempt: runtime.settings.maxAttempts } : undefined;
+  // For the frozen-timer test only: every timer of this instance stays silent, as a host whose
+  // singleton timer listener stopped; the tick messages must keep leadership going.
+  const freezeTimers = parseSetting(
+    freezeSchema,
+    'BATON_LOCAL_FREEZE_TIMERS',
+    readSetting(env, 'BATON_LOCAL_FREEZE_TIMERS') ?? '0',
+  );
   const host = new LocalHost({
-    registrations: batonRegistrations(runtime).map((r) => countWork(r, dieAfterSending)),
+    registrations: batonRegistrations(runtime)
+      .filter((r) => !(freezeTimers && r.kind === 'timer'))
+      .map((r) => countWork(r, dieAfterSending)),
     queues: (name) => new AzureQueue(queueService, name),
     hostConfig,
     visibilityTimeoutSeconds,
@@ -111,6 +122,8 @@ async function main(): Promise<void> {
   process.stdin.resume();
   host.start();
   emit({ kind: 'started', pid: process.pid });
+  // As the Functions entry does: one tick any instance may take, so a leader starts without a timer.
+  void runtime.ticks.wakeOnStart();
 }
 
 /** host.json from `BATON_HOST_JSON` (a path), else the app's own; a bad one names where it came from. */

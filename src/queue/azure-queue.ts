@@ -85,18 +85,23 @@ export class AzureQueue implements QueuePort {
     await this.client.createIfNotExists({ abortSignal: options?.abortSignal });
   }
 
-  async send(text: string, options?: QueueCallOptions & { visibilityTimeoutSeconds?: number }): Promise<void> {
+  async send(text: string, options?: QueueCallOptions & { visibilityTimeoutSeconds?: number }): Promise<MessageReceipt> {
     assertSendable(text, options?.visibilityTimeoutSeconds);
-    const send = () =>
-      this.client.sendMessage(text, { abortSignal: options?.abortSignal, visibilityTimeout: options?.visibilityTimeoutSeconds });
+    const send = async (): Promise<MessageReceipt> => {
+      const sent = await this.client.sendMessage(text, {
+        abortSignal: options?.abortSignal,
+        visibilityTimeout: options?.visibilityTimeoutSeconds,
+      });
+      return { id: sent.messageId, popReceipt: sent.popReceipt };
+    };
     try {
-      await send();
+      return await send();
     } catch (err) {
       // A sender can run before anything created the queue (a worker answering before the
       // leader's first term on a new hub, or after someone deleted it): create it, send again.
       if (storageErrorOf(err)?.code !== 'QueueNotFound') throw err;
       await this.ensure(options);
-      await send();
+      return await send();
     }
   }
 

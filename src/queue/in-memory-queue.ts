@@ -9,8 +9,8 @@ interface StoredMessage {
   /** `clock.now()` at which the message can be received again. */
   visibleAt: number;
   dequeueCount: number;
-  /** Only the receipt of the latest receive may delete; undefined until the first receive. */
-  popReceipt: string | undefined;
+  /** Only the receipt of the latest send, receive or visibility change may delete or change it. */
+  popReceipt: string;
 }
 
 /**
@@ -41,17 +41,18 @@ export class InMemoryQueue implements QueuePort {
     this.made = true;
   }
 
-  async send(text: string, options?: QueueCallOptions & { visibilityTimeoutSeconds?: number }): Promise<void> {
+  async send(text: string, options?: QueueCallOptions & { visibilityTimeoutSeconds?: number }): Promise<MessageReceipt> {
     options?.abortSignal?.throwIfAborted();
     assertSendable(text, options?.visibilityTimeoutSeconds);
     this.made = true;
+    const receipt = { id: randomUUID(), popReceipt: randomUUID() };
     this.messages.push({
-      id: randomUUID(),
+      ...receipt,
       text,
       visibleAt: this.clock.now() + (options?.visibilityTimeoutSeconds ?? 0) * 1000,
       dequeueCount: 0,
-      popReceipt: undefined,
     });
+    return receipt;
   }
 
   async receive(max: number, visibilityTimeoutSeconds: number, options?: QueueCallOptions): Promise<ReceivedMessage[]> {
@@ -74,7 +75,7 @@ export class InMemoryQueue implements QueuePort {
     options?.abortSignal?.throwIfAborted();
     const index = this.messages.findIndex((m) => m.id === message.id);
     const stored = this.messages[index];
-    if (!stored || stored.popReceipt === undefined || stored.popReceipt !== message.popReceipt) return false;
+    if (!stored || stored.popReceipt !== message.popReceipt) return false;
     this.messages.splice(index, 1);
     return true;
   }
@@ -87,7 +88,7 @@ export class InMemoryQueue implements QueuePort {
     options?.abortSignal?.throwIfAborted();
     assertVisibility(visibilityTimeoutSeconds);
     const stored = this.messages.find((m) => m.id === message.id);
-    if (!stored || stored.popReceipt === undefined || stored.popReceipt !== message.popReceipt) return undefined;
+    if (!stored || stored.popReceipt !== message.popReceipt) return undefined;
     stored.visibleAt = this.clock.now() + visibilityTimeoutSeconds * 1000;
     stored.popReceipt = randomUUID();
     return { id: stored.id, popReceipt: stored.popReceipt };

@@ -19,7 +19,8 @@ export interface QueuePort {
   readonly name: string;
   /** Creates the queue if it does not exist. */
   ensure(options?: QueueCallOptions): Promise<void>;
-  send(text: string, options?: QueueCallOptions & { visibilityTimeoutSeconds?: number }): Promise<void>;
+  /** Returns the message's receipt, with which the sender may delete it or change its visibility. */
+  send(text: string, options?: QueueCallOptions & { visibilityTimeoutSeconds?: number }): Promise<MessageReceipt>;
   receive(max: number, visibilityTimeoutSeconds: number, options?: QueueCallOptions): Promise<ReceivedMessage[]>;
   delete(message: MessageReceipt, options?: QueueCallOptions): Promise<boolean>;
   /**

@@ -200,6 +200,28 @@ export function queueContract(name: string, makeHarness: () => Promise<QueueHarn
       expect(only(await queue.receive(32, 30))).toMatchObject({ text: 'later', dequeueCount: 1 });
     });
 
+    it("lets the sender postpone, surface or delete a message it sent, with the send's receipt", async () => {
+      const { queue, elapse } = await fresh();
+      const sent = await queue.send('beacon', { visibilityTimeoutSeconds: 1 });
+      // Postponed before it ever surfaced: still hidden after its first delay.
+      const postponed = await queue.setVisibility(sent, 60);
+      expect(postponed).toBeDefined();
+      expect(await queue.setVisibility(sent, 0)).toBeUndefined();
+      await elapse(1500);
+      expect(await queue.receive(32, 30)).toEqual([]);
+      // Surfaced at once, and delivered for the first time.
+      const surfaced = await queue.setVisibility(postponed!, 0);
+      expect(surfaced).toBeDefined();
+      const received = only(await queue.receive(1, 30));
+      expect(received).toMatchObject({ id: sent.id, text: 'beacon', dequeueCount: 1 });
+      // A receive stales the sender's receipt: the receiver owns the message now.
+      expect(await queue.delete(surfaced!)).toBe(false);
+      expect(await queue.delete(received)).toBe(true);
+      const unseen = await queue.send('never delivered', { visibilityTimeoutSeconds: 60 });
+      expect(await queue.delete(unseen)).toBe(true);
+      expect(await queue.approximateCount()).toBe(0);
+    });
+
     it('stops a call whose signal has already aborted', async () => {
       const { queue } = await fresh();
       const aborted = AbortSignal.abort();

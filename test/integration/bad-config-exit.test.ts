@@ -258,6 +258,12 @@ describe('the local host instance process', () => {
       /^InvalidSettingError: BATON_LOCAL_VISIBILITY_SECONDS must be a whole number of seconds from 5 to 600$/,
     ],
     [
+      'a frozen-timer switch that is neither on nor off',
+      { BATON_LOCAL_FREEZE_TIMERS: 'yes' },
+      'BATON_LOCAL_FREEZE_TIMERS',
+      /^InvalidSettingError: BATON_LOCAL_FREEZE_TIMERS must be 1 \(timers off\) or 0$/,
+    ],
+    [
       'a BATON_JOBS_MODULE that does not exist',
       { BATON_JOBS_MODULE: '/nonexistent/jobs' },
       'BATON_JOBS_MODULE',

@@ -66,7 +66,7 @@ describe('coordinator tick', () => {
     const first = tick(timer, context('first', lines));
     await delay(100);
     const second = await tick(timer, context('second', lines));
-    expect(second).toEqual({ led: false, holder: 'only-instance' });
+    expect(second).toEqual({ led: false, holder: 'only-instance', epoch: 1 });
     await expect(first).resolves.toEqual({ led: true, epoch: 1 });
     expect(runs).toBe(1);
     const third = await tick(timer, context('third', lines));

@@ -40,7 +40,7 @@ class TappedQueue extends ForwardingQueue {
   ) {
     super(inner);
   }
-  override send(text: string, options?: SendOptions): Promise<void> {
+  override send(text: string, options?: SendOptions): Promise<MessageReceipt> {
     if (this.method === 'send') this.tick();
     return super.send(text, options);
   }

@@ -2,7 +2,7 @@ import { defineJob } from '../../src/jobs/define-job';
 import type { JobDefinition } from '../../src/jobs/job-definition';
 import { RunStateCache } from '../../src/engine/run-state-cache';
 import type { WorkerDeps } from '../../src/engine/worker';
-import type { QueuePort, ReceivedMessage } from '../../src/queue/queue-port';
+import type { MessageReceipt, QueuePort, ReceivedMessage } from '../../src/queue/queue-port';
 import { ForwardingQueue, type SendOptions } from './forwarding-queue';
 import type { EnginePorts } from './engine-harness';
 import type { SumAcc } from './sample-jobs';
@@ -16,10 +16,11 @@ export class RecordingQueue extends ForwardingQueue {
   ) {
     super(inner);
   }
-  override async send(text: string, options?: SendOptions): Promise<void> {
-    await this.inner.send(text, options);
+  override async send(text: string, options?: SendOptions): Promise<MessageReceipt> {
+    const receipt = await this.inner.send(text, options);
     this.sent.push(text);
     await this.afterSend?.(text);
+    return receipt;
   }
 }
 

@@ -11,7 +11,7 @@ export class ForwardingQueue implements QueuePort {
   ensure(options?: QueueCallOptions): Promise<void> {
     return this.inner.ensure(options);
   }
-  send(text: string, options?: SendOptions): Promise<void> {
+  send(text: string, options?: SendOptions): Promise<MessageReceipt> {
     return this.inner.send(text, options);
   }
   receive(max: number, visibilityTimeoutSeconds: number, options?: QueueCallOptions): Promise<ReceivedMessage[]> {

@@ -524,7 +524,13 @@ describe('bad configuration stops start-up with one line naming the setting', ()
     walk(join(root, 'src'));
     walk(join(root, 'functions'));
     // Read only by the local cluster and its instance processes; test/integration/bad-config-exit.test.ts covers them.
-    const instanceOnly = new Set(['BATON_INSTANCE', 'BATON_HOST_JSON', 'BATON_JOBS_MODULE', 'BATON_LOCAL_VISIBILITY_SECONDS']);
+    const instanceOnly = new Set([
+      'BATON_INSTANCE',
+      'BATON_HOST_JSON',
+      'BATON_JOBS_MODULE',
+      'BATON_LOCAL_VISIBILITY_SECONDS',
+      'BATON_LOCAL_FREEZE_TIMERS',
+    ]);
     // Not settings: test-only sabotage switches, off unless set: src/fencing (1 turns fencing
     // off) and the chaos soak's dying worker in src/local/instance-main.ts (a trigger file).
     const notSettings = new Set(['BATON_UNSAFE_DISABLE_FENCING', 'BATON_CHAOS_DIE_AFTER_SENDING']);

@@ -307,8 +307,9 @@ describe('the in-flight window', () => {
     let max = 0;
     class TrackedWork extends ForwardingQueue {
       override async send(...args: Parameters<ForwardingQueue['send']>) {
-        await super.send(...args);
+        const receipt = await super.send(...args);
         max = Math.max(max, ++outstanding);
+        return receipt;
       }
       override async delete(...args: Parameters<ForwardingQueue['delete']>) {
         const deleted = await super.delete(...args);

@@ -1,0 +1,90 @@
+import type { LeaderEvent } from '../lease/leader-events';
+import type { MessageReceipt, QueuePort } from '../queue/queue-port';
+import type { TickMessage } from './messages';
+
+export interface TickBeaconOptions {
+  /** Shard 0's work queue: every instance polls it. */
+  queue: QueuePort;
+  /** The lease's duration: the beacon surfaces only after the lease could have expired. */
+  leaseMs: number;
+  /** How long after that. Default 2,000 ms. */
+  marginMs?: number;
+  /** Where failures go; a lost beacon costs a slower takeover, never correctness. */
+  log?: (message: string) => void;
+}
+
+/**
+ * The leader's second tick source, beside the timer: one delayed tick message per term, so
+ * leadership moves on even when no instance's timer fires (a frozen singleton timer listener,
+ * a host that stopped scheduling).
+ * - When a term begins, the beacon is sent, hidden until just after the lease would expire.
+ * - Each renewal postpones it again: while the leader lives it never surfaces.
+ * - When the term ends with a release (term over, shutdown, handover) it surfaces at once, and
+ *   whichever instance receives it runs the coordinator tick: the wake for a successor.
+ * - When the leader dies it surfaces once its lease has expired, and wakes a successor then.
+ * A tick from the timer and one from the beacon can only ever start a run once: runs are keyed
+ * by occurrence. Its cost per term: a send, one update per renewal, and one more to surface it.
+ */
+export class TickBeacon {
+  /** How long a beacon stays hidden: past the lease's expiry. */
+  readonly hiddenSeconds: number;
+  private sent: { epoch: number; receipt: MessageReceipt } | undefined;
+  /** The beacon's calls, one at a time and in the order of the events. */
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(private readonly options: TickBeaconOptions) {
+    this.hiddenSeconds = Math.ceil((options.leaseMs + (options.marginMs ?? 2000)) / 1000);
+  }
+
+  /** Feeds it the elector's events (`onEvent`); returns at once. */
+  onLeaderEvent(event: LeaderEvent): void {
+    switch (event.type) {
+      case 'acquired':
+        return this.then(() => this.send(event.epoch, this.hiddenSeconds));
+      case 'renewed':
+        return this.then(() => this.move(event.epoch, this.hiddenSeconds));
+      case 'released':
+        return this.then(() => this.move(event.epoch, 0).then(() => (this.sent = undefined)));
+      case 'lost':
+        // Someone else holds the lease now, or it expired: the beacon surfaces at its time, and
+        // its receiver sees whether anyone leads.
+        return this.then(async () => {
+          this.sent = undefined;
+        });
+      default:
+        return;
+    }
+  }
+
+  /** Settles once every call started so far has. */
+  idle(): Promise<void> {
+    return this.chain;
+  }
+
+  private then(step: () => Promise<unknown>): void {
+    this.chain = this.chain.then(step).then(
+      () => undefined,
+      (error: unknown) => this.options.log?.(`tick beacon: ${error instanceof Error ? error.message : String(error)}`),
+    );
+  }
+
+  private async send(epoch: number, seconds: number): Promise<void> {
+    const message: TickMessage = { v: 1, t: 'tick', epoch };
+    const receipt = await this.options.queue.send(JSON.stringify(message), { visibilityTimeoutSeconds: seconds });
+    this.sent = { epoch, receipt };
+  }
+
+  /**
+   * Re-hides (or surfaces, with 0) this term's beacon; one that went missing is sent again. It
+   * keeps the epoch it was sent with even when the term raises its own: a receiver reads that as
+   * a newer term's, which is only ever a beacon dropped while its leader lives.
+   */
+  private async move(epoch: number, seconds: number): Promise<void> {
+    const sent = this.sent;
+    if (!sent) return this.send(epoch, seconds);
+    const moved = await this.options.queue.setVisibility(sent.receipt, seconds);
+    if (moved) this.sent = { epoch: sent.epoch, receipt: moved };
+    // Received by someone already (it surfaced early): a new one keeps the chain.
+    else await this.send(sent.epoch, seconds);
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * Every instance's coordinator timer frozen (BATON_LOCAL_FREEZE_TIMERS, for this test only): the
+ * start-up tick begins leadership, and each term's beacon wakes the next term when it releases,
+ * so a job due every 5 s still runs every occurrence, none late by more than period + 30 s,
+ * through a graceful stop of the leader half-way.
+ */
+import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
+import { BenchCluster } from '../../bench/lib/bench-cluster';
+import { FencedDocuments } from '../../src/fencing/fenced-documents';
+import type { RunRecord } from '../../src/hub/run-record';
+import { markDistInUse } from '../support/cluster-process';
+import { waitFor } from '../support/edge-support';
+
+const PERIOD_MS = 5000;
+const JOB = { name: 'every5', schedule: '*/5 * * * * *', items: 3 };
+const OCCURRENCES = 8;
+
+const release = markDistInUse();
+let cluster: BenchCluster | undefined;
+
+afterAll(async () => {
+  await cluster?.stop();
+  release();
+});
+
+async function runs(c: BenchCluster): Promise<RunRecord[]> {
+  const records = new FencedDocuments<RunRecord>(c.docs);
+  const found: RunRecord[] = [];
+  for await (const key of c.docs.list(`runs/${JOB.name}/`)) {
+    if (!key.endsWith('/run.json')) continue;
+    const record = await records.read(key).catch(() => undefined);
+    if (record) found.push(record.value);
+  }
+  return found.sort((a, b) => (a.occurrence ?? '').localeCompare(b.occurrence ?? ''));
+}
+
+describe('with every coordinator timer frozen', () => {
+  it(
+    `still starts each of ${OCCURRENCES} occurrences in time, through a graceful stop of the leader`,
+    { timeout: 240_000 },
+    async () => {
+      const c = await BenchCluster.start({
+        instances: 3,
+        jobs: [JOB],
+        // Short terms, so the beacon's wake at each release carries leadership several times.
+        env: { BATON_LOCAL_FREEZE_TIMERS: '1', BATON_TERM_SECONDS: '15' },
+      });
+      cluster = c;
+      onTestFailed(() => void process.stderr.write(`\n${c.dump()}\n`));
+      const first = await c.waitFor(() => c.leader(), 60_000, 'a first leader, from the start-up tick alone');
+      const succeeded = async (n: number) => (await runs(c)).filter((r) => r.state === 'succeeded').length >= n;
+      await waitFor(`${OCCURRENCES / 2} runs`, () => succeeded(OCCURRENCES / 2), 150_000, 500);
+      // A graceful stop: the leader releases and its beacon wakes a successor (no timer will).
+      const leader = c.leader() ?? first;
+      leader.proc.kill('SIGTERM');
+      await leader.exited;
+      c.spawn();
+      await waitFor(`${OCCURRENCES} runs`, () => succeeded(OCCURRENCES), 150_000, 500);
+
+      const all = await runs(c);
+      const scheduled = all.filter((r) => r.occurrence !== null);
+      expect(scheduled.length).toBeGreaterThanOrEqual(OCCURRENCES);
+      onTestFailed(() => {
+        const t0 = Date.parse(scheduled[0]?.occurrence ?? '') || 0;
+        const lines = scheduled.map(
+          (r) =>
+            `${r.occurrence} created +${Date.parse(r.createdAt) - Date.parse(r.occurrence!)} ms ${r.state} ${r.endReason ?? ''}`,
+        );
+        const terms = c.instances.map(
+          (i) =>
+            `${i.name}: ${i.events
+              .filter((e) => e.kind === 'leader' && ['acquired', 'released', 'lost'].includes(e.type))
+              .map((e) => `${e.kind === 'leader' ? e.type : ''}@${e.at - t0}`)
+              .join(' ')}`,
+        );
+        process.stderr.write(`\n${[...lines, ...terms].join('\n')}\n`);
+      });
+      const times = scheduled.map((r) => Date.parse(r.occurrence!));
+      // None missed between the first and the last: consecutive occurrences of the schedule.
+      for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBe(PERIOD_MS);
+      for (const run of scheduled) {
+        expect(Date.parse(run.createdAt) - Date.parse(run.occurrence!)).toBeLessThanOrEqual(PERIOD_MS + 30_000);
+      }
+      expect(scheduled.slice(0, OCCURRENCES).every((r) => r.state === 'succeeded')).toBe(true);
+      // Leadership changed hands several times, every time without a timer.
+      const acquired = c.instances.flatMap((i) => i.events.filter((e) => e.kind === 'leader' && e.type === 'acquired'));
+      expect(acquired.length).toBeGreaterThanOrEqual(3);
+      expect(c.instances.some((i) => i !== leader && i.events.some((e) => e.kind === 'leader' && e.type === 'acquired'))).toBe(
+        true,
+      );
+    },
+  );
+});
