@@ -50,6 +50,7 @@ export interface BenchInstance {
   stderr: string[];
 }
 
+const TERM_EVENTS = new Set(['acquired', 'released', 'lost', 'release-failed', 'task-abandoned']);
 const ROOT = resolve(__dirname, '..', '..');
 const INSTANCE_MAIN = join(ROOT, 'dist', 'src', 'local', 'instance-main.js');
 
@@ -84,7 +85,8 @@ export class BenchCluster {
     return this.azurite.connectionString;
   }
 
-  spawn(): BenchInstance {
+  /** Starts one more instance; `env` adds settings for this one only (a new version, say). */
+  spawn(env: Record<string, string> = {}): BenchInstance {
     const name = `instance-${this.next++}`;
     const proc = spawn(process.execPath, [INSTANCE_MAIN], {
       cwd: ROOT,
@@ -98,6 +100,7 @@ export class BenchCluster {
         ...(this.options.leaseSeconds ? { BATON_LEASE_SECONDS: String(this.options.leaseSeconds) } : {}),
         ...(this.options.jobs ? { BATON_SYNTHETIC_JOBS: JSON.stringify(this.options.jobs) } : {}),
         ...this.options.env,
+        ...env,
       },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
@@ -167,7 +170,8 @@ export class BenchCluster {
   leader(): BenchInstance | undefined {
     return this.instances.find((i) => {
       if (!i.alive) return false;
-      const last = [...i.events].reverse().find((e) => e.kind === 'leader' && e.type !== 'renewed');
+      // Only the events that begin or end a term: handover and deference events say neither.
+      const last = [...i.events].reverse().find((e) => e.kind === 'leader' && TERM_EVENTS.has(e.type));
       return last?.kind === 'leader' && last.type === 'acquired';
     });
   }

@@ -20,6 +20,12 @@ export interface ChaosInstance {
   name: string;
   proc: ChildProcess;
   alive: boolean;
+  /** Its `BATON_APP_VERSION`. */
+  version: string;
+  /** Whether its timers are off (`BATON_LOCAL_FREEZE_TIMERS`). */
+  frozen: boolean;
+  /** When its host had started (ms since the epoch, as it reported). */
+  startedAt?: number;
   /** When this instance last renewed the lease (ms since the epoch, as it reported). */
   lastRenewedAt?: number;
   /** Set when it died on purpose after sending a result (`BATON_CHAOS_DIE_AFTER_SENDING`). */
@@ -39,6 +45,10 @@ export class ChaosInstances {
   /** Every warning the instances logged, as it came. */
   readonly warnings: Array<{ instance: string; at: number; message: string }> = [];
   private next = 1;
+  /** The version new instances run: a rolling deploy raises it before it starts them. */
+  version = '1.0.0';
+  /** Whether new instances start with their timers off: a frozen-timer fault's window. */
+  frozenTimers = false;
 
   constructor(
     private readonly env: () => NodeJS.ProcessEnv,
@@ -58,12 +68,24 @@ export class ChaosInstances {
     const script = join(__dirname, '..', 'local', `instance-main${__filename.endsWith('.ts') ? '.ts' : '.js'}`);
     const args = __filename.endsWith('.ts') ? ['--import', 'tsx', script] : [script];
     const proc = spawn(process.execPath, args, {
-      env: { ...this.env(), BATON_INSTANCE: name },
+      env: {
+        ...this.env(),
+        BATON_INSTANCE: name,
+        BATON_APP_VERSION: this.version,
+        BATON_LOCAL_FREEZE_TIMERS: this.frozenTimers ? '1' : '0',
+      },
       // stdin stays open: an instance stops when its stdin ends, so it cannot outlive the soak.
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let resolveExit!: () => void;
-    const instance: ChaosInstance = { name, proc, alive: true, exited: new Promise<void>((r) => (resolveExit = r)) };
+    const instance: ChaosInstance = {
+      name,
+      proc,
+      alive: true,
+      version: this.version,
+      frozen: this.frozenTimers,
+      exited: new Promise<void>((r) => (resolveExit = r)),
+    };
     proc.on('exit', (code, signal) => {
       instance.alive = false;
       this.log(`${name} exited (${signal ?? `code ${code}`})`);
@@ -75,6 +97,7 @@ export class ChaosInstances {
         if (line.trim()) this.log(`${name}: ${line}`);
         return;
       }
+      if (event.kind === 'started') instance.startedAt = event.at ?? Date.now();
       if (event.kind === 'stopping') this.log(`${name} stopping: ${event.why}`);
       if (event.kind === 'chaos') {
         const { run, first, count, dequeueCount } = event;
@@ -93,7 +116,9 @@ export class ChaosInstances {
       else if (event.kind === 'leader' && (event.type === 'acquired' || event.type === 'lost')) {
         if (event.type === 'acquired') {
           this.leaderChanges++;
-          if (event.epoch !== undefined) this.terms.push({ holder: name, epoch: event.epoch, at: event.at ?? Date.now() });
+          if (event.epoch !== undefined) {
+            this.terms.push({ holder: name, epoch: event.epoch, at: event.at ?? Date.now(), version: instance.version });
+          }
         }
         this.log(`${name} leadership ${event.type} epoch ${event.epoch ?? '?'}${event.reason ? ` (${event.reason})` : ''}`);
       } else if (event.kind === 'log' && event.level === 'warn') {
@@ -103,8 +128,29 @@ export class ChaosInstances {
     });
     createInterface({ input: proc.stderr as NodeJS.ReadableStream }).on('line', (line) => this.log(`${name} stderr: ${line}`));
     this.all.push(instance);
-    this.log(`${name} started (pid ${proc.pid})`);
+    this.log(`${name} started (pid ${proc.pid}, version ${instance.version}${instance.frozen ? ', timers frozen' : ''})`);
     return instance;
+  }
+
+  /**
+   * Replaces every live instance, one at a time, as a deploy does: starts a new one (with the
+   * current `version` and `frozenTimers`), waits for its host to start, then stops an old one with
+   * SIGTERM (SIGKILL after `graceMs`). `onFirstStarted` runs once the first new one has started,
+   * before any old one stops.
+   */
+  async replaceAll(onFirstStarted?: (fresh: ChaosInstance) => Promise<void>, graceMs = 15_000): Promise<void> {
+    const olds = this.alive;
+    for (const [k, old] of olds.entries()) {
+      const fresh = this.spawn();
+      const until = Date.now() + 60_000;
+      while (fresh.startedAt === undefined && fresh.alive && Date.now() < until) await pause(50);
+      if (k === 0) await onFirstStarted?.(fresh);
+      old.proc.kill('SIGCONT');
+      old.proc.kill('SIGTERM');
+      await Promise.race([old.exited, pause(graceMs)]);
+      if (old.alive) old.proc.kill('SIGKILL');
+      await old.exited;
+    }
   }
 
   /** SIGTERM to every live instance, then SIGKILL for any still alive after `graceMs`. */
@@ -133,3 +179,5 @@ export class ChaosInstances {
     appendFileSync(this.logFile, `${new Date().toISOString()} ${redactSecrets(line)}\n`);
   }
 }
+
+const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));

@@ -14,7 +14,11 @@ export type FaultTarget =
   | ({ kind: 'worker-death' } & WorkerDeath)
   /** `started`: the job's state counted the run as started, so it must exist; otherwise only if it does. */
   | { kind: 'hung-hook'; hook: HungHook; run: string; item?: number; started: boolean }
-  | { kind: 'lease-delete'; target: LeaseDeleteTarget; holder: string; at: number };
+  | { kind: 'lease-delete'; target: LeaseDeleteTarget; holder: string; at: number }
+  /** `startedAt`: the new version's first instance up; `takeoverAt`: one of them led (null: none did). */
+  | { kind: 'rolling-deploy'; version: string; from: string; startedAt: number; takeoverAt: number | null }
+  /** The window in which every instance ran with its timers off. */
+  | { kind: 'frozen-timer'; from: number; to: number };
 
 /**
  * What a hook that ignored its signal past its bound leaves behind (`HookTimeoutError`): a split

@@ -10,8 +10,17 @@ export const FAULT_KINDS = [
   'worker-death',
   'hung-hook',
   'lease-delete',
+  'rolling-deploy',
+  'frozen-timer',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/**
+ * Kinds a plan injects once rather than once per round: each replaces every instance and takes a
+ * minute or so, and a round of them would leave a 10-minute soak too few rounds of the others
+ * (three, so every hook gets hung).
+ */
+export const ONCE_PER_PLAN: readonly FaultKind[] = ['rolling-deploy', 'frozen-timer'];
 
 /** The job hooks a `hung-hook` fault can hang. */
 export const HUNG_HOOKS = ['split', 'process', 'finalize'] as const;
@@ -59,7 +68,11 @@ export type FaultStep =
   /** One hook of one run of a test job never settles and ignores its abort signal. */
   | { kind: 'hung-hook'; atMs: number; hook: HungHook }
   /** An outside client deletes the lease blob, or the container holding it, under a leader. */
-  | { kind: 'lease-delete'; atMs: number; target: LeaseDeleteTarget };
+  | { kind: 'lease-delete'; atMs: number; target: LeaseDeleteTarget }
+  /** Every instance replaced, one at a time, by one of the next app version (start new, SIGTERM old). */
+  | { kind: 'rolling-deploy'; atMs: number }
+  /** Every instance replaced by one whose timers are off; after `windowMs`, replaced back. */
+  | { kind: 'frozen-timer'; atMs: number; windowMs: number };
 
 export interface FaultPlanOptions {
   seed: number;
@@ -101,22 +114,34 @@ function meanBusyMs(kind: FaultKind, leaseSeconds: number): number {
     // The hang bites when the run gets there; the soak does not wait for it.
     case 'hung-hook':
       return 0;
+    // Each instance: its replacement's start, then the old one's graceful stop.
+    case 'rolling-deploy':
+      return 15_000;
+    case 'frozen-timer':
+      return 52_500 + 2 * 15_000;
   }
 }
 
 /**
  * A seeded fault schedule: rounds in which every kind occurs once, in shuffled order, with the
  * quiet time shared out between them. As many whole rounds as fit, at least one, so every kind
- * is injected; the same seed and options give the same plan.
+ * is injected; the kinds of `ONCE_PER_PLAN` go in once each, at random places. The same seed and
+ * options give the same plan.
  */
 export function planFaults(options: FaultPlanOptions): FaultStep[] {
   const kinds = options.kinds ?? FAULT_KINDS;
   if (kinds.length === 0) throw new RangeError('planFaults needs at least one fault kind');
   const rng = new SeededRandom(options.seed);
   const minGapMs = options.minGapMs ?? 8000;
-  const roundMs = kinds.reduce((sum, kind) => sum + meanBusyMs(kind, options.leaseSeconds) + minGapMs, 0);
-  const rounds = Math.max(1, Math.floor(options.durationMs / roundMs));
-  const order = Array.from({ length: rounds }, () => rng.shuffle(kinds)).flat();
+  const once = kinds.filter((kind) => ONCE_PER_PLAN.includes(kind));
+  const each = kinds.filter((kind) => !ONCE_PER_PLAN.includes(kind));
+  const busyOf = (list: readonly FaultKind[]) =>
+    list.reduce((sum, kind) => sum + meanBusyMs(kind, options.leaseSeconds) + minGapMs, 0);
+  const roundMs = busyOf(each);
+  const rounds = each.length === 0 ? 0 : Math.max(1, Math.floor((options.durationMs - busyOf(once)) / roundMs));
+  const order = Array.from({ length: rounds }, () => rng.shuffle(each)).flat();
+  // Drawn after the rounds, so a plan without these kinds stays the same for its seed.
+  for (const kind of once) order.splice(rng.int(0, order.length), 0, kind);
 
   // Variants go round in a shuffled cycle, so a plan with enough rounds has each; they are drawn
   // only when their kind is in the plan, so a plan without it stays the same for its seed.
@@ -172,6 +197,11 @@ function makeStep(
       return { kind, atMs, hook: choose.hook() };
     case 'lease-delete':
       return { kind, atMs, target: choose.leaseTarget() };
+    case 'rolling-deploy':
+      return { kind, atMs };
+    case 'frozen-timer':
+      // Longer than a period of the soak's schedules (20 s) and 30 s, so the window can show a gap.
+      return { kind, atMs, windowMs: rng.int(45_000, 60_000) };
   }
 }
 
@@ -188,11 +218,14 @@ export function stepDurationMs(step: FaultStep): number {
       return step.windowMs;
     case 'unreadable-record':
       return step.windowMs;
+    case 'frozen-timer':
+      return step.windowMs;
     // These last as long as their target takes: the soak waits for it, not the plan.
     case 'worker-death':
     case 'hung-hook':
     case 'lease-break':
     case 'lease-delete':
+    case 'rolling-deploy':
       return 0;
   }
 }

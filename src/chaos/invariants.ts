@@ -1,3 +1,4 @@
+import { compareVersions } from '../lease/leader-rank';
 import type { FailureEntry } from '../hub/fold';
 import type { FailuresManifest, RunOutput } from '../hub/run-output';
 import { isTerminal, type RunRecord } from '../hub/run-record';
@@ -46,6 +47,8 @@ export interface Term {
   at: number;
   /** The highest epoch it raised its own to, above a stored one, if it did. */
   raisedTo?: number;
+  /** The holder's app version. */
+  version?: string;
 }
 
 export const INVARIANTS = {
@@ -63,6 +66,9 @@ export const INVARIANTS = {
   'fault-effect': 'a run a fault targeted ends the way that fault is documented to end it, and no other run shows its effect',
   'epoch-monotonic':
     'every term of leadership takes a higher epoch than every epoch led with before it, also after the lease record is deleted',
+  'deploy-takeover':
+    'in a rolling deploy, an instance of the new version leads within 2 s of the first one starting, and no older version leads after it',
+  'frozen-timer-ticks': 'with every timer frozen, runs still start: never more than a schedule period and 30 s apart',
 } as const;
 export type InvariantRule = keyof typeof INVARIANTS;
 
@@ -84,6 +90,10 @@ export interface CheckInput {
   terms?: readonly Term[];
   /** When the lease record (its blob or its container) was deleted, each time (ms since the epoch). */
   leaseDeletions?: readonly number[];
+  /** Rolling deploys: the new version, when its first instance started and when one of them led. */
+  deploys?: readonly Deploy[];
+  /** Windows in which every instance's timers were off, and the longest period of the jobs' schedules. */
+  frozenTimers?: { windows: ReadonlyArray<{ from: number; to: number }>; periodMs: number };
   /** Accepted and refused blob writes as storage answered them; without it, the write-order checks are skipped. */
   audit?: readonly AuditEntry[];
   /** When the faults stopped (ms since the epoch); default: the runs' own creation times. */
@@ -138,6 +148,8 @@ export async function checkInvariants(input: CheckInput): Promise<CheckResult> {
   violations.push(...checkOccurrences(input.runs));
   violations.push(...checkLeftovers(input.runs, input.leftovers, notes));
   if (input.terms) violations.push(...checkTerms(input.terms, input.leaseDeletions ?? []));
+  if (input.terms && input.deploys) violations.push(...checkDeploys(input.deploys, input.terms));
+  if (input.frozenTimers) violations.push(...checkFrozenTimers(input.runs, input.frozenTimers));
   else notes.push('no terms of leadership: epoch-monotonic was not checked');
   for (const runId of input.runExpectations?.keys() ?? []) {
     if (!input.runs.some((r) => r.record.runId === runId)) {
@@ -324,6 +336,75 @@ async function tallyFailures(
     out.push({ rule: 'readable', subject: runId, evidence: `its failure log is not JSON: ${err.message}` });
   }
   return tally;
+}
+
+export interface Deploy {
+  version: string;
+  /** When the first instance of `version` had started (ms since the epoch). */
+  startedAt: number;
+  /** When an instance of `version` first took the lease after that; null if none did. */
+  takeoverAt: number | null;
+}
+
+/** The bound the issue sets on a deploy's takeover, measured from the new version's first start. */
+export const DEPLOY_TAKEOVER_MS = 2000;
+
+/** Each deploy's new version must lead soon after its first instance starts, and no older one after that. */
+export function checkDeploys(deploys: readonly Deploy[], terms: readonly Term[]): Violation[] {
+  const out: Violation[] = [];
+  for (const deploy of deploys) {
+    const subject = `deploy of ${deploy.version}`;
+    if (deploy.takeoverAt === null) {
+      out.push({
+        rule: 'deploy-takeover',
+        subject,
+        evidence: 'no instance of the new version took the lease while the old ones ran',
+      });
+      continue;
+    }
+    const ms = deploy.takeoverAt - deploy.startedAt;
+    if (ms > DEPLOY_TAKEOVER_MS) {
+      out.push({ rule: 'deploy-takeover', subject, evidence: `the new version led ${ms} ms after its first instance started` });
+    }
+    for (const term of terms) {
+      if (term.at >= deploy.takeoverAt && term.version !== undefined && compareVersions(term.version, deploy.version) < 0) {
+        out.push({
+          rule: 'deploy-takeover',
+          subject,
+          evidence: `${term.holder} (version ${term.version}) took epoch ${term.epoch} at ${new Date(term.at).toISOString()}, after ${deploy.version} led`,
+        });
+      }
+    }
+  }
+  return out;
+}
+
+/**
+ * Inside each window with every timer frozen, the gaps between run creations (and from the
+ * window's start to the first, and from the last to its end) stay within a schedule period and
+ * 30 s: only tick messages can have started those runs.
+ */
+export function checkFrozenTimers(
+  runs: readonly CheckedRun[],
+  frozen: { windows: ReadonlyArray<{ from: number; to: number }>; periodMs: number },
+): Violation[] {
+  const bound = frozen.periodMs + 30_000;
+  const created = runs.map((r) => Date.parse(r.record.createdAt)).sort((a, b) => a - b);
+  const out: Violation[] = [];
+  for (const { from, to } of frozen.windows) {
+    const inside = [from, ...created.filter((t) => t > from && t < to), to];
+    for (let i = 1; i < inside.length; i++) {
+      const gap = inside[i]! - inside[i - 1]!;
+      if (gap > bound) {
+        out.push({
+          rule: 'frozen-timer-ticks',
+          subject: `timers frozen ${new Date(from).toISOString()}..${new Date(to).toISOString()}`,
+          evidence: `no run started for ${gap} ms from ${new Date(inside[i - 1]!).toISOString()} (bound ${bound} ms)`,
+        });
+      }
+    }
+  }
+  return out;
 }
 
 /**

@@ -22,7 +22,10 @@ export function formatSoakReport(report: SoakReport): string {
       `every run had ended ${(report.settleMs / 1000).toFixed(1)} s after the faults stopped`,
   );
   lines.push(...formatCheck(report.check));
-  lines.push('', `seed ${report.seed}; ${report.queueShards} queue shard(s); data ${report.kept ? `kept in ${report.data}` : 'removed'}`);
+  lines.push(
+    '',
+    `seed ${report.seed}; ${report.queueShards} queue shard(s); data ${report.kept ? `kept in ${report.data}` : 'removed'}`,
+  );
   return lines.join('\n');
 }
 
@@ -54,6 +57,15 @@ function describeTarget(target: FaultTarget, report: SoakReport): string {
       );
     case 'lease-delete':
       return `lease-delete: the lease ${target.target} deleted under ${target.holder}`;
+    case 'rolling-deploy':
+      return (
+        `rolling-deploy: ${target.from} → ${target.version}; ` +
+        (target.takeoverAt === null
+          ? 'the new version never led while the old ones ran'
+          : `the new version led ${target.takeoverAt - target.startedAt} ms after its first instance started`)
+      );
+    case 'frozen-timer':
+      return `frozen-timer: every timer off for ${((target.to - target.from) / 1000).toFixed(0)} s`;
   }
 }
 

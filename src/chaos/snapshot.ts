@@ -1,3 +1,4 @@
+import { tickMessageSchema } from '../engine/messages';
 import type { QueueServiceClient } from '@azure/storage-queue';
 import { parseShardQueueName } from '../hub/resources';
 import type { FailuresManifest, RunOutput } from '../hub/run-output';
@@ -84,6 +85,8 @@ export async function readHubSnapshot(
       }
     }
     for (const [id, text] of seen) {
+      // A tick (the leader's beacon, or a start-up tick) is no run's work: not a leftover.
+      if (isTick(text)) continue;
       const run = runNamedBy(text);
       leftovers.push({ queue: name, id, ...(run ? { run } : {}) });
     }
@@ -124,4 +127,12 @@ export async function messageQueuesOf(
     const role = parseShardQueueName(hub, name)?.role;
     return role === 'work' || role === 'results';
   });
+}
+
+function isTick(text: string): boolean {
+  try {
+    return tickMessageSchema.safeParse(JSON.parse(text)).success;
+  } catch {
+    return false;
+  }
 }

@@ -115,6 +115,8 @@ const CHAOS_HOST_JSON = {
   },
 };
 const LEASE_SECONDS = 15;
+/** The period of the soak jobs' schedules (every 20 s each), for the frozen-timer check. */
+const FROZEN_CHECK_PERIOD_MS = 20_000;
 const QUEUE_SETTLE_MS = 45_000;
 const LOCAL_VISIBILITY_SECONDS = 10;
 const MIN_QUIET_MS = 4000;
@@ -435,6 +437,38 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         targets.push({ kind: 'lease-delete', target: step.target, holder, at });
         return true;
       }
+      case 'rolling-deploy': {
+        const from = instances.version;
+        const to = `${Number(from.split('.')[0]) + 1}.0.0`;
+        instances.version = to;
+        instances.log(`fault: rolling deploy of ${to} over ${from}, one instance at a time`);
+        let startedAt = Date.now();
+        let takeoverAt: number | null = null;
+        await instances.replaceAll(async (fresh) => {
+          startedAt = fresh.startedAt ?? Date.now();
+          // The old ones stay until the new version leads (or clearly will not): a deploy that
+          // stopped the old leader first would measure a failover, not the handover.
+          const led = () => instances.terms.find((t) => t.at >= startedAt && t.version === to);
+          const until = Date.now() + 30_000;
+          while (!led() && Date.now() < until) await sleep(50);
+          takeoverAt = led()?.at ?? null;
+        });
+        targets.push({ kind: 'rolling-deploy', version: to, from, startedAt, takeoverAt });
+        return true;
+      }
+      case 'frozen-timer': {
+        instances.frozenTimers = true;
+        instances.log(`fault: every instance replaced by one with its timers frozen, for ${step.windowMs} ms`);
+        await instances.replaceAll();
+        const from = Date.now();
+        await sleep(step.windowMs);
+        const to = Date.now();
+        instances.frozenTimers = false;
+        instances.log('fault: timers back: every instance replaced by one with its timers running');
+        await instances.replaceAll();
+        targets.push({ kind: 'frozen-timer', from, to });
+        return true;
+      }
     }
   };
 
@@ -532,6 +566,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       ),
       terms: instances.terms,
       leaseDeletions: targets.flatMap((t) => (t.kind === 'lease-delete' ? [t.at] : [])),
+      deploys: targets.flatMap((t) =>
+        t.kind === 'rolling-deploy' ? [{ version: t.version, startedAt: t.startedAt, takeoverAt: t.takeoverAt }] : [],
+      ),
+      frozenTimers: {
+        windows: targets.flatMap((t) => (t.kind === 'frozen-timer' ? [{ from: t.from, to: t.to }] : [])),
+        periodMs: FROZEN_CHECK_PERIOD_MS,
+      },
       audit: readAuditTrail(audit.file),
       faultsStoppedAt,
     });

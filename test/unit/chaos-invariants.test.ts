@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { AuditEntry } from '../../src/chaos/audit-trail';
 import { faultExpectations, HUNG_HOOK_EFFECT, type FaultTarget } from '../../src/chaos/fault-effects';
 import {
+  checkDeploys,
   checkEpochOrder,
+  checkFrozenTimers,
   checkInvariants,
   checkTerms,
   type CheckedRun,
@@ -530,5 +532,64 @@ describe('the effects of faults aimed at one run', () => {
     expect((await check([ended({ 5: timeout, 7: 'no result after 6 deliveries' }, [5])], targets)).map((v) => v.rule)).toEqual([
       'fault-effect',
     ]);
+  });
+});
+
+describe('rolling deploys', () => {
+  const term = (holder: string, version: string, at: number) => ({ holder, epoch: 1, at: T0 + at, version });
+  const deploy = (startedAt: number, takeoverAt: number | null) => ({
+    version: '2.0.0',
+    startedAt: T0 + startedAt,
+    takeoverAt: takeoverAt === null ? null : T0 + takeoverAt,
+  });
+  it.each([
+    {
+      name: 'a takeover within 2 s, then only the new version',
+      terms: [term('b', '2.0.0', 900), term('c', '2.0.0', 30_000)],
+      d: deploy(0, 900),
+      rules: [],
+    },
+    {
+      name: 'an older version leading before the takeover',
+      terms: [term('a', '1.0.0', -5000), term('b', '2.0.0', 1500)],
+      d: deploy(0, 1500),
+      rules: [],
+    },
+    {
+      name: 'a takeover after 2 s',
+      terms: [term('b', '2.0.0', 2500)],
+      d: deploy(0, 2500),
+      rules: ['the new version led 2500 ms'],
+    },
+    { name: 'no takeover at all', terms: [], d: deploy(0, null), rules: ['no instance of the new version'] },
+    {
+      name: 'an older version leading after the takeover',
+      terms: [term('b', '2.0.0', 500), term('a', '1.9.9', 60_000)],
+      d: deploy(0, 500),
+      rules: ['a (version 1.9.9) took epoch'],
+    },
+  ])('$name', ({ terms, d, rules }) => {
+    const found = checkDeploys([d], terms);
+    expect(found.map((v) => v.rule)).toEqual(rules.map(() => 'deploy-takeover'));
+    rules.forEach((text, i) => expect(found[i]?.evidence).toContain(text));
+  });
+});
+
+describe('runs with every timer frozen', () => {
+  const created = (seconds: number): CheckedRun => {
+    const run = goodRun(seconds);
+    return { ...run, record: { ...run.record, createdAt: new Date(T0 + seconds * 1000).toISOString() } };
+  };
+  const window = { from: T0, to: T0 + 120_000 };
+  it.each([
+    { name: 'runs every 20 s', runs: [10, 30, 50, 70, 90, 110], gaps: 0 },
+    { name: 'a gap of exactly a period and 30 s', runs: [50, 100], gaps: 0 },
+    { name: 'no run for 60 s in the middle', runs: [10, 30, 90, 110], gaps: 1 },
+    { name: 'no run at all', runs: [], gaps: 1 },
+    { name: 'runs outside the window do not count', runs: [-10, 130], gaps: 1 },
+  ])('$name', ({ runs, gaps }) => {
+    const found = checkFrozenTimers(runs.map(created), { windows: [window], periodMs: 20_000 });
+    expect(found).toHaveLength(gaps);
+    for (const v of found) expect(v.rule).toBe('frozen-timer-ticks');
   });
 });
