@@ -58,7 +58,7 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
             batonPerTick: i.ownPerTick,
             hostQueuePollingPerTick: i.hostPollingPerTick,
           })),
-          note: 'host queue polling is the local host polling the work queue at host.json maxPollingInterval (2 s) when idle; baton is the lease, run documents and the leader drains. Per tick depends on the tick: per second is the cost on the bill',
+          note: 'host queue polling is the local host polling the work queue at host.json maxPollingInterval (2 s) when idle; baton is the lease (a follower reads it once per tick; the leader renews it, checks for a handover request once a tick and moves its tick beacon at each renewal), run documents and the leader drains. Per tick depends on the tick: per second is the cost on the bill',
         },
       },
       ours,

@@ -11,7 +11,8 @@ import type { LeaseRecord } from '../../src/lease/lease-store';
 import { startAzurite, type RunningAzurite } from '../../src/local/azurite';
 import { DEFAULT_CLUSTER, LOCAL_MAX_IN_FLIGHT } from '../../src/local/cluster';
 import { parseInstanceLine, type InstanceEvent } from '../../src/local/instance-events';
-import { isTerminal } from '../../src/hub/run-record';
+import { isTerminal, type RunRecord } from '../../src/hub/run-record';
+import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../../src/storage/client-factory';
 import { sumRequestCounts } from '../../src/storage/request-counter';
 import type { SyntheticJobSpec } from '../../src/sample/synthetic-job';
@@ -192,6 +193,18 @@ export class BenchCluster {
 
   async trigger(job: string): Promise<string> {
     return requestRun(this.docs, job);
+  }
+
+  /** Every run record of `job` that can be read now, in occurrence order (manual runs first). */
+  async runsOf(job: string): Promise<RunRecord[]> {
+    const records = new FencedDocuments<RunRecord>(this.docs);
+    const found: RunRecord[] = [];
+    for await (const key of this.docs.list(`runs/${job}/`)) {
+      if (!key.endsWith('/run.json')) continue;
+      const record = await records.read(key).catch(() => undefined);
+      if (record) found.push(record.value);
+    }
+    return found.sort((a, b) => (a.occurrence ?? '').localeCompare(b.occurrence ?? ''));
   }
 
   async waitForRun(runId: string, timeoutMs: number): Promise<RunDetails> {

@@ -72,7 +72,11 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'either way. Real margin needs more looks, and each costs the same: a second lease read half-way through ' +
       'each tick (two reads a second per follower), or followers at staggered phases, which would undo the crash ' +
       'alignment above. A notice on a queue would not be faster: the queue trigger polls an idle queue every `maxPollingInterval` ' +
-      '(2 s here), and faster polling costs the same requests as faster ticks.',
+      '(2 s here), and faster polling costs the same requests as faster ticks. The leader does send one: its tick beacon ' +
+      'surfaces on shard 0’s work queue when it releases, which is what wakes a successor when no timer fires (on Azure a timer ' +
+      'runs on one instance at a time); here the 1 s timer is usually first. A p95 of 500 ms would need each follower to look ' +
+      'twice a tick: one more read per follower per second, about 2.4 requests per tick per instance against the idle goal of 2 ' +
+      '(1.74 with the handover check and the beacon).',
   },
   throughput: {
     measures:
@@ -147,7 +151,9 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'the floor. `itemsPerMessage` divides it. **Per run:** plan chunks, run-record checkpoints, lease renewals and ' +
       "the polls of the leader's drains while the run is open. **Idle:** a follower reads the lease once per tick and " +
       'the queue trigger polls the work queue once per `maxPollingInterval` (2 s); the leader renews every 5 s, lists ' +
-      'requests every 5 s, reads job states once per term and drains its queues every 30 s. Per tick depends on the ' +
+      'requests every 5 s, reads job states once per term and drains its queues every 30 s. Since handovers and tick ' +
+      'messages, the leader also reads the handover request once a tick and moves its tick beacon at each renewal ' +
+      '(1.30 per tick before, 1.74 after, on a 1 s tick). Per tick depends on the ' +
       'tick: a 1 s tick halves the per-tick figure of a 2 s tick but costs more per second. An operation the SDK ' +
       'retries counts once (the count is taken before the retry policy).',
   },

@@ -6,8 +6,6 @@
  */
 import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
 import { BenchCluster } from '../../bench/lib/bench-cluster';
-import { FencedDocuments } from '../../src/fencing/fenced-documents';
-import type { RunRecord } from '../../src/hub/run-record';
 import { markDistInUse } from '../support/cluster-process';
 import { waitFor } from '../support/edge-support';
 
@@ -23,17 +21,6 @@ afterAll(async () => {
   release();
 });
 
-async function runs(c: BenchCluster): Promise<RunRecord[]> {
-  const records = new FencedDocuments<RunRecord>(c.docs);
-  const found: RunRecord[] = [];
-  for await (const key of c.docs.list(`runs/${JOB.name}/`)) {
-    if (!key.endsWith('/run.json')) continue;
-    const record = await records.read(key).catch(() => undefined);
-    if (record) found.push(record.value);
-  }
-  return found.sort((a, b) => (a.occurrence ?? '').localeCompare(b.occurrence ?? ''));
-}
-
 describe('with every coordinator timer frozen', () => {
   it(
     `still starts each of ${OCCURRENCES} occurrences in time, through a graceful stop of the leader`,
@@ -48,7 +35,7 @@ describe('with every coordinator timer frozen', () => {
       cluster = c;
       onTestFailed(() => void process.stderr.write(`\n${c.dump()}\n`));
       const first = await c.waitFor(() => c.leader(), 60_000, 'a first leader, from the start-up tick alone');
-      const succeeded = async (n: number) => (await runs(c)).filter((r) => r.state === 'succeeded').length >= n;
+      const succeeded = async (n: number) => (await c.runsOf(JOB.name)).filter((r) => r.state === 'succeeded').length >= n;
       await waitFor(`${OCCURRENCES / 2} runs`, () => succeeded(OCCURRENCES / 2), 150_000, 500);
       // A graceful stop: the leader releases and its beacon wakes a successor (no timer will).
       const leader = c.leader() ?? first;
@@ -57,7 +44,7 @@ describe('with every coordinator timer frozen', () => {
       c.spawn();
       await waitFor(`${OCCURRENCES} runs`, () => succeeded(OCCURRENCES), 150_000, 500);
 
-      const all = await runs(c);
+      const all = await c.runsOf(JOB.name);
       const scheduled = all.filter((r) => r.occurrence !== null);
       expect(scheduled.length).toBeGreaterThanOrEqual(OCCURRENCES);
       onTestFailed(() => {

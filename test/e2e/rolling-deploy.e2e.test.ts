@@ -11,8 +11,6 @@
 import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
 import { BenchCluster, type BenchInstance } from '../../bench/lib/bench-cluster';
 import { compareVersions } from '../../src/lease/leader-rank';
-import { FencedDocuments } from '../../src/fencing/fenced-documents';
-import type { RunRecord } from '../../src/hub/run-record';
 import { markDistInUse } from '../support/cluster-process';
 import { waitFor } from '../support/edge-support';
 
@@ -29,17 +27,6 @@ afterAll(async () => {
   await cluster?.stop();
   release();
 });
-
-async function runs(c: BenchCluster): Promise<RunRecord[]> {
-  const records = new FencedDocuments<RunRecord>(c.docs);
-  const found: RunRecord[] = [];
-  for await (const key of c.docs.list(`runs/${JOB.name}/`)) {
-    if (!key.endsWith('/run.json')) continue;
-    const record = await records.read(key).catch(() => undefined);
-    if (record) found.push(record.value);
-  }
-  return found.sort((a, b) => (a.occurrence ?? '').localeCompare(b.occurrence ?? ''));
-}
 
 const version = (round: number): string => `${round + 1}.0.0`;
 
@@ -59,7 +46,7 @@ describe('a rolling deploy, one instance at a time', () => {
       };
       for (let i = 0; i < INSTANCES; i++) start(version(0));
       await c.waitFor(() => c.leader(), 60_000, 'a first leader');
-      await waitFor('a first run', async () => (await runs(c)).some((r) => r.state === 'succeeded'), 60_000, 250);
+      await waitFor('a first run', async () => (await c.runsOf(JOB.name)).some((r) => r.state === 'succeeded'), 60_000, 250);
 
       const takeovers: Array<{ round: number; at: number; ms: number; by: string }> = [];
       for (let round = 1; round <= ROUNDS; round++) {
@@ -91,7 +78,7 @@ describe('a rolling deploy, one instance at a time', () => {
       await waitFor(
         'the runs due up to two periods after the deploy',
         async () => {
-          const due = (await runs(c)).filter((r) => Date.parse(r.occurrence ?? '') <= endedBy);
+          const due = (await c.runsOf(JOB.name)).filter((r) => Date.parse(r.occurrence ?? '') <= endedBy);
           return Date.now() > endedBy + 1000 && due.every((r) => r.state === 'succeeded');
         },
         60_000,
@@ -113,7 +100,7 @@ describe('a rolling deploy, one instance at a time', () => {
         expect(older).toEqual([]);
       }
       // Every occurrence from the first run to the end ran once and succeeded with all its items.
-      const scheduled = (await runs(c)).filter((r) => r.occurrence !== null && Date.parse(r.occurrence) <= endedBy);
+      const scheduled = (await c.runsOf(JOB.name)).filter((r) => r.occurrence !== null && Date.parse(r.occurrence) <= endedBy);
       const times = scheduled.map((r) => Date.parse(r.occurrence!));
       expect(new Set(times).size).toBe(times.length);
       for (let i = 1; i < times.length; i++) expect(times[i]! - times[i - 1]!).toBe(PERIOD_MS);
