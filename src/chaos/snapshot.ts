@@ -86,7 +86,7 @@ export async function readHubSnapshot(
     }
     for (const [id, text] of seen) {
       // A tick (the leader's beacon, or a start-up tick) is no run's work: not a leftover.
-      if (isTick(text)) continue;
+      if (isTickMessage(text)) continue;
       const run = runNamedBy(text);
       leftovers.push({ queue: name, id, ...(run ? { run } : {}) });
     }
@@ -129,7 +129,8 @@ export async function messageQueuesOf(
   });
 }
 
-function isTick(text: string): boolean {
+/** Whether a queued text is a tick (the leader's beacon, or a start-up tick): no run's work. */
+export function isTickMessage(text: string): boolean {
   try {
     return tickMessageSchema.safeParse(JSON.parse(text)).success;
   } catch {

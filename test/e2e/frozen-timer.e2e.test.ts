@@ -11,7 +11,7 @@ import { waitFor } from '../support/edge-support';
 
 const PERIOD_MS = 5000;
 const JOB = { name: 'every5', schedule: '*/5 * * * * *', items: 3 };
-const OCCURRENCES = 8;
+const OCCURRENCES = 6;
 
 const release = markDistInUse();
 let cluster: BenchCluster | undefined;
