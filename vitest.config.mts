@@ -10,6 +10,10 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  */
 const LONGEST_FIRST = [
   'test/integration/leader-election.azurite.test.ts',
+  // Clusters of real processes, in the first group: the e2e group's README test rebuilds dist/
+  // and waits while any cluster holds it, and the last group is bound by the chaos smoke.
+  'test/integration/frozen-timer.test.ts',
+  'test/integration/rolling-deploy.test.ts',
   'test/integration/malformed-input.azurite.test.ts',
   'test/integration/local-host.azurite.test.ts',
   'test/integration/clock-skew.azurite.test.ts',
@@ -29,8 +33,6 @@ const LONGEST_FIRST = [
   'test/e2e/bench-smoke-long.e2e.test.ts',
   'test/e2e/bench-smoke.e2e.test.ts',
   'test/e2e/chaos-broken.e2e.test.ts',
-  'test/e2e/frozen-timer.e2e.test.ts',
-  'test/e2e/rolling-deploy.e2e.test.ts',
 ];
 
 class LongestFirst extends BaseSequencer {
@@ -77,8 +79,6 @@ export default defineConfig({
             'test/e2e/chaos-*.e2e.test.ts',
             'test/e2e/scale-failover.e2e.test.ts',
             'test/e2e/status-page.e2e.test.ts',
-            'test/e2e/frozen-timer.e2e.test.ts',
-            'test/e2e/rolling-deploy.e2e.test.ts',
           ],
           sequence: { groupOrder: 1 },
         },
@@ -88,8 +88,7 @@ export default defineConfig({
         // the timed e2e files. The soaks assert no timings tighter than a run's timeout, and nor
         // do the leader killed mid-fold of a large run and the status page in a browser; they
         // take the group's free worker once the large run is done, rather than queue behind the
-        // timed files. So do the rolling deploy and the frozen timers, whose bounds are loose;
-        // in the e2e group they would hold dist/ while its README test waits to rebuild it.
+        // timed files.
         extends: true,
         test: {
           name: 'bench-smoke',
@@ -98,8 +97,6 @@ export default defineConfig({
             'test/e2e/chaos-*.e2e.test.ts',
             'test/e2e/scale-failover.e2e.test.ts',
             'test/e2e/status-page.e2e.test.ts',
-            'test/e2e/frozen-timer.e2e.test.ts',
-            'test/e2e/rolling-deploy.e2e.test.ts',
           ],
           sequence: { groupOrder: 2 },
         },
