@@ -24,7 +24,7 @@ describe('the chaos soak against a build without fencing', () => {
       process.execPath,
       [
         join(projectRoot, 'dist', 'src', 'chaos', 'main.js'),
-        ...['--minutes', '1', '--instances', '3', '--seed', '8', '--faults', 'lease-break', '--json', '--settle-seconds', '20'],
+        ...['--minutes', '1', '--instances', '3', '--seed', '8', '--faults', 'lease-break', '--json', '--settle-seconds', '10'],
         ...['--data', data],
       ],
       { ...process.env, BATON_UNSAFE_DISABLE_FENCING: '1' },
