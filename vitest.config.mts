@@ -10,8 +10,8 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  */
 const LONGEST_FIRST = [
   'test/integration/leader-election.azurite.test.ts',
-  // Clusters of real processes, in the first group: the e2e group's README test rebuilds dist/
-  // and waits while any cluster holds it, and the last group is bound by the chaos smoke.
+  // Clusters of real processes, in the first group: the last group is bound by the chaos smoke,
+  // and the e2e group's README test may have to wait while a cluster holds dist/.
   'test/integration/frozen-timer.test.ts',
   'test/integration/rolling-deploy.test.ts',
   'test/integration/malformed-input.azurite.test.ts',

@@ -6,7 +6,7 @@
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -333,6 +333,30 @@ export function markDistInUse(): () => void {
   const release = () => rmSync(mark, { force: true });
   process.once('exit', release);
   return release;
+}
+
+/**
+ * Whether a build now would write nothing: the build is incremental (tsconfig.build.json), so
+ * with no source newer than its last build info it leaves every file in dist/ as it is, and the
+ * processes running from dist/ have nothing to fear from it.
+ */
+export function distIsCurrent(): boolean {
+  let built: number;
+  try {
+    built = statSync(join(projectRoot, 'dist', '.tsbuildinfo')).mtimeMs;
+  } catch {
+    return false;
+  }
+  const newer = (dir: string): boolean =>
+    readdirSync(dir, { withFileTypes: true }).some((entry) => {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) return newer(path);
+      return statSync(path).mtimeMs > built;
+    });
+  return (
+    ![join(projectRoot, 'src'), join(projectRoot, 'functions')].some(newer) &&
+    ['tsconfig.json', 'tsconfig.build.json', 'package.json'].every((f) => statSync(join(projectRoot, f)).mtimeMs <= built)
+  );
 }
 
 /** Waits until no live process (other than this one) marks dist/ as in use; gives up after `timeoutMs`. */
