@@ -74,9 +74,15 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'alignment above. A notice on a queue would not be faster: the queue trigger polls an idle queue every `maxPollingInterval` ' +
       '(2 s here), and faster polling costs the same requests as faster ticks. The leader does send one: its tick beacon ' +
       'surfaces on shard 0’s work queue when it releases, which is what wakes a successor when no timer fires (on Azure a timer ' +
-      'runs on one instance at a time); here the 1 s timer is usually first. A p95 of 500 ms would need each follower to look ' +
-      'twice a tick: one more read per follower per second, about 2.4 requests per tick per instance against the idle goal of 2 ' +
-      '(1.74 with the handover check and the beacon).',
+      'runs on one instance at a time); here the 1 s timer is usually first. **A p95 of 500 ms does not fit the idle ' +
+      'goal.** With the SIGTERMs spread over the tick, the p95 of ten trials is the longest gap between two looks at the ' +
+      'lease by any follower, plus the release and the acquire (~25 ms measured), so the followers must look at least ' +
+      'three times a second between them, evenly spaced. Their tick reads fall on the same instant (every timer fires on ' +
+      'the whole second) and count as one look. A second read half-way through each tick leaves 500 ms gaps (p95 ≈ 530 ms) ' +
+      'for about 2.4 requests per tick per instance; three spaced looks cost 1.5 reads a second per follower at phases the ' +
+      'followers would have to agree through storage (at least 2.07 requests per tick per instance, before the writes ' +
+      'that agree them), or three reads a tick each without agreeing (about 3.1). The idle goal is 2; today is 1.74, with ' +
+      'the handover check and the beacon.',
   },
   throughput: {
     measures:
