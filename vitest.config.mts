@@ -9,22 +9,29 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * files first, which are not the longest). Files not named here follow, as vitest orders them.
  */
 const LONGEST_FIRST = [
+  // The first group, by their durations on a fresh CI clone. The clusters of real processes
+  // (frozen-timer, rolling-deploy) run here: the last group is bound by the chaos smoke.
   'test/integration/leader-election.azurite.test.ts',
-  // Clusters of real processes, in the first group: the last group is bound by the chaos smoke,
-  // and the e2e group's README test may have to wait while a cluster holds dist/.
-  'test/integration/frozen-timer.test.ts',
-  'test/integration/rolling-deploy.test.ts',
   'test/integration/malformed-input.azurite.test.ts',
+  'test/integration/frozen-timer.test.ts',
+  'test/integration/coordinator-tick.azurite.test.ts',
   'test/integration/local-host.azurite.test.ts',
   'test/integration/clock-skew.azurite.test.ts',
-  'test/integration/engine-edges.azurite.test.ts',
+  'test/integration/rolling-deploy.test.ts',
   'test/contract/lease-store.azurite.test.ts',
-  'test/integration/bad-config-exit.test.ts',
   'test/unit/engine-robustness.test.ts',
-  'test/integration/metrics.azurite.test.ts',
   'test/integration/engine.azurite.test.ts',
-  'test/integration/functions-app.azurite.test.ts',
+  'test/integration/bad-config-exit.test.ts',
+  'test/integration/engine-edges.azurite.test.ts',
   'test/integration/blob-audit.azurite.test.ts',
+  'test/integration/metrics.azurite.test.ts',
+  'test/integration/functions-app.azurite.test.ts',
+  'test/unit/durable-orchestrator.test.ts',
+  'test/contract/queue.azurite.test.ts',
+  'test/integration/engine-failover.azurite.test.ts',
+  'test/unit/hung-hooks.test.ts',
+  'test/integration/epoch-reset.azurite.test.ts',
+  'test/integration/cli.azurite.test.ts',
   'test/e2e/cluster-running.e2e.test.ts',
   'test/e2e/failover.e2e.test.ts',
   'test/e2e/cluster-kill-leader.e2e.test.ts',
@@ -33,6 +40,9 @@ const LONGEST_FIRST = [
   'test/e2e/bench-smoke-long.e2e.test.ts',
   'test/e2e/bench-smoke.e2e.test.ts',
   'test/e2e/chaos-broken.e2e.test.ts',
+  'test/e2e/scale-failover.e2e.test.ts',
+  'test/e2e/status-page.e2e.test.ts',
+  'test/e2e/no-secrets.e2e.test.ts',
 ];
 
 class LongestFirst extends BaseSequencer {
@@ -79,6 +89,7 @@ export default defineConfig({
             'test/e2e/chaos-*.e2e.test.ts',
             'test/e2e/scale-failover.e2e.test.ts',
             'test/e2e/status-page.e2e.test.ts',
+            'test/e2e/no-secrets.e2e.test.ts',
           ],
           sequence: { groupOrder: 1 },
         },
@@ -86,9 +97,9 @@ export default defineConfig({
       {
         // Each benchmark, small, and the chaos soaks: clusters of real processes again, so after
         // the timed e2e files. The soaks assert no timings tighter than a run's timeout, and nor
-        // do the leader killed mid-fold of a large run and the status page in a browser; they
-        // take the group's free worker once the large run is done, rather than queue behind the
-        // timed files.
+        // do the leader killed mid-fold of a large run, the status page in a browser and the
+        // secrets scan of real processes' output; they take the group's free workers once the
+        // shorter benchmarks are done, rather than queue behind the timed files.
         extends: true,
         test: {
           name: 'bench-smoke',
@@ -97,6 +108,7 @@ export default defineConfig({
             'test/e2e/chaos-*.e2e.test.ts',
             'test/e2e/scale-failover.e2e.test.ts',
             'test/e2e/status-page.e2e.test.ts',
+            'test/e2e/no-secrets.e2e.test.ts',
           ],
           sequence: { groupOrder: 2 },
         },
