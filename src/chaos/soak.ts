@@ -553,13 +553,22 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         hidden: 0,
       });
     };
-    // One hidden message is allowed for: the leader's beacon.
+    // Two hidden messages are allowed for: the leader's beacon, and the tick message that made it
+    // leader when a tick did, which stays in its handler's hands for the whole term (as a timer
+    // invocation does). Anything else left hidden surfaces after the instances stop, below, and
+    // the snapshot counts it.
     const unsettled = async (): Promise<boolean> => {
       const { visible, hidden } = await queued();
-      return visible > 0 || hidden > 1;
+      return visible > 0 || hidden > 2;
     };
     const drainFrom = Date.now();
     while (Date.now() - drainFrom < Math.min(QUEUE_SETTLE_MS, longest) && (await unsettled())) await sleep(1000);
+    {
+      const { visible, hidden } = await queued();
+      options.log(
+        `soak: queues after ${((Date.now() - drainFrom) / 1000).toFixed(0)} s of draining: ${visible} visible, ${hidden} hidden`,
+      );
+    }
     await instances.stopAll();
     // Messages a stopped instance held stay hidden until their visibility timeout ends. The last
     // leader's beacon surfaced when it released: visible, and a tick, so it keeps nobody waiting.
