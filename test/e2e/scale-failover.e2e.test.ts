@@ -19,9 +19,10 @@ import { checkpointInexactness, inexactness, scaleJobSpec } from '../../bench/li
 import { FencedDocuments, type FencedDocument } from '../../src/fencing/fenced-documents';
 import { runKeys, type RunRecord } from '../../src/hub/run-record';
 import { markDistInUse } from '../support/cluster-process';
+import { positiveIntegerFromEnv } from '../support/env-knob';
 import { waitFor } from '../support/edge-support';
 
-const ITEMS = Number(process.env.BATON_E2E_SCALE_ITEMS ?? 100_000);
+const ITEMS = positiveIntegerFromEnv('BATON_E2E_SCALE_ITEMS', 100_000);
 const SPEC = scaleJobSpec(ITEMS);
 const LEASE_MS = 15_000;
 /**

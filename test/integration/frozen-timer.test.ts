@@ -10,11 +10,12 @@
 import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
 import { BenchCluster } from '../../bench/lib/bench-cluster';
 import { markDistInUse } from '../support/cluster-process';
+import { positiveIntegerFromEnv } from '../support/env-knob';
 import { waitFor } from '../support/edge-support';
 
 const PERIOD_MS = 5000;
 const JOB = { name: 'every5', schedule: '*/5 * * * * *', items: 3 };
-const OCCURRENCES = Number(process.env.BATON_FROZEN_OCCURRENCES ?? 6);
+const OCCURRENCES = positiveIntegerFromEnv('BATON_FROZEN_OCCURRENCES', 6);
 /** Generous for a busy machine: three periods an occurrence, and never less than 150 s. */
 const WAIT_MS = Math.max(150_000, OCCURRENCES * PERIOD_MS * 3);
 

@@ -12,10 +12,11 @@ import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
 import { BenchCluster, type BenchInstance } from '../../bench/lib/bench-cluster';
 import { compareVersions } from '../../src/lease/leader-rank';
 import { markDistInUse } from '../support/cluster-process';
+import { positiveIntegerFromEnv } from '../support/env-knob';
 import { waitFor } from '../support/edge-support';
 
-const ROUNDS = Number(process.env.BATON_ROLLING_ROUNDS ?? 2);
-const HANDOVER_BOUND_MS = Number(process.env.BATON_ROLLING_HANDOVER_MS ?? 10_000);
+const ROUNDS = positiveIntegerFromEnv('BATON_ROLLING_ROUNDS', 2);
+const HANDOVER_BOUND_MS = positiveIntegerFromEnv('BATON_ROLLING_HANDOVER_MS', 10_000);
 const PERIOD_MS = 5000;
 const JOB = { name: 'every5', schedule: '*/5 * * * * *', items: 3 };
 const INSTANCES = 3;
