@@ -557,18 +557,15 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     // leader when a tick did, which stays in its handler's hands for the whole term (as a timer
     // invocation does). Anything else left hidden surfaces after the instances stop, below, and
     // the snapshot counts it.
-    const unsettled = async (): Promise<boolean> => {
-      const { visible, hidden } = await queued();
-      return visible > 0 || hidden > 2;
-    };
     const drainFrom = Date.now();
-    while (Date.now() - drainFrom < Math.min(QUEUE_SETTLE_MS, longest) && (await unsettled())) await sleep(1000);
-    {
-      const { visible, hidden } = await queued();
-      options.log(
-        `soak: queues after ${((Date.now() - drainFrom) / 1000).toFixed(0)} s of draining: ${visible} visible, ${hidden} hidden`,
-      );
+    let draining = await queued();
+    while (Date.now() - drainFrom < Math.min(QUEUE_SETTLE_MS, longest) && (draining.visible > 0 || draining.hidden > 2)) {
+      await sleep(1000);
+      draining = await queued();
     }
+    options.log(
+      `soak: queues after ${((Date.now() - drainFrom) / 1000).toFixed(0)} s of draining: ${draining.visible} visible, ${draining.hidden} hidden`,
+    );
     await instances.stopAll();
     // Messages a stopped instance held stay hidden until their visibility timeout ends. The last
     // leader's beacon surfaced when it released: visible, and a tick, so it keeps nobody waiting.
