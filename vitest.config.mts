@@ -1,6 +1,7 @@
 import { relative } from 'node:path';
 import { defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
+import { calibrate, REFERENCE_ROUND_MS } from './test/support/calibration.mjs';
 
 /**
  * The files that take longest, longest first, in each group. Within a group the files share four
@@ -62,6 +63,39 @@ class LongestFirst extends BaseSequencer {
   }
 }
 
+/**
+ * Files that change what other files in the same process would see: a module mock
+ * (`vi.mock`), stubbed environment variables, or OpenTelemetry's process-wide providers. They
+ * run each in a fresh process; every other file shares its worker's process with the files
+ * before it, so the SDKs, Azurite and Baton's own modules are loaded once per worker and not
+ * once per file (that loading was most of the suite's import time).
+ */
+const OWN_PROCESS = [
+  'test/unit/security-registrations.test.ts',
+  'test/unit/metrics.test.ts',
+  'test/unit/env-knob.test.ts',
+  'test/integration/metrics.azurite.test.ts',
+];
+
+/**
+ * How much slower this machine is, now, than the one the suite's caps were set on: every cap on a
+ * wait is multiplied by it (test/support/slowdown.ts). It is measured here, once, before any
+ * worker starts, and handed on through BATON_TEST_SLOWDOWN, which the workers and everything they
+ * spawn inherit; set that variable to skip the measurement.
+ */
+const SLOWDOWN_ENV = 'BATON_TEST_SLOWDOWN';
+const given = process.env[SLOWDOWN_ENV];
+if (given && !(Number(given) >= 1)) throw new Error(`${SLOWDOWN_ENV} must be a number of at least 1, got "${given}"`);
+const slowdown = given
+  ? Number(given)
+  : await calibrate().then(({ factor, roundsMs }) => {
+      console.log(
+        `slowdown ${factor}: calibration rounds ${roundsMs.map(Math.round).join(', ')} ms, reference ${REFERENCE_ROUND_MS} ms`,
+      );
+      return factor;
+    });
+process.env[SLOWDOWN_ENV] = String(slowdown);
+
 // Two groups, run one after the other. The end-to-end files time real processes (SIGKILL and
 // SIGSTOP failover, a running cluster polled by the CLI) against an Azurite that shares the
 // cores with them; beside the heavy integration files on a 2-core machine they starved for
@@ -69,8 +103,8 @@ class LongestFirst extends BaseSequencer {
 export default defineConfig({
   test: {
     // Lease tests wait on real 15 s Azure leases; they mostly sleep, so files run side by side.
-    testTimeout: 120_000,
-    hookTimeout: 60_000,
+    testTimeout: Math.round(120_000 * slowdown),
+    hookTimeout: Math.round(60_000 * slowdown),
     fileParallelism: true,
     sequence: { sequencer: LongestFirst },
     maxWorkers: 4,
@@ -78,7 +112,17 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'suite', include: ['test/**/*.test.ts'], exclude: ['test/e2e/**'], sequence: { groupOrder: 0 } },
+        test: {
+          name: 'suite',
+          include: ['test/**/*.test.ts'],
+          exclude: ['test/e2e/**', ...OWN_PROCESS],
+          isolate: false,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: { name: 'own-process', include: OWN_PROCESS, isolate: true, sequence: { groupOrder: 0 } },
       },
       {
         // Clusters of real processes: the failover e2e files (SIGKILL, SIGSTOP), the README's
@@ -87,7 +131,7 @@ export default defineConfig({
         // Their bounds are loose (a failover within twice the lease, a stop within 10 s), and the
         // chaos smoke, the longest file, would otherwise leave three workers idle for a minute.
         extends: true,
-        test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], sequence: { groupOrder: 1 } },
+        test: { name: 'e2e', include: ['test/e2e/**/*.test.ts'], isolate: false, sequence: { groupOrder: 1 } },
       },
     ],
   },

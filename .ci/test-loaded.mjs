@@ -7,11 +7,13 @@
 //   npm run test:loaded                          one loaded run
 //   npm run test:loaded -- --until-passes 3      repeat until 3 passes in a row (at most --max-runs)
 //   npm run test:loaded -- --burners 3 --disk-burners 1 --logs .loaded
+//   npm run test:loaded -- --slow-machine        a slower machine: the suite and one burner share CPU 0
+//   npm run test:loaded -- --slow-machine test/e2e/failover.e2e.test.ts   only these files (vitest's filters)
 //
 // Each run's whole output goes to <logs>/run-N.log; the console gets each run's vitest summary,
 // the names of the tests that failed and how long the run took. Exit 0 when the last run passed
 // (and, with --until-passes, when the streak was reached).
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createWriteStream, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Command } from 'commander';
@@ -19,18 +21,30 @@ import { wholeNumber } from './options.mjs';
 
 const program = new Command('npm run test:loaded --')
   .description('npm test beside CPU-burning (and disk-writing) processes, stopped afterwards')
-  .option('--burners <n>', 'CPU-burning processes beside the suite', wholeNumber(0), 2)
+  .option('--burners <n>', 'CPU-burning processes beside the suite (default: 2, or 1 with --slow-machine)', wholeNumber(0))
   .option('--disk-burners <n>', 'processes writing and syncing to disk beside the suite', wholeNumber(0), 0)
   .option('--until-passes <n>', 'repeat until this many passes in a row', wholeNumber(1), 1)
   .option('--max-runs <n>', 'give up after this many runs (default: 3 x --until-passes, or 1)', wholeNumber(1))
+  .option(
+    '--slow-machine',
+    'stand in for a slower machine: the suite and every burner pinned to CPU 0 (taskset -c 0)',
+  )
   .option('--logs <dir>', "where each run's whole output goes", join('.ci', 'loaded-logs'))
+  .argument('[filters...]', "passed on to vitest: run only the files they match (default: all, as npm test)")
   .parse();
+const filters = program.args;
 const opts = program.opts();
-const burnerCount = opts.burners;
+const slowMachine = Boolean(opts.slowMachine);
+const burnerCount = opts.burners ?? (slowMachine ? 1 : 2);
 const diskBurnerCount = opts.diskBurners;
 const wantedStreak = opts.untilPasses;
 const maxRuns = opts.maxRuns ?? (wantedStreak === 1 ? 1 : wantedStreak * 3);
 if (maxRuns < wantedStreak) program.error(`error: --max-runs ${maxRuns} is less than --until-passes ${wantedStreak}`);
+// The slow-machine mode pins everything to one core: the suite then has half of one core where an
+// idle 2-core machine gives it two (docs/testing.md says how much slower that measures).
+const pin = slowMachine ? ['taskset', '-c', '0'] : [];
+if (slowMachine && spawnSync('taskset', ['-c', '0', 'true']).status !== 0)
+  program.error('error: --slow-machine needs taskset (util-linux) and a CPU 0 it may use');
 const logDir = resolve(opts.logs);
 mkdirSync(logDir, { recursive: true });
 
@@ -45,10 +59,11 @@ const DISK = `const fs = require('node:fs'); const f = process.argv[1]; const b 
 for (let i = 0; ; i++) { const fd = fs.openSync(f, i % 16 ? 'a' : 'w'); fs.writeSync(fd, b); fs.fsyncSync(fd); fs.closeSync(fd); }`;
 const burners = [];
 function startBurners() {
-  for (let i = 0; i < burnerCount; i++) burners.push(spawn(process.execPath, ['-e', BUSY], { stdio: 'ignore', detached: true }));
+  const [command, ...args] = [...pin, process.execPath];
+  for (let i = 0; i < burnerCount; i++) burners.push(spawn(command, [...args, '-e', BUSY], { stdio: 'ignore', detached: true }));
   for (let i = 0; i < diskBurnerCount; i++) {
     const file = join(logDir, `disk-burner-${i}.tmp`);
-    burners.push(spawn(process.execPath, ['-e', DISK, file], { stdio: 'ignore', detached: true }));
+    burners.push(spawn(command, [...args, '-e', DISK, file], { stdio: 'ignore', detached: true }));
   }
 }
 /** SIGKILL to every burner; resolves once they have exited and the disk burners' files are gone. */
@@ -114,7 +129,8 @@ function runSuite(logPath) {
     const log = createWriteStream(logPath);
     const chunks = [];
     const [name, value] = MARK.split('=');
-    current = spawn('npm', ['test'], {
+    const [command, ...args] = [...pin, 'npm', 'test', ...(filters.length ? ['--', ...filters] : [])];
+    current = spawn(command, args, {
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
       env: { ...process.env, [name]: value },
@@ -150,7 +166,8 @@ let streak = 0;
 for (let run = 1; run <= maxRuns && streak < wantedStreak; run++) {
   const logPath = join(logDir, `run-${run}.log`);
   const disk = diskBurnerCount ? ` and ${diskBurnerCount} disk-writing` : '';
-  console.log(`test-loaded: run ${run}: npm test with ${burnerCount} busy${disk} processes beside it (log: ${logPath})`);
+  const where = slowMachine ? ', all pinned to CPU 0' : '';
+  console.log(`test-loaded: run ${run}: npm test with ${burnerCount} busy${disk} processes beside it${where} (log: ${logPath})`);
   const started = Date.now();
   startBurners();
   const { code, text } = await runSuite(logPath);

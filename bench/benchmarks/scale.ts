@@ -130,7 +130,7 @@ async function measure({ cluster, probes }: Started, spec: SyntheticJobSpec): Pr
     await new Promise((r) => setTimeout(r, 1000));
   }
   const ended = Date.now();
-  await cluster.freshRequestReports(Date.now(), 10_000);
+  await cluster.freshRequestReports(Date.now());
   const requestsByOperation = minus(cluster.totalRequests().byOperation, requestsBefore);
   const bytesByOperation = minus(cluster.totalBytes().byOperation, bytesBefore);
   if (!record) throw new Error(`run ${runId} has no run record after ${TIMEOUT_MS} ms`);

@@ -16,6 +16,7 @@ import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../../src/storage/client-factory';
 import { sumRequestCounts } from '../../src/storage/request-counter';
 import type { SyntheticJobSpec } from '../../src/sample/synthetic-job';
+import { describePatience, patience } from '../../test/support/slowdown';
 
 /**
  * A local cluster for benchmarks: Azurite in this process (in memory, free ports) and N real
@@ -138,14 +139,17 @@ export class BenchCluster {
     return instance;
   }
 
-  /** Resolves when `check` returns a value, re-checked on every event; rejects after `timeoutMs`. */
+  /**
+   * Resolves when `check` returns a value, re-checked on every event; rejects after `timeoutMs`,
+   * scaled by the test suite's measured slowdown (1 in a benchmark run by hand).
+   */
   async waitFor<T>(check: () => T | undefined, timeoutMs: number, what: string): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = Date.now() + patience(timeoutMs);
     for (;;) {
       const value = check();
       if (value !== undefined) return value;
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${this.dump()}`);
+      if (left <= 0) throw new Error(`timed out after ${describePatience(timeoutMs)} waiting for ${what}\n${this.dump()}`);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.min(left, 250));
         this.waiters.push(() => (clearTimeout(timer), resolve()));
@@ -208,11 +212,12 @@ export class BenchCluster {
   }
 
   async waitForRun(runId: string, timeoutMs: number): Promise<RunDetails> {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = Date.now() + patience(timeoutMs);
     for (;;) {
       const details = await readRunDetails(this.docs, runId).catch(() => undefined);
       if (details && isTerminal(details.record.state)) return details;
-      if (Date.now() > deadline) throw new Error(`run ${runId} did not finish within ${timeoutMs} ms\n${this.dump()}`);
+      if (Date.now() > deadline)
+        throw new Error(`run ${runId} did not finish within ${describePatience(timeoutMs)}\n${this.dump()}`);
       await new Promise((r) => setTimeout(r, 100));
     }
   }
@@ -230,7 +235,7 @@ export class BenchCluster {
   }
 
   /** Waits until every live instance has reported its requests after `since`. */
-  async freshRequestReports(since: number, timeoutMs = 5000): Promise<void> {
+  async freshRequestReports(since: number, timeoutMs = 30_000): Promise<void> {
     await this.waitFor(
       () =>
         this.instances.filter((i) => i.alive).every((i) => i.events.some((e) => e.kind === 'memory' && e.at >= since))

@@ -154,7 +154,8 @@ async function stopConsumers(children: ChildProcess[]): Promise<ConsumerReport[]
         new Promise<ConsumerReport>((resolve, reject) => {
           let out = '';
           child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
-          child.once('exit', (code) => {
+          // 'close', not 'exit': the report line may still be in the pipe when the process exits.
+          child.once('close', (code) => {
             const last = out.trim().split('\n').pop();
             if (code !== 0 || !last) reject(new Error(`floor consumer exited ${code}`));
             else resolve(JSON.parse(last) as ConsumerReport);

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { isTerminal, runKeys, type RunRecord } from '../../src/hub/run-record';
 import { requestCountsSince } from '../../src/storage/request-counter';
+import { describePatience, patience } from '../../test/support/slowdown';
 import { BenchCluster, type BenchClusterOptions } from './bench-cluster';
 import type { FloorProgress, FloorShape, FloorSummary } from './throughput-floor';
 
@@ -71,7 +72,8 @@ export async function runFloor(
     else summary = parsed;
   });
   child.stderr!.on('data', (chunk: Buffer) => stderr.push(chunk.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  // 'close', not 'exit': the summary line may still be in the pipe when the process exits.
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   if (code !== 0 || !summary) throw new Error(`throughput floor exited ${code}: ${stderr.join('')}`);
   progress.push({ atMs: summary.ms, done: summary.items });
   return {
@@ -96,7 +98,8 @@ export async function runOurs(cluster: BenchCluster, job: string, items: number,
   const before = cluster.totalRequests().byOperation;
   const runId = await cluster.trigger(job);
   const samples: { at: number; done: number }[] = [];
-  const deadline = Date.now() + timeoutMs;
+  // Only a hang exceeds it, so it scales with the test suite's measured slowdown (1 in a run by hand).
+  const deadline = Date.now() + patience(timeoutMs);
   for (;;) {
     // One read per sample: the record carries both the progress and whether the run ended.
     const stored = await cluster.docs.read(runKeys.record(runId)).catch(() => undefined);
@@ -105,7 +108,7 @@ export async function runOurs(cluster: BenchCluster, job: string, items: number,
       samples.push({ at: Date.now(), done: counters.succeeded + counters.failed });
       if (isTerminal(state)) break;
     }
-    if (Date.now() > deadline) throw new Error(`run ${runId} did not finish within ${timeoutMs} ms`);
+    if (Date.now() > deadline) throw new Error(`run ${runId} did not finish within ${describePatience(timeoutMs)}`);
     await new Promise((r) => setTimeout(r, 250));
   }
   const { record } = await cluster.waitForRun(runId, 10_000);

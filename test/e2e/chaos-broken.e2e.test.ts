@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
 import { join } from 'node:path';
 import type { SoakReport } from '../../src/chaos/soak';
 import { instanceLogDir, killAllSpawned, markDistInUse, projectRoot, spawnTracked } from '../support/cluster-process';
+import { patience } from '../support/slowdown';
 
 const release = markDistInUse();
 afterAll(async () => {
@@ -16,7 +17,7 @@ afterAll(async () => {
 });
 
 describe('the chaos soak against a build without fencing', () => {
-  it('reports stale writes that storage accepted, and exits non-zero', { timeout: 300_000 }, async () => {
+  it('reports stale writes that storage accepted, and exits non-zero', { timeout: patience(300_000) }, async () => {
     // --data keeps the soak's folder, instances.log included, for the dump of a failure.
     const data = join(instanceLogDir(), 'soak');
     const chaos = spawnTracked(

@@ -16,6 +16,7 @@ import { FAULT_KINDS, type FaultKind } from '../../src/chaos/fault-plan';
 const SMOKE_KINDS = FAULT_KINDS.filter((kind): kind is FaultKind => kind !== 'rolling-deploy' && kind !== 'frozen-timer');
 import type { SoakReport } from '../../src/chaos/soak';
 import { instanceLogDir, killAllSpawned, markDistInUse, projectRoot, spawnTracked } from '../support/cluster-process';
+import { patience } from '../support/slowdown';
 
 const release = markDistInUse();
 afterAll(async () => {
@@ -33,7 +34,7 @@ function withoutFencingSwitch(): NodeJS.ProcessEnv {
 describe('the chaos smoke', () => {
   it(
     'injects every fault kind but the deploy ones into a 3-instance cluster and finds no violation',
-    { timeout: 360_000 },
+    { timeout: patience(360_000) },
     async () => {
       // --data keeps the soak's folder, instances.log included, for the dump of a failure.
       const data = join(instanceLogDir(), 'soak');

@@ -23,6 +23,7 @@ import {
   type SpawnedProcess,
 } from '../support/cluster-process';
 import { dumpOnFailure, expectExactRun, readOutputFile, runEnded } from '../support/cluster-run';
+import { patience } from '../support/slowdown';
 
 const work = mkdtempSync(join(tmpdir(), 'baton-kill-leader-e2e-'));
 const timings: string[] = [];
@@ -39,7 +40,7 @@ afterAll(async () => {
 describe('baton start --once --kill-leader-after (a real cluster on embedded Azurite)', () => {
   it(
     '--kill-leader-after: the leader is kill -9d mid-run, the run still ends exact, and a newer epoch wrote its record',
-    { timeout: 120_000 },
+    { timeout: patience(120_000) },
     async () => {
       let cluster: SpawnedProcess | undefined;
       dumpOnFailure(() => cluster);

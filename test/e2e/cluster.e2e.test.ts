@@ -27,6 +27,7 @@ import {
   type SpawnedProcess,
 } from '../support/cluster-process';
 import { dumpOnFailure, expectExactRun, readOutputFile } from '../support/cluster-run';
+import { patience } from '../support/slowdown';
 
 const work = mkdtempSync(join(tmpdir(), 'baton-cluster-e2e-'));
 const timings: string[] = [];
@@ -38,23 +39,27 @@ afterAll(async () => {
 });
 
 describe('baton start --once (a real cluster on embedded Azurite)', () => {
-  it('--once exits non-zero, saying why, when every instance dies (here: no usable host.json)', { timeout: 60_000 }, async () => {
-    let cluster: SpawnedProcess | undefined;
-    dumpOnFailure(() => cluster);
-    const logs = instanceLogDir();
-    cluster = spawnTracked(
-      'cluster without instances',
-      process.execPath,
-      [cliPath, 'start', '--once', '--instances', '2', '--log-dir', logs],
-      { ...process.env, BATON_HOST_JSON: join(work, 'missing-host.json') },
-      logs,
-    );
-    const exit = await cluster.waitExit(45_000);
-    expect(exit.code).toBe(1);
-    expect(cluster.indexOf(/^every instance has exited; run .* cannot finish/)).toBeGreaterThan(0);
-  });
+  it(
+    '--once exits non-zero, saying why, when every instance dies (here: no usable host.json)',
+    { timeout: patience(60_000) },
+    async () => {
+      let cluster: SpawnedProcess | undefined;
+      dumpOnFailure(() => cluster);
+      const logs = instanceLogDir();
+      cluster = spawnTracked(
+        'cluster without instances',
+        process.execPath,
+        [cliPath, 'start', '--once', '--instances', '2', '--log-dir', logs],
+        { ...process.env, BATON_HOST_JSON: join(work, 'missing-host.json') },
+        logs,
+      );
+      const exit = await cluster.waitExit(45_000);
+      expect(exit.code).toBe(1);
+      expect(cluster.indexOf(/^every instance has exited; run .* cannot finish/)).toBeGreaterThan(0);
+    },
+  );
 
-  it('--instances 3 exits 0 and writes exactly the audit the seed predicts', { timeout: 120_000 }, async () => {
+  it('--instances 3 exits 0 and writes exactly the audit the seed predicts', { timeout: patience(120_000) }, async () => {
     let cluster: SpawnedProcess | undefined;
     dumpOnFailure(() => cluster);
     const outputPath = join(work, 'once.json');
@@ -75,27 +80,31 @@ describe('baton start --once (a real cluster on embedded Azurite)', () => {
 
   // Last in this file: `npm start` rebuilds dist/ (tsc rewrites it in place), so it waits until
   // the other cluster files, which spawn processes from dist/, are done with it.
-  it('the README command, npm start -- --once --instances 3, completes with the exact report', { timeout: 150_000 }, async () => {
-    let cluster: SpawnedProcess | undefined;
-    dumpOnFailure(() => cluster);
-    const outputPath = join(work, 'npm-start.json');
-    // npm start builds first: wait for the other cluster files only when that build would write.
-    const waited = distIsCurrent() ? 0 : await waitUntilDistIdle(60_000);
-    if (waited > 0) timings.push(`npm start waited ${waited} ms for the other cluster file to finish with dist/`);
-    const started = Date.now();
-    const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-    const logs = instanceLogDir();
-    cluster = spawnTracked(
-      'npm start',
-      npm,
-      ['start', '--', '--once', '--instances', '3', '--output', outputPath, '--log-dir', logs],
-      process.env,
-      logs,
-    );
-    const exit = await cluster.waitExit(140_000);
-    timings.push(`npm start -- --once --instances 3: ${Date.now() - started} ms`);
-    expect(exit).toEqual({ code: 0, signal: null });
-    expect(parseClusterUp((await cluster.waitForLine(CLUSTER_UP, 1_000)).match).instances).toBe(3);
-    expectExactRun(readOutputFile(outputPath));
-  });
+  it(
+    'the README command, npm start -- --once --instances 3, completes with the exact report',
+    { timeout: patience(150_000) },
+    async () => {
+      let cluster: SpawnedProcess | undefined;
+      dumpOnFailure(() => cluster);
+      const outputPath = join(work, 'npm-start.json');
+      // npm start builds first: wait for the other cluster files only when that build would write.
+      const waited = distIsCurrent() ? 0 : await waitUntilDistIdle(patience(60_000));
+      if (waited > 0) timings.push(`npm start waited ${waited} ms for the other cluster file to finish with dist/`);
+      const started = Date.now();
+      const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+      const logs = instanceLogDir();
+      cluster = spawnTracked(
+        'npm start',
+        npm,
+        ['start', '--', '--once', '--instances', '3', '--output', outputPath, '--log-dir', logs],
+        process.env,
+        logs,
+      );
+      const exit = await cluster.waitExit(140_000);
+      timings.push(`npm start -- --once --instances 3: ${Date.now() - started} ms`);
+      expect(exit).toEqual({ code: 0, signal: null });
+      expect(parseClusterUp((await cluster.waitForLine(CLUSTER_UP, 1_000)).match).instances).toBe(3);
+      expectExactRun(readOutputFile(outputPath));
+    },
+  );
 });

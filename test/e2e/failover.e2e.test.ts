@@ -16,6 +16,7 @@ import { startAzurite, type RunningAzurite } from '../../src/local/azurite';
 import { createBlobServiceClient } from '../../src/storage/client-factory';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
+import { describePatience, patience } from '../support/slowdown';
 
 const LEASE_MS = 15_000;
 /** The dead leader's lease runs out within LEASE_MS of the kill; a hang would take a second lease. */
@@ -96,17 +97,17 @@ function spawnCandidate(name: string): Candidate {
   return candidate;
 }
 
-/** Polls the log until `predicate` returns a value; rejects after `timeoutMs`. */
+/** Polls the log until `predicate` returns a value; rejects after `timeoutMs`, scaled by `patience`. */
 async function waitFor<T>(
   what: string,
   predicate: (entries: readonly LogEntry[]) => T | undefined,
   timeoutMs: number,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + patience(timeoutMs);
   for (;;) {
     const found = predicate(log);
     if (found !== undefined) return found;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out after ${describePatience(timeoutMs)} waiting for ${what}`);
     await sleep(50);
   }
 }
@@ -173,7 +174,7 @@ describe('failover with real processes on Azurite', () => {
 
   it(
     'elects a new leader with a higher epoch once the lease of a leader killed with SIGKILL runs out',
-    { timeout: 90_000 },
+    { timeout: patience(90_000) },
     async () => {
       dumpOnFailure();
       const first = await waitFor(
@@ -212,88 +213,94 @@ describe('failover with real processes on Azurite', () => {
     },
   );
 
-  it('replaces a leader stopped longer than the lease, and fences it when it resumes', { timeout: 90_000 }, async () => {
-    dumpOnFailure();
-    const current = await waitFor(
-      'a current leader that wrote',
-      () => {
-        const lead = latestLeading();
-        if (!lead || candidates.get(lead.child)?.hasExited) return undefined;
-        return entries('wrote', lead.child).some((w) => epochOf(w) === epochOf(lead)) ? lead : undefined;
-      },
-      30_000,
-    );
-    const paused = candidates.get(current.child)!;
-    const e1 = epochOf(current);
+  it(
+    'replaces a leader stopped longer than the lease, and fences it when it resumes',
+    { timeout: patience(90_000) },
+    async () => {
+      dumpOnFailure();
+      const current = await waitFor(
+        'a current leader that wrote',
+        () => {
+          const lead = latestLeading();
+          if (!lead || candidates.get(lead.child)?.hasExited) return undefined;
+          return entries('wrote', lead.child).some((w) => epochOf(w) === epochOf(lead)) ? lead : undefined;
+        },
+        30_000,
+      );
+      const paused = candidates.get(current.child)!;
+      const e1 = epochOf(current);
 
-    const stoppedAt = Date.now();
-    process.kill(paused.pid, 'SIGSTOP');
-    paused.stopped = true;
+      const stoppedAt = Date.now();
+      process.kill(paused.pid, 'SIGSTOP');
+      paused.stopped = true;
 
-    const takeover = await waitFor(
-      'another leader that wrote while the old one is stopped',
-      () => {
-        const lead = log.find((e) => e.msg.kind === 'leading' && e.child !== paused.name && e.at >= stoppedAt && epochOf(e) > e1);
-        if (!lead) return undefined;
-        return entries('wrote', lead.child).some((w) => epochOf(w) === epochOf(lead)) ? lead : undefined;
-      },
-      40_000,
-    );
-    const e2 = epochOf(takeover);
-    const takeoverMs = takeover.at - stoppedAt;
+      const takeover = await waitFor(
+        'another leader that wrote while the old one is stopped',
+        () => {
+          const lead = log.find(
+            (e) => e.msg.kind === 'leading' && e.child !== paused.name && e.at >= stoppedAt && epochOf(e) > e1,
+          );
+          if (!lead) return undefined;
+          return entries('wrote', lead.child).some((w) => epochOf(w) === epochOf(lead)) ? lead : undefined;
+        },
+        40_000,
+      );
+      const e2 = epochOf(takeover);
+      const takeoverMs = takeover.at - stoppedAt;
 
-    // Stay stopped well past the lease, so the old leader's renew deadline has surely passed.
-    const stillToWait = 17_000 - (Date.now() - stoppedAt);
-    if (stillToWait > 0) await sleep(stillToWait);
-    expect(entries('leading', paused.name).filter((e) => e.at >= stoppedAt)).toHaveLength(0);
+      // Stay stopped well past the lease, so the old leader's renew deadline has surely passed.
+      const stillToWait = 17_000 - (Date.now() - stoppedAt);
+      if (stillToWait > 0) await sleep(stillToWait);
+      expect(entries('leading', paused.name).filter((e) => e.at >= stoppedAt)).toHaveLength(0);
 
-    const resumedAt = Date.now();
-    process.kill(paused.pid, 'SIGCONT');
-    paused.stopped = false;
+      const resumedAt = Date.now();
+      process.kill(paused.pid, 'SIGCONT');
+      paused.stopped = false;
 
-    const aborted = await waitFor(
-      'the resumed leader to see its loss',
-      () => entries('signal-aborted', paused.name).find((e) => e.at >= resumedAt && epochOf(e) === e1),
-      10_000,
-    );
-    const late = await waitFor(
-      'the resumed leader to try its late write',
-      () => entries('late-write', paused.name).find((e) => e.at >= resumedAt && epochOf(e) === e1),
-      10_000,
-    );
-    measurements.push(
-      `SIGSTOP takeover: ${takeoverMs} ms after SIGSTOP (${paused.name} epoch ${e1} -> ${takeover.child} epoch ${e2}); ` +
-        `stopped ${resumedAt - stoppedAt} ms; loss seen ${aborted.at - resumedAt} ms after SIGCONT (reason ${String(aborted.msg.reason)})`,
-    );
-    console.log(measurements.at(-1));
+      const aborted = await waitFor(
+        'the resumed leader to see its loss',
+        () => entries('signal-aborted', paused.name).find((e) => e.at >= resumedAt && epochOf(e) === e1),
+        10_000,
+      );
+      const late = await waitFor(
+        'the resumed leader to try its late write',
+        () => entries('late-write', paused.name).find((e) => e.at >= resumedAt && epochOf(e) === e1),
+        10_000,
+      );
+      measurements.push(
+        `SIGSTOP takeover: ${takeoverMs} ms after SIGSTOP (${paused.name} epoch ${e1} -> ${takeover.child} epoch ${e2}); ` +
+          `stopped ${resumedAt - stoppedAt} ms; loss seen ${aborted.at - resumedAt} ms after SIGCONT (reason ${String(aborted.msg.reason)})`,
+      );
+      console.log(measurements.at(-1));
 
-    expect(e2).toBeGreaterThan(e1);
-    // Its renew deadline passed while it was stopped, so its own monotonic clock must end the
-    // term ('deadline') without asking storage: no renewal may be attempted after SIGCONT.
-    const renewsAfterResume = entries('event', paused.name).filter(
-      (e) => e.at >= resumedAt && (e.msg.type === 'renewed' || e.msg.type === 'renew-failed'),
-    );
-    expect(renewsAfterResume, 'renew calls made after the renew deadline had passed').toHaveLength(0);
-    expect(aborted.msg.reason).toBe('deadline');
-    expect(late.msg.result).toBe('stale-epoch');
-    // The old leader wrote nothing after it resumed.
-    expect(entries('wrote', paused.name).filter((e) => e.at >= resumedAt)).toHaveLength(0);
+      expect(e2).toBeGreaterThan(e1);
+      // Its renew deadline passed while it was stopped, so its own monotonic clock must end the
+      // term ('deadline') without asking storage: no renewal may be attempted after SIGCONT.
+      const renewsAfterResume = entries('event', paused.name).filter(
+        (e) => e.at >= resumedAt && (e.msg.type === 'renewed' || e.msg.type === 'renew-failed'),
+      );
+      expect(renewsAfterResume, 'renew calls made after the renew deadline had passed').toHaveLength(0);
+      expect(aborted.msg.reason).toBe('deadline');
+      expect(late.msg.result).toBe('stale-epoch');
+      // The old leader wrote nothing after it resumed.
+      expect(entries('wrote', paused.name).filter((e) => e.at >= resumedAt)).toHaveLength(0);
 
-    const settings = { kind: 'connectionString', connectionString: azurite!.connectionString } as const;
-    const docs = new FencedDocuments<{ writer: string; epoch: number }>(
-      new BlobDocumentStore(createBlobServiceClient(settings).getContainerClient(docsContainer)),
-    );
-    const stored = await docs.read(FENCED_KEY);
-    expect(stored?.epoch).toBe(e2);
-    expect(stored?.value).toEqual({ writer: takeover.child, epoch: e2 });
+      const settings = { kind: 'connectionString', connectionString: azurite!.connectionString } as const;
+      const docs = new FencedDocuments<{ writer: string; epoch: number }>(
+        new BlobDocumentStore(createBlobServiceClient(settings).getContainerClient(docsContainer)),
+      );
+      const stored = await docs.read(FENCED_KEY);
+      expect(stored?.epoch).toBe(e2);
+      expect(stored?.value).toEqual({ writer: takeover.child, epoch: e2 });
 
-    // The resumed candidate goes back to being a follower.
-    await waitFor(
-      'the resumed candidate to return from runWhenLeader',
-      () => entries('lost-return', paused.name).find((e) => e.at >= resumedAt),
-      10_000,
-    );
-  });
+      // The resumed candidate goes back to being a follower.
+      await waitFor(
+        'the resumed candidate to return from runWhenLeader',
+        () => entries('lost-return', paused.name).find((e) => e.at >= resumedAt),
+        10_000,
+      );
+    },
+  );
 
   it('never gives two leaders the same epoch, and epochs rise with time', () => {
     dumpOnFailure();

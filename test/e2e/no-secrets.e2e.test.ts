@@ -34,6 +34,7 @@ import {
 } from '../support/cluster-process';
 import { waitFor } from '../support/edge-support';
 import { failuresOf } from '../support/failures';
+import { describePatience, patience } from '../support/slowdown';
 
 // Test setup only: the public Azurite development key, which every local run's connection carries.
 const AZURITE_KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
@@ -105,10 +106,10 @@ function spawnInstance(name: string, env: NodeJS.ProcessEnv): Instance {
 
 async function stopInstance(instance: Instance): Promise<number | null> {
   instance.proc.kill('SIGTERM');
-  const code = await Promise.race([instance.exited, sleep(15_000).then(() => 'timeout' as const)]);
+  const code = await Promise.race([instance.exited, sleep(patience(15_000)).then(() => 'timeout' as const)]);
   if (code === 'timeout') {
     instance.proc.kill('SIGKILL');
-    throw new Error(`${instance.name} did not stop within 15 s`);
+    throw new Error(`${instance.name} did not stop within ${describePatience(15_000)}`);
   }
   return code;
 }
@@ -151,7 +152,7 @@ afterAll(async () => {
 describe('a full local run at BATON_LOG_LEVEL=debug prints no secret', () => {
   it(
     'baton start --once --instances 2: the CLI output (instance log lines included) holds no key and no sig',
-    { timeout: 150_000 },
+    { timeout: patience(150_000) },
     async () => {
       let cluster: SpawnedProcess | undefined;
       onTestFailed(() => {
@@ -168,7 +169,7 @@ describe('a full local run at BATON_LOG_LEVEL=debug prints no secret', () => {
         logs,
       );
       const exit = await cluster.waitExit(140_000);
-      await Promise.race([cluster.closed, sleep(2_000)]);
+      await Promise.race([cluster.closed, sleep(patience(2_000))]);
       timings.push(`baton start --once --instances 2 (debug): ${Date.now() - started} ms`);
       expect(exit).toEqual({ code: 0, signal: null });
 
@@ -206,7 +207,7 @@ describe('a full local run at BATON_LOG_LEVEL=debug prints no secret', () => {
 
     it(
       'two instances run the job to its end; neither stdout nor stderr holds the key or a sig',
-      { timeout: 90_000 },
+      { timeout: patience(90_000) },
       async () => {
         const hub = 'nosecrets';
         const env = {
@@ -224,7 +225,7 @@ describe('a full local run at BATON_LOG_LEVEL=debug prints no secret', () => {
         await blobs.getContainerClient(hubResources(hub).container).createIfNotExists();
         const runId = await requestRun(docs, JOB.name);
         let record: RunRecord | undefined;
-        while (Date.now() - started < 75_000) {
+        while (Date.now() - started < patience(75_000)) {
           record = (await readRunDetails(docs, runId).catch(() => undefined))?.record;
           if (record && isTerminal(record.state)) break;
           await sleep(250);
@@ -273,7 +274,7 @@ describe('a SAS connection whose storage errors quote the sig', () => {
     await new Promise<void>((resolve) => storage?.server.close(() => resolve()));
   });
 
-  it('an instance logs the refusals with sig masked, never its value', { timeout: 60_000 }, async () => {
+  it('an instance logs the refusals with sig masked, never its value', { timeout: patience(60_000) }, async () => {
     const instance = spawnInstance('instance-sas', {
       ...debugEnv(),
       AzureWebJobsStorage: sas,
@@ -281,7 +282,7 @@ describe('a SAS connection whose storage errors quote the sig', () => {
       BATON_COORDINATOR_SCHEDULE: '* * * * * *',
     });
     onTestFailed(() => void process.stderr.write(`\n${dump(instance)}\n`));
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + patience(30_000);
     const text = () => instance.out.join('');
     // Both triggers fail against this storage: the worker's queue and the coordinator's lease.
     while (!(/baton-worker: .*sig=\*\*\*/.test(text()) && /baton-coordinator failed: /.test(text())) && Date.now() < deadline) {
@@ -299,7 +300,7 @@ describe('a SAS connection whose storage errors quote the sig', () => {
   it.each([
     ['from AzureWebJobsStorage: baton status', ['status'], true],
     ['pasted without --connection: an unknown command', [() => sas], false],
-  ])('the CLI fails with one line and the sig masked (%s)', { timeout: 30_000 }, async (_, args, viaEnv) => {
+  ])('the CLI fails with one line and the sig masked (%s)', { timeout: patience(30_000) }, async (_, args, viaEnv) => {
     const argv = (args as Array<string | (() => string)>).map((a) => (typeof a === 'function' ? a() : a));
     const cli = spawnTracked('baton (sas)', process.execPath, [cliPath, ...argv], {
       ...process.env,
@@ -307,7 +308,7 @@ describe('a SAS connection whose storage errors quote the sig', () => {
       ...(viaEnv ? { AzureWebJobsStorage: sas } : { AzureWebJobsStorage: '' }),
     });
     const exit = await cli.waitExit(20_000);
-    await Promise.race([cli.closed, sleep(2_000)]);
+    await Promise.race([cli.closed, sleep(patience(2_000))]);
     const out = cli.lines.map((l) => l.text).join('\n');
     const err = cli.stderr.join('');
     // A pasted SAS is an unknown command: a usage error (2); a refused status is a failure (1).

@@ -21,6 +21,7 @@ import { runKeys, type RunRecord } from '../../src/hub/run-record';
 import { markDistInUse } from '../support/cluster-process';
 import { positiveIntegerFromEnv } from '../support/env-knob';
 import { waitFor } from '../support/edge-support';
+import { patience } from '../support/slowdown';
 
 const ITEMS = positiveIntegerFromEnv('BATON_E2E_SCALE_ITEMS', 100_000);
 const SPEC = scaleJobSpec(ITEMS);
@@ -48,7 +49,7 @@ async function readRecord(c: BenchCluster, runId: string): Promise<FencedDocumen
 describe(`a ${ITEMS.toLocaleString('en-US')}-item run whose leader is killed mid-fold`, () => {
   it(
     'ends succeeded with the exact output, every item counted once, finished by a newer epoch',
-    { timeout: RUN_BOUND_MS + 2 * LEASE_MS + 90_000 },
+    { timeout: patience(RUN_BOUND_MS + 2 * LEASE_MS + 90_000) },
     async () => {
       const started = Date.now();
       const c = await BenchCluster.start({ instances: 3, jobs: [SPEC] });

@@ -21,6 +21,7 @@ import {
   type SpawnedProcess,
 } from '../support/cluster-process';
 import { dumpOnFailure } from '../support/cluster-run';
+import { patience } from '../support/slowdown';
 
 const CHROMIUM = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'].find((path): path is string =>
   Boolean(path && existsSync(path)),
@@ -56,91 +57,104 @@ async function shownProgress(page: Page): Promise<number[]> {
 }
 
 describe.skipIf(!CHROMIUM)('the status page in headless Chromium', () => {
-  it('shows the leader, a run advancing, and the new leader after the old one is kill -9d', { timeout: 240_000 }, async () => {
-    let cluster: SpawnedProcess | undefined;
-    dumpOnFailure(() => cluster);
-    const logs = instanceLogDir();
-    cluster = spawnTracked(
-      'cluster for the status page',
-      process.execPath,
-      [
-        cliPath,
-        ...['start', '--once', '--job', 'slow', '--instances', '3', '--port', '0', '--kill-leader-after', '4'],
-        ...['--log-dir', logs],
-      ],
-      { ...process.env, BATON_SYNTHETIC_JOBS: SLOW_JOB },
-      logs,
-    );
-    const url = (await cluster.waitForLine(/^status page: (http:\/\/127\.0\.0\.1:\d+\/api\/baton\/page)/, 90_000)).match[1]!;
-
-    browser = await chromium.launch({ executablePath: CHROMIUM!, args: ['--no-sandbox'] });
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    const errors: string[] = [];
-    page.on('pageerror', (err) => errors.push(err.message));
-    onTestFailed(async () => {
-      await page
-        .screenshot({ path: join(projectRoot, 'test-results', 'status-page-failed.png'), fullPage: true })
-        .catch(() => {});
-    });
-    await page.goto(`${url}?refresh=500`);
-
-    // Progress is sampled in the background the whole time: it must be seen to go up.
-    const seen: number[] = [];
-    let watching = true;
-    const watcher = (async () => {
-      while (watching) {
-        const shown = await shownProgress(page).catch(() => []);
-        if (shown.length === 1 && Number.isFinite(shown[0])) seen.push(shown[0]!);
-        await new Promise((resolve) => setTimeout(resolve, 200));
-      }
-    })();
-
-    // The first leader, by the name its instance has.
-    await expect.poll(() => page.locator('#leader').textContent(), { timeout: 90_000, interval: 250 }).toMatch(/^instance-\d+$/);
-    const first = (await page.locator('#leader').textContent())!;
-    expect(await page.locator('#hub').textContent()).toBe('baton');
-
-    const kill = await cluster.waitForLine(/^kill -9 (instance-\d+) \(the leader/, 120_000);
-    const victim = kill.match[1]!;
-
-    // Another instance took over once the victim's lease expired, and the page says so.
-    const takenOver = async (): Promise<boolean> => {
-      const rows = await page
-        .locator('#timeline tr')
-        .evaluateAll((trs) => trs.map((tr) => Array.from((tr as unknown as TableRow).cells, (td) => td.textContent ?? '')));
-      return rows.some(
-        ([, holder, , why]) =>
-          holder !== victim &&
-          /^instance-\d+$/.test(holder ?? '') &&
-          why === `previous lease expired (crash or pause) (after ${victim})`,
+  it(
+    'shows the leader, a run advancing, and the new leader after the old one is kill -9d',
+    { timeout: patience(240_000) },
+    async () => {
+      let cluster: SpawnedProcess | undefined;
+      dumpOnFailure(() => cluster);
+      const logs = instanceLogDir();
+      cluster = spawnTracked(
+        'cluster for the status page',
+        process.execPath,
+        [
+          cliPath,
+          ...['start', '--once', '--job', 'slow', '--instances', '3', '--port', '0', '--kill-leader-after', '4'],
+          ...['--log-dir', logs],
+        ],
+        { ...process.env, BATON_SYNTHETIC_JOBS: SLOW_JOB },
+        logs,
       );
-    };
-    await expect.poll(takenOver, { timeout: 120_000, interval: 250 }).toBe(true);
-    await expect
-      .poll(async () => (await page.locator('#leader').textContent()) ?? '', { timeout: 60_000, interval: 250 })
-      .toMatch(new RegExp(`^(?!${victim}$)instance-\\d+$`));
+      const url = (await cluster.waitForLine(/^status page: (http:\/\/127\.0\.0\.1:\d+\/api\/baton\/page)/, 90_000)).match[1]!;
 
-    // The run went forward on the page: a later reading above an earlier one.
-    await expect
-      .poll(() => seen.some((done, i) => seen.slice(i + 1).some((later) => later > done)), { timeout: 120_000, interval: 250 })
-      .toBe(true);
-    expect(await page.locator('#open-runs .rate').count()).toBeGreaterThan(0);
+      // Playwright's own caps (30 s to launch, to navigate, to click) decide a hang like any other.
+      browser = await chromium.launch({ executablePath: CHROMIUM!, args: ['--no-sandbox'], timeout: patience(30_000) });
+      const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      page.setDefaultTimeout(patience(30_000));
+      const errors: string[] = [];
+      page.on('pageerror', (err) => errors.push(err.message));
+      onTestFailed(async () => {
+        await page
+          .screenshot({ path: join(projectRoot, 'test-results', 'status-page-failed.png'), fullPage: true })
+          .catch(() => {});
+      });
+      await page.goto(`${url}?refresh=500`);
 
-    // A run's failures open under it: this run has none, and says so.
-    await page.locator('#open-runs .run').first().click();
-    await expect.poll(() => page.locator('#failures-more').textContent(), { timeout: 30_000, interval: 250 }).toBe('no failures');
-    expect(await page.locator('#failures-section').isVisible()).toBe(true);
+      // Progress is sampled in the background the whole time: it must be seen to go up.
+      const seen: number[] = [];
+      let watching = true;
+      const watcher = (async () => {
+        while (watching) {
+          const shown = await shownProgress(page).catch(() => []);
+          if (shown.length === 1 && Number.isFinite(shown[0])) seen.push(shown[0]!);
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+      })();
 
-    mkdirSync(join(projectRoot, 'test-results'), { recursive: true });
-    await page.screenshot({ path: join(projectRoot, 'test-results', 'status-page.png'), fullPage: true });
-    watching = false;
-    await watcher;
+      // The first leader, by the name its instance has.
+      await expect
+        .poll(() => page.locator('#leader').textContent(), { timeout: patience(90_000), interval: 250 })
+        .toMatch(/^instance-\d+$/);
+      const first = (await page.locator('#leader').textContent())!;
+      expect(await page.locator('#hub').textContent()).toBe('baton');
 
-    // What it had to show is shown; the run's own end is the cluster files' to check. A --once
-    // cluster stopped before its run ended exits 130, as after Ctrl-C.
-    process.kill(cluster.pid, 'SIGTERM');
-    expect(await cluster.waitExit(60_000)).toEqual({ code: 130, signal: null });
-    expect(errors).toEqual([]);
-    expect(first).toMatch(/^instance-\d+$/);
-  });
+      const kill = await cluster.waitForLine(/^kill -9 (instance-\d+) \(the leader/, 120_000);
+      const victim = kill.match[1]!;
+
+      // Another instance took over once the victim's lease expired, and the page says so.
+      const takenOver = async (): Promise<boolean> => {
+        const rows = await page
+          .locator('#timeline tr')
+          .evaluateAll((trs) => trs.map((tr) => Array.from((tr as unknown as TableRow).cells, (td) => td.textContent ?? '')));
+        return rows.some(
+          ([, holder, , why]) =>
+            holder !== victim &&
+            /^instance-\d+$/.test(holder ?? '') &&
+            why === `previous lease expired (crash or pause) (after ${victim})`,
+        );
+      };
+      await expect.poll(takenOver, { timeout: patience(120_000), interval: 250 }).toBe(true);
+      await expect
+        .poll(async () => (await page.locator('#leader').textContent()) ?? '', { timeout: patience(60_000), interval: 250 })
+        .toMatch(new RegExp(`^(?!${victim}$)instance-\\d+$`));
+
+      // The run went forward on the page: a later reading above an earlier one.
+      await expect
+        .poll(() => seen.some((done, i) => seen.slice(i + 1).some((later) => later > done)), {
+          timeout: patience(120_000),
+          interval: 250,
+        })
+        .toBe(true);
+      expect(await page.locator('#open-runs .rate').count()).toBeGreaterThan(0);
+
+      // A run's failures open under it: this run has none, and says so.
+      await page.locator('#open-runs .run').first().click();
+      await expect
+        .poll(() => page.locator('#failures-more').textContent(), { timeout: patience(30_000), interval: 250 })
+        .toBe('no failures');
+      expect(await page.locator('#failures-section').isVisible()).toBe(true);
+
+      mkdirSync(join(projectRoot, 'test-results'), { recursive: true });
+      await page.screenshot({ path: join(projectRoot, 'test-results', 'status-page.png'), fullPage: true });
+      watching = false;
+      await watcher;
+
+      // What it had to show is shown; the run's own end is the cluster files' to check. A --once
+      // cluster stopped before its run ended exits 130, as after Ctrl-C.
+      process.kill(cluster.pid, 'SIGTERM');
+      expect(await cluster.waitExit(60_000)).toEqual({ code: 130, signal: null });
+      expect(errors).toEqual([]);
+      expect(first).toMatch(/^instance-\d+$/);
+    },
+  );
 });

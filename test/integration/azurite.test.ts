@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { QueueServiceClient } from '@azure/storage-queue';
 import { BlobServiceClient } from '@azure/storage-blob';
 import { startAzurite } from '../../src/local/azurite';
+import { patience } from '../support/slowdown';
 
 // Azurite's own copy of LokiJS, the one its stores build their collections from. A batch removal
 // ends in ensureAllIndexes(true): a full re-sort of every index, however little it removed.
@@ -101,7 +102,7 @@ describe('startAzurite', () => {
             await queue.peekMessages();
             expect((await queue.getProperties()).approximateMessagesCount).toBe(1);
           },
-          { timeout: 30_000, interval: 200 },
+          { timeout: patience(30_000), interval: 200 },
         );
         expect((await queue.peekMessages()).peekedMessageItems.map((m) => m.messageText)).toEqual(['kept']);
       } finally {
@@ -123,7 +124,7 @@ describe('startAzurite', () => {
         const extentRemovals = () =>
           removals.mock.contexts.filter((c) => (c as { name: string }).name === '$EXTENTS_COLLECTION$').length;
         // Four bodies were overwritten; each has an extent that only the sweep frees.
-        await vi.waitFor(() => expect(extentRemovals()).toBeGreaterThanOrEqual(4), { timeout: 30_000, interval: 100 });
+        await vi.waitFor(() => expect(extentRemovals()).toBeGreaterThanOrEqual(4), { timeout: patience(30_000), interval: 100 });
         expect(resorts.mock.calls.filter(([force]) => force === true)).toHaveLength(0);
         expect((await blob.downloadToBuffer()).toString()).toBe('{"v":4}');
       } finally {

@@ -17,6 +17,7 @@ import type { Env } from '../../src/storage/setting';
 import { useAzurite } from '../support/azurite';
 import { azuriteStyleConnection, closedPort, seedHub } from '../support/cli-harness';
 import { cliPath, markDistInUse, projectRoot } from '../support/cluster-process';
+import { describePatience, patience } from '../support/slowdown';
 
 const instancePath = join(projectRoot, 'dist', 'src', 'local', 'instance-main.js');
 /** Azurite's public development key, standing in for a secret a mangled setting could leak. */
@@ -33,9 +34,9 @@ interface Finished {
 interface Running {
   readonly out: string;
   readonly err: string;
-  /** Ends its stdin (an instance then stops) and resolves when it has exited. */
+  /** Ends its stdin (an instance then stops) and resolves when it has exited (as `exited`). */
   finish(timeoutMs: number): Promise<Finished>;
-  /** Resolves when it has exited, or kills its process group after `timeoutMs`. */
+  /** Resolves when it has exited, or kills its process group after `timeoutMs` (scaled by `patience`). */
   exited(timeoutMs: number): Promise<Finished>;
   /** Whether it has exited. */
   readonly done: boolean;
@@ -95,11 +96,13 @@ function start(script: string, args: string[], env: Env): Running {
     }),
   );
   const exited = async (timeoutMs: number): Promise<Finished> => {
-    const result = await Promise.race([closed, sleep(timeoutMs, undefined)]);
+    const result = await Promise.race([closed, sleep(patience(timeoutMs), undefined)]);
     if (result) return result;
     killGroup(child.pid!);
     const killed = await closed;
-    throw new Error(`${script} ${args.join(' ')} did not exit within ${timeoutMs} ms\n${killed.out}\n${killed.err}`);
+    throw new Error(
+      `${script} ${args.join(' ')} did not exit within ${describePatience(timeoutMs)}\n${killed.out}\n${killed.err}`,
+    );
   };
   return {
     get out() {
@@ -164,7 +167,7 @@ describe('the local host instance process', () => {
   it('starts with the base settings, so each case below fails for its own setting', async () => {
     const proc = start(instancePath, [], base);
     for (let waited = 0; !proc.out.includes('"kind":"started"'); waited += 50) {
-      if (waited > 10_000 || proc.done) throw new Error(`the instance did not start:\n${proc.out}\n${proc.err}`);
+      if (waited > patience(10_000) || proc.done) throw new Error(`the instance did not start:\n${proc.out}\n${proc.err}`);
       await sleep(50);
     }
     // Still up a second later, and quiet: nothing in the base settings is wrong. (Its storage is
@@ -455,7 +458,7 @@ describe('baton trigger of a job the leader does not run (with storage)', () => 
       (await pending()) > 0 || !leader.out.includes('ignored a run request for unknown job nope');
       waited += 200
     ) {
-      if (waited > 20_000) throw new Error(`the leader did not drop the request:\n${leader.out}\n${leader.err}`);
+      if (waited > patience(20_000)) throw new Error(`the leader did not drop the request:\n${leader.out}\n${leader.err}`);
       await sleep(200);
     }
     expect((await leader.finish(10_000)).code).toBe(0);

@@ -9,6 +9,7 @@ import { expectedAudit, seedDemoBlobs } from '../../src/sample/demo-seed';
 import { useAzurite } from '../support/azurite';
 import { azuritePorts } from '../support/azurite-engine';
 import { buildEngine, type Engine } from '../support/engine-harness';
+import { describePatience, patience } from '../support/slowdown';
 
 const fixture = useAzurite();
 
@@ -16,15 +17,17 @@ const fixture = useAzurite();
  * Leads until the run ends. Azurite serves this whole test in one process, so on a busy
  * machine a lease call can queue behind thousands of reads and miss its deadline; a real
  * instance then leads again once it can, and so does this loop (the output must still be exact).
+ * `timeoutMs` is scaled by `patience`.
  */
 async function leadUntilTerminal(engine: Engine, runId: string, timeoutMs: number): Promise<number> {
   const elector = engine.elector('leader');
   const started = Date.now();
+  const capMs = patience(timeoutMs);
   let lost = 0;
   for (;;) {
     const state = (await engine.readRun(runId))?.state;
     if (state === 'succeeded' || state === 'failed' || state === 'cancelled' || state === 'timed-out') return lost;
-    if (Date.now() - started > timeoutMs) throw new Error(`run ${runId} still ${state} after ${timeoutMs} ms`);
+    if (Date.now() - started > capMs) throw new Error(`run ${runId} still ${state} after ${describePatience(timeoutMs)}`);
     try {
       await elector.runIfLeader((l) => engine.coordinator.lead(l, { termMs: 5000, returnWhenIdle: true }));
     } catch (err) {
@@ -59,7 +62,7 @@ describe('blob-audit on Azurite', () => {
 
   it(
     'audits 2,000 seeded blobs on three workers: exactly the output and report the seed predicts',
-    { timeout: 180_000 },
+    { timeout: patience(180_000) },
     async () => {
       const ports = azuritePorts(fixture, 'audit');
       const target = fixture.blobService.getContainerClient(fixture.uniqueName('target'));

@@ -20,11 +20,15 @@ import {
   type SeededHub,
   type SpawnedCli,
 } from '../support/cli-harness';
+import { patience } from '../support/slowdown';
 
 const azurite = useAzurite();
-/** Process start (tsx compiling the CLI) plus a few reads, on a loaded machine. */
+/** Process start (tsx compiling the CLI) plus a few reads, on a loaded machine; waits scale it by `patience`. */
 const FRAMES_WITHIN_MS = 60_000;
-/** From the signal to the exit: the 2 s the CLI gives its output to drain, and then some. */
+/**
+ * From the signal to the exit: the 2 s the CLI gives its output to drain, and then some. The wait
+ * for the exit scales it by `patience`; the bound asserted on how long the exit took does not.
+ */
 const EXIT_WITHIN_MS = 20_000;
 
 let accountKey: string;
@@ -67,7 +71,11 @@ describe('baton status --watch, piped', () => {
     const hub: SeededHub = await seed();
     const cli = watchCli(azurite.azurite.connectionString, hub.hub, '--timeout', '60');
 
-    await cli.out.until((t) => frames(t).some((f) => f.includes('7/10 70% (1 failed)')), FRAMES_WITHIN_MS, 'a first frame');
+    await cli.out.until(
+      (t) => frames(t).some((f) => f.includes('7/10 70% (1 failed)')),
+      patience(FRAMES_WITHIN_MS),
+      'a first frame',
+    );
     const before = frames(cli.out.text).length;
 
     // What a leader does as results come in: two more items succeed.
@@ -79,13 +87,13 @@ describe('baton status --watch, piped', () => {
     );
     await cli.out.until(
       (t) => frames(t).some((f) => f.includes('9/10 90% (1 failed)')),
-      FRAMES_WITHIN_MS,
+      patience(FRAMES_WITHIN_MS),
       'a frame with the change',
     );
 
     const sent = Date.now();
     process.kill(cli.pid, 'SIGINT');
-    const exit = await cli.exited(EXIT_WITHIN_MS);
+    const exit = await cli.exited(patience(EXIT_WITHIN_MS));
     expect(exit).toEqual({ code: 0, signal: null });
     expect(Date.now() - sent).toBeLessThan(EXIT_WITHIN_MS);
 
@@ -112,10 +120,14 @@ describe('baton status --watch, piped', () => {
     const port = await closedPort();
     const cli = watchCli(azuriteStyleConnection(port, accountKey), 'anyhub');
     const line = `baton: cannot reach blob storage at http://127.0.0.1:${port}/devstoreaccount1 (ECONNREFUSED).`;
-    await cli.out.until((t) => frames(t).filter((f) => f.includes(line)).length >= 2, FRAMES_WITHIN_MS, 'two error frames');
+    await cli.out.until(
+      (t) => frames(t).filter((f) => f.includes(line)).length >= 2,
+      patience(FRAMES_WITHIN_MS),
+      'two error frames',
+    );
 
     process.kill(cli.pid, 'SIGTERM');
-    expect(await cli.exited(EXIT_WITHIN_MS)).toEqual({ code: 0, signal: null });
+    expect(await cli.exited(patience(EXIT_WITHIN_MS))).toEqual({ code: 0, signal: null });
     for (const frame of frames(cli.out.text)) {
       const body = frame.split('\n').filter((l) => l !== '');
       expect(body).toHaveLength(2);
@@ -137,10 +149,10 @@ describe('baton status --watch, piped', () => {
     try {
       const port = (server.address() as { port: number }).port;
       const cli = watchCli(azuriteStyleConnection(port, accountKey), 'anyhub', '--timeout', '600');
-      await reached.until((t) => t.includes('connected'), FRAMES_WITHIN_MS, 'a connection from the CLI');
+      await reached.until((t) => t.includes('connected'), patience(FRAMES_WITHIN_MS), 'a connection from the CLI');
 
       process.kill(cli.pid, 'SIGTERM');
-      expect(await cli.exited(EXIT_WITHIN_MS)).toEqual({ code: 0, signal: null });
+      expect(await cli.exited(patience(EXIT_WITHIN_MS))).toEqual({ code: 0, signal: null });
       // It never got to draw: no answer came.
       expect(cli.out.text).toBe('');
       expect(cli.err.text).toBe('');
@@ -190,7 +202,7 @@ describe('baton status --watch on a terminal', () => {
       io,
       { env: {}, cwd: dir.path },
     );
-    await out.until((t) => t.split('baton status at ').length > 3, FRAMES_WITHIN_MS, 'three frames');
+    await out.until((t) => t.split('baton status at ').length > 3, patience(FRAMES_WITHIN_MS), 'three frames');
     stdoutGone.abort();
     expect(await exit).toBe(0);
 

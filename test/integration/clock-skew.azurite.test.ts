@@ -12,6 +12,7 @@ import type { JobDefinition } from '../../src/jobs/job-definition';
 import { runKeys, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
 import { useAzurite } from '../support/azurite';
 import { skewedClock } from '../support/skewed-clock';
+import { describePatience, patience } from '../support/slowdown';
 
 /**
  * Two instances of the app, one whose wall clock is 120 s fast and one 120 s slow, lead in turn
@@ -87,7 +88,7 @@ function createdAt(hub: string, runId: string): number {
 
 const SKEW = { fast: 120_000, slow: -120_000 } as const;
 type Skew = keyof typeof SKEW;
-/** How long any one phase may take on a busy machine; a hang guard, not a speed check. */
+/** How long any one phase may take on a busy machine (scaled by `patience`); a hang guard, not a speed check. */
 const PHASE_LIMIT_MS = 90_000;
 
 const timer: Timer = {
@@ -145,8 +146,10 @@ function instance(hub: string, skew: Skew, jobs: JobDefinition[], lines: string[
     /** Ticks, as the host's timer does, until `done` holds. */
     async leadUntil(what: string, done: () => Promise<boolean>): Promise<void> {
       const started = Date.now();
+      const capMs = patience(PHASE_LIMIT_MS);
       while (!(await done())) {
-        if (Date.now() - started > PHASE_LIMIT_MS) throw new Error(`the ${skew} leader: ${what} not within ${PHASE_LIMIT_MS} ms`);
+        if (Date.now() - started > capMs)
+          throw new Error(`the ${skew} leader: ${what} not within ${describePatience(PHASE_LIMIT_MS)}`);
         const context = new InvocationContext({
           functionName: coordinator.name,
           invocationId: `${skew}-${ticks++}`,
@@ -263,7 +266,7 @@ describe('clock skew: schedules and deadlines follow storage time', () => {
       const started = state!.recent.filter((e) => e.outcome === 'started').map((e) => e.runId);
       expect(new Set(started).size).toBe(started.length);
     },
-    4 * PHASE_LIMIT_MS,
+    patience(4 * PHASE_LIMIT_MS),
   );
 
   // Each case has hubs of its own and waits on real time, so the cases run side by side.
@@ -299,6 +302,6 @@ describe('clock skew: schedules and deadlines follow storage time', () => {
       expect(deadlineAt - deadlineByStorage).toBeLessThan(1_000);
       expect(timedOutAt).toBeGreaterThanOrEqual(Math.floor(deadlineAt / 1000) * 1000);
     },
-    3 * PHASE_LIMIT_MS,
+    patience(3 * PHASE_LIMIT_MS),
   );
 });

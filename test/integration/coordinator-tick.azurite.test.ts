@@ -1,13 +1,33 @@
 import { describe, expect, it } from 'vitest';
-import { spawnSync } from 'node:child_process';
-import { setTimeout as delay } from 'node:timers/promises';
+import { execFile } from 'node:child_process';
 import { InvocationContext, type Timer } from '@azure/functions';
 import { createCoordinatorTick, type LeaderWork, type TickOutcome } from '../../src/app/coordinator-tick';
 import { batonRegistrations } from '../../src/app/registrations';
 import { createBatonRuntime } from '../../src/app/runtime';
+import { join } from 'node:path';
 import { useAzurite } from '../support/azurite';
+import { projectRoot, requireCurrentDist } from '../support/cluster-process';
+import { gate } from '../support/edge-support';
+import { patience } from '../support/slowdown';
 
 const fixture = useAzurite();
+
+/**
+ * The compiled entry point, as the Functions host loads it (package.json `main`), in a process of
+ * its own. Not spawnSync: Azurite answers from this process, and must keep answering meanwhile.
+ */
+function loadEntry(env: NodeJS.ProcessEnv): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  requireCurrentDist();
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [join(projectRoot, 'dist', 'functions', 'index.js')],
+      { cwd: projectRoot, env, encoding: 'utf8', timeout: patience(30_000) },
+      (error, stdout, stderr) =>
+        resolve({ status: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout, stderr }),
+    );
+  });
+}
 
 const timer: Timer = {
   isPastDue: false,
@@ -58,14 +78,20 @@ describe('coordinator tick', () => {
     const env = { AzureWebJobsStorage: fixture.azurite.connectionString, BATON_HUB: fixture.uniqueName('overlap') };
     const runtime = createBatonRuntime(env, { identity: 'only-instance' });
     let runs = 0;
+    const leading = gate();
+    const overlapped = gate();
     const tick = createCoordinatorTick(runtime, async () => {
       runs++;
-      await delay(500);
+      leading.open();
+      // The first term lasts until the second tick has returned, however slow either is, so the
+      // two overlap for certain. A second run (the bug looked for) does not wait: it fails below, not hangs.
+      if (runs === 1) await overlapped.promise;
     });
     const lines: string[] = [];
     const first = tick(timer, context('first', lines));
-    await delay(100);
-    const second = await tick(timer, context('second', lines));
+    // Once it leads; a first tick that did not lead returns, and the expectations below say so.
+    await Promise.race([leading.promise, first]);
+    const second = await tick(timer, context('second', lines)).finally(overlapped.open);
     expect(second).toEqual({ led: false, holder: 'only-instance', epoch: 1 });
     await expect(first).resolves.toEqual({ led: true, epoch: 1 });
     expect(runs).toBe(1);
@@ -94,26 +120,24 @@ describe('coordinator tick', () => {
     [{}, 'AzureWebJobsStorage'],
     [{ AzureWebJobsStorage: 'UseDevelopmentStorage=true', BATON_LEASE_SECONDS: '5' }, 'BATON_LEASE_SECONDS'],
     [{ AzureWebJobsStorage: 'UseDevelopmentStorage=true', BATON_HUB: 'Not Valid' }, 'BATON_HUB'],
-  ])('the Functions entry point fails at start-up with one line naming %j', (env, setting) => {
+  ])('the Functions entry point fails at start-up with one line naming %j', async (env, setting) => {
     const clean = Object.fromEntries(
       Object.entries(process.env).filter(([k]) => !k.startsWith('AzureWebJobsStorage') && !k.startsWith('BATON_')),
     );
-    const result = spawnSync(process.execPath, ['--import', 'tsx', 'functions/index.ts'], {
-      env: { ...clean, ...env },
-      encoding: 'utf8',
-      timeout: 30_000,
-    });
+    const result = await loadEntry({ ...clean, ...env });
     expect(result.status).not.toBe(0);
     // Node prints the source line, then `Name: message`; the message is the one line.
     const line = result.stderr.split('\n').find((l) => l.startsWith('InvalidSettingError: '));
     expect(line).toMatch(new RegExp(`^InvalidSettingError: ${setting} `));
   });
 
-  it('the Functions entry point loads with valid settings', () => {
-    const result = spawnSync(process.execPath, ['--import', 'tsx', 'functions/index.ts'], {
-      env: { ...process.env, AzureWebJobsStorage: 'UseDevelopmentStorage=true' },
-      encoding: 'utf8',
-      timeout: 30_000,
+  it('the Functions entry point loads with valid settings', async () => {
+    // A reachable storage account: its start-up tick (a queue message) then lands at once, where
+    // an unreachable one would spend the SDK's retries (about 15 s) before the process may exit.
+    const result = await loadEntry({
+      ...process.env,
+      AzureWebJobsStorage: fixture.azurite.connectionString,
+      BATON_HUB: fixture.uniqueName('entry'),
     });
     expect(result.stderr).not.toContain('Error');
     expect(result.status).toBe(0);

@@ -22,6 +22,7 @@ import {
   waitFor,
 } from '../support/edge-support';
 import { expectedSum, sumJob } from '../support/sample-jobs';
+import { patience } from '../support/slowdown';
 
 const fixture = useAzurite();
 
@@ -370,7 +371,7 @@ describe('job engine edges on Azurite: malformed work messages', () => {
   });
 });
 
-describe('job engine edges on Azurite: scale', () => {
+describe('job engine edges on Azurite: scale', { timeout: patience(120_000) }, () => {
   it('100,000 tiny items, 100 per message, three workers: the exact aggregate; prints peak heap and checkpoint size', async () => {
     const ports = azuritePorts(fixture, 'scale');
     const n = 100_000;
@@ -409,5 +410,5 @@ describe('job engine edges on Azurite: scale', () => {
     expect(await engine.readJson<RunOutput>(runKeys.output(runId))).toMatchObject({ state: 'succeeded', output: expectedSum(n) });
     // One bit per item (base64) plus a fixed part: nothing in the checkpoint grows per item beyond that.
     expect(checkpointBytes).toBeLessThan(Math.ceil(n / 8 / 3) * 4 + 4096);
-  }, 120_000);
+  });
 });

@@ -11,6 +11,7 @@ import { azuritePorts } from '../support/azurite-engine';
 import { buildEngine } from '../support/engine-harness';
 import { noLeaseToRaise } from '../support/unit-engine';
 import { expectedSum, sumJob } from '../support/sample-jobs';
+import { patience } from '../support/slowdown';
 
 const fixture = useAzurite();
 
@@ -88,7 +89,7 @@ describe('leader failover inside a run', () => {
       expect(afterLoss?.state).not.toBe('succeeded');
 
       const second = term(2);
-      const deadline = Date.now() + 60_000;
+      const deadline = Date.now() + patience(60_000);
       while (!['succeeded', 'failed'].includes((await successor.readRun(runId))?.state ?? '') && Date.now() < deadline) {
         await successor.coordinator.lead(second.leadership, { termMs: 5000, returnWhenIdle: true });
       }

@@ -12,6 +12,7 @@ import { BenchCluster } from '../../bench/lib/bench-cluster';
 import { markDistInUse } from '../support/cluster-process';
 import { positiveIntegerFromEnv } from '../support/env-knob';
 import { waitFor } from '../support/edge-support';
+import { patience } from '../support/slowdown';
 
 const PERIOD_MS = 5000;
 const JOB = { name: 'every5', schedule: '*/5 * * * * *', items: 3 };
@@ -30,7 +31,7 @@ afterAll(async () => {
 describe('with every coordinator timer frozen', () => {
   it(
     `still starts each of ${OCCURRENCES} occurrences in time, through a graceful stop of the leader`,
-    { timeout: 2 * WAIT_MS + 60_000 },
+    { timeout: patience(2 * WAIT_MS + 60_000) },
     async () => {
       const c = await BenchCluster.start({
         instances: 3,

@@ -13,6 +13,7 @@ import { newRunRecord, runKeys, transition } from '../../src/hub/run-record';
 import { parseBatonSettings } from '../../src/app/settings';
 import { useAzurite } from '../support/azurite';
 import { expectedSum, sumJob } from '../support/sample-jobs';
+import { patience } from '../support/slowdown';
 
 const fixture = useAzurite();
 const timer: Timer = {
@@ -39,7 +40,7 @@ describe('the Functions app handlers', () => {
       JSON.parse((await runtime.coordinator.ctx.docs.read(runKeys.record(runId)))?.body ?? '{}').value?.state as
         string | undefined;
 
-    const deadline = Date.now() + 60_000;
+    const deadline = Date.now() + patience(60_000);
     while ((await state()) !== 'succeeded' && Date.now() < deadline) {
       const tick = coordinator.handler(
         timer,

@@ -7,6 +7,7 @@ import { BlobLeaseStore } from '../../src/lease/blob-lease-store';
 import { LeaderElector, type Leadership } from '../../src/lease/leader-elector';
 import type { LeaderEvent } from '../../src/lease/leader-events';
 import { useAzurite } from '../support/azurite';
+import { patience } from '../support/slowdown';
 
 const fixture = useAzurite();
 const LEASE_MS = 15_000;
@@ -154,7 +155,10 @@ describe('leader election on Azurite', () => {
       }
       return 'yielded';
     });
-    await expect.poll(() => events.some((e) => e.type === 'acquired' && e.identity === 'v1')).toBe(true);
+    // Vitest's default cap on a poll, 1 s, for this machine.
+    await expect
+      .poll(() => events.some((e) => e.type === 'acquired' && e.identity === 'v1'), { timeout: patience(1_000) })
+      .toBe(true);
     // v2 finds v1 leading, asks, and waits for the lease: this one call returns once it has led.
     const asked = await v2.runIfLeader(async (leadership) => {
       steps.push(`v2 leads at epoch ${leadership.epoch}`);

@@ -14,6 +14,7 @@ import type { HostQueueConfig } from '../../src/app/host-config';
 import { LocalHost } from '../../src/local/local-host';
 import { AzureQueue } from '../../src/queue/azure-queue';
 import { useAzurite } from '../support/azurite';
+import { describePatience, patience } from '../support/slowdown';
 
 const fx = useAzurite();
 
@@ -60,12 +61,13 @@ async function peekTexts(queueName: string): Promise<string[]> {
   }
 }
 
+/** Polls `probe` until it gives a value; throws after `timeoutMs` (scaled by `patience`). */
 async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + patience(timeoutMs);
   for (;;) {
     const value = await probe();
     if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out after ${describePatience(timeoutMs)} waiting for ${what}`);
     await sleep(100);
   }
 }
@@ -248,7 +250,8 @@ describe('local host batching', () => {
     };
     startHost([registration]);
     const settle = async (want: number) => {
-      for (let t = 0; t < 100 && running !== want; t++) await sleep(50);
+      const deadline = Date.now() + patience(100 * 50);
+      while (running !== want && Date.now() < deadline) await sleep(50);
       await sleep(500); // and nothing more arrives
     };
     await settle(16);

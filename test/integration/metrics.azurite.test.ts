@@ -22,6 +22,7 @@ import { pumpQueue } from '../../src/local/queue-pump';
 import { CUSTOM_EVENT_NAME_ATTRIBUTE, EVENT_NAMES, METRIC_NAMES } from '../../src/telemetry/baton-telemetry';
 import { useAzurite } from '../support/azurite';
 import { sumJob } from '../support/sample-jobs';
+import { describePatience, patience } from '../support/slowdown';
 
 const fixture = useAzurite();
 
@@ -71,17 +72,20 @@ function sameAttributes(a: Record<string, unknown>, b: Record<string, string>): 
   return Object.keys(a).length === Object.keys(b).length && Object.entries(b).every(([k, v]) => a[k] === v);
 }
 
-/** Polls `condition` (a hang guard, not a speed check: the machine may be busy). */
+/** Polls `condition` (a hang guard, not a speed check: the machine may be busy; `timeoutMs` is scaled by `patience`). */
 async function until(
   what: string,
   condition: () => Promise<boolean> | boolean,
   options: { timeoutMs?: number; context?: () => string } = {},
 ): Promise<void> {
   const timeoutMs = options.timeoutMs ?? 150_000;
+  const capMs = patience(timeoutMs);
   const started = Date.now();
   while (!(await condition())) {
-    if (Date.now() - started > timeoutMs) {
-      throw new Error(`still waiting for ${what} after ${timeoutMs} ms${options.context ? `: ${options.context()}` : ''}`);
+    if (Date.now() - started > capMs) {
+      throw new Error(
+        `still waiting for ${what} after ${describePatience(timeoutMs)}${options.context ? `: ${options.context()}` : ''}`,
+      );
     }
     await delay(50);
   }
@@ -175,7 +179,7 @@ const cursed = (i: number) => i % 5 === 2;
 const FAILING = Array.from({ length: ITEMS }, (_, i) => i).filter(cursed).length;
 
 describe('metrics and events during a real run on Azurite', () => {
-  it('count items, runs, terms, renewals, refusals and storage requests exactly', { timeout: 300_000 }, async () => {
+  it('count items, runs, terms, renewals, refusals and storage requests exactly', { timeout: patience(300_000) }, async () => {
     const env = {
       AzureWebJobsStorage: fixture.azurite.connectionString,
       BATON_HUB: fixture.uniqueName('metrics'),
@@ -386,7 +390,7 @@ function selfSignedCertificate(): { key: Buffer; cert: Buffer; dispose(): void }
       '-subj',
       '/CN=127.0.0.1',
     ],
-    { cwd: dir, encoding: 'utf8', timeout: 60_000 },
+    { cwd: dir, encoding: 'utf8', timeout: patience(60_000) },
   );
   if (made.status !== 0) {
     rmSync(dir, { recursive: true, force: true });
@@ -444,7 +448,7 @@ describe('Application Insights', () => {
         const created = new Date('2026-03-01T02:00:00.000Z');
         const run = newRunRecord({ runId: 'nightly/r1', job: 'nightly', trigger: 'manual', now: created, timeoutSeconds: 600 });
         telemetry.runEnded(transition(run, 'cancelled', new Date(created.getTime() + 5000), 'cancelled by an operator'));
-        setup.shutdown({ signal: AbortSignal.timeout(60000) }).then(() => process.exit(0));
+        setup.shutdown({ signal: AbortSignal.timeout(${patience(60000)}) }).then(() => process.exit(0));
       `;
       const child = spawn(process.execPath, ['--import', 'tsx', '-e', script], {
         env: {

@@ -14,6 +14,7 @@ import { compareVersions } from '../../src/lease/leader-rank';
 import { markDistInUse } from '../support/cluster-process';
 import { positiveIntegerFromEnv } from '../support/env-knob';
 import { waitFor } from '../support/edge-support';
+import { patience } from '../support/slowdown';
 
 const ROUNDS = positiveIntegerFromEnv('BATON_ROLLING_ROUNDS', 2);
 const HANDOVER_BOUND_MS = positiveIntegerFromEnv('BATON_ROLLING_HANDOVER_MS', 10_000);
@@ -34,7 +35,7 @@ const version = (round: number): string => `${round + 1}.0.0`;
 describe('a rolling deploy, one instance at a time', () => {
   it(
     `hands leadership to each new version at once and never back, over ${ROUNDS} rounds`,
-    { timeout: 120_000 + ROUNDS * 60_000 },
+    { timeout: patience(120_000 + ROUNDS * 60_000) },
     async () => {
       const c = await BenchCluster.start({ instances: 0, jobs: [JOB] });
       cluster = c;

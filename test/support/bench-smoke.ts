@@ -7,6 +7,7 @@ import { readdirSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { expect, it } from 'vitest';
 import type { BenchResult } from '../../bench/lib/report';
+import { patience } from './slowdown';
 
 const DIR = join(__dirname, '..', '..', 'bench', 'benchmarks');
 
@@ -23,7 +24,7 @@ export const BENCHMARKS = readdirSync(DIR)
 export const LONG_BENCHMARKS = ['leader-memory', 'throughput'];
 
 export function smokeEach(names: readonly string[]): void {
-  it.each([...names])('%s runs small and reports a figure, a floor and a ratio', { timeout: 180_000 }, async (name) => {
+  it.each([...names])('%s runs small and reports a figure, a floor and a ratio', { timeout: patience(180_000) }, async (name) => {
     const mod = (await import(join(DIR, `${name}.ts`))) as { name: string; run(o: { smoke: boolean }): Promise<BenchResult> };
     expect(mod.name).toBe(name);
     const result = await mod.run({ smoke: true });

@@ -17,6 +17,7 @@ import { main, type CliOptions } from '../../src/cli/main';
 import { redactSecrets } from '../../src/redact';
 import { newRunRecord, runKeys, runRecordSchema, scheduledRunId, transition, type RunRecord } from '../../src/hub/run-record';
 import type { Env } from '../../src/storage/setting';
+import { cliPath, projectRoot, requireCurrentDist } from './cluster-process';
 
 export interface CliResult {
   code: number;
@@ -219,7 +220,10 @@ export class OutputLog {
     for (const waiter of [...this.waiters]) waiter.settle(why);
   }
 
-  /** Resolves once the text passes `test`; rejects, quoting the text, after `timeoutMs` or at `end`. */
+  /**
+   * Resolves once the text passes `test`; rejects, quoting the text, after `timeoutMs` or at `end`.
+   * `timeoutMs` is used as given: callers scale it with `patience`.
+   */
   until(test: (text: string) => boolean, timeoutMs: number, what: string): Promise<void> {
     if (test(this.value)) return Promise.resolve();
     const failure = (why: string) => new Error(`${why} before the output had ${what}; it was:\n${this.value}`);
@@ -240,27 +244,27 @@ export class OutputLog {
   }
 }
 
-const projectRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-
 export interface SpawnedCli {
   readonly pid: number;
   readonly out: OutputLog;
   readonly err: OutputLog;
-  /** Resolves with how it exited; kills its process group and rejects after `timeoutMs`. */
+  /** Resolves with how it exited; kills its process group and rejects after `timeoutMs`, used as given (callers scale it). */
   exited(timeoutMs: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** SIGKILL to its process group, for cleanup; harmless once it has exited. */
   kill(): void;
 }
 
 /**
- * The real `baton` process, from the TypeScript source (no build needed), with only PATH in its
- * environment and stdout and stderr piped (so not a terminal). It runs in its own process group,
- * so a test's signal reaches it alone and `kill` leaves nothing behind.
+ * The real `baton` process, as a user's `npx baton` runs it: the compiled CLI in dist/ (`npm
+ * test` builds it first; compiling the sources again in every spawned process cost seconds each
+ * on a busy machine). It gets only PATH in its environment, stdout and stderr piped (so not a
+ * terminal), and its own process group, so a test's signal reaches it alone and `kill` leaves
+ * nothing behind.
  */
 export function spawnCli(argv: string[]): SpawnedCli {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(projectRoot, 'src', 'cli', 'main.ts'), ...argv], {
-    // `--import tsx` resolves from here; the tests pass --connection and --hub, so no
-    // local.settings.json is read.
+  requireCurrentDist();
+  const child = spawn(process.execPath, [cliPath, ...argv], {
+    // The tests pass --connection and --hub, so no local.settings.json is read.
     cwd: projectRoot,
     env: { PATH: process.env.PATH ?? '' },
     detached: true,

@@ -14,6 +14,7 @@ import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { describePatience, patience } from './slowdown';
 
 export const projectRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const cliPath = join(projectRoot, 'dist', 'src', 'cli', 'main.js');
@@ -39,11 +40,11 @@ export interface SpawnedProcess {
   /** Resolves once the process has exited and its stdout and stderr are closed. */
   readonly closed: Promise<void>;
   readonly exit: Exit | undefined;
-  /** Resolves with the first line at or after `from` that matches; rejects on timeout or exit. */
+  /** Resolves with the first line at or after `from` that matches; rejects on exit, or on timeout (`timeoutMs` scaled by `patience`). */
   waitForLine(pattern: RegExp, timeoutMs: number, from?: number): Promise<{ index: number; match: RegExpMatchArray }>;
   /** Index of the first line matching `pattern`, or -1. */
   indexOf(pattern: RegExp, from?: number): number;
-  /** Resolves with the exit, or rejects after `timeoutMs`. */
+  /** Resolves with the exit, or rejects after `timeoutMs` (scaled by `patience`). */
   waitExit(timeoutMs: number): Promise<Exit>;
   /** Everything it printed, and the last lines of each instance's own log, for a failure message. */
   dump(): string;
@@ -133,7 +134,7 @@ export function spawnTracked(
     },
     indexOf,
     async waitForLine(pattern, timeoutMs, from = 0) {
-      const deadline = Date.now() + timeoutMs;
+      const deadline = Date.now() + patience(timeoutMs);
       for (;;) {
         const index = indexOf(pattern, from);
         if (index >= 0) return { index, match: lines[index]!.text.match(pattern)! };
@@ -144,14 +145,15 @@ export function spawnTracked(
           if (late >= 0) return { index: late, match: lines[late]!.text.match(pattern)! };
           throw new Error(`${label} exited (${exit.signal ?? `code ${exit.code}`}) before printing ${pattern}`);
         }
-        if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${label} to print ${pattern}`);
+        if (Date.now() > deadline)
+          throw new Error(`timed out after ${describePatience(timeoutMs)} waiting for ${label} to print ${pattern}`);
         await sleep(50);
       }
     },
     async waitExit(timeoutMs) {
-      const timer = sleep(timeoutMs, 'timeout' as const);
+      const timer = sleep(patience(timeoutMs), 'timeout' as const);
       const result = await Promise.race([exited, timer]);
-      if (result === 'timeout') throw new Error(`${label} (pid ${pid}) did not exit within ${timeoutMs} ms`);
+      if (result === 'timeout') throw new Error(`${label} (pid ${pid}) did not exit within ${describePatience(timeoutMs)}`);
       return result;
     },
     dump() {
@@ -180,14 +182,14 @@ export interface CliRun {
   ms: number;
 }
 
-/** Runs one `baton` command to completion (killed after `timeoutMs`). */
+/** Runs one `baton` command to completion (killed after `timeoutMs`, scaled by `patience`). */
 export async function runBaton(args: string[], timeoutMs = 30_000): Promise<CliRun> {
   const started = Date.now();
   const child = spawnBaton(`baton ${args[0] ?? ''}`, args);
   try {
     const { code } = await child.waitExit(timeoutMs);
     // Let the pipes drain.
-    await Promise.race([child.closed, sleep(2_000)]);
+    await Promise.race([child.closed, sleep(patience(2_000))]);
     return { code, out: child.lines.map((l) => l.text).join('\n'), err: child.stderr.join(''), ms: Date.now() - started };
   } finally {
     if (!child.exit) killGroup(child.pid);
@@ -357,6 +359,11 @@ export function distIsCurrent(): boolean {
     ![join(projectRoot, 'src'), join(projectRoot, 'functions')].some(newer) &&
     ['tsconfig.json', 'tsconfig.build.json', 'package.json'].every((f) => statSync(join(projectRoot, f)).mtimeMs <= built)
   );
+}
+
+/** Throws, naming the fix, where dist/ is older than the sources a test means to run compiled. */
+export function requireCurrentDist(): void {
+  if (!distIsCurrent()) throw new Error('dist/ is older than src/ or functions/: run `npm run build` (npm test builds first)');
 }
 
 /** Waits until no live process (other than this one) marks dist/ as in use; gives up after `timeoutMs`. */

@@ -6,6 +6,7 @@ import type { MessageReceipt, QueuePort, ReceivedMessage } from '../../src/queue
 import { ForwardingQueue, type SendOptions } from './forwarding-queue';
 import type { EnginePorts } from './engine-harness';
 import type { SumAcc } from './sample-jobs';
+import { describePatience, patience } from './slowdown';
 
 /** A queue that remembers every text sent through it, and can look around after each send. */
 export class RecordingQueue extends ForwardingQueue {
@@ -24,11 +25,12 @@ export class RecordingQueue extends ForwardingQueue {
   }
 }
 
-/** Polls `condition` until it holds; throws after `timeoutMs`. */
+/** Polls `condition` until it holds; throws after `timeoutMs` on the reference machine (scaled by `patience`). */
 export async function waitFor(what: string, condition: () => Promise<boolean>, timeoutMs = 20_000, everyMs = 50): Promise<void> {
   const started = Date.now();
+  const capMs = patience(timeoutMs);
   while (!(await condition())) {
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() - started > capMs) throw new Error(`timed out after ${describePatience(timeoutMs)} waiting for ${what}`);
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }

@@ -13,6 +13,7 @@ import type { LeaseStore } from '../../src/lease/lease-store';
 import { pumpQueue } from '../../src/local/queue-pump';
 import type { QueueDirectory, QueuePort } from '../../src/queue/queue-port';
 import { runKeys, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
+import { describePatience, patience } from './slowdown';
 
 export interface EnginePorts {
   docs: DocumentStore;
@@ -123,10 +124,13 @@ export function buildEngine(
       const elector = this.elector(identity);
       const summaries: LeadSummary[] = [];
       const started = Date.now();
+      const capMs = patience(timeoutMs);
       const lost: string[] = [];
       while (!(await done())) {
-        if (Date.now() - started > timeoutMs) {
-          throw new Error(`not done after ${timeoutMs} ms${lost.length ? ` (terms lost: ${lost.join(', ')})` : ''}`);
+        if (Date.now() - started > capMs) {
+          throw new Error(
+            `not done after ${describePatience(timeoutMs)}${lost.length ? ` (terms lost: ${lost.join(', ')})` : ''}`,
+          );
         }
         try {
           const result = await elector.runIfLeader((l) => coordinator.lead(l, { termMs: 5000, returnWhenIdle: true }));

@@ -8,6 +8,7 @@ import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';
 import { expectedSum, sumJob } from '../support/sample-jobs';
 import { noLeaseToRaise } from '../support/unit-engine';
+import { patience } from '../support/slowdown';
 
 /** A hand-made term whose yield the test controls, as the elector's handover would. */
 function yieldingLeadership(epoch: number) {
@@ -49,7 +50,8 @@ describe('the coordinator yields between turns when a handover is asked for', ()
     const first = yieldingLeadership(1);
     const leading = engine.coordinator.lead(first.leadership, { termMs: 600_000 });
     // Ask as soon as the run is under way, so the yield falls in the middle of it.
-    for (let i = 0; i < 500 && !['dispatching', 'running'].includes((await engine.readRun(runId))?.state ?? ''); i++) {
+    const deadline = Date.now() + patience(500 * 5);
+    while (!['dispatching', 'running'].includes((await engine.readRun(runId))?.state ?? '') && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
     first.yieldNow();

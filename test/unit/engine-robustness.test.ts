@@ -16,6 +16,7 @@ import { memoryPorts } from '../support/memory-ports';
 import { noLeaseToRaise } from '../support/unit-engine';
 import { expectedSum, sumJob } from '../support/sample-jobs';
 import { failuresOf } from '../support/failures';
+import { patience } from '../support/slowdown';
 
 function leadership(epoch: number): Leadership {
   const controller = new AbortController();
@@ -32,7 +33,9 @@ function leadership(epoch: number): Leadership {
 
 /** Short terms at epoch 1 until the run has been planned and dispatched: a busy machine may need more than one. */
 async function leadUntilRunning(engine: ReturnType<typeof buildEngine>, runId: string): Promise<void> {
-  for (let term = 0; term < 50 && (await engine.readRun(runId))?.state !== 'running'; term++) {
+  // A hang guard: fifty such terms on the reference machine.
+  const deadline = Date.now() + patience(50 * 300);
+  while ((await engine.readRun(runId))?.state !== 'running' && Date.now() < deadline) {
     await engine.coordinator.lead(leadership(1), { termMs: 300 });
   }
 }
@@ -91,7 +94,7 @@ describe('engine robustness (in memory)', () => {
     const stop = engine.startWorkers(1);
     const broken = await requestRun(ports.docs, 'broken');
     const healthy = await requestRun(ports.docs, 'healthy');
-    const deadline = Date.now() + 20_000;
+    const deadline = Date.now() + patience(20_000);
     while (
       !(terminal((await engine.readRun(broken))?.state) && terminal((await engine.readRun(healthy))?.state)) &&
       Date.now() < deadline
@@ -159,7 +162,7 @@ describe('engine robustness (in memory)', () => {
     await without.coordinator.lead(leadership(2), { termMs: 300 });
     expect(await ports.results.approximateCount()).toBe(4);
     expect((await withJob.readRun(runId))?.counters.succeeded).toBe(0);
-    const deadline = Date.now() + 20_000;
+    const deadline = Date.now() + patience(20_000);
     while (!terminal((await withJob.readRun(runId))?.state) && Date.now() < deadline) {
       await withJob.coordinator.lead(leadership(3), { termMs: 1000 });
     }

@@ -10,6 +10,7 @@ import { runKeys } from '../../src/hub/run-record';
 import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';
 import { failuresOf } from '../support/failures';
+import { patience } from '../support/slowdown';
 
 /** A promise that never settles and a hook that ignores its signal: the worst a user can write. */
 const forever = () => new Promise<never>(() => undefined);
@@ -46,7 +47,7 @@ function countJob(options: {
 
 // On the code before hook bounds these hung the leader or the worker for good: each test has
 // its own limit so that such a hang fails fast instead of at the suite's.
-describe('hung hooks', { timeout: 30_000 }, () => {
+describe('hung hooks', { timeout: patience(30_000) }, () => {
   it('a split that hangs ignoring its signal times out; at maxSplitTimeouts the run fails saying why', async () => {
     const ports = memoryPorts();
     let calls = 0;
@@ -139,7 +140,7 @@ describe('hung hooks', { timeout: 30_000 }, () => {
   });
 });
 
-describe('the elector and a task that ignores the end of its term', { timeout: 30_000 }, () => {
+describe('the elector and a task that ignores the end of its term', { timeout: patience(30_000) }, () => {
   it('abandons it after abandonTaskAfterMs, so the same candidate leads again', async () => {
     const store = new InMemoryLeaseStore();
     const events: string[] = [];

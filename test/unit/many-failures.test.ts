@@ -9,6 +9,7 @@ import { newRunRecord, runKeys, runRecordSchema, transition, type RunRecord } fr
 import { ForwardingDocumentStore } from '../support/forwarding-document-store';
 import { sumJob } from '../support/sample-jobs';
 import { unitEngine } from '../support/unit-engine';
+import { patience } from '../support/slowdown';
 
 const RUN = 'sum/manual-many';
 const ITEMS = 200_000;
@@ -35,7 +36,7 @@ class SizeWatch extends ForwardingDocumentStore {
   }
 }
 
-describe('a run with many failed items', () => {
+describe('a run with many failed items', { timeout: patience(120_000) }, () => {
   it('ends with a small manifest from which every failed item reads back once, with its reason, in bounded reads', async () => {
     const engine = unitEngine([sumJob({ items: ITEMS })]);
     const records = new FencedDocuments<RunRecord>(engine.docs, { parse: (v) => runRecordSchema.parse(v) });
@@ -97,5 +98,5 @@ describe('a run with many failed items', () => {
     expect(count).toBe(ITEMS);
     expect(listed.every((n) => n === 1)).toBe(true);
     expect(watch.largestRead.bytes, watch.largestRead.key).toBeLessThan(BOUND);
-  }, 120_000);
+  });
 });

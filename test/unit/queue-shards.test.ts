@@ -8,6 +8,7 @@ import { runKeys } from '../../src/hub/run-record';
 import { InMemoryQueueDirectory } from '../../src/queue/in-memory-queue';
 import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';
+import { describePatience, patience } from '../support/slowdown';
 import { expectedSum, sumJob } from '../support/sample-jobs';
 
 const HUB = 'hub';
@@ -175,11 +176,12 @@ function outOfRange(runId: string): string {
   return JSON.stringify({ v: 1, t: 'work', run: runId, job: 'sum', first: 30, count: 1, items: [{ i: 30 }] });
 }
 
-/** Polls a condition of in-memory queues; the bound is a hang guard for a loaded machine. */
+/** Polls a condition of in-memory queues; the bound (scaled by `patience`) is a hang guard for a loaded machine. */
 async function waitFor(condition: () => boolean, timeoutMs = 30_000): Promise<void> {
   const started = Date.now();
+  const capMs = patience(timeoutMs);
   while (!condition()) {
-    if (Date.now() - started > timeoutMs) throw new Error(`condition not met within ${timeoutMs} ms`);
+    if (Date.now() - started > capMs) throw new Error(`condition not met within ${describePatience(timeoutMs)}`);
     await new Promise((r) => setTimeout(r, 10));
   }
 }

@@ -1,0 +1,41 @@
+// The fixed piece of work that tells how fast this machine is right now. vitest.config.mts times
+// it once before any worker starts (the suite's slowdown); test/support/time-bound.ts times it
+// inside a test that asserts a duration (that test's floor). Plain ESM, so that the config can
+// load it without compiling TypeScript.
+import { spawn } from 'node:child_process';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+// Load an Azure SDK (disk and parsing, as every process the suite spawns does), then hash.
+const WORK = `require('@azure/storage-blob');
+const { createHash } = require('node:crypto');
+let h = Buffer.alloc(32);
+for (let i = 0; i < 100000; i++) h = createHash('sha256').update(h).digest();`;
+
+/**
+ * The median, over three rounds, of one round of the work: two processes at once, because the
+ * suite's speed is what two cores give it. On two idle cores of the slower of the machines the
+ * suite has run on, REFERENCE_ROUND_MS (docs/testing.md).
+ */
+export const REFERENCE_ROUND_MS = 700;
+
+function round() {
+  const started = performance.now();
+  const one = () =>
+    new Promise((done, fail) => {
+      const child = spawn(process.execPath, ['-e', WORK], { cwd: root, stdio: 'ignore' });
+      child.once('error', fail);
+      child.once('exit', (code) => (code === 0 ? done() : fail(new Error(`calibration process exited ${code}`))));
+    });
+  return Promise.all([one(), one()]).then(() => performance.now() - started);
+}
+
+/** Three rounds (the first also warms the disk cache); the factor is the median over the reference, at least 1. */
+export async function calibrate() {
+  const roundsMs = [];
+  for (let i = 0; i < 3; i++) roundsMs.push(await round());
+  const medianMs = [...roundsMs].sort((a, b) => a - b)[1];
+  return { roundsMs, medianMs, factor: Math.max(1, Math.round((medianMs / REFERENCE_ROUND_MS) * 100) / 100) };
+}

@@ -1,0 +1,34 @@
+/**
+ * How much slower this machine is, now, than the idle 2-core machine the suite's caps were set
+ * on. Every cap on a wait in the suite is multiplied by it, so a slower or busier machine waits
+ * longer for the same condition instead of failing; a cap only decides that something hung.
+ *
+ * vitest.config.mts measures it once per run, before any worker starts, and hands it on through
+ * BATON_TEST_SLOWDOWN, which the workers and every process they spawn inherit. Set
+ * BATON_TEST_SLOWDOWN yourself to skip the measurement (docs/testing.md).
+ */
+export const SLOWDOWN_ENV = 'BATON_TEST_SLOWDOWN';
+
+/** Parses BATON_TEST_SLOWDOWN; a bad value is an error naming the variable, never NaN. */
+export function parseSlowdown(text: string): number {
+  const value = Number(text);
+  if (!Number.isFinite(value) || value < 1) throw new Error(`${SLOWDOWN_ENV} must be a number of at least 1, got "${text}"`);
+  return value;
+}
+
+/** The factor this run measured (1 where nothing measured it, as in a benchmark run by hand). */
+export function slowdown(): number {
+  const text = process.env[SLOWDOWN_ENV];
+  return text === undefined || text === '' ? 1 : parseSlowdown(text);
+}
+
+/** A cap on a wait, in ms, for this machine: `ms` on the reference machine. */
+export function patience(ms: number): number {
+  return Math.round(ms * slowdown());
+}
+
+/** For a timeout message: the cap, and how it was scaled. */
+export function describePatience(ms: number): string {
+  const factor = slowdown();
+  return factor === 1 ? `${ms} ms` : `${patience(ms)} ms (${ms} ms x slowdown ${factor})`;
+}
