@@ -5,6 +5,7 @@ import { resolveConnection } from '../../src/cli/connection';
 import type { RunsView, ShowView, StatusView } from '../../src/hub/read-model';
 import { pendingRequests, type EngineRequest } from '../../src/hub/requests';
 import type { DocumentStore } from '../../src/fencing/document-store';
+import { CLI_CALL_TIMEOUT_MS } from '../../src/cli/hub';
 import { useAzurite } from '../support/azurite';
 import {
   azuriteStyleConnection,
@@ -16,6 +17,7 @@ import {
   type CliResult,
   type SeededHub,
 } from '../support/cli-harness';
+import { timeBound } from '../support/time-bound';
 
 const azurite = useAzurite();
 let seed: SeededHub;
@@ -324,8 +326,30 @@ describe('connection and hub resolution', () => {
 });
 
 describe('unreachable storage', () => {
+  /**
+   * A refused connection fails within seconds. All of it is the machine's: the CLI's one retry
+   * after a refusal starts at once (the SDK's first backoff is 0 ms). No fixed line needs a cap:
+   * the SDK's default backoff (4 s, then 12 s) would run into the call deadline, and waiting out
+   * the deadline ends in "no answer within", not ECONNREFUSED, which the line tells apart.
+   */
+  const refusedWithin = () => timeBound(15_000);
+
+  /**
+   * A deadline of `deadlineMs` honoured: the deadline itself is a timer, the same on any machine,
+   * and only the slack around it scales. A deadline that was not honoured ends at the CLI's 10 s
+   * default instead, so the bound stays under that however slow the machine, or it could no longer
+   * tell the two apart.
+   */
+  async function deadlineWithin(deadlineMs: number, slackMs: number): Promise<{ ms: number; why: string }> {
+    const slack = await timeBound(slackMs);
+    const cap = CLI_CALL_TIMEOUT_MS - 500;
+    const ms = Math.min(deadlineMs + slack.ms, cap);
+    return { ms, why: `bound ${ms} ms = ${deadlineMs} ms deadline + slack (${slack.why}), capped at ${cap} ms` };
+  }
+
   it('a closed port: exit 3, one line naming the endpoint, no key, within seconds', async () => {
     const port = await closedPort();
+    const bound = await refusedWithin();
     const result = await runCli(['--connection', azuriteStyleConnection(port, accountKey), 'status', '--json'], {
       env: {},
       cwd: cwd().path,
@@ -336,12 +360,13 @@ describe('unreachable storage', () => {
       `baton: cannot reach blob storage at http://127.0.0.1:${port}/devstoreaccount1 (ECONNREFUSED). ` +
         "Is Azurite running? Start it with 'npm start' or check --connection.",
     );
-    expect(result.ms).toBeLessThan(15_000);
+    expect(result.ms, bound.why).toBeLessThan(bound.ms);
   });
 
   it('an endpoint that accepts connections and never answers times out with the same one line', async () => {
     const server = await silentServer();
     try {
+      const bound = await deadlineWithin(1_000, 4_000);
       const result = await runCli(['--connection', azuriteStyleConnection(server.port, accountKey), 'runs'], {
         env: {},
         cwd: cwd().path,
@@ -351,7 +376,7 @@ describe('unreachable storage', () => {
       expect(expectOneErrorLine(result)).toContain(
         `cannot reach blob storage at http://127.0.0.1:${server.port}/devstoreaccount1 (no answer within 1 s)`,
       );
-      expect(result.ms).toBeLessThan(5_000);
+      expect(result.ms, bound.why).toBeLessThan(bound.ms);
     } finally {
       await server.close();
     }
@@ -360,6 +385,7 @@ describe('unreachable storage', () => {
   it('--timeout sets that deadline in whole seconds', async () => {
     const server = await silentServer();
     try {
+      const bound = await deadlineWithin(2_000, 6_000);
       const result = await runCli(['--connection', azuriteStyleConnection(server.port, accountKey), '--timeout', '2', 'runs'], {
         env: {},
         cwd: cwd().path,
@@ -367,7 +393,7 @@ describe('unreachable storage', () => {
       expect(result.code).toBe(3);
       expect(expectOneErrorLine(result)).toContain('(no answer within 2 s)');
       expect(result.ms).toBeGreaterThanOrEqual(1_900);
-      expect(result.ms).toBeLessThan(8_000);
+      expect(result.ms, bound.why).toBeLessThan(bound.ms);
     } finally {
       await server.close();
     }
@@ -390,6 +416,9 @@ describe('unreachable storage', () => {
   it('as a process: exits 3 with one stderr line, in under 15 s', async () => {
     const port = await closedPort();
     const root = join(__dirname, '..', '..');
+    // As in process, plus starting node and compiling the CLI, the machine's too. Nothing keeps
+    // the process alive after a refusal, so the CLI's 2 s drain timer is not waited out.
+    const bound = await refusedWithin();
     const started = Date.now();
     const child = spawn(
       process.execPath,
@@ -411,7 +440,7 @@ describe('unreachable storage', () => {
     const result: CliResult = { code: code ?? -1, out, err, ms: Date.now() - started };
     expect(result.code).toBe(3);
     expect(expectOneErrorLine(result)).toContain(`http://127.0.0.1:${port}/devstoreaccount1 (ECONNREFUSED)`);
-    expect(result.ms).toBeLessThan(15_000);
+    expect(result.ms, bound.why).toBeLessThan(bound.ms);
   });
 });
 

@@ -5,7 +5,7 @@ import { runKeys } from '../../src/hub/run-record';
 import { useAzurite } from '../support/azurite';
 import { azuritePorts } from '../support/azurite-engine';
 import { DuplicatingQueue } from '../support/duplicating-queue';
-import { buildEngine } from '../support/engine-harness';
+import { buildEngine, lostTick } from '../support/engine-harness';
 import { expectedSum, sumJob } from '../support/sample-jobs';
 import { failuresOf } from '../support/failures';
 
@@ -32,8 +32,12 @@ describe('job engine on Azurite', () => {
       instances.map(async (engine, i) => {
         const elector = engine.elector(`instance-${i}`);
         while (!(await done())) {
-          const result = await elector.runIfLeader((l) => engine.coordinator.lead(l, { termMs: 3000, returnWhenIdle: true }));
-          if (result.led) leaders.add(`instance-${i}`);
+          try {
+            const result = await elector.runIfLeader((l) => engine.coordinator.lead(l, { termMs: 3000, returnWhenIdle: true }));
+            if (result.led) leaders.add(`instance-${i}`);
+          } catch (err) {
+            lostTick(err);
+          }
           await new Promise((r) => setTimeout(r, 100));
         }
       }),

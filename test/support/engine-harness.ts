@@ -136,10 +136,7 @@ export function buildEngine(
           const result = await elector.runIfLeader((l) => coordinator.lead(l, { termMs: 5000, returnWhenIdle: true }));
           if (result.led) summaries.push(result.value);
         } catch (err) {
-          // A starved machine can stall a term (the watchdog's job); as in production, the next
-          // tick leads again with a new epoch and the run must still end exact.
-          if (!(err instanceof LeaseLostError)) throw err;
-          lost.push(err.reason);
+          lost.push(lostTick(err));
         }
         await new Promise((r) => setTimeout(r, 20));
       }
@@ -149,3 +146,15 @@ export function buildEngine(
 }
 
 export type Engine = ReturnType<typeof buildEngine>;
+
+/**
+ * Why a tick ended without its term, for a loop that ticks again as a real instance's timer
+ * would; any other error is rethrown. A starved machine can stall a term past its renew deadline
+ * (the watchdog's job) or leave the acquire unanswered within its deadline; in production that
+ * timer invocation fails, the next one leads with a new epoch, and the run must still end exact.
+ */
+export function lostTick(err: unknown): string {
+  if (err instanceof LeaseLostError) return err.reason;
+  if ((err as Error | undefined)?.name === 'TimeoutError') return 'acquire timed out';
+  throw err;
+}

@@ -13,6 +13,7 @@ import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';
 import { sumJob } from '../support/sample-jobs';
 import { ScriptedLeaseStore } from '../support/scripted-lease-store';
+import { patience } from '../support/slowdown';
 
 function electorOn(store: ScriptedLeaseStore | InMemoryLeaseStore, clock?: FakeClock) {
   const events: LeaderEvent[] = [];
@@ -80,8 +81,10 @@ describe('the coordinator after the lease record restarted its count', () => {
     // A leader with only b-job leaves a-job's run alone, so the two runs carry different epochs.
     const onlyB = buildEngine(ports, [jobs[1]!]);
     const before = new InMemoryLeaseStore();
+    // A term long enough to create, plan and dispatch a 3-item run, however busy the machine.
+    const termMs = patience(300);
     const lead = (engine: typeof both, store: InMemoryLeaseStore) =>
-      electorOn(store).elector.runIfLeader((l) => engine.coordinator.lead(l, { termMs: 300 }));
+      electorOn(store).elector.runIfLeader((l) => engine.coordinator.lead(l, { termMs }));
 
     const runA = await requestRun(ports.docs, 'a-job');
     await expect(lead(both, before)).resolves.toMatchObject({ epoch: 1 });
@@ -97,7 +100,7 @@ describe('the coordinator after the lease record restarted its count', () => {
     // 1 (not refused), is refused at b-job's 5, raises to 6 and fences both again.
     const after = new InMemoryLeaseStore();
     const { elector, events } = electorOn(after);
-    const result = await elector.runIfLeader((l) => both.coordinator.lead(l, { termMs: 300 }));
+    const result = await elector.runIfLeader((l) => both.coordinator.lead(l, { termMs }));
     expect(result).toMatchObject({ led: true, epoch: 6 });
     expect(events.filter((e) => e.type === 'epoch-raised')).toMatchObject([{ from: 1, epoch: 6, above: 5 }]);
     expect([await epochOf(runA), await epochOf(runB)]).toEqual([6, 6]);
