@@ -8,6 +8,7 @@
 //   npm run test:loaded -- --until-passes 3      repeat until 3 passes in a row (at most --max-runs)
 //   npm run test:loaded -- --burners 3 --disk-burners 1 --logs .loaded
 //   npm run test:loaded -- --slow-machine        a slower machine: the suite and one burner share CPU 0
+//   npm run test:loaded -- --slow-machine 1      the same on CPU 1 (two such runs side by side, one a core)
 //   npm run test:loaded -- --slow-machine test/e2e/failover.e2e.test.ts   only these files (vitest's filters)
 //
 // Each run's whole output goes to <logs>/run-N.log; the console gets each run's vitest summary,
@@ -26,15 +27,17 @@ const program = new Command('npm run test:loaded --')
   .option('--until-passes <n>', 'repeat until this many passes in a row', wholeNumber(1), 1)
   .option('--max-runs <n>', 'give up after this many runs (default: 3 x --until-passes, or 1)', wholeNumber(1))
   .option(
-    '--slow-machine',
-    'stand in for a slower machine: the suite and every burner pinned to CPU 0 (taskset -c 0)',
+    '--slow-machine [cpu]',
+    'stand in for a slower machine: the suite and every burner pinned to one CPU (taskset -c <cpu>, default 0)',
   )
   .option('--logs <dir>', "where each run's whole output goes", join('.ci', 'loaded-logs'))
   .argument('[filters...]', "passed on to vitest: run only the files they match (default: all, as npm test)")
   .parse();
 const filters = program.args;
 const opts = program.opts();
-const slowMachine = Boolean(opts.slowMachine);
+const slowMachine = opts.slowMachine !== undefined;
+const cpu = opts.slowMachine === true || opts.slowMachine === undefined ? '0' : opts.slowMachine;
+if (!/^\d+$/.test(cpu)) program.error(`error: --slow-machine takes a CPU number, got "${cpu}"`);
 const burnerCount = opts.burners ?? (slowMachine ? 1 : 2);
 const diskBurnerCount = opts.diskBurners;
 const wantedStreak = opts.untilPasses;
@@ -42,9 +45,9 @@ const maxRuns = opts.maxRuns ?? (wantedStreak === 1 ? 1 : wantedStreak * 3);
 if (maxRuns < wantedStreak) program.error(`error: --max-runs ${maxRuns} is less than --until-passes ${wantedStreak}`);
 // The slow-machine mode pins everything to one core: the suite then has half of one core where an
 // idle 2-core machine gives it two (docs/testing.md says how much slower that measures).
-const pin = slowMachine ? ['taskset', '-c', '0'] : [];
-if (slowMachine && spawnSync('taskset', ['-c', '0', 'true']).status !== 0)
-  program.error('error: --slow-machine needs taskset (util-linux) and a CPU 0 it may use');
+const pin = slowMachine ? ['taskset', '-c', cpu] : [];
+if (slowMachine && spawnSync('taskset', ['-c', cpu, 'true']).status !== 0)
+  program.error(`error: --slow-machine needs taskset (util-linux) and a CPU ${cpu} it may use`);
 const logDir = resolve(opts.logs);
 mkdirSync(logDir, { recursive: true });
 
@@ -166,7 +169,7 @@ let streak = 0;
 for (let run = 1; run <= maxRuns && streak < wantedStreak; run++) {
   const logPath = join(logDir, `run-${run}.log`);
   const disk = diskBurnerCount ? ` and ${diskBurnerCount} disk-writing` : '';
-  const where = slowMachine ? ', all pinned to CPU 0' : '';
+  const where = slowMachine ? `, all pinned to CPU ${cpu}` : '';
   console.log(`test-loaded: run ${run}: npm test with ${burnerCount} busy${disk} processes beside it${where} (log: ${logPath})`);
   const started = Date.now();
   startBurners();
