@@ -32,3 +32,14 @@ export function describePatience(ms: number): string {
   const factor = slowdown();
   return factor === 1 ? `${ms} ms` : `${patience(ms)} ms (${ms} ms x slowdown ${factor})`;
 }
+
+/**
+ * A schedule's period, in whole seconds, for a test that runs a job every `seconds` on the
+ * reference machine: the shortest divisor of a minute (so a `*\/N` seconds field stays evenly
+ * spaced) at or above `seconds` x the slowdown, 30 at most. A starved leader whose tick or run
+ * outlasts a period rightly skips an occurrence (the overlap and catch-up policies); a period
+ * that grows with the machine keeps that a fraction of it, as on the reference machine.
+ */
+export function periodSeconds(seconds: number): number {
+  return [1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30].find((s) => s >= seconds * slowdown()) ?? 30;
+}
