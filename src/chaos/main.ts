@@ -47,6 +47,11 @@ export function chaosProgram(): Command {
     .option('--keep', 'keep the data folder even when nothing was found', false)
     .option('--json', 'print report.json instead of the table', false)
     .option(
+      '--slowdown <x>',
+      "how much slower this machine is than the one the soak's waits were set on: they are multiplied by it (default 1)",
+      positive('--slowdown'),
+    )
+    .option(
       '--settle-seconds <s>',
       'longest wait for runs to end after the faults (default: longest job timeout + 20 s)',
       wholeNumber('--settle-seconds'),
@@ -63,6 +68,7 @@ export function chaosProgram(): Command {
         json: boolean;
         settleSeconds?: number;
         minGapSeconds?: number;
+        slowdown?: number;
       }) => {
         const seed = opts.seed ?? Math.floor(Math.random() * 2 ** 31);
         const report = await runSoak({
@@ -75,6 +81,7 @@ export function chaosProgram(): Command {
           keep: opts.keep,
           ...(opts.settleSeconds !== undefined ? { settleSeconds: opts.settleSeconds } : {}),
           ...(opts.minGapSeconds !== undefined ? { minGapSeconds: opts.minGapSeconds } : {}),
+          ...(opts.slowdown !== undefined ? { slowdown: opts.slowdown } : {}),
           log: (line) => process.stderr.write(`${line}\n`),
         });
         process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : `${formatSoakReport(report)}\n`);

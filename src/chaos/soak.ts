@@ -43,6 +43,12 @@ export interface SoakOptions {
   settleSeconds?: number;
   /** Least quiet time between two faults (default 8 s); the plan shares out what is left. */
   minGapSeconds?: number;
+  /**
+   * How much slower this machine is than the one the soak's own waits were set on (default 1, at
+   * least 1): the waits for a first leader, an open run, a leader to aim at or a fault to land are
+   * multiplied by it. On a starved machine they would otherwise run out and skip faults or fail.
+   */
+  slowdown?: number;
   log: (line: string) => void;
 }
 
@@ -144,6 +150,9 @@ export function chaosExpectations(
 export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const hub = options.hub ?? 'chaos';
   const kinds = [...(options.kinds ?? FAULT_KINDS)];
+  const slowdown = options.slowdown ?? 1;
+  if (!(slowdown >= 1)) throw new Error(`--slowdown must be at least 1, got ${slowdown}`);
+  const patient = (ms: number) => Math.round(ms * slowdown);
   if (options.data && existsSync(options.data) && readdirSync(options.data).length > 0) {
     throw new Error(`--data ${options.data} is not empty: a soak starts from empty storage and a new audit trail`);
   }
@@ -217,7 +226,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     return lease?.leased ? lease.holder : undefined;
   };
   const waitForLeader = async (withinMs: number): Promise<string | undefined> => {
-    const until = Date.now() + withinMs;
+    const until = Date.now() + patient(withinMs);
     for (;;) {
       const holder = await leaseHolder();
       if (holder && instances.byName(holder)) return holder;
@@ -229,7 +238,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const docs = new BlobDocumentStore(direct().getContainerClient(container));
   // Pauses and broken leases are aimed at a leader with work in hand, where they can do harm.
   const waitForOpenRun = async (withinMs: number): Promise<void> => {
-    const until = Date.now() + withinMs;
+    const until = Date.now() + patient(withinMs);
     while (Date.now() < until) {
       const status = await readHubStatus(docs, leaseStore()).catch(() => undefined);
       if (status?.activeRuns.length) return;
@@ -352,7 +361,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
             .filter((r) => (r.state === 'dispatching' || r.state === 'running') && !spared.has(r.runId))
             .sort((a, b) => out(b) - out(a));
         };
-        const until = Date.now() + 20_000;
+        const until = Date.now() + patient(20_000);
         let found = await candidates();
         while (found.length === 0 && Date.now() < until) {
           await sleep(100);
@@ -377,7 +386,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         const died = () => instances.all.find((i) => i.death && !dead.has(i));
         writeFileSync(dieAfterSending, '');
         instances.log('fault: the first worker to send the result of a message on its last delivery will die before deleting it');
-        const until = Date.now() + step.withinMs;
+        const until = Date.now() + patient(step.withinMs);
         while (!died() && Date.now() < until) await sleep(100);
         if (!died()) {
           try {
@@ -449,7 +458,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           // The old ones stay until the new version leads (or clearly will not): a deploy that
           // stopped the old leader first would measure a failover, not the handover.
           const led = () => instances.terms.find((t) => t.at >= startedAt && t.version === to);
-          const until = Date.now() + 30_000;
+          const until = Date.now() + patient(30_000);
           while (!led() && Date.now() < until) await sleep(50);
           takeoverAt = led()?.at ?? null;
         });
@@ -483,7 +492,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     // The app's own sample job runs hourly beside the test jobs; give it an (empty) container to audit.
     await direct().getContainerClient('audit-demo').createIfNotExists();
     for (let i = 0; i < options.instances; i++) instances.spawn();
-    if (!(await waitForLeader(30_000))) throw new Error('no instance took the lease within 30 s of starting');
+    if (!(await waitForLeader(30_000)))
+      throw new Error(`no instance took the lease within ${Math.round(patient(30_000) / 1000)} s of starting`);
     const start = Date.now();
     options.log(
       `soak: ${options.instances} instances, ${steps.length} faults planned over ${options.minutes} min, seed ${options.seed}`,

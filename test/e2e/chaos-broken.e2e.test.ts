@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
 import { join } from 'node:path';
 import type { SoakReport } from '../../src/chaos/soak';
 import { instanceLogDir, killAllSpawned, markDistInUse, projectRoot, spawnTracked } from '../support/cluster-process';
-import { patience } from '../support/slowdown';
+import { patience, slowdown } from '../support/slowdown';
 
 const release = markDistInUse();
 afterAll(async () => {
@@ -26,6 +26,7 @@ describe('the chaos soak against a build without fencing', () => {
       [
         join(projectRoot, 'dist', 'src', 'chaos', 'main.js'),
         ...['--minutes', '1', '--instances', '3', '--seed', '8', '--faults', 'lease-break', '--json', '--settle-seconds', '10'],
+        ...['--slowdown', String(slowdown())],
         ...['--data', data],
       ],
       { ...process.env, BATON_UNSAFE_DISABLE_FENCING: '1' },

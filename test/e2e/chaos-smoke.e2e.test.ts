@@ -16,7 +16,7 @@ import { FAULT_KINDS, type FaultKind } from '../../src/chaos/fault-plan';
 const SMOKE_KINDS = FAULT_KINDS.filter((kind): kind is FaultKind => kind !== 'rolling-deploy' && kind !== 'frozen-timer');
 import type { SoakReport } from '../../src/chaos/soak';
 import { instanceLogDir, killAllSpawned, markDistInUse, projectRoot, spawnTracked } from '../support/cluster-process';
-import { patience } from '../support/slowdown';
+import { patience, slowdown } from '../support/slowdown';
 
 const release = markDistInUse();
 afterAll(async () => {
@@ -44,6 +44,7 @@ describe('the chaos smoke', () => {
         [
           join(projectRoot, 'dist', 'src', 'chaos', 'main.js'),
           ...['--minutes', '1.5', '--min-gap-seconds', '5', '--instances', '3', '--seed', '90', '--json', '--data', data],
+          ...['--slowdown', String(slowdown())],
           ...['--faults', SMOKE_KINDS.join(',')],
         ],
         withoutFencingSwitch(),
