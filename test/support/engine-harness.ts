@@ -126,7 +126,9 @@ export function buildEngine(
       const started = Date.now();
       const capMs = patience(timeoutMs);
       const lost: string[] = [];
-      while (!(await done())) {
+      // The check reads storage too: a connection a starved Azurite dropped is asked again.
+      const isDone = () => done().catch((err: unknown) => (transportFailure(err) ? false : Promise.reject(err)));
+      while (!(await isDone())) {
         if (Date.now() - started > capMs) {
           throw new Error(
             `not done after ${describePatience(timeoutMs)}${lost.length ? ` (terms lost: ${lost.join(', ')})` : ''}`,
@@ -156,5 +158,17 @@ export type Engine = ReturnType<typeof buildEngine>;
 export function lostTick(err: unknown): string {
   if (err instanceof LeaseLostError) return err.reason;
   if ((err as Error | undefined)?.name === 'TimeoutError') return 'acquire timed out';
+  if (transportFailure(err)) return 'connection dropped';
   throw err;
+}
+
+/**
+ * A storage call that got no HTTP answer at all (socket hang up, ECONNRESET): an in-process
+ * Azurite starved for seconds drops idle keep-alive connections under its clients. Any answer
+ * with a status, a refusal included, is not one of these.
+ */
+export function transportFailure(err: unknown): boolean {
+  // By name: the blob and queue SDKs may each carry their own copy of the class.
+  const rest = err as { name?: string; statusCode?: number } | undefined;
+  return rest?.name === 'RestError' && rest.statusCode === undefined;
 }
