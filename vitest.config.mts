@@ -1,7 +1,7 @@
 import { relative } from 'node:path';
 import { defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
-import { calibrate, REFERENCE_ROUND_MS } from './test/support/calibration.mjs';
+import { calibrate, parseSlowdown, REFERENCE_ROUND_MS, SLOWDOWN_ENV } from './test/support/calibration.mjs';
 
 /**
  * The files that take longest, longest first, in each group. Within a group the files share four
@@ -83,11 +83,9 @@ const OWN_PROCESS = [
  * worker starts, and handed on through BATON_TEST_SLOWDOWN, which the workers and everything they
  * spawn inherit; set that variable to skip the measurement.
  */
-const SLOWDOWN_ENV = 'BATON_TEST_SLOWDOWN';
 const given = process.env[SLOWDOWN_ENV];
-if (given && !(Number(given) >= 1)) throw new Error(`${SLOWDOWN_ENV} must be a number of at least 1, got "${given}"`);
 const slowdown = given
-  ? Number(given)
+  ? parseSlowdown(given)
   : await calibrate().then(({ factor, roundsMs }) => {
       console.log(
         `slowdown ${factor}: calibration rounds ${roundsMs.map(Math.round).join(', ')} ms, reference ${REFERENCE_ROUND_MS} ms`,

@@ -32,6 +32,16 @@ function round() {
   return Promise.all([one(), one()]).then(() => performance.now() - started);
 }
 
+/** Where the measured factor travels: the workers and every process they spawn inherit it. */
+export const SLOWDOWN_ENV = 'BATON_TEST_SLOWDOWN';
+
+/** A given BATON_TEST_SLOWDOWN; a bad value is an error naming the variable, never NaN. */
+export function parseSlowdown(text) {
+  const value = Number(text);
+  if (!Number.isFinite(value) || value < 1) throw new Error(`${SLOWDOWN_ENV} must be a number of at least 1, got "${text}"`);
+  return value;
+}
+
 /** Three rounds (the first also warms the disk cache); the factor is the median over the reference, at least 1. */
 export async function calibrate() {
   const roundsMs = [];

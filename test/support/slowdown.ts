@@ -7,14 +7,7 @@
  * BATON_TEST_SLOWDOWN, which the workers and every process they spawn inherit. Set
  * BATON_TEST_SLOWDOWN yourself to skip the measurement (docs/testing.md).
  */
-export const SLOWDOWN_ENV = 'BATON_TEST_SLOWDOWN';
-
-/** Parses BATON_TEST_SLOWDOWN; a bad value is an error naming the variable, never NaN. */
-export function parseSlowdown(text: string): number {
-  const value = Number(text);
-  if (!Number.isFinite(value) || value < 1) throw new Error(`${SLOWDOWN_ENV} must be a number of at least 1, got "${text}"`);
-  return value;
-}
+import { parseSlowdown, SLOWDOWN_ENV } from './calibration.mjs';
 
 /** The factor this run measured (1 where nothing measured it, as in a benchmark run by hand). */
 export function slowdown(): number {
