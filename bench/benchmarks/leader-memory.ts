@@ -16,8 +16,9 @@ import { median, report, type BenchOptions, type BenchResult } from '../lib/repo
  * - plain: the instance as shipped. Its own reports give the peak heap used and peak RSS since
  *   it started, read after the run, and the idle baseline just before the trigger.
  * - probe: the same, with bench/lib/memory-probe.cjs preloaded, which forces a full collection
- *   every PROBE_MS and reports the heap still live after it. The largest during the run is the
- *   peak live heap: what the process actually holds at its fullest.
+ *   every PROBE_MS (less often on a machine where that would take over a tenth of its time) and
+ *   reports the heap still live after it. The largest during the run is the peak live heap:
+ *   what the process actually holds at its fullest.
  *
  * The headline is the peak live heap. Peak heap used counts garbage not yet collected, and
  * V8 lets old-space garbage pile up to a limit it sets from the live heap: a run that lasts
@@ -209,7 +210,7 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
   const summary = {
     headline:
       'peak live heap of the leader process: the most heap still in use after a forced full collection, ' +
-      `sampled every ${PROBE_MS} ms during the run (median of trials). Peak heap used also counts garbage V8 has not ` +
+      `sampled every ${PROBE_MS} ms (less often if a collection takes over a tenth of that) during the run (median of trials). Peak heap used also counts garbage V8 has not ` +
       'collected yet, which piles up further the longer a run lasts; peak RSS adds the allocator and V8 reserve.',
     instances: INSTANCES,
     itemsPerMessage: ITEMS_PER_MESSAGE,

@@ -15,7 +15,7 @@ import { formatLine, goalMet, ratioOf, report, type BenchOptions, type BenchResu
  * - storage requests per item, from the same counters (idle polling included: it is the run's
  *   cost too);
  * - the leader's peak live heap: bench/lib/memory-probe.cjs is preloaded into every instance and
- *   forces a full collection every PROBE_MS, reporting the heap still live after it; the largest
+ *   forces a full collection every PROBE_MS (or less often, see the probe), reporting the heap still live after it; the largest
  *   on the leader during the run (see leader-memory for why live heap, not heap used);
  * - wall time (run record created → ended, output written first) and items/s;
  * - whether the output is exact (the synthetic job's answer is known in advance) and every item

@@ -11,6 +11,10 @@
  * queue (as each instance runs one queue trigger per shard) and sends each result to the results
  * queue of the same shard, and the drainer receives every results queue at once.
  *
+ * A message whose visibility runs out before it is deleted (a starved machine) comes back and is
+ * handled again, as any queue consumer's would be: the delete with the old receipt is refused,
+ * and items are counted by their index, once each, however many results arrive for them.
+ *
  * `BENCH_FLOOR_SHAPE` says where the consumers run:
  * - `one-process` (default): in this process, beside the sender and the drainer.
  * - `per-instance`: one process per consumer, as a cluster has one instance per worker: the first
@@ -25,6 +29,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import type { QueueClient, QueueServiceClient } from '@azure/storage-queue';
+import { isGoneOrStale } from '../../src/queue/azure-queue';
 import { createQueueServiceClient } from '../../src/storage/client-factory';
 import { StorageRequestCounter, requestCountsSince, sumRequestCounts } from '../../src/storage/request-counter';
 
@@ -84,6 +89,23 @@ function shardQueues(service: QueueServiceClient, id: string, shards: number): S
 
 type Received = { messageId: string; popReceipt: string; messageText: string };
 
+/** The item a work or result message is about: both carry its index as `first`. */
+const itemOf = (m: Received): number => (JSON.parse(m.messageText) as { first: number }).first;
+
+/**
+ * Deletes a received message. False when its receipt is stale or it is gone: its visibility ran
+ * out and it was received again, so whoever holds it now deletes it.
+ */
+async function remove(queue: QueueClient, m: Received): Promise<boolean> {
+  try {
+    await queue.deleteMessage(m.messageId, m.popReceipt);
+    return true;
+  } catch (err) {
+    if (isGoneOrStale(err)) return false;
+    throw err;
+  }
+}
+
 /** Receives `size` at a time until `until()`, handling each batch at once; polls every 20 ms when empty. */
 async function consume(
   queue: QueueClient,
@@ -104,15 +126,22 @@ async function consume(
 }
 
 /** One consumer: a receive loop per shard, answering each work message on its shard's results queue. */
-function consumeWork(queues: ShardQueues[], batch: number, until: () => boolean, onEmpty: () => void, onDone = () => {}) {
+function consumeWork(
+  queues: ShardQueues[],
+  batch: number,
+  until: () => boolean,
+  onEmpty: () => void,
+  onDone: (item: number) => void = () => {},
+) {
   return queues.map(({ work, results }) =>
     consume(
       work,
       batch,
       async (m) => {
-        await results.sendMessage(JSON.stringify({ v: 1, t: 'result', ok: true, of: m.messageText.length }));
-        await work.deleteMessage(m.messageId, m.popReceipt);
-        onDone();
+        const item = itemOf(m);
+        await results.sendMessage(JSON.stringify({ v: 1, t: 'result', ok: true, first: item }));
+        await remove(work, m);
+        onDone(item);
       },
       until,
       onEmpty,
@@ -213,11 +242,11 @@ async function main(): Promise<void> {
   const children = shape === 'per-instance' ? await startConsumers(workers - 1, id, shards, batch) : [];
 
   let emptyReceives = 0;
-  let processed = 0;
-  let drained = 0;
+  const processed = new Set<number>();
+  const drained = new Set<number>();
   const started = performance.now();
   const progress = setInterval(() => {
-    const line: FloorProgress = { kind: 'progress', atMs: performance.now() - started, done: drained };
+    const line: FloorProgress = { kind: 'progress', atMs: performance.now() - started, done: drained.size };
     process.stdout.write(`${JSON.stringify(line)}\n`);
   }, 250);
 
@@ -235,20 +264,20 @@ async function main(): Promise<void> {
   const empty = () => emptyReceives++;
   const inProcess = shape === 'per-instance' ? 1 : workers;
   // With consumers elsewhere, this process cannot count what they processed; it stops on the drain.
-  const consumed = shape === 'per-instance' ? () => drained >= items : () => processed >= items;
+  const consumed = shape === 'per-instance' ? () => drained.size >= items : () => processed.size >= items;
 
   await Promise.all([
     send(),
-    ...Array.from({ length: inProcess }, () => consumeWork(queues, batch, consumed, empty, () => processed++)).flat(),
+    ...Array.from({ length: inProcess }, () => consumeWork(queues, batch, consumed, empty, (i) => processed.add(i))).flat(),
     ...queues.map(({ results }) =>
       consume(
         results,
         32,
         async (m) => {
-          await results.deleteMessage(m.messageId, m.popReceipt);
-          drained++;
+          await remove(results, m);
+          drained.add(itemOf(m));
         },
-        () => drained >= items,
+        () => drained.size >= items,
         empty,
       ),
     ),

@@ -174,7 +174,7 @@ export class AzureQueueDirectory implements QueueDirectory {
  * MessageNotFound; Azurite answers the stale case with 400 PopReceiptMismatch. Anything else,
  * QueueNotFound included, is a real failure.
  */
-function isGoneOrStale(err: unknown): boolean {
+export function isGoneOrStale(err: unknown): boolean {
   const info = storageErrorOf(err);
   if (info?.status === 404) return info.code === undefined || info.code === 'MessageNotFound';
   if (info?.status === 400) return info.code === 'PopReceiptMismatch';
