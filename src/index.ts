@@ -5,6 +5,7 @@
 // --- jobs ---------------------------------------------------------------------------------
 export { defineJob } from './jobs/define-job';
 export { withinTolerance } from './jobs/job-definition';
+export type { JobSchema } from './jobs/job-schema';
 export type {
   JobOptions,
   JobDefinition,

@@ -4,6 +4,7 @@ import type { RunCounters } from './run-record';
 import type { ItemOutcome } from '../jobs/item-outcome';
 import { errorText } from '../jobs/error-text';
 import { jsonBytes } from '../jobs/process-item';
+import { checkSchema } from '../jobs/job-schema';
 
 export interface FailureEntry {
   item: number;
@@ -47,14 +48,14 @@ export function foldOutcomes(
         bytes > job.maxResultBytes
           ? undefined
           : job.resultSchema
-            ? job.resultSchema.safeParse(outcome.r)
-            : { success: true as const, data: outcome.r };
+            ? checkSchema(job.resultSchema, outcome.r)
+            : { ok: true as const, value: outcome.r };
       if (!checked) {
         const reason = `result is ${bytes} bytes as JSON, over the job's maxResultBytes (${job.maxResultBytes})`;
         failures.push({ item: outcome.i, reason, attempts: 1 });
-      } else if (checked.success) {
+      } else if (checked.ok) {
         try {
-          acc = job.aggregate.add(acc, checked.data, { itemIndex: outcome.i });
+          acc = job.aggregate.add(acc, checked.value, { itemIndex: outcome.i });
           counters.succeeded++;
           continue;
         } catch (err) {

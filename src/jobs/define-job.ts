@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { InvalidConfigError } from '../errors';
 import { Schedule } from '../schedule/schedule';
 import { DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES_LIMIT, type JobDefinition, type JobOptions } from './job-definition';
+import { isJobSchema, type JobSchema } from './job-schema';
 
 const payloadBytes = (what: string) =>
   z
@@ -18,6 +19,11 @@ const hookSeconds = z
 
 const fn = (what: string) =>
   z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', { message: `must be a function (${what})` });
+
+// Whatever validation library the app uses, by the interface they share, not by `instanceof`.
+const standardSchema = z.custom<JobSchema<unknown>>(isJobSchema, {
+  message: 'must be a Standard Schema (zod 3.24 or later, valibot, arktype and others implement it)',
+});
 
 const jobOptionsSchema = z.object({
   name: z
@@ -80,8 +86,8 @@ const jobOptionsSchema = z.object({
     merge: fn('aggregate.merge(a, b) folds two accumulators into one').optional(),
   }),
   finalize: fn('finalize(output, ctx)').optional(),
-  itemSchema: z.custom<z.ZodType>((v) => v instanceof z.ZodType, { message: 'must be a zod schema' }).optional(),
-  resultSchema: z.custom<z.ZodType>((v) => v instanceof z.ZodType, { message: 'must be a zod schema' }).optional(),
+  itemSchema: standardSchema.optional(),
+  resultSchema: standardSchema.optional(),
 });
 
 /**

@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import type { JobSchema } from './job-schema';
 
 /** Default of `maxItemBytes` and `maxResultBytes`: 1 MiB of JSON (UTF-8). */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
@@ -122,10 +122,13 @@ export interface JobOptions<Item, Result, Acc, Output> {
   process(item: Item, ctx: ProcessContext): Promise<Result> | Result;
   aggregate: Aggregate<Result, Acc, Output>;
   finalize?(output: Output, ctx: FinalizeContext): Promise<void> | void;
-  /** Checked before `process` (worker) and when planning (leader). */
-  itemSchema?: z.ZodType<Item>;
-  /** Checked after `process` (worker) and before folding (leader). */
-  resultSchema?: z.ZodType<Result>;
+  /**
+   * Checked before `process` (worker) and when planning (leader). Any Standard Schema: zod
+   * (3.24 and later, 4, mini), valibot, arktype; it must validate synchronously.
+   */
+  itemSchema?: JobSchema<Item>;
+  /** Checked after `process` (worker) and before folding (leader); a Standard Schema, as `itemSchema`. */
+  resultSchema?: JobSchema<Result>;
 }
 
 /** A validated job, with every default filled in. */
@@ -146,8 +149,8 @@ export interface JobDefinition<Item = unknown, Result = unknown, Acc = unknown, 
   /** `merge` stays optional: only the durable engine needs it (see `assertDurableReady`). */
   readonly aggregate: Required<Omit<Aggregate<Result, Acc, Output>, 'merge'>> & Pick<Aggregate<Result, Acc, Output>, 'merge'>;
   finalize?(output: Output, ctx: FinalizeContext): Promise<void> | void;
-  readonly itemSchema?: z.ZodType<Item>;
-  readonly resultSchema?: z.ZodType<Result>;
+  readonly itemSchema?: JobSchema<Item>;
+  readonly resultSchema?: JobSchema<Result>;
 }
 
 /** Whether a run with these counts is within the job's tolerance. With none set, any failure fails it. */

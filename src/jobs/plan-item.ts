@@ -1,4 +1,4 @@
-import { describeIssue } from './error-text';
+import { checkSchema } from './job-schema';
 import type { JobDefinition } from './job-definition';
 
 /** A split that cannot be planned: it fails its run with this message. */
@@ -10,10 +10,9 @@ export class PlanError extends Error {
 export function serializeItem(job: JobDefinition, item: unknown, index: number): string {
   let value = item;
   if (job.itemSchema) {
-    const checked = job.itemSchema.safeParse(item);
-    if (!checked.success)
-      throw new PlanError(`item ${index} does not match the job's item schema: ${describeIssue(checked.error)}`);
-    value = checked.data;
+    const checked = checkSchema(job.itemSchema, item);
+    if (!checked.ok) throw new PlanError(`item ${index} does not match the job's item schema: ${checked.problem}`);
+    value = checked.value;
   }
   const line = JSON.stringify(value);
   if (line === undefined) throw new PlanError(`item ${index} is not JSON (${typeof item})`);

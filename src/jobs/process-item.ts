@@ -1,8 +1,9 @@
 import { systemClock, type Clock } from '../clock/clock';
 import { callHook } from './call-hook';
-import { describeIssue, errorText } from './error-text';
+import { errorText } from './error-text';
 import type { ItemOutcome } from './item-outcome';
 import type { JobDefinition } from './job-definition';
+import { checkSchema } from './job-schema';
 
 /** One item through the job: size, item schema, `process`, result schema, JSON, size. A failure is an outcome, never a throw. */
 export async function processItem(
@@ -18,9 +19,9 @@ export async function processItem(
     return fail(`item is ${itemBytes} bytes as JSON, over the job's maxItemBytes (${job.maxItemBytes})`);
   }
   if (job.itemSchema) {
-    const checked = job.itemSchema.safeParse(item);
-    if (!checked.success) return fail(`item does not match the job's item schema: ${describeIssue(checked.error)}`);
-    item = checked.data;
+    const checked = checkSchema(job.itemSchema, item);
+    if (!checked.ok) return fail(`item does not match the job's item schema: ${checked.problem}`);
+    item = checked.value;
   }
   let result: unknown;
   try {
@@ -37,9 +38,9 @@ export async function processItem(
     return fail(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
   }
   if (job.resultSchema) {
-    const checked = job.resultSchema.safeParse(result);
-    if (!checked.success) return fail(`result does not match the job's result schema: ${describeIssue(checked.error)}`);
-    result = checked.data;
+    const checked = checkSchema(job.resultSchema, result);
+    if (!checked.ok) return fail(`result does not match the job's result schema: ${checked.problem}`);
+    result = checked.value;
   }
   if (result === undefined) result = null; // JSON has no undefined
   // Reported as this item's failure, not thrown: a result that cannot be sent must not fail its neighbours.

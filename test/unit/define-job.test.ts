@@ -150,8 +150,8 @@ describe('defineJob', () => {
       /at least 1/,
     ],
     ['hookTimeouts unknown key', { hookTimeouts: { planSeconds: 5 } }, 'tally.hookTimeouts', /planSeconds/],
-    ['itemSchema not a zod schema', { itemSchema: { parse: () => 1 } }, 'tally.itemSchema', /zod schema/],
-    ['resultSchema not a zod schema', { resultSchema: 'number' }, 'tally.resultSchema', /zod schema/],
+    ['itemSchema not a Standard Schema', { itemSchema: { parse: () => 1 } }, 'tally.itemSchema', /Standard Schema/],
+    ['resultSchema not a Standard Schema', { resultSchema: 'number' }, 'tally.resultSchema', /Standard Schema/],
   ])('%s throws InvalidConfigError on <job>.<path>', (_name, overrides, option, message) => {
     const e = configError(() => defineJob(base(overrides)));
     expect(e.option).toBe(option);
