@@ -8,8 +8,9 @@ import { requestStands, type HandoverClaim, type LeaseRecord, type LeaseStore, t
  * - a candidate that outranks the holder asks for the lease with a request beside it;
  * - the holder looks for requests on a cadence and yields at its task's next safe point,
  *   naming the requester in the lease record (a reservation) before it releases;
- * - a candidate leaves a free lease, for a while, to a last holder that outranks it or to the
- *   candidate it was reserved for.
+ * - a candidate leaves a free lease, for a while, to a last holder that outranks it, to the
+ *   candidate it was reserved for, or to a candidate that outranks it and asked while the last
+ *   holder was releasing anyway (its term ended before it saw the request).
  * Equal ranks never ask and never defer, so ties elect as before: whoever tries first.
  */
 export interface HandoverTiming {
@@ -69,19 +70,35 @@ export class HandoverPolicy {
 
   /**
    * Whether to leave the free lease in `record` alone for now: it was reserved for another
-   * candidate that ranks at least as high, or its last holder outranks this one. Only for
-   * `deferMs` after this candidate first saw it so, by its own clock: a reserved candidate or a
-   * higher-ranked holder that went away must not leave the lease to nobody.
+   * candidate that ranks at least as high, its last holder outranks this one, or `request` (the
+   * standing request, if read) is one the holder would have honoured. Only for `deferMs` after
+   * this candidate first saw it so, by its own clock: a reserved candidate, a higher-ranked
+   * holder or a requester that went away must not leave the lease to nobody.
    */
-  defers(record: LeaseRecord): HandoverClaim | undefined {
-    const claim = claimOn(record);
-    if (!claim || claim.requester === this.identity) return this.clear();
-    const order = compareRanks(claim.rank, this.rank);
-    if (record.reservedFor ? order < 0 : order <= 0) return this.clear();
-    const key = `${record.epoch}|${record.reservedFor ? 'reserved' : 'held'}|${claim.requester}`;
+  defers(record: LeaseRecord, request?: StoredHandoverRequest): HandoverClaim | undefined {
+    const found = this.claimOver(record, request);
+    if (!found) return this.clear();
+    const key = `${record.epoch}|${found.kind}|${found.claim.requester}`;
     const now = this.clock.now();
     if (this.deferral?.key !== key) this.deferral = { key, since: now };
-    return now - this.deferral.since < this.timing.deferMs ? claim : undefined;
+    return now - this.deferral.since < this.timing.deferMs ? found.claim : undefined;
+  }
+
+  /** The claim on a free lease that outranks this candidate, if any (see `defers`). */
+  private claimOver(
+    record: LeaseRecord,
+    request: StoredHandoverRequest | undefined,
+  ): { kind: 'reserved' | 'held' | 'asked'; claim: HandoverClaim } | undefined {
+    if (record.reservedFor?.requester === this.identity) return undefined;
+    const claim = claimOn(record);
+    if (claim && claim.requester !== this.identity) {
+      const order = compareRanks(claim.rank, this.rank);
+      if (record.reservedFor ? order >= 0 : order > 0) return { kind: record.reservedFor ? 'reserved' : 'held', claim };
+    }
+    // A holder whose term ended just as the request came released without naming anyone; the
+    // request still says who should lead next, so a candidate it outranks leaves the lease to it.
+    if (this.honours(request)) return { kind: 'asked', claim: { requester: request.requester, rank: request.rank } };
+    return undefined;
   }
 
   /** Whether the holder should yield to `request`. */

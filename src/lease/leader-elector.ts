@@ -5,7 +5,13 @@ import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError, TaskAbandonedErr
 import { resolveElectorOptions, type LeaderElectorOptions, type ResolvedElectorOptions } from './elector-options';
 import { describeLeaderEvent, type LeaderEvent } from './leader-events';
 import { HandoverPolicy, watchForRequests } from './handover';
-import { checkRaiseAbove, type HandoverClaim, type LeaseFreedAs, type LeaseRecord } from './lease-store';
+import {
+  checkRaiseAbove,
+  type HandoverClaim,
+  type LeaseFreedAs,
+  type LeaseRecord,
+  type StoredHandoverRequest,
+} from './lease-store';
 
 /** What a leader's task receives. */
 export interface Leadership {
@@ -186,7 +192,7 @@ export class LeaderElector {
       term = this.policy?.shouldAsk(record) ? await this.askForLease(this.policy, record, signal) : undefined;
       if (!term) return { holder: holderOf(record) };
     } else {
-      if (this.deferring(record)) return {};
+      if (this.deferring(record, await this.standingRequest(signal))) return {};
       term = await this.tryAcquire(signal, record.freedAs);
     }
     if (!term) return {};
@@ -206,9 +212,27 @@ export class LeaderElector {
     return { term };
   }
 
+  /**
+   * The handover request beside a free lease, for a ranked candidate (one read; unranked
+   * candidates never defer). A failed read is no request: it must not keep anyone from leading.
+   */
+  private async standingRequest(signal: AbortSignal | undefined): Promise<StoredHandoverRequest | undefined> {
+    if (!this.policy) return undefined;
+    const { clock, renewDeadlineMs, store } = this.options;
+    const bound = timeoutSignal(clock, renewDeadlineMs, signal);
+    try {
+      return await untilAborted(store.readRequest({ abortSignal: bound.signal }), bound.signal);
+    } catch {
+      signal?.throwIfAborted();
+      return undefined;
+    } finally {
+      bound.dispose();
+    }
+  }
+
   /** Whether to leave a free lease alone for now (see `HandoverPolicy.defers`); says so once per claim. */
-  private deferring(record: LeaseRecord): boolean {
-    const claim = this.policy?.defers(record);
+  private deferring(record: LeaseRecord, request?: StoredHandoverRequest): boolean {
+    const claim = this.policy?.defers(record, request);
     if (!claim) return false;
     const key = `${record.epoch}|${claim.requester}`;
     if (this.deferredTo !== key) {

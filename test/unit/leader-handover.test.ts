@@ -180,11 +180,12 @@ describe('handover between ranked candidates, on a fake clock', () => {
 
   it('leaves a lease reserved for a requester that went away only for deferMs', async () => {
     const { clock, memory, candidate, of } = setup();
-    // b's request stands when a reads it, but b is gone: nobody will take the lease for it.
-    await memory.writeRequest({ requester: 'b', rank: V2, ttlMs: TTL_MS });
     const a = candidate('a', V1);
     const d = candidate('d', V1);
     const leading = a.runIfLeader(steppingTask(clock, []));
+    while (!(await memory.read()).leased) await clock.advance(10);
+    // b asks once a leads, then goes away: its request stands when a reads it, but nobody will take the lease for it.
+    await memory.writeRequest({ requester: 'b', rank: V2, ttlMs: TTL_MS });
     await clock.advance(2000);
     expect(await leading).toMatchObject({ led: true });
     expect(of('a', 'released')[0]).toMatchObject({ to: 'b' });
@@ -280,6 +281,54 @@ describe('handover between ranked candidates, on a fake clock', () => {
     expect(await cAsks).toMatchObject({ led: true, epoch: 2 });
     expect(await leading).toMatchObject({ led: true, epoch: 1 });
     expect(of('b', 'handover-asked')).toEqual([]);
+  });
+
+  it('leaves a free lease to a higher-ranked requester whose request came as the term ended', async () => {
+    const { memory, candidate, of, calls } = setup();
+    const b = candidate('b', V1);
+    const d = candidate('d', V1);
+    // b's term ends (released, naming no one) just as c, a newer version, asks: b never saw the request.
+    expect(await b.runIfLeader(async () => 'b')).toMatchObject({ led: true, epoch: 1 });
+    await memory.writeRequest({ requester: 'c', rank: V2, ttlMs: TTL_MS });
+    expect((await memory.read()).leased).toBe(false);
+    // Neither an older candidate nor the last holder takes the lease while c's request stands.
+    const acquiresBefore = calls('d', 'acquire') + calls('b', 'acquire');
+    expect(await d.runIfLeader(async () => 'd')).toEqual({ led: false });
+    expect(await b.runIfLeader(async () => 'b again')).toEqual({ led: false });
+    expect(calls('d', 'acquire') + calls('b', 'acquire')).toBe(acquiresBefore);
+    expect(of('d', 'deferred')).toEqual([expect.objectContaining({ to: 'c', reserved: false })]);
+    // The requester takes it on its next tick.
+    const c = candidate('c', V2);
+    expect(await c.runIfLeader(async () => 'c')).toMatchObject({ led: true, epoch: 2 });
+  });
+
+  it('takes a free lease from a requester that went away once deferMs has passed', async () => {
+    const { clock, memory, candidate, of } = setup();
+    const b = candidate('b', V1);
+    const d = candidate('d', V1);
+    expect(await b.runIfLeader(async () => 'b')).toMatchObject({ led: true, epoch: 1 });
+    await memory.writeRequest({ requester: 'c', rank: V2, ttlMs: 60_000 });
+    const firstLook = clock.now();
+    let result = await tick(clock, d, 'd');
+    while (!result.led) {
+      await clock.advance(1000);
+      result = await tick(clock, d, 'd');
+    }
+    expect(result).toMatchObject({ led: true, epoch: 2 });
+    expect(clock.now() - firstLook).toBeGreaterThanOrEqual(TIMING.deferMs);
+    expect(clock.now() - firstLook).toBeLessThanOrEqual(TIMING.deferMs + 1000);
+    expect(of('d', 'deferred')).toEqual([expect.objectContaining({ to: 'c' })]);
+  });
+
+  it('an equal or lower request beside a free lease keeps no one waiting', async () => {
+    const { memory, candidate, of } = setup();
+    const b = candidate('b', V2);
+    expect(await b.runIfLeader(async () => 'b')).toMatchObject({ led: true, epoch: 1 });
+    await memory.writeRequest({ requester: 'c', rank: V1, ttlMs: TTL_MS });
+    const d = candidate('d', V2);
+    // b outranks nobody here and d ranks as b: only the request could hold d back, and it is lower.
+    expect(await d.runIfLeader(async () => 'd')).toMatchObject({ led: true, epoch: 2 });
+    expect(of('d', 'deferred')).toEqual([]);
   });
 
   it('leaves a free lease to a higher-ranked last holder for deferMs, then takes it', async () => {
