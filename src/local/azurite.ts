@@ -131,6 +131,15 @@ function loadAzurite(): AzuriteModules {
   return cached;
 }
 
+/**
+ * How long Azurite keeps an idle keep-alive connection, in seconds. Its default, Node's 5 s, races
+ * every client that pauses about that long: the server closes the socket just as the client
+ * sends its next request on it, and the call fails with "socket hang up". The lease calls make
+ * one try by design, so on a busy machine that race cost a renewal or a test. Real storage
+ * keeps idle connections for minutes; so does this.
+ */
+const KEEP_ALIVE_SECONDS = 300;
+
 function configure(
   modules: AzuriteModules,
   Configuration: new (...args: unknown[]) => unknown,
@@ -147,7 +156,7 @@ function configure(
   return new Configuration(
     host,
     port,
-    undefined, // keepAliveTimeout: default
+    KEEP_ALIVE_SECONDS,
     at(`__azurite_db_${service}__.json`),
     at(`__azurite_db_${service}_extent__.json`),
     [{ locationId: 'Default', locationPath: at(`__${service}storage__`), maxConcurrency: 10 }],
