@@ -1,3 +1,4 @@
+import type { StandardSchemaV1 } from '@standard-schema/spec';
 import type { z } from 'zod';
 import { redactSecrets } from '../redact';
 
@@ -12,7 +13,13 @@ export function errorText(text: string): string {
 
 /** The first problem zod found, as one short line. */
 export function describeIssue(error: z.ZodError): string {
-  const issue = error.issues[0];
+  return describeIssues(error.issues);
+}
+
+/** The first issue of any Standard Schema library (zod's included) as `path: message`, the path dotted. */
+export function describeIssues(issues: ReadonlyArray<StandardSchemaV1.Issue>): string {
+  const issue = issues[0];
   if (!issue) return 'invalid';
-  return `${issue.path.length ? `${issue.path.join('.')}: ` : ''}${issue.message}`;
+  const path = (issue.path ?? []).map((segment) => String(typeof segment === 'object' ? segment.key : segment));
+  return `${path.length ? `${path.join('.')}: ` : ''}${issue.message}`;
 }

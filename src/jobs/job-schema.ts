@@ -1,4 +1,5 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
+import { describeIssues } from './error-text';
 
 /**
  * A job's item or result schema: anything that implements Standard Schema v1, so a schema made
@@ -40,12 +41,4 @@ export function checkSchema<T>(schema: JobSchema<T>, value: unknown): SchemaChec
 
 function isPromiseLike<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
   return typeof (value as Partial<PromiseLike<T>>).then === 'function';
-}
-
-/** The first issue as `path: message` (the path dotted), as zod's own error text reads. */
-function describeIssues(issues: ReadonlyArray<StandardSchemaV1.Issue>): string {
-  const issue = issues[0];
-  if (!issue) return 'invalid';
-  const path = (issue.path ?? []).map((segment) => String(typeof segment === 'object' ? segment.key : segment));
-  return `${path.length ? `${path.join('.')}: ` : ''}${issue.message}`;
 }

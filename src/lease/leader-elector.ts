@@ -155,13 +155,18 @@ export class LeaderElector {
     return record.leased ? holderOf(record) : undefined;
   }
 
-  private async boundedRead(signal: AbortSignal | undefined): Promise<LeaseRecord> {
+  /** One storage call, given up after the renew deadline (or when `signal` fires). */
+  private async bounded<T>(call: (abortSignal: AbortSignal) => Promise<T>, signal: AbortSignal | undefined): Promise<T> {
     const bound = timeoutSignal(this.options.clock, this.options.renewDeadlineMs, signal);
     try {
-      return await untilAborted(this.options.store.read({ abortSignal: bound.signal }), bound.signal);
+      return await untilAborted(call(bound.signal), bound.signal);
     } finally {
       bound.dispose();
     }
+  }
+
+  private boundedRead(signal: AbortSignal | undefined): Promise<LeaseRecord> {
+    return this.bounded((abortSignal) => this.options.store.read({ abortSignal }), signal);
   }
 
   /**
@@ -218,15 +223,11 @@ export class LeaderElector {
    */
   private async standingRequest(signal: AbortSignal | undefined): Promise<StoredHandoverRequest | undefined> {
     if (!this.policy) return undefined;
-    const { clock, renewDeadlineMs, store } = this.options;
-    const bound = timeoutSignal(clock, renewDeadlineMs, signal);
     try {
-      return await untilAborted(store.readRequest({ abortSignal: bound.signal }), bound.signal);
+      return await this.bounded((abortSignal) => this.options.store.readRequest({ abortSignal }), signal);
     } catch {
       signal?.throwIfAborted();
       return undefined;
-    } finally {
-      bound.dispose();
     }
   }
 
@@ -261,15 +262,8 @@ export class LeaderElector {
     record: LeaseRecord,
     signal: AbortSignal | undefined,
   ): Promise<Term | undefined> {
-    const { store, clock, identity, handover, renewDeadlineMs } = this.options;
-    const bounded = async <T>(call: (abortSignal: AbortSignal) => Promise<T>): Promise<T> => {
-      const bound = timeoutSignal(clock, renewDeadlineMs, signal);
-      try {
-        return await untilAborted(call(bound.signal), bound.signal);
-      } finally {
-        bound.dispose();
-      }
-    };
+    const { store, clock, identity, handover } = this.options;
+    const bounded = <T>(call: (abortSignal: AbortSignal) => Promise<T>): Promise<T> => this.bounded(call, signal);
     let version: string;
     try {
       const standing = await bounded((abortSignal) => store.readRequest({ abortSignal }));

@@ -55,6 +55,16 @@ async function tick(clock: FakeClock, elector: LeaderElector, value: string) {
   return result;
 }
 
+/** Ticks `elector` once a second, as an instance's timer would, until it leads. */
+async function tickUntilLed(clock: FakeClock, elector: LeaderElector, value: string) {
+  let result = await tick(clock, elector, value);
+  while (!result.led) {
+    await clock.advance(1000);
+    result = await tick(clock, elector, value);
+  }
+  return result;
+}
+
 /** A task that heartbeats and never yields, until `until()` holds or its term ends. */
 function busyTask(clock: FakeClock, until: () => boolean = () => false) {
   return async (leadership: Leadership): Promise<string> => {
@@ -309,11 +319,7 @@ describe('handover between ranked candidates, on a fake clock', () => {
     expect(await b.runIfLeader(async () => 'b')).toMatchObject({ led: true, epoch: 1 });
     await memory.writeRequest({ requester: 'c', rank: V2, ttlMs: 60_000 });
     const firstLook = clock.now();
-    let result = await tick(clock, d, 'd');
-    while (!result.led) {
-      await clock.advance(1000);
-      result = await tick(clock, d, 'd');
-    }
+    const result = await tickUntilLed(clock, d, 'd');
     expect(result).toMatchObject({ led: true, epoch: 2 });
     expect(clock.now() - firstLook).toBeGreaterThanOrEqual(TIMING.deferMs);
     expect(clock.now() - firstLook).toBeLessThanOrEqual(TIMING.deferMs + 1000);
@@ -342,11 +348,7 @@ describe('handover between ranked candidates, on a fake clock', () => {
     expect(await b.runIfLeader(async () => 'b again')).toMatchObject({ led: true, epoch: 2 });
     // Now b is gone: a waits deferMs from when it first saw the lease free, then leads.
     const firstLook = clock.now();
-    let result = await tick(clock, a, 'a');
-    while (!result.led) {
-      await clock.advance(1000);
-      result = await tick(clock, a, 'a');
-    }
+    const result = await tickUntilLed(clock, a, 'a');
     expect(result).toMatchObject({ led: true, epoch: 3 });
     expect(clock.now() - firstLook).toBeGreaterThanOrEqual(TIMING.deferMs);
     expect(clock.now() - firstLook).toBeLessThanOrEqual(TIMING.deferMs + 1000);
