@@ -30,6 +30,7 @@ const MAX_ENUMERATED = 1000;
 
 export class Schedule {
   private readonly cron: Cron;
+  private readonly pattern: CronPattern;
   /** Occurrences in one matching day, hour and minute, for counting without enumerating. */
   private readonly perUnit: ReadonlyArray<{ ms: number; count: number }>;
 
@@ -41,6 +42,7 @@ export class Schedule {
     // sloppyRanges: NCrontab reads `5/10` as `5-max/10`, and so does croner with it.
     this.cron = new Cron(pattern, { timezone: 'UTC', paused: true, domAndDow: true, mode: '6-part', sloppyRanges: true });
     const parsed = new CronPattern(pattern, 'UTC', { mode: '6-part', sloppyRanges: true });
+    this.pattern = parsed;
     const seconds = parsed.second.filter(Boolean).length;
     const minutes = parsed.minute.filter(Boolean).length;
     const hours = parsed.hour.filter(Boolean).length;
@@ -101,23 +103,30 @@ export class Schedule {
    * When the schedule fires at a fixed period that divides a day (every 2 s, every 5 minutes),
    * that period and its offset: occurrences are the instants t with t mod periodMs = offsetMs.
    * Undefined for irregular schedules.
+   *
+   * Read off the parsed fields rather than by stepping through a day's occurrences: croner takes
+   * hundreds of microseconds a step on a slow machine, and every instance asks at start-up for
+   * its every-second coordinator schedule, which cost it seconds of CPU.
    */
   fixedPeriod(): { periodMs: number; offsetMs: number } | undefined {
-    const start = new Date(Date.UTC(2000, 0, 1));
-    const end = new Date(start.getTime() + DAY_MS);
-    const first = this.next(new Date(start.getTime() - 1));
-    const second = first && this.next(first);
-    if (!first || !second) return undefined;
-    const periodMs = second.getTime() - first.getTime();
-    if (periodMs <= 0 || DAY_MS % periodMs !== 0) return undefined;
-    // As many occurrences in a day as the grid has, and the first hour's all on it (a schedule
-    // like 0,15,20,45 has the count of a 15 s grid but not its instants).
-    if (this.count(new Date(start.getTime() - 1), new Date(end.getTime() - 1)) !== DAY_MS / periodMs) return undefined;
-    const offsetMs = first.getTime() % periodMs;
-    for (let at: Date | undefined = first; at && at.getTime() < start.getTime() + HOUR_MS; at = this.next(at)) {
-      if (at.getTime() % periodMs !== offsetMs) return undefined;
+    const { second, minute, hour, day, month, dayOfWeek } = this.pattern;
+    // A period that divides a day fires on every day; one that skips a day has none.
+    if (![day, month, dayOfWeek].every((field) => field.every(Boolean))) return undefined;
+    const seconds: number[] = [];
+    for (let h = 0; h < 24; h++) {
+      if (!hour[h]) continue;
+      for (let m = 0; m < 60; m++) {
+        if (!minute[m]) continue;
+        for (let s = 0; s < 60; s++) if (second[s]) seconds.push(h * 3600 + m * 60 + s);
+      }
     }
-    return { periodMs, offsetMs };
+    const perDay = DAY_MS / 1000;
+    if (seconds.length === 0 || perDay % seconds.length !== 0) return undefined;
+    // As many as the grid holds in a day, and each one on it (0,15,20,45 has the count of a 15 s
+    // grid but not its instants).
+    const period = perDay / seconds.length;
+    if (seconds.some((at, i) => at !== seconds[0]! + i * period)) return undefined;
+    return { periodMs: period * 1000, offsetMs: seconds[0]! * 1000 };
   }
 
   /** The first occurrence strictly after `after`, or undefined if there is none (e.g. `0 0 0 30 2 *`). */

@@ -268,11 +268,22 @@ describe('Schedule.fixedPeriod', () => {
     ['5/10 * * * * *', { periodMs: 10_000, offsetMs: 5000 }],
     ['0 */5 * * * *', { periodMs: 300_000, offsetMs: 0 }],
     ['0 0 * * * *', { periodMs: 3_600_000, offsetMs: 0 }],
+    ['30 30 */6 * * *', { periodMs: 21_600_000, offsetMs: 1_830_000 }],
+    ['0 0 0 * * *', { periodMs: 86_400_000, offsetMs: 0 }],
   ])('%s fires on a fixed grid %j', (expression, grid) => {
     expect(Schedule.parse(expression).fixedPeriod()).toEqual(grid);
   });
 
-  it.each(['*/7 * * * * *', '0,10 * * * * *', '0,15,20,45 * * * * *', '0 0 9 * * 1-5', '0 0 0 1 1 *'])(
+  it.each([
+    '*/7 * * * * *',
+    '0,10 * * * * *',
+    '0,15,20,45 * * * * *',
+    '0 0 9 * * 1-5',
+    '0 0 0 1 1 *',
+    // Every second, but only on some days: a grid within a day is not one across days.
+    '* * * 1 * *',
+    '*/2 * * * 1 *',
+  ])(
     '%s does not',
     (expression) => {
       expect(Schedule.parse(expression).fixedPeriod()).toBeUndefined();
