@@ -1,5 +1,5 @@
 import type { InvocationContext } from '@azure/functions';
-import * as df from 'durable-functions';
+import type * as df from 'durable-functions';
 import {
   createChunkOrchestrator,
   createFinalizeActivity,
@@ -14,6 +14,14 @@ import { withEpochRaises } from '../lease/epoch-refusal';
 import { createCoordinatorTick } from './coordinator-tick';
 import type { Registration } from './registration-types';
 import type { BatonRuntime } from './runtime';
+
+/**
+ * durable-functions (about 400 modules, a third of an instance's start-up) is loaded once this
+ * engine is chosen, not by every instance and CLI process that imports the app.
+ */
+function durableFunctions(): typeof df {
+  return require('durable-functions') as typeof df;
+}
 
 /**
  * The durable engine's functions: the coordinator timer still elects a leader through the lease,
@@ -43,7 +51,7 @@ export function durableRegistrations(runtime: BatonRuntime): Registration[] {
         const summary = await withEpochRaises(leadership, (epoch) =>
           startDueRuns({
             jobs: [...jobs.values()],
-            client: durableClientPort(df.getClient(context as InvocationContext)),
+            client: durableClientPort(durableFunctions().getClient(context as InvocationContext)),
             docs,
             epoch,
             // Storage's time: the lease calls that made this instance leader have set the clock.

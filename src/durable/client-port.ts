@@ -1,4 +1,6 @@
-import * as df from 'durable-functions';
+// Types only: durable-functions and its 400 modules load with the durable engine, not in every
+// instance and CLI that imports the shared run model (see src/app/durable-registrations.ts).
+import type * as df from 'durable-functions';
 
 /** An orchestration instance as the starter needs to see it. */
 export interface InstanceView {
@@ -26,18 +28,19 @@ export interface DurableClientPort {
 }
 
 /**
- * Whether an instance in each status may still do work. Keyed by durable-functions' own enum, so
- * a status a later version adds fails the type check here instead of being silently misread.
+ * Whether an instance in each status may still do work. Keyed by the values of durable-functions'
+ * own enum, so a status a later version adds fails the type check here instead of being silently
+ * misread.
  */
-const OPEN: Record<df.OrchestrationRuntimeStatus, boolean> = {
-  [df.OrchestrationRuntimeStatus.Pending]: true,
-  [df.OrchestrationRuntimeStatus.Running]: true,
-  [df.OrchestrationRuntimeStatus.ContinuedAsNew]: true,
-  [df.OrchestrationRuntimeStatus.Suspended]: true,
-  [df.OrchestrationRuntimeStatus.Completed]: false,
-  [df.OrchestrationRuntimeStatus.Failed]: false,
-  [df.OrchestrationRuntimeStatus.Terminated]: false,
-  [df.OrchestrationRuntimeStatus.Canceled]: false,
+const OPEN: Record<`${df.OrchestrationRuntimeStatus}`, boolean> = {
+  Pending: true,
+  Running: true,
+  ContinuedAsNew: true,
+  Suspended: true,
+  Completed: false,
+  Failed: false,
+  Terminated: false,
+  Canceled: false,
 };
 
 /** Statuses of an instance that has not ended. */
@@ -50,7 +53,7 @@ export const OPEN_STATUSES: readonly df.OrchestrationRuntimeStatus[] = (
  * counts as open: the starter then leaves the run to its deadline rather than end it early.
  */
 export function isOpenStatus(status: string): boolean {
-  return OPEN[status as df.OrchestrationRuntimeStatus] ?? true;
+  return OPEN[status as `${df.OrchestrationRuntimeStatus}`] ?? true;
 }
 
 type ClientLike = Pick<df.DurableClient, 'getStatus' | 'getStatusBy' | 'startNew' | 'terminate'>;

@@ -1,4 +1,4 @@
-import * as df from 'durable-functions';
+import type * as df from 'durable-functions';
 import { z } from 'zod';
 import { InvalidConfigError } from '../errors';
 
@@ -63,7 +63,9 @@ export function chunkItemsFor(settings: DurableRunSettings, itemsPerMessage: num
 
 /** Durable's retry policy for `attempts` tries with the run's backoff. */
 export function retryOptions(settings: DurableRunSettings, attempts: number): df.RetryOptions {
-  const options = new df.RetryOptions(settings.firstRetryIntervalMs, attempts);
+  // Loaded here, in an orchestrator: the module graph of every instance and CLI reaches this file.
+  const { RetryOptions } = require('durable-functions') as typeof import('durable-functions');
+  const options = new RetryOptions(settings.firstRetryIntervalMs, attempts);
   options.backoffCoefficient = settings.backoffCoefficient;
   options.maxRetryIntervalInMilliseconds = settings.maxRetryIntervalMs;
   return options;

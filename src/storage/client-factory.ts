@@ -1,4 +1,4 @@
-import { DefaultAzureCredential, ManagedIdentityCredential, type TokenCredential } from '@azure/identity';
+import type { TokenCredential } from '@azure/identity';
 import { BlobServiceClient, newPipeline as newBlobPipeline, type StorageRetryOptions } from '@azure/storage-blob';
 import { newPipeline as newQueuePipeline, QueueServiceClient } from '@azure/storage-queue';
 import type { StorageTimeClock } from '../clock/storage-time-clock.js';
@@ -27,6 +27,9 @@ export const LEASE_RETRY_OPTIONS: StorageRetryOptions = { maxTries: 1, tryTimeou
 // otherwise DefaultAzureCredential lets the same settings work locally (Azure CLI, VS Code).
 function credentialFor(settings: Extract<StorageSettings, { kind: 'identity' }>, options: StorageClientOptions): TokenCredential {
   if (options.credential) return options.credential;
+  // Loaded only for an identity connection: @azure/identity is a quarter of the modules a
+  // process with a connection string would otherwise load at start-up for nothing.
+  const { DefaultAzureCredential, ManagedIdentityCredential } = require('@azure/identity') as typeof import('@azure/identity');
   const { clientId } = settings;
   return settings.credential === 'managedidentity'
     ? new ManagedIdentityCredential(clientId ? { clientId } : undefined)

@@ -18,17 +18,24 @@ import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import { createRequire } from 'node:module';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DefaultAzureCredential, ManagedIdentityCredential, type AccessToken, type TokenCredential } from '@azure/identity';
+import type { AccessToken, TokenCredential } from '@azure/identity';
 import type { BlobServiceClient } from '@azure/storage-blob';
 import type { QueueServiceClient } from '@azure/storage-queue';
 import { afterAll, beforeAll, describe, expect, it, vi, type MockInstance } from 'vitest';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../../src/storage/client-factory';
 import { StorageRequestCounter } from '../../src/storage/request-counter';
 import { parseStorageSettings, type StorageSettings } from '../../src/storage/connection';
+
+// The CommonJS copy of @azure/identity, the one the factory loads (lazily, with require) and a
+// built app runs; vitest's own import would bring the package's ES module build, other classes.
+const { DefaultAzureCredential, ManagedIdentityCredential } = createRequire(__filename)(
+  '@azure/identity',
+) as typeof import('@azure/identity');
 
 // Test setup only: a decoy in the environment the settings are parsed from; it must never be used.
 const AZURITE_KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
@@ -281,7 +288,7 @@ describe.skipIf(!OPENSSL)('keyless clients over TLS (a local https endpoint that
     const token = `mi-token-${randomUUID()}`;
     const asked: Array<{ clientId: string | undefined; scopes: string[] }> = [];
     const getToken = vi.spyOn(ManagedIdentityCredential.prototype, 'getToken').mockImplementation(async function (
-      this: ManagedIdentityCredential,
+      this: InstanceType<typeof ManagedIdentityCredential>,
       scopes,
     ) {
       asked.push({ clientId: (this as unknown as { clientId?: string }).clientId, scopes: [scopes].flat() });

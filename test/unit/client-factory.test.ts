@@ -1,7 +1,7 @@
 import type { AccessToken, TokenCredential } from '@azure/identity';
-import { DefaultAzureCredential, ManagedIdentityCredential } from '@azure/identity';
 import http from 'node:http';
 import https from 'node:https';
+import { createRequire } from 'node:module';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   createBlobServiceClient,
@@ -10,6 +10,12 @@ import {
   publicEndpoint,
 } from '../../src/storage/client-factory.js';
 import { parseStorageSettings, type StorageSettings } from '../../src/storage/connection.js';
+
+// The CommonJS copy of @azure/identity, the one the factory loads (lazily, with require) and a
+// built app runs; vitest's own import would bring the package's ES module build, other classes.
+const { DefaultAzureCredential, ManagedIdentityCredential } = createRequire(__filename)(
+  '@azure/identity',
+) as typeof import('@azure/identity');
 
 const AZURITE_KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
 
