@@ -58,6 +58,7 @@ export async function startAzurite(options: StartAzuriteOptions = {}): Promise<R
     setGcInterval(queue, gcIntervalMs);
     servers.push(queue);
     await queue.start();
+    lookUpByIndexedKeys(blob, queue);
     const { accountName, accountKey } = modules;
     const blobEndpoint = `${blob.getHttpServerAddress()}/${accountName}`;
     const queueEndpoint = `${queue.getHttpServerAddress()}/${accountName}`;
@@ -176,8 +177,13 @@ function configure(
   );
 }
 
+interface LokiResults {
+  find(query?: object, firstOnly?: boolean): LokiResults;
+}
 interface LokiCollection {
-  find(query: object): object[];
+  find(query?: object): object[];
+  findOne(query?: object): object | null;
+  chain(): LokiResults;
   remove(doc: object | object[]): void;
 }
 interface LokiStore {
@@ -219,5 +225,49 @@ function patchLokiRemovals(req: (path: string) => Record<string, unknown>): void
   extents.deleteExtent = async function (this: LokiStore, extentId: string) {
     const coll = this.db.getCollection(this.EXTENTS_COLLECTION);
     for (const doc of coll.find({ id: extentId })) coll.remove(doc);
+  };
+}
+
+/**
+ * Azurite 3.35 finds a blob, a blob's blocks or a queue's messages with LokiJS queries whose first
+ * key is the account. LokiJS uses a binary index only for a query's first key, and everything
+ * shares the account, so each blob read, write and lease call scanned every blob, and each receive
+ * and delete every message: with the local cluster's 2,000 demo blobs, the scans were the largest
+ * share of the CPU a cluster run took. The same equalities with the most selective indexed key
+ * first (a blob's name, a message's id, else its queue) let that key's index narrow the search;
+ * an AND of equalities means the same in any order, so no answer changes.
+ */
+function lookUpByIndexedKeys(blob: AzuriteServer, queue: AzuriteServer): void {
+  const collection = (server: AzuriteServer, field: string): LokiCollection => {
+    const store = (server as { metadataStore?: Record<string, unknown> }).metadataStore;
+    const name = store?.[field];
+    const found = typeof name === 'string' ? (store as unknown as LokiStore).db.getCollection(name) : undefined;
+    if (!found) throw new Error(`startAzurite: this azurite version has no ${field}; pin azurite 3.35.x`);
+    return found;
+  };
+  preferKeys(collection(blob, 'BLOBS_COLLECTION'), ['name']);
+  preferKeys(collection(blob, 'BLOCKS_COLLECTION'), ['blobName']);
+  preferKeys(collection(queue, 'MESSAGES_COLLECTION'), ['messageId', 'queueName']);
+}
+
+function preferKeys(collection: LokiCollection, keys: readonly string[]): void {
+  const reorder = (query?: object): object | undefined => {
+    if (!query || typeof query !== 'object') return query;
+    const fields = query as Record<string, unknown>;
+    // Only a plain equality: an operator object ($in, $lte) may not narrow the index at all.
+    const key = keys.find((k) => k in fields && (fields[k] === null || typeof fields[k] !== 'object'));
+    if (key === undefined || Object.keys(fields)[0] === key) return query;
+    return { [key]: fields[key], ...fields };
+  };
+  const find = collection.find.bind(collection);
+  const findOne = collection.findOne.bind(collection);
+  const chain = collection.chain.bind(collection);
+  collection.find = (query) => find(reorder(query));
+  collection.findOne = (query) => findOne(reorder(query));
+  collection.chain = () => {
+    const results = chain();
+    const first = results.find.bind(results);
+    results.find = (query, firstOnly) => first(reorder(query), firstOnly);
+    return results;
   };
 }
