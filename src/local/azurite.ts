@@ -183,7 +183,7 @@ interface LokiResults {
 interface LokiCollection {
   find(query?: object): object[];
   findOne(query?: object): object | null;
-  chain(): LokiResults;
+  chain(...args: unknown[]): LokiResults;
   remove(doc: object | object[]): void;
 }
 interface LokiStore {
@@ -264,8 +264,8 @@ function preferKeys(collection: LokiCollection, keys: readonly string[]): void {
   const chain = collection.chain.bind(collection);
   collection.find = (query) => find(reorder(query));
   collection.findOne = (query) => findOne(reorder(query));
-  collection.chain = () => {
-    const results = chain();
+  collection.chain = (...args) => {
+    const results = chain(...args);
     const first = results.find.bind(results);
     results.find = (query, firstOnly) => first(reorder(query), firstOnly);
     return results;

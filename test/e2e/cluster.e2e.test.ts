@@ -21,7 +21,6 @@ import {
   killAllSpawned,
   leadershipAcquired,
   parseClusterUp,
-  spawnBaton,
   spawnTracked,
   distIsCurrent,
   waitUntilDistIdle,

@@ -12,8 +12,9 @@ import { patience } from '../support/slowdown';
 
 // Azurite's own copy of LokiJS, the one its stores build their collections from. A batch removal
 // ends in ensureAllIndexes(true): a full re-sort of every index, however little it removed.
-const { Collection } = createRequire(import.meta.url)('lokijs') as {
+const { Collection, Resultset } = createRequire(import.meta.url)('lokijs') as {
   Collection: { prototype: { ensureAllIndexes(force?: boolean): void; remove(doc: unknown): void; name: string } };
+  Resultset: { prototype: { find(query?: object, firstOnly?: boolean): unknown; collection: { name: string } } };
 };
 
 describe('startAzurite', () => {
@@ -103,6 +104,49 @@ describe('startAzurite', () => {
     await azurite.close();
     const again = await startAzurite({ blobPort: azurite.blobPort, queuePort: azurite.queuePort });
     await again.close();
+  });
+
+  it('looks blobs and messages up by their own indexed key first, and still by every key', async () => {
+    const azurite = await startAzurite();
+    const finds = vi.spyOn(Resultset.prototype, 'find');
+    // The first key of each whole query (LokiJS then splits it into one find per key, in order).
+    const firstKeys = (collection: string) =>
+      finds.mock.calls.flatMap(([query], i) =>
+        (finds.mock.contexts[i] as { collection: { name: string } }).collection.name === collection &&
+        query &&
+        Object.keys(query).length > 1
+          ? [Object.keys(query)[0]]
+          : [],
+      );
+    try {
+      const blobs = BlobServiceClient.fromConnectionString(azurite.connectionString);
+      // The same blob name in two containers: the container must still pick the blob.
+      for (const name of ['left', 'right']) {
+        await blobs.getContainerClient(name).create();
+        await blobs.getContainerClient(name).getBlockBlobClient('same').upload(name, name.length);
+      }
+      finds.mockClear();
+      expect((await blobs.getContainerClient('left').getBlockBlobClient('same').downloadToBuffer()).toString()).toBe('left');
+      expect((await blobs.getContainerClient('right').getBlockBlobClient('same').downloadToBuffer()).toString()).toBe('right');
+      // Azurite queries by account first, which every blob shares: a scan of every blob.
+      expect(firstKeys('$BLOBS_COLLECTION$')).toContain('name');
+      expect(firstKeys('$BLOBS_COLLECTION$')).not.toContain('accountName');
+
+      const queues = QueueServiceClient.fromConnectionString(azurite.connectionString);
+      const [one, two] = [queues.getQueueClient('one'), queues.getQueueClient('two')];
+      await Promise.all([one.create(), two.create()]);
+      await Promise.all([one.sendMessage('a'), two.sendMessage('b')]);
+      finds.mockClear();
+      const [received] = (await one.receiveMessages()).receivedMessageItems;
+      expect(received?.messageText).toBe('a');
+      await one.deleteMessage(received!.messageId, received!.popReceipt);
+      expect(firstKeys('$MESSAGES_COLLECTION$')).not.toContain('accountName');
+      expect((await two.peekMessages()).peekedMessageItems.map((m) => m.messageText)).toEqual(['b']);
+      expect((await one.peekMessages()).peekedMessageItems).toEqual([]);
+    } finally {
+      finds.mockRestore();
+      await azurite.close();
+    }
   });
 
   describe('removals that leave the store indexes in place', () => {
