@@ -1,4 +1,4 @@
-/** The two longest benchmarks, run small beside the others (see test/support/bench-smoke.ts). */
+/** The two longest benchmarks and transactions, which reuses throughput's run (see test/support/bench-smoke.ts). */
 import { describe } from 'vitest';
 import { LONG_BENCHMARKS, smokeEach } from '../support/bench-smoke';
 

@@ -1,4 +1,4 @@
-/** Every benchmark but the two longest, run small (see test/support/bench-smoke.ts). */
+/** Every benchmark but the long ones, run small (see test/support/bench-smoke.ts). */
 import { describe, expect, it } from 'vitest';
 import { BENCHMARKS, LONG_BENCHMARKS, smokeEach } from '../support/bench-smoke';
 
