@@ -1,5 +1,4 @@
 import type { InvocationContext } from '@azure/functions';
-import type * as df from 'durable-functions';
 import {
   createChunkOrchestrator,
   createFinalizeActivity,
@@ -8,20 +7,13 @@ import {
   createSplitActivity,
   DURABLE_NAMES,
   durableClientPort,
+  durableFunctions,
   startDueRuns,
 } from '../durable';
 import { withEpochRaises } from '../lease/epoch-refusal';
 import { createCoordinatorTick } from './coordinator-tick';
 import type { Registration } from './registration-types';
 import type { BatonRuntime } from './runtime';
-
-/**
- * durable-functions (about 400 modules, a third of an instance's start-up) is loaded once this
- * engine is chosen, not by every instance and CLI process that imports the app.
- */
-function durableFunctions(): typeof df {
-  return require('durable-functions') as typeof df;
-}
 
 /**
  * The durable engine's functions: the coordinator timer still elects a leader through the lease,

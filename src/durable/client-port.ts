@@ -1,5 +1,4 @@
-// Types only: durable-functions and its 400 modules load with the durable engine, not in every
-// instance and CLI that imports the shared run model (see src/app/durable-registrations.ts).
+// Types only: the durable engine loads durable-functions when it runs (./durable-functions.ts).
 import type * as df from 'durable-functions';
 
 /** An orchestration instance as the starter needs to see it. */

@@ -6,6 +6,7 @@
  * - a leader's timer that calls `startDueRuns` with `durableClientPort(client)`.
  */
 export { DURABLE_NAMES, DURABLE_EPOCH } from './names';
+export { durableFunctions } from './durable-functions';
 export { assertDurableReady, type DurableReadyJob } from './ready';
 export {
   DEFAULT_DURABLE_SETTINGS,

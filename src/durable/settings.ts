@@ -1,6 +1,7 @@
 import type * as df from 'durable-functions';
 import { z } from 'zod';
 import { InvalidConfigError } from '../errors';
+import { durableFunctions } from './durable-functions';
 
 /**
  * How a durable run fans out and retries. The starter copies the whole set into the run's
@@ -63,9 +64,7 @@ export function chunkItemsFor(settings: DurableRunSettings, itemsPerMessage: num
 
 /** Durable's retry policy for `attempts` tries with the run's backoff. */
 export function retryOptions(settings: DurableRunSettings, attempts: number): df.RetryOptions {
-  // Loaded here, in an orchestrator: the module graph of every instance and CLI reaches this file.
-  const { RetryOptions } = require('durable-functions') as typeof import('durable-functions');
-  const options = new RetryOptions(settings.firstRetryIntervalMs, attempts);
+  const options = new (durableFunctions().RetryOptions)(settings.firstRetryIntervalMs, attempts);
   options.backoffCoefficient = settings.backoffCoefficient;
   options.maxRetryIntervalInMilliseconds = settings.maxRetryIntervalMs;
   return options;
