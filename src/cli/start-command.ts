@@ -147,6 +147,9 @@ export function registerStart(program: Command): void {
           instances: opts.instances,
           once: opts.once,
           job: opts.job,
+          // Seeding takes seconds and only the sample's audit job reads the blobs: a --once run
+          // of another job starts without them.
+          seedDemo: jobs.includes(DEFAULT_CLUSTER.job) && (!opts.once || opts.job === DEFAULT_CLUSTER.job),
           hub,
           ...(opts.data ? { data: opts.data } : {}),
           ...(opts.killLeaderAfter ? { killLeaderAfterSeconds: opts.killLeaderAfter } : {}),

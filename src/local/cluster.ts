@@ -29,6 +29,11 @@ export interface ClusterOptions {
   killLeaderAfterSeconds?: number;
   hub: string;
   job: string;
+  /**
+   * Write the sample's 2,000 demo blobs into `audit-demo` before the instances start (unless the
+   * container is there already): only the sample's audit job reads them.
+   */
+  seedDemo: boolean;
   /** Write the once-run's output document here. */
   outputFile?: string;
   /**
@@ -52,6 +57,7 @@ export const DEFAULT_CLUSTER: Omit<ClusterOptions, 'out' | 'tty'> = {
   once: false,
   hub: 'baton',
   job: 'blob-audit',
+  seedDemo: true,
   // Every second: a follower notices a released lease within 1 s (one lease read per tick each).
   coordinatorSchedule: '* * * * * *',
 };
@@ -212,6 +218,7 @@ class Cluster {
   }
 
   private async seed(): Promise<void> {
+    if (!this.options.seedDemo) return;
     const container = this.blobs.getContainerClient('audit-demo');
     if (await container.exists()) return;
     // Seeding takes seconds; say so, so a quiet start does not look like a hang.
