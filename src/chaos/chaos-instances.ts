@@ -30,6 +30,8 @@ export interface ChaosInstance {
   lastRenewedAt?: number;
   /** Set when it died on purpose after sending a result (`BATON_CHAOS_DIE_AFTER_SENDING`). */
   death?: WorkerDeath;
+  /** Tick messages its handlers hold now: each stays hidden while the term it woke lasts. */
+  ticksHeld: number;
   exited: Promise<void>;
 }
 
@@ -59,6 +61,11 @@ export class ChaosInstances {
     return this.all.filter((i) => i.alive);
   }
 
+  /** Tick messages the live instances' handlers hold now. */
+  get ticksHeld(): number {
+    return this.alive.reduce((n, i) => n + i.ticksHeld, 0);
+  }
+
   byName(name: string | undefined): ChaosInstance | undefined {
     return this.all.find((i) => i.name === name && i.alive);
   }
@@ -84,6 +91,7 @@ export class ChaosInstances {
       alive: true,
       version: this.version,
       frozen: this.frozenTimers,
+      ticksHeld: 0,
       exited: new Promise<void>((r) => (resolveExit = r)),
     };
     proc.on('exit', (code, signal) => {
@@ -98,6 +106,7 @@ export class ChaosInstances {
         return;
       }
       if (event.kind === 'started') instance.startedAt = event.at ?? Date.now();
+      if (event.kind === 'ticks') instance.ticksHeld = event.held;
       if (event.kind === 'stopping') this.log(`${name} stopping: ${event.why}`);
       if (event.kind === 'chaos') {
         const { run, first, count, dequeueCount } = event;

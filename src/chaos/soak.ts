@@ -563,17 +563,22 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         hidden: 0,
       });
     };
-    // One hidden message is allowed for: the leader's beacon. A term started by a tick message
-    // also keeps that tick hidden, but a hidden work message looks the same from here, and one
-    // left when the instances stop is a leftover; so such a drain waits its whole time.
+    // Hidden messages allowed for: the leader's beacon, and each tick a live instance's handler
+    // holds (a term a tick woke keeps it hidden until the term ends). A hidden work message looks
+    // the same from here, so the instances say how many ticks they hold; any more is work. The
+    // count comes over a pipe and the queue's over HTTP, so the two must agree twice running.
     const drainFrom = Date.now();
+    const settled = (q: { visible: number; hidden: number }) => q.visible === 0 && q.hidden <= 1 + instances.ticksHeld;
     let draining = await queued();
-    while (Date.now() - drainFrom < Math.min(QUEUE_SETTLE_MS, longest) && (draining.visible > 0 || draining.hidden > 1)) {
+    let agreed = settled(draining) ? 1 : 0;
+    while (agreed < 2 && Date.now() - drainFrom < Math.min(QUEUE_SETTLE_MS, longest)) {
       await sleep(1000);
       draining = await queued();
+      agreed = settled(draining) ? agreed + 1 : 0;
     }
     options.log(
-      `soak: queues after ${((Date.now() - drainFrom) / 1000).toFixed(0)} s of draining: ${draining.visible} visible, ${draining.hidden} hidden`,
+      `soak: queues after ${((Date.now() - drainFrom) / 1000).toFixed(0)} s of draining: ${draining.visible} visible, ` +
+        `${draining.hidden} hidden (allowed: the beacon and ${instances.ticksHeld} tick(s) that woke a term)`,
     );
     await instances.stopAll();
     // Messages a stopped instance held stay hidden until their visibility timeout ends. The last

@@ -11,6 +11,12 @@ export const instanceEventSchema = z.discriminatedUnion('kind', [
     latencyMs: z.number().optional(),
   }),
   z.object({ kind: z.literal('worked'), items: z.number() }),
+  /**
+   * How many tick messages its handlers hold now, sent when that changes. A tick that wakes a
+   * term stays hidden for the whole term, beside the beacon; the chaos soak's drain tells those
+   * apart from work still in a worker's hands by this count.
+   */
+  z.object({ kind: z.literal('ticks'), held: z.number() }),
   z.object({ kind: z.literal('log'), level: z.enum(['info', 'warn']), message: z.string() }),
   z.object({
     kind: z.literal('requests'),

@@ -16,6 +16,7 @@ import { setupTelemetry } from '../app/telemetry-setup';
 import { loadAppJobs } from './app-jobs';
 import { LocalHost } from './local-host';
 import { emit } from './instance-events';
+import { tickMessageSchema } from '../engine/messages';
 
 /**
  * One instance of the local cluster: the app's registration list on a `LocalHost`, as one
@@ -172,8 +173,12 @@ function reportMetrics(runtime: BatonRuntime): { stop(): void } {
   };
 }
 
+/** Tick messages held by this process's queue handlers, over every queue. */
+let ticksHeld = 0;
+
 /**
- * Reports items processed per message, so the live view can show work per instance.
+ * Reports items processed per message, so the live view can show work per instance, and how
+ * many tick messages its handlers hold (a term a tick woke holds its tick until the term ends).
  *
  * `dieAfterSending` is the chaos soak's `BATON_CHAOS_DIE_AFTER_SENDING`: the path of a trigger
  * file. While it exists, the first instance whose worker has sent the result of a message on
@@ -191,7 +196,11 @@ function countWork(
   const counted: QueueRegistration = {
     ...registration,
     handler: async (entry: unknown, context: InvocationContext) => {
-      const outcome = await registration.handler(entry, context);
+      const tick = tickMessageSchema.safeParse(entry).success;
+      if (tick) emit({ kind: 'ticks', held: ++ticksHeld });
+      const outcome = await registration.handler(entry, context).finally(() => {
+        if (tick) emit({ kind: 'ticks', held: --ticksHeld });
+      });
       const o = outcome as { kind?: string; succeeded?: number; failed?: number } | undefined;
       if (o?.kind === 'processed') emit({ kind: 'worked', items: (o.succeeded ?? 0) + (o.failed ?? 0) });
       const dequeueCount = Number(context.triggerMetadata?.dequeueCount);
