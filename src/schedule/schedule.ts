@@ -112,21 +112,31 @@ export class Schedule {
     const { second, minute, hour, day, month, dayOfWeek } = this.pattern;
     // A period that divides a day fires on every day; one that skips a day has none.
     if (![day, month, dayOfWeek].every((field) => field.every(Boolean))) return undefined;
-    const seconds: number[] = [];
-    for (let h = 0; h < 24; h++) {
-      if (!hour[h]) continue;
-      for (let m = 0; m < 60; m++) {
-        if (!minute[m]) continue;
-        for (let s = 0; s < 60; s++) if (second[s]) seconds.push(h * 3600 + m * 60 + s);
+    // The day's firing seconds, in order, without listing them: an every-second schedule has 86,400.
+    const eachSecond = (visit: (at: number) => boolean): void => {
+      for (let h = 0; h < 24; h++) {
+        if (!hour[h]) continue;
+        for (let m = 0; m < 60; m++) {
+          if (!minute[m]) continue;
+          for (let s = 0; s < 60; s++) if (second[s] && !visit(h * 3600 + m * 60 + s)) return;
+        }
       }
-    }
+    };
+    let count = 0;
+    let first = -1;
+    eachSecond((at) => {
+      if (count++ === 0) first = at;
+      return true;
+    });
     const perDay = DAY_MS / 1000;
-    if (seconds.length === 0 || perDay % seconds.length !== 0) return undefined;
+    if (count === 0 || perDay % count !== 0) return undefined;
     // As many as the grid holds in a day, and each one on it (0,15,20,45 has the count of a 15 s
     // grid but not its instants).
-    const period = perDay / seconds.length;
-    if (seconds.some((at, i) => at !== seconds[0]! + i * period)) return undefined;
-    return { periodMs: period * 1000, offsetMs: seconds[0]! * 1000 };
+    const period = perDay / count;
+    let index = 0;
+    let onGrid = true;
+    eachSecond((at) => (onGrid = at === first + index++ * period));
+    return onGrid ? { periodMs: period * 1000, offsetMs: first * 1000 } : undefined;
   }
 
   /** The first occurrence strictly after `after`, or undefined if there is none (e.g. `0 0 0 30 2 *`). */
