@@ -82,6 +82,7 @@ const OWN_PROCESS = [
   'test/unit/metrics.test.ts',
   'test/unit/env-knob.test.ts',
   'test/integration/metrics.azurite.test.ts',
+  'test/integration/register-functions.azurite.test.ts',
 ];
 
 /**

@@ -1,19 +1,20 @@
-import { hubResources } from '../src/hub/resources';
-import { BlobDocumentStore } from '../src/fencing/blob-document-store';
-import type { JobDefinition } from '../src/jobs/job-definition';
+import {
+  BlobDocumentStore,
+  createBlobServiceClient,
+  hubResources,
+  parseBatonSettings,
+  parseStorageSettings,
+  type JobDefinition,
+} from '../src/index';
 import { createBlobAuditJob } from '../src/sample/blob-audit';
 import { createSyntheticJob, parseSyntheticJobs } from '../src/sample/synthetic-job';
-import { createBlobServiceClient } from '../src/storage/client-factory';
-import { parseBatonSettings } from '../src/app/settings';
-import { parseStorageSettings } from '../src/storage/connection';
-import { type Env } from '../src/storage/setting';
 
 /**
  * The jobs this app runs: the one place to add yours (`defineJob` from the library). The
  * Functions entry point and the local cluster both read this list, so every instance
  * registers the same jobs.
  */
-export function createJobs(env: Env = process.env): JobDefinition[] {
+export function createJobs(env: NodeJS.ProcessEnv = process.env): JobDefinition[] {
   const blobs = createBlobServiceClient(parseStorageSettings(env));
   const { hub, auditContainer } = parseBatonSettings(env);
   return [

@@ -65,6 +65,13 @@ describe('the built package', () => {
     }
   });
 
+  it('exports one register call from `baton/functions`, and nothing else', () => {
+    expect(require.resolve(`${pkg.name}/functions`)).toBe(join(root, 'dist', 'src', 'functions.js'));
+    const functions = require(`${pkg.name}/functions`) as Record<string, unknown>;
+    expect(Object.keys(functions).sort()).toEqual(['registerBaton']);
+    expect(typeof functions.registerBaton).toBe('function');
+  });
+
   it('keeps `main` for the Functions host, pointing at the compiled registrations', () => {
     expect(pkg.main).toBe('dist/functions/index.js');
     expect(existsSync(join(root, pkg.main))).toBe(true);

@@ -22,8 +22,12 @@ vi.mock('@azure/functions', async (importOriginal) => {
   const app = new Proxy(
     {},
     {
-      get: (_, method) => (name: string, options: Record<string, unknown>) =>
-        void appCalls.push({ method: String(method), name, options: options ?? {} }),
+      // The shutdown hook is a hook, not a function of the app: recorded apart.
+      get: (_, method) =>
+        method === 'hook'
+          ? { appTerminate: () => undefined }
+          : (name: string, options: Record<string, unknown>) =>
+              void appCalls.push({ method: String(method), name, options: options ?? {} }),
     },
   );
   return { ...actual, app };

@@ -1,0 +1,159 @@
+import type { app as functionsApp } from '@azure/functions';
+import { durableFunctions } from '../durable/durable-functions';
+import type { EngineLogger } from '../engine/engine-context';
+import type { JobDefinition } from '../jobs/job-definition';
+import type { LeaderLogger } from '../lease/elector-options';
+import { redactSecrets } from '../redact';
+import type { Env } from '../storage/setting';
+import { findHostJson, readHostQueueConfig } from './host-config';
+import { batonRegistrations } from './registrations';
+import type { Registration } from './registration-types';
+import { createBatonRuntime, type BatonRuntime } from './runtime';
+import { setupTelemetry } from './telemetry-setup';
+
+/** The `app` namespace of `@azure/functions`: the user's own copy, so their host sees the functions. */
+export type FunctionsApp = typeof functionsApp;
+
+export interface RegisterBatonOptions {
+  /** The app's jobs (`defineJob`). Names must be unique. */
+  jobs: readonly JobDefinition[];
+  /** Where the settings come from. Default `process.env`, the app settings under the host. */
+  env?: Env;
+  /**
+   * The app's host.json, whose queue settings the worker must agree with. Default: the first
+   * host.json found from the working directory up, which is the app's root under the host.
+   */
+  hostJson?: string;
+  /**
+   * Where Baton's lines go. Default: the console, which the Functions worker forwards to the
+   * host's logs; warnings start with "warning:", since the host logs a stderr line as a Warning
+   * only when it says so.
+   */
+  logger?: LeaderLogger & EngineLogger;
+  /**
+   * How long the shutdown hook waits for a running term to end and release the lease, and then
+   * for telemetry to flush, each. Default 10,000 ms: the host's grace for hooks is short.
+   */
+  shutdownGraceMs?: number;
+}
+
+export interface RegisteredBaton {
+  readonly runtime: BatonRuntime;
+  /**
+   * What the `appTerminate` hook runs: ends the term (a leader releases its lease, so a
+   * successor takes over at its next tick instead of waiting out the lease), waits for the
+   * invocations in flight, then flushes telemetry. Resolves within twice `shutdownGraceMs`.
+   */
+  shutdown(): Promise<void>;
+}
+
+const consoleLogger: LeaderLogger & EngineLogger = {
+  info: (message) => console.info(message),
+  warn: (message) => console.warn(`warning: ${message}`),
+  debug: (message) => console.debug(message),
+};
+
+/**
+ * Registers everything Baton runs on the user's Functions app: the coordinator timer, a worker
+ * queue trigger per shard, the HTTP API and status page, the Durable Functions registrations when
+ * BATON_ENGINE=durable, telemetry (Application Insights when its connection string is set), and a
+ * shutdown hook. Settings and jobs are checked here, as the app starts: a bad one throws with one
+ * line naming it, and the host reports the app as failed to start.
+ *
+ * Call it once, from the app's entry module:
+ *
+ *     import { app } from '@azure/functions';
+ *     import { registerBaton } from 'baton-functions/functions';
+ *     registerBaton(app, { jobs: [nightlyAudit] });
+ */
+export function registerBaton(app: FunctionsApp, options: RegisterBatonOptions): RegisteredBaton {
+  const env = options.env ?? process.env;
+  const logger = options.logger ?? consoleLogger;
+  const graceMs = options.shutdownGraceMs ?? 10_000;
+  // Before the runtime, which takes its meter and logger from what this sets up.
+  const telemetry = setupTelemetry(env, { log: (message) => logger.info(message) });
+  const runtime = createBatonRuntime(env, {
+    jobs: options.jobs,
+    logger,
+    hostQueueConfig: readHostQueueConfig(options.hostJson ?? findHostJson(process.cwd()), env),
+  });
+
+  // Invocations still running: a term ends inside its timer or tick invocation, so shutting down
+  // waits for them rather than for a fixed time.
+  const inFlight = new Set<Promise<unknown>>();
+  const tracked =
+    <A extends unknown[]>(handler: (...args: A) => Promise<unknown>) =>
+    async (...args: A): Promise<unknown> => {
+      const running = handler(...args);
+      inFlight.add(running);
+      try {
+        return await running;
+      } finally {
+        inFlight.delete(running);
+      }
+    };
+
+  for (const registration of batonRegistrations(runtime)) register(app, registration, tracked);
+
+  let stopping: Promise<void> | undefined;
+  const shutdown = (): Promise<void> =>
+    (stopping ??= (async () => {
+      runtime.shutdown();
+      await settleWithin([...inFlight], graceMs);
+      await telemetry.shutdown({ signal: AbortSignal.timeout(graceMs) }).catch((err: unknown) => {
+        logger.warn(`telemetry not flushed at shutdown: ${redactSecrets(err instanceof Error ? err.message : String(err))}`);
+      });
+    })());
+  app.hook.appTerminate(shutdown);
+
+  // One tick any instance may take: leadership starts even if the timer never fires on this host.
+  void runtime.ticks.wakeOnStart();
+  return { runtime, shutdown };
+}
+
+function register(
+  app: FunctionsApp,
+  registration: Registration,
+  tracked: <A extends unknown[]>(handler: (...args: A) => Promise<unknown>) => (...args: A) => Promise<unknown>,
+): void {
+  switch (registration.kind) {
+    case 'timer':
+      // useMonitor off and no runOnStartup: catch-up is decided by the job schedules, not the host.
+      app.timer(registration.name, {
+        schedule: registration.schedule,
+        handler: tracked(registration.handler),
+        useMonitor: false,
+        runOnStartup: false,
+        ...(registration.durableClient ? { extraInputs: [durableFunctions().input.durableClient()] } : {}),
+      });
+      return;
+    case 'queue':
+      app.storageQueue(registration.name, {
+        queueName: registration.queueName,
+        connection: registration.connection,
+        handler: tracked(registration.handler),
+      });
+      return;
+    case 'orchestration':
+      durableFunctions().app.orchestration(registration.name, registration.handler);
+      return;
+    case 'activity':
+      durableFunctions().app.activity(registration.name, { handler: registration.handler });
+      return;
+    case 'http':
+      app.http(registration.name, {
+        route: registration.route,
+        methods: registration.methods,
+        authLevel: registration.authLevel,
+        handler: registration.handler,
+      });
+      return;
+  }
+}
+
+async function settleWithin(running: readonly Promise<unknown>[], ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.allSettled(running), new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]).finally(
+    () => clearTimeout(timer),
+  );
+}

@@ -1,0 +1,153 @@
+/**
+ * `registerBaton(app, …)` from `baton-functions/functions`, on a recording stand-in for the `app`
+ * namespace of `@azure/functions` (the one part of the host that cannot run here) and real
+ * Azurite: it registers what the host needs, and its `appTerminate` hook ends a running term,
+ * releases the lease and flushes telemetry. Telemetry sets process-wide providers, so this file
+ * runs in a process of its own (OWN_PROCESS in vitest.config.mts).
+ */
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { InvocationContext, type Timer } from '@azure/functions';
+import { registerBaton, type FunctionsApp } from '../../src/functions';
+import { useAzurite } from '../support/azurite';
+import { sumJob } from '../support/sample-jobs';
+import { patience } from '../support/slowdown';
+
+const fixture = useAzurite();
+const timer: Timer = {
+  isPastDue: false,
+  schedule: { adjustForDST: true },
+  scheduleStatus: { last: '', next: '', lastUpdated: '' },
+};
+
+interface Recorded {
+  calls: { method: string; name: string; options: Record<string, unknown> }[];
+  terminate: (() => Promise<void>)[];
+}
+
+/** What `registerBaton` asks of `app`, recorded: a registration per call, and the hooks. */
+function recordingApp(): { app: FunctionsApp; recorded: Recorded } {
+  const recorded: Recorded = { calls: [], terminate: [] };
+  const hook = { appTerminate: (handler: () => Promise<void>) => recorded.terminate.push(handler) };
+  const app = new Proxy(
+    {},
+    {
+      get: (_, method) =>
+        method === 'hook'
+          ? hook
+          : (name: string, options: Record<string, unknown>) =>
+              void recorded.calls.push({ method: String(method), name, options }),
+    },
+  ) as unknown as FunctionsApp;
+  return { app, recorded };
+}
+
+/** An OTLP/HTTP receiver: the paths posted to, in order. */
+let otlp: Server;
+const posted: string[] = [];
+
+beforeAll(async () => {
+  otlp = createServer((req, res) => {
+    posted.push(req.url ?? '');
+    req.resume().on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+  });
+  await new Promise<void>((resolve) => otlp.listen(0, '127.0.0.1', resolve));
+  // The exporters read the standard settings from the process; an hour's interval means only a
+  // flush at shutdown sends anything.
+  vi.stubEnv('OTEL_EXPORTER_OTLP_ENDPOINT', `http://127.0.0.1:${(otlp.address() as AddressInfo).port}`);
+  vi.stubEnv('OTEL_METRIC_EXPORT_INTERVAL', '3600000');
+});
+
+afterAll(async () => {
+  vi.unstubAllEnvs();
+  await new Promise((resolve) => otlp.close(resolve));
+});
+
+describe('registerBaton on a Functions app', () => {
+  it('registers the timer, the worker and the API, and one appTerminate hook', () => {
+    const { app, recorded } = recordingApp();
+    const hub = fixture.uniqueName('register');
+    const { runtime } = registerBaton(app, {
+      jobs: [sumJob({ items: 10 })],
+      env: { AzureWebJobsStorage: fixture.azurite.connectionString, BATON_HUB: hub },
+      hostJson: join(__dirname, '..', '..', 'host.json'),
+      logger: { info: () => undefined, warn: () => undefined },
+    });
+    runtime.shutdown();
+    expect(recorded.calls.map((c) => `${c.method}:${c.name}`)).toEqual([
+      'timer:baton-coordinator',
+      'storageQueue:baton-worker',
+      ...['status', 'runs', 'run', 'failures', 'trigger', 'cancel'].map((route) => `http:baton-api-${route}`),
+      'http:baton-page',
+    ]);
+    expect(recorded.calls[0]!.options).toMatchObject({ useMonitor: false, runOnStartup: false });
+    expect(recorded.calls[1]!.options).toMatchObject({ queueName: `${hub}-work`, connection: 'AzureWebJobsStorage' });
+    expect(recorded.terminate).toHaveLength(1);
+  });
+
+  it('refuses a host.json the worker cannot agree with, naming the setting', () => {
+    const { app } = recordingApp();
+    expect(() =>
+      registerBaton(app, {
+        jobs: [],
+        env: { AzureWebJobsStorage: fixture.azurite.connectionString, BATON_MAX_ATTEMPTS: '3' },
+        hostJson: join(__dirname, '..', '..', 'host.json'),
+        logger: { info: () => undefined, warn: () => undefined },
+      }),
+    ).toThrow(/^BATON_MAX_ATTEMPTS \(3\) must equal host\.json extensions\.queues\.maxDequeueCount/);
+  });
+
+  it(
+    'the appTerminate hook ends a leading term, releases the lease and flushes telemetry',
+    { timeout: patience(90_000) },
+    async () => {
+      const { app, recorded } = recordingApp();
+      const hub = fixture.uniqueName('terminate');
+      const warnings: string[] = [];
+      const { runtime } = registerBaton(app, {
+        jobs: [sumJob({ items: 10 })],
+        // A term of ten minutes: only the hook can end it within the test.
+        env: {
+          AzureWebJobsStorage: fixture.azurite.connectionString,
+          BATON_HUB: hub,
+          BATON_TERM_SECONDS: '600',
+          BATON_METRICS_EXPORTER: 'otlp',
+        },
+        hostJson: join(__dirname, '..', '..', 'host.json'),
+        logger: { info: () => undefined, warn: (message) => warnings.push(message) },
+      });
+      const coordinator = recorded.calls.find((c) => c.method === 'timer')!.options.handler as (
+        timer: Timer,
+        context: InvocationContext,
+      ) => Promise<unknown>;
+      // The host's timer invocation, which holds the term.
+      let invocationEnded = false;
+      const invocation = coordinator(timer, new InvocationContext({ functionName: 'baton-coordinator' })).finally(
+        () => (invocationEnded = true),
+      );
+      const lease = runtime.reads.lease;
+      await expect.poll(async () => (await lease.read()).leased, { timeout: patience(30_000), interval: 100 }).toBe(true);
+      const epoch = (await lease.read()).epoch;
+      expect(invocationEnded).toBe(false);
+      expect(posted.filter((path) => path === '/v1/metrics')).toEqual([]);
+
+      const started = Date.now();
+      await recorded.terminate[0]!();
+      const tookMs = Date.now() - started;
+
+      // The term ended inside its invocation, and let go of the lease rather than leave it to expire.
+      expect(invocationEnded).toBe(true);
+      await invocation;
+      const after = await lease.read();
+      expect(after).toMatchObject({ leased: false, epoch, freedAs: 'released' });
+      expect(posted).toContain('/v1/metrics');
+      expect(warnings).toEqual([]);
+      // Well inside the two graces (10 s each): it waited for the term, not for a timer.
+      expect(tookMs).toBeLessThan(patience(20_000));
+      // A second call (the host may call hooks again) does the same work once.
+      await recorded.terminate[0]!();
+    },
+  );
+});
