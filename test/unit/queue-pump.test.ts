@@ -3,8 +3,8 @@
  * polled with the host's doubling backoff up to maxPollingInterval, and a batch with messages
  * brings polling back to its minimum.
  */
-import { describe, expect, it } from 'vitest';
-import { writeFileSync, mkdtempSync } from 'node:fs';
+import { afterAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeClock } from '../../src/clock/fake-clock';
@@ -42,9 +42,16 @@ function start(maxPollingIntervalMs: number) {
   return { clock, queue, handled, stop: async () => (stop.abort(), await pump) };
 }
 
+/** The folders `write` made, removed when the file is done. */
+const written: string[] = [];
+afterAll(() => {
+  for (const dir of written) rmSync(dir, { recursive: true, force: true });
+});
+
 /** A host.json with these queue settings, in a folder of its own. */
 const write = (queues: object): string => {
   const dir = mkdtempSync(join(tmpdir(), 'host-json-'));
+  written.push(dir);
   const path = join(dir, 'host.json');
   writeFileSync(path, JSON.stringify({ version: '2.0', extensions: { queues } }));
   return path;
