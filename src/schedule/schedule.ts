@@ -112,31 +112,27 @@ export class Schedule {
     const { second, minute, hour, day, month, dayOfWeek } = this.pattern;
     // A period that divides a day fires on every day; one that skips a day has none.
     if (![day, month, dayOfWeek].every((field) => field.every(Boolean))) return undefined;
-    // The day's firing seconds, in order, without listing them: an every-second schedule has 86,400.
-    const eachSecond = (visit: (at: number) => boolean): void => {
-      for (let h = 0; h < 24; h++) {
-        if (!hour[h]) continue;
-        for (let m = 0; m < 60; m++) {
-          if (!minute[m]) continue;
-          for (let s = 0; s < 60; s++) if (second[s] && !visit(h * 3600 + m * 60 + s)) return;
-        }
-      }
-    };
-    let count = 0;
-    let first = -1;
-    eachSecond((at) => {
-      if (count++ === 0) first = at;
-      return true;
-    });
+    const set = (field: readonly number[]) => field.filter(Boolean).length;
+    const count = set(hour) * set(minute) * set(second);
     const perDay = DAY_MS / 1000;
     if (count === 0 || perDay % count !== 0) return undefined;
     // As many as the grid holds in a day, and each one on it (0,15,20,45 has the count of a 15 s
-    // grid but not its instants).
+    // grid but not its instants): checked in order, without listing the day's seconds.
     const period = perDay / count;
-    let index = 0;
-    let onGrid = true;
-    eachSecond((at) => (onGrid = at === first + index++ * period));
-    return onGrid ? { periodMs: period * 1000, offsetMs: first * 1000 } : undefined;
+    const first = hour.findIndex(Boolean) * 3600 + minute.findIndex(Boolean) * 60 + second.findIndex(Boolean);
+    let expected = first;
+    for (let h = 0; h < 24; h++) {
+      if (!hour[h]) continue;
+      for (let m = 0; m < 60; m++) {
+        if (!minute[m]) continue;
+        for (let s = 0; s < 60; s++) {
+          if (!second[s]) continue;
+          if (h * 3600 + m * 60 + s !== expected) return undefined;
+          expected += period;
+        }
+      }
+    }
+    return { periodMs: period * 1000, offsetMs: first * 1000 };
   }
 
   /** The first occurrence strictly after `after`, or undefined if there is none (e.g. `0 0 0 30 2 *`). */
