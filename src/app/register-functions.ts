@@ -81,9 +81,9 @@ export function registerBaton(app: FunctionsApp, options: RegisterBatonOptions):
   // Invocations still running: a term ends inside its timer or tick invocation, so shutting down
   // waits for them rather than for a fixed time.
   const inFlight = new Set<Promise<unknown>>();
-  const tracked =
-    <A extends unknown[]>(handler: (...args: A) => Promise<unknown>) =>
-    async (...args: A): Promise<unknown> => {
+  const tracked: Track =
+    (handler) =>
+    async (...args) => {
       const running = handler(...args);
       inFlight.add(running);
       try {
@@ -111,11 +111,10 @@ export function registerBaton(app: FunctionsApp, options: RegisterBatonOptions):
   return { runtime, shutdown };
 }
 
-function register(
-  app: FunctionsApp,
-  registration: Registration,
-  tracked: <A extends unknown[]>(handler: (...args: A) => Promise<unknown>) => (...args: A) => Promise<unknown>,
-): void {
+/** Wraps a handler so that its invocations are counted in flight until they settle. */
+type Track = <A extends unknown[]>(handler: (...args: A) => Promise<unknown>) => (...args: A) => Promise<unknown>;
+
+function register(app: FunctionsApp, registration: Registration, tracked: Track): void {
   switch (registration.kind) {
     case 'timer':
       // useMonitor off and no runOnStartup: catch-up is decided by the job schedules, not the host.
