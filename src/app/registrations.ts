@@ -54,7 +54,7 @@ export function batonRegistrations(runtime: BatonRuntime): Registration[] {
 }
 
 /** A tick message, or undefined for anything else (the worker judges that). */
-function asTickMessage(entry: unknown): TickMessage | undefined {
+export function asTickMessage(entry: unknown): TickMessage | undefined {
   const body = parseBody(entry);
   if (!body.ok) return undefined;
   const tick = tickMessageSchema.safeParse(body.value);

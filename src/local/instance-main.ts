@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { InvocationContext } from '@azure/functions';
 import { unlinkSync } from 'node:fs';
-import { batonRegistrations } from '../app/registrations';
+import { asTickMessage, batonRegistrations } from '../app/registrations';
 import { type QueueRegistration, type Registration } from '../app/registration-types';
 import { createBatonRuntime, type BatonRuntime } from '../app/runtime';
 import { AzureQueue } from '../queue/azure-queue';
@@ -16,7 +16,6 @@ import { setupTelemetry } from '../app/telemetry-setup';
 import { loadAppJobs } from './app-jobs';
 import { LocalHost } from './local-host';
 import { emit } from './instance-events';
-import { tickMessageSchema } from '../engine/messages';
 
 /**
  * One instance of the local cluster: the app's registration list on a `LocalHost`, as one
@@ -196,7 +195,7 @@ function countWork(
   const counted: QueueRegistration = {
     ...registration,
     handler: async (entry: unknown, context: InvocationContext) => {
-      const tick = tickMessageSchema.safeParse(entry).success;
+      const tick = asTickMessage(entry) !== undefined;
       if (tick) emit({ kind: 'ticks', held: ++ticksHeld });
       const outcome = await registration.handler(entry, context).finally(() => {
         if (tick) emit({ kind: 'ticks', held: --ticksHeld });
