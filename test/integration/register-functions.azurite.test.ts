@@ -128,8 +128,14 @@ describe('registerBaton on a Functions app', () => {
         () => (invocationEnded = true),
       );
       const lease = runtime.reads.lease;
-      await expect.poll(async () => (await lease.read()).leased, { timeout: patience(30_000), interval: 100 }).toBe(true);
-      const epoch = (await lease.read()).epoch;
+      // Leading: the lease taken and the term's epoch recorded with it (the blob is leased a
+      // moment before the epoch is written, and a term stopped in between is not yet one).
+      const leading = async () => {
+        const record = await lease.read();
+        return record.leased && record.epoch > 0;
+      };
+      await expect.poll(leading, { timeout: patience(30_000), interval: 100 }).toBe(true);
+      const { epoch } = await lease.read();
       expect(invocationEnded).toBe(false);
       expect(posted.filter((path) => path === '/v1/metrics')).toEqual([]);
 
