@@ -83,6 +83,8 @@ const OWN_PROCESS = [
   'test/unit/env-knob.test.ts',
   'test/integration/metrics.azurite.test.ts',
   'test/integration/register-functions.azurite.test.ts',
+  // Installs the local host's @azure/functions-core, which @azure/functions looks up once per process.
+  'test/unit/app-functions.test.ts',
 ];
 
 /**

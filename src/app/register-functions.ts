@@ -6,6 +6,7 @@ import type { LeaderLogger } from '../lease/elector-options';
 import { redactSecrets } from '../redact';
 import type { Env } from '../storage/setting';
 import { findHostJson, readHostQueueConfig } from './host-config';
+import { localHostBridge } from './local-host-bridge';
 import { batonRegistrations } from './registrations';
 import type { Registration } from './registration-types';
 import { createBatonRuntime, type BatonRuntime } from './runtime';
@@ -68,15 +69,23 @@ const consoleLogger: LeaderLogger & EngineLogger = {
  */
 export function registerBaton(app: FunctionsApp, options: RegisterBatonOptions): RegisteredBaton {
   const env = options.env ?? process.env;
-  const logger = options.logger ?? consoleLogger;
+  // Under `baton start`, the local host names this instance and takes its lines and events.
+  const host = localHostBridge();
+  const logger = host?.logger ?? options.logger ?? consoleLogger;
   const graceMs = options.shutdownGraceMs ?? 10_000;
   // Before the runtime, which takes its meter and logger from what this sets up.
-  const telemetry = setupTelemetry(env, { log: (message) => logger.info(message) });
+  // A host that only inspects the app exports nothing.
+  const telemetry = host?.inspectOnly
+    ? { shutdown: () => Promise.resolve() }
+    : setupTelemetry(env, host?.telemetry ?? { log: (message) => logger.info(message) });
   const runtime = createBatonRuntime(env, {
     jobs: options.jobs,
     logger,
-    hostQueueConfig: readHostQueueConfig(options.hostJson ?? findHostJson(process.cwd()), env),
+    hostQueueConfig: readHostQueueConfig(host?.hostJson ?? options.hostJson ?? findHostJson(process.cwd()), env),
+    ...(host?.identity ? { identity: host.identity } : {}),
+    ...(host?.onLeaderEvent ? { onLeaderEvent: host.onLeaderEvent } : {}),
   });
+  host?.attach({ runtime, jobs: options.jobs });
 
   // Invocations still running: a term ends inside its timer or tick invocation, so shutting down
   // waits for them rather than for a fixed time.
@@ -107,7 +116,7 @@ export function registerBaton(app: FunctionsApp, options: RegisterBatonOptions):
   app.hook.appTerminate(shutdown);
 
   // One tick any instance may take: leadership starts even if the timer never fires on this host.
-  void runtime.ticks.wakeOnStart();
+  if (!host?.inspectOnly) void runtime.ticks.wakeOnStart();
   return { runtime, shutdown };
 }
 

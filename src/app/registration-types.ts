@@ -1,4 +1,4 @@
-import type { HttpRequest, HttpResponseInit, InvocationContext, Timer } from '@azure/functions';
+import type { HttpMethod, HttpRequest, HttpResponseInit, InvocationContext, Timer } from '@azure/functions';
 import type { OrchestrationHandler } from 'durable-functions';
 
 /** What the Functions entry point and the local host register: one list, whichever engine runs. */
@@ -37,9 +37,9 @@ export interface HttpRegistration {
   name: string;
   /** Under the host's route prefix (`/api` by default). */
   route: string;
-  methods: ('GET' | 'POST')[];
-  /** Never anonymous: reads take a function key, steering takes the admin key. */
-  authLevel: 'function' | 'admin';
+  methods: HttpMethod[];
+  /** Baton's own routes are never anonymous: reads take a function key, steering takes the admin key. */
+  authLevel: 'anonymous' | 'function' | 'admin';
   handler: (request: HttpRequest, context: InvocationContext) => Promise<HttpResponseInit>;
 }
 

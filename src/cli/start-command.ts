@@ -1,17 +1,17 @@
 import { accessSync, constants, mkdirSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
-import { createBatonRuntime } from '../app/runtime';
+import { join, resolve } from 'node:path';
 import { isBatonError } from '../errors';
-import { loadAppJobs } from '../local/app-jobs';
+import type { JobDefinition } from '../jobs/job-definition';
+import { setLocalHostBridge } from '../app/local-host-bridge';
+import { loadFunctionsApp } from '../local/app-functions';
 import { DEFAULT_CLUSTER, LOCAL_MAX_IN_FLIGHT, runCluster } from '../local/cluster';
-import { findHostJson, readHostQueueConfig, type HostQueueConfig } from '../app/host-config';
-import { CliError } from './connection';
+import { CliError, readLocalSettings } from './connection';
 import { ExitWith } from './context';
 import { examples } from './help';
 import { EXIT } from './failure';
 import { parseBatonSettings } from '../app/settings';
 import { redactSecrets } from '../redact';
-import { type Env } from '../storage/setting';
 
 function positiveInt(what: string, max: number) {
   return (value: string): number => {
@@ -30,38 +30,56 @@ function portNumber(value: string): number {
 }
 
 /**
- * The start-up checks every instance makes, on the settings the cluster gives it, run before
- * Azurite starts: a bad setting is then one line and exit 1, not a line per instance and a
- * cluster that stops when all of them have died. Returns the app's job names.
+ * Loads the app once in this process, on the settings the cluster gives each instance, before
+ * Azurite starts: a bad setting, job or registration is then one line and exit 1, not a line per
+ * instance and a cluster that stops when all of them have died. Returns the app's job names.
  */
-function checkInstanceSettings(hub: string): string[] {
-  const env: Env = {
-    ...process.env,
-    // What the cluster sets for each instance (see spawnInstance); storage is its own Azurite.
+function inspectApp(appDir: string, hub: string): string[] {
+  // What the cluster sets for each instance (see spawnInstance): the app reads process.env, as
+  // under the host, and the instances inherit it. Storage is the cluster's own Azurite.
+  Object.assign(process.env, {
     AzureWebJobsStorage: 'UseDevelopmentStorage=true',
     BATON_HUB: hub,
     BATON_COORDINATOR_SCHEDULE: DEFAULT_CLUSTER.coordinatorSchedule,
     BATON_MAX_IN_FLIGHT: process.env.BATON_MAX_IN_FLIGHT ?? LOCAL_MAX_IN_FLIGHT,
-  };
-  let hostQueueConfig: HostQueueConfig | undefined;
+  });
+  let jobs: readonly JobDefinition[] | undefined;
+  setLocalHostBridge({
+    inspectOnly: true,
+    // The host.json each instance runs with (see instance-main).
+    hostJson: process.env.BATON_HOST_JSON?.trim() || join(appDir, 'host.json'),
+    attach: (made) => {
+      if (made.runtime.settings.engine === 'durable') {
+        throw new CliError(
+          'BATON_ENGINE=durable needs the Functions host with the Durable extension (func start, or Azure); baton start runs the queue engine',
+          EXIT.failed,
+        );
+      }
+      jobs = made.jobs;
+    },
+  });
   try {
-    hostQueueConfig = readHostQueueConfig(env.BATON_HOST_JSON?.trim() || findHostJson(__dirname));
-  } catch {
-    // An unreadable host.json is each instance's to report; the cluster stops once all have exited.
-  }
-  try {
-    const jobs = loadAppJobs(env);
-    const runtime = createBatonRuntime(env, { jobs, ...(hostQueueConfig ? { hostQueueConfig } : {}) });
-    if (runtime.settings.engine === 'durable') {
-      throw new CliError(
-        'BATON_ENGINE=durable needs the Functions host with the Durable extension (func start, or Azure); baton start runs the queue engine',
-        EXIT.failed,
-      );
-    }
-    return jobs.map((job) => job.name);
+    loadFunctionsApp(appDir, () => {});
   } catch (err) {
-    if (!isBatonError(err, 'InvalidSetting') && !isBatonError(err, 'InvalidConfig')) throw err;
-    throw new CliError(redactSecrets(err.message), EXIT.failed);
+    if (err instanceof CliError) throw err;
+    if (isBatonError(err, 'InvalidSetting') || isBatonError(err, 'InvalidConfig')) {
+      throw new CliError(redactSecrets(err.message), EXIT.failed);
+    }
+    // The app's own start-up failed (or its host.json): one line, as the host would report it.
+    const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    throw new CliError(`the app in ${appDir} failed to load: ${redactSecrets(text).replace(/\s*\n\s*/g, ' ')}`, EXIT.failed);
+  } finally {
+    setLocalHostBridge(undefined);
+  }
+  if (!jobs)
+    throw new CliError(`the app in ${appDir} does not call registerBaton(app, ...): baton start runs Baton apps`, EXIT.failed);
+  return jobs.map((job) => job.name);
+}
+
+/** `Values` of the app's local.settings.json, under what the environment already sets (as `func start`). */
+function applyLocalSettings(appDir: string): void {
+  for (const [name, value] of Object.entries(readLocalSettings(appDir))) {
+    if (process.env[name] === undefined) process.env[name] = value;
   }
 }
 
@@ -83,6 +101,7 @@ export function registerStart(program: Command): void {
   program
     .command('start')
     .description('run a local cluster: Azurite in-process, demo data, and several instances electing a leader')
+    .option('--app <dir>', 'the Functions app to run: its package.json main, host.json and local.settings.json (default: here)')
     .option('--instances <n>', 'instance processes', positiveInt('--instances', 16), DEFAULT_CLUSTER.instances)
     .option('--data <dir>', 'persist Azurite to this folder (default: in memory)')
     .option('--once', 'run one occurrence of the sample job, print the summary and exit (non-zero unless it succeeded)', false)
@@ -122,6 +141,7 @@ export function registerStart(program: Command): void {
         output?: string;
         logDir?: string;
         port?: number;
+        app?: string;
       }) => {
         const globals = program.opts() as { hub?: string; connection?: string };
         if (globals.connection)
@@ -136,7 +156,9 @@ export function registerStart(program: Command): void {
           // The same rule the instances apply, checked before anything starts; one line, as --hub.
           throw new CliError(`--hub: ${(err as Error).message.replace(/^BATON_HUB /, '')}`, EXIT.usage);
         }
-        const jobs = checkInstanceSettings(hub);
+        const appDir = resolve(opts.app ?? process.cwd());
+        applyLocalSettings(appDir);
+        const jobs = inspectApp(appDir, hub);
         // Otherwise the leader drops the request and --once waits for a run that never comes.
         if (!jobs.includes(opts.job)) {
           throw new CliError(`--job ${opts.job} is not a job of this app (jobs: ${jobs.join(', ')})`, EXIT.usage);
@@ -145,6 +167,7 @@ export function registerStart(program: Command): void {
         const code = await runCluster({
           ...DEFAULT_CLUSTER,
           instances: opts.instances,
+          app: appDir,
           once: opts.once,
           job: opts.job,
           // Seeding takes seconds and only the sample's audit job reads the blobs: a --once run

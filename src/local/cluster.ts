@@ -14,13 +14,15 @@ import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-
 import { parseLogLevel } from '../app/settings';
 import { redactSecrets } from '../redact';
 import { startAzurite, type RunningAzurite } from './azurite';
+import { APP_SETTING } from './app-functions';
 import { parseInstanceLine } from './instance-events';
 import { createView, type ClusterView, type InstanceView } from './live-view';
-import { httpApiRegistrations } from '../app/http-api';
-import { DEFAULT_HTTP_PORT, serveHttpRegistrations, type LocalHttpServer } from './http-server';
+import { DEFAULT_HTTP_PORT, serveHttpProxy, type LocalHttpServer } from './http-server';
 
 export interface ClusterOptions {
   instances: number;
+  /** The Functions app each instance runs (its folder); default the package this host is part of. */
+  app?: string;
   /** Persist Azurite to this folder; default in memory. */
   data?: string;
   /** Run one occurrence of `job` end to end, print the summary and exit. */
@@ -69,6 +71,8 @@ interface Instance extends InstanceView {
   closed: Promise<void>;
   /** With `logDir`: where its whole output goes. */
   log?: WriteStream;
+  /** Where it serves the app's http functions, once it says. */
+  httpPort?: number;
 }
 
 const STOP_GRACE_MS = 8000;
@@ -163,7 +167,10 @@ class Cluster {
     this.view.note(
       `cluster up: ${this.options.instances} instances, hub ${this.options.hub}, Azurite blob ${this.azurite.blobEndpoint} queue ${this.azurite.queueEndpoint}`,
     );
-    this.view.note(`status page: ${this.http.origin}/api/baton/page (the API under ${this.http.origin}/api/baton/)`);
+    // The page's address once an instance serves it, so a first look does not meet a 503.
+    if (await this.untilHttpServed()) {
+      this.view.note(`status page: ${this.http.origin}/api/baton/page (the API under ${this.http.origin}/api/baton/)`);
+    }
     if (this.azurite.blobPort === 10000 && this.azurite.queuePort === 10001) {
       this.view.note(
         `look inside from another terminal: npm run -s baton -- status --connection UseDevelopmentStorage=true --hub ${this.options.hub}`,
@@ -198,23 +205,29 @@ class Cluster {
     );
   }
 
-  /** The app's own API and page, read from this cluster's Azurite, as the Functions host serves them. */
+  /**
+   * The front door to the app's http functions (Baton's API and page among them), which each
+   * instance serves on a port of its own, as the Functions host does behind its front end.
+   */
   private serveHttp(): Promise<LocalHttpServer> {
-    const registrations = httpApiRegistrations({
-      hub: this.options.hub,
-      endpoint: this.azurite.blobEndpoint,
-      container: hubResources(this.options.hub).container,
-      docs: this.docs,
-      lease: this.lease,
-      now: () => new Date(),
-      log: { warn: (message) => this.view.note(`http: ${redactSecrets(message)}`) },
-      appliesRequests: true,
-    });
-    return serveHttpRegistrations(registrations, {
-      port: this.options.port ?? DEFAULT_HTTP_PORT,
-      fallback: this.options.port === undefined,
-      log: (_level, message) => this.view.note(message),
-    });
+    return serveHttpProxy(
+      () => [...this.instances.values()].filter((i) => i.alive && i.httpPort !== undefined).map((i) => i.httpPort!),
+      {
+        port: this.options.port ?? DEFAULT_HTTP_PORT,
+        fallback: this.options.port === undefined,
+        log: (_level, message) => this.view.note(message),
+      },
+    );
+  }
+
+  /** Until an instance serves http, or none is left to; false when none does. */
+  private async untilHttpServed(): Promise<boolean> {
+    for (;;) {
+      const instances = [...this.instances.values()];
+      if (instances.some((i) => i.alive && i.httpPort !== undefined)) return true;
+      if (this.stopRequested || instances.every((i) => !i.alive)) return false;
+      await this.pause(50);
+    }
   }
 
   private async seed(): Promise<void> {
@@ -315,6 +328,7 @@ class Cluster {
         AzureWebJobsStorage: this.azurite.connectionString,
         BATON_HUB: this.options.hub,
         BATON_INSTANCE: name,
+        ...(this.options.app ? { [APP_SETTING]: this.options.app } : {}),
         BATON_COORDINATOR_SCHEDULE: this.options.coordinatorSchedule,
         BATON_MAX_IN_FLIGHT: process.env.BATON_MAX_IN_FLIGHT ?? LOCAL_MAX_IN_FLIGHT,
       },
@@ -357,6 +371,7 @@ class Cluster {
         return;
       }
       if (event.kind === 'worked') instance.items += event.items;
+      else if (event.kind === 'http') instance.httpPort = event.port;
       else if (event.kind === 'leader' && (event.type === 'acquired' || event.type === 'lost' || this.verbose)) {
         this.view.note(
           `${name}: leadership ${event.type}${event.epoch !== undefined ? ` (epoch ${event.epoch})` : ''}${event.reason ? `: ${event.reason}` : ''}`,

@@ -1,7 +1,7 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
-import { HttpRequest, InvocationContext, type HttpResponseInit } from '@azure/functions';
+import { HttpRequest, InvocationContext, type HttpMethod, type HttpResponseInit } from '@azure/functions';
 import type { HttpRegistration } from '../app/registration-types';
 import { redactSecrets } from '../redact';
 
@@ -63,6 +63,60 @@ export async function serveHttpRegistrations(
       else res.destroy();
     });
   });
+  return listenLoopback(server, options);
+}
+
+/**
+ * The cluster's front door, as the Functions platform's front end is for its instances: each
+ * request goes to the first instance in `ports()` that takes it (an instance killed a moment ago
+ * refuses, and the next one is tried). Bodies are read first, so a retry can send them again.
+ */
+export async function serveHttpProxy(ports: () => readonly number[], options: LocalHttpOptions): Promise<LocalHttpServer> {
+  const server = createServer((req, res) => {
+    forward(req, res, ports()).catch((err: unknown) => {
+      options.log('error', `http ${req.method} ${redactSecrets(req.url ?? '')} failed: ${describe(err)}`);
+      if (!res.headersSent)
+        send(res, { status: 502, jsonBody: { error: 'no instance answered; the cluster log has the reason' } });
+      else res.destroy();
+    });
+  });
+  return listenLoopback(server, options);
+}
+
+async function forward(req: IncomingMessage, res: ServerResponse, ports: readonly number[]): Promise<void> {
+  const body = await readBody(req);
+  if (body === null) {
+    send(res, { status: 413, jsonBody: { error: `the body is larger than ${MAX_BODY_BYTES} bytes` } });
+    return;
+  }
+  for (const port of ports) {
+    const answered = await new Promise<boolean>((resolve, reject) => {
+      const upstream = request(
+        { host: '127.0.0.1', port, method: req.method, path: req.url, headers: req.headers },
+        (response) => {
+          res.writeHead(response.statusCode ?? 502, response.headers);
+          response.pipe(res);
+          response.once('end', () => resolve(true));
+          response.once('error', reject);
+        },
+      );
+      upstream.once('error', (err: NodeJS.ErrnoException) => {
+        // Refused or cut before an answer: that instance is gone or going; try the next.
+        if (!res.headersSent && (err.code === 'ECONNREFUSED' || err.code === 'ECONNRESET')) resolve(false);
+        else reject(err);
+      });
+      upstream.end(body);
+    });
+    if (answered) return;
+  }
+  send(res, {
+    status: 503,
+    headers: { 'retry-after': '1' },
+    jsonBody: { error: 'no instance serves http now: they are starting, or every one has exited' },
+  });
+}
+
+async function listenLoopback(server: Server, options: LocalHttpOptions): Promise<LocalHttpServer> {
   const port = await listen(server, options.port).catch(async (err: unknown) => {
     if (!options.fallback || (err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
     return listen(server, 0);
@@ -97,9 +151,9 @@ async function handle(routes: readonly Route[], req: IncomingMessage, res: Serve
     const match = route.pattern.exec(url.pathname);
     if (!match) continue;
     pathMatched = true;
-    if (!route.registration.methods.includes(method as 'GET' | 'POST')) continue;
+    if (!route.registration.methods.includes(method as HttpMethod)) continue;
     const params = Object.fromEntries(route.names.map((name, i) => [name, decodeURIComponent(match[i + 1]!)]));
-    const body = method === 'POST' ? await readBody(req) : undefined;
+    const body = method === 'GET' || method === 'HEAD' ? undefined : await readBody(req);
     if (body === null) {
       send(res, { status: 413, jsonBody: { error: `the body is larger than ${MAX_BODY_BYTES} bytes` } });
       return;

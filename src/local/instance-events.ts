@@ -11,6 +11,8 @@ export const instanceEventSchema = z.discriminatedUnion('kind', [
     latencyMs: z.number().optional(),
   }),
   z.object({ kind: z.literal('worked'), items: z.number() }),
+  /** The loopback port on which it serves the app's http functions (the cluster's front door forwards there). */
+  z.object({ kind: z.literal('http'), port: z.number() }),
   /**
    * How many tick messages its handlers hold now, sent when that changes. A tick that wakes a
    * term stays hidden for the whole term, beside the beacon; the chaos soak's drain tells those

@@ -1,20 +1,22 @@
 import { z } from 'zod';
 import type { InvocationContext } from '@azure/functions';
 import { unlinkSync } from 'node:fs';
-import { asTickMessage, batonRegistrations } from '../app/registrations';
-import { type QueueRegistration, type Registration } from '../app/registration-types';
-import { createBatonRuntime, type BatonRuntime } from '../app/runtime';
+import { join } from 'node:path';
+import { asTickMessage } from '../app/registrations';
+import { type HttpRegistration, type QueueRegistration, type Registration } from '../app/registration-types';
+import { type BatonRuntime } from '../app/runtime';
+import { setLocalHostBridge } from '../app/local-host-bridge';
 import { AzureQueue } from '../queue/azure-queue';
 import { createQueueServiceClient } from '../storage/client-factory';
-import { InvalidSettingError } from '../errors';
+import { InvalidSettingError, isBatonError } from '../errors';
 import { parseSetting, readSetting } from '../storage/setting';
 import { parseLogLevel } from '../app/settings';
 import { parseStorageSettings } from '../storage/connection';
 import { redactSecrets } from '../redact';
-import { findHostJson, readHostQueueConfig, type HostQueueConfig } from '../app/host-config';
-import { setupTelemetry } from '../app/telemetry-setup';
-import { loadAppJobs } from './app-jobs';
+import { readHostQueueConfig, type HostQueueConfig } from '../app/host-config';
+import { APP_SETTING, appEntry, loadFunctionsApp, ownPackageDir } from './app-functions';
 import { LocalHost } from './local-host';
+import { serveHttpRegistrations, type LocalHttpServer } from './http-server';
 import { emit } from './instance-events';
 
 /**
@@ -41,29 +43,41 @@ async function main(): Promise<void> {
   if (instance.length > 256) {
     throw new InvalidSettingError('BATON_INSTANCE', 'BATON_INSTANCE must be at most 256 characters: it names the lease holder');
   }
-  const hostConfig = readHostConfig(env.BATON_HOST_JSON?.trim());
+  // The app is whatever its folder's package.json `main` registers, as under the Functions host.
+  const appDir = readSetting(env, APP_SETTING) ?? ownPackageDir();
+  const appNamedBy = readSetting(env, APP_SETTING) ? APP_SETTING : undefined;
+  // The app first: a folder with no app is the problem to name, not its missing host.json.
+  namedBy(appNamedBy, () => appEntry(appDir));
+  const hostJson = hostJsonPath(appDir, env.BATON_HOST_JSON?.trim());
+  const hostConfig = readHostConfig(hostJson);
   const visibilityTimeoutSeconds = parseSetting(
     visibilitySchema,
     'BATON_LOCAL_VISIBILITY_SECONDS',
     readSetting(env, 'BATON_LOCAL_VISIBILITY_SECONDS') ?? '30',
   );
   const logLevel = parseLogLevel(env);
-  // As the Functions entry does, before the runtime. Stdout carries this instance's JSON events,
-  // so the console exporter's lines travel as log events: kept in --log-dir, shown at debug.
-  const telemetry = setupTelemetry(env, {
-    instance,
-    writeLine: (line) => emit({ kind: 'log', level: 'info', message: line }),
-    log: (message) => emit({ kind: 'log', level: 'info', message }),
-  });
-  const runtime: BatonRuntime = createBatonRuntime(env, {
-    jobs: loadAppJobs(env),
-    hostQueueConfig: hostConfig,
+  // Invocation logs: the handlers' own lines and what they threw, so masked here before they leave the process.
+  const log = (level: string, message: string): void => {
+    if (level === 'error' || level === 'warning' || level === 'critical') {
+      emit({ kind: 'log', level: 'warn', message: redactSecrets(message) });
+    } else if (logLevel === 'debug') emit({ kind: 'log', level: 'info', message: redactSecrets(message) });
+  };
+  let runtime: BatonRuntime | undefined;
+  setLocalHostBridge({
     identity: instance,
+    hostJson: hostJson.path,
     logger: {
       info: (message) => emit({ kind: 'log', level: 'info', message }),
       warn: (message) => emit({ kind: 'log', level: 'warn', message }),
       // The runtime passes debug lines on only at BATON_LOG_LEVEL=debug; the cluster's events know info and warn.
       debug: (message) => emit({ kind: 'log', level: 'info', message }),
+    },
+    // Stdout carries this instance's JSON events, so the console exporter's lines travel as log
+    // events: kept in --log-dir, shown at debug.
+    telemetry: {
+      instance,
+      writeLine: (line) => emit({ kind: 'log', level: 'info', message: line }),
+      log: (message) => emit({ kind: 'log', level: 'info', message }),
     },
     onLeaderEvent: (event) => {
       if (event.type === 'renew-failed') return;
@@ -76,7 +90,17 @@ async function main(): Promise<void> {
         ...(event.type === 'renewed' ? { latencyMs: event.latencyMs } : {}),
       });
     },
+    attach: (made) => {
+      runtime = made.runtime;
+    },
   });
+  const app = namedBy(appNamedBy, () => loadFunctionsApp(appDir, log));
+  if (!runtime) {
+    throw new InvalidSettingError(
+      APP_SETTING,
+      `the app in ${appDir} does not call registerBaton(app, ...): baton start runs Baton apps`,
+    );
+  }
   // The host's queue polling is counted with the app's own requests: both are this instance's cost.
   const queueService = createQueueServiceClient(parseStorageSettings(env), { requestCounter: runtime.storageRequests });
   const trigger = env.BATON_CHAOS_DIE_AFTER_SENDING?.trim();
@@ -89,29 +113,26 @@ async function main(): Promise<void> {
     readSetting(env, 'BATON_LOCAL_FREEZE_TIMERS') ?? '0',
   );
   const host = new LocalHost({
-    registrations: batonRegistrations(runtime)
+    registrations: app.registrations
       .filter((r) => !(freezeTimers && r.kind === 'timer'))
       .map((r) => countWork(r, dieAfterSending)),
     queues: (name) => new AzureQueue(queueService, name),
     hostConfig,
     visibilityTimeoutSeconds,
-    // Invocation logs: the handlers' own lines and what they threw, so masked here before they leave the process.
-    log: (level, message) => {
-      if (level === 'error' || level === 'warning' || level === 'critical') {
-        emit({ kind: 'log', level: 'warn', message: redactSecrets(message) });
-      } else if (logLevel === 'debug') emit({ kind: 'log', level: 'info', message: redactSecrets(message) });
-    },
+    log,
   });
   const metrics = reportMetrics(runtime);
+  let http: LocalHttpServer | undefined;
   let stopping: Promise<void> | undefined;
   const stop = (why: string): Promise<void> =>
     (stopping ??= (async () => {
       emit({ kind: 'stopping', why });
-      runtime.shutdown();
+      await http?.close();
+      // As the host does: the app's appTerminate hooks (Baton's ends the term, releases the
+      // lease and flushes telemetry), then the invocations still running.
+      await app.terminate().catch((err: unknown) => log('warning', `appTerminate hook failed: ${String(err)}`));
       await host.stop();
       metrics.stop();
-      // The last interval's metrics, and any event still queued for OTLP; never a hung exit.
-      await telemetry.shutdown({ signal: AbortSignal.timeout(5000) });
       emit({ kind: 'stopped' });
       process.exit(0);
     })());
@@ -120,19 +141,43 @@ async function main(): Promise<void> {
   // The cluster holds our stdin open; when it is gone, so are we.
   process.stdin.on('end', () => void stop('parent exited'));
   process.stdin.resume();
+  await app.start();
+  // registerBaton has sent its wake tick: a leader starts even before the first timer.
   host.start();
+  // The app's http functions (Baton's API and page among them) on a loopback port of its own.
+  const routes = app.registrations.filter((r): r is HttpRegistration => r.kind === 'http');
+  if (routes.length > 0) {
+    http = await serveHttpRegistrations(routes, {
+      port: 0,
+      log: (level, message) => log(level, message),
+    });
+    emit({ kind: 'http', port: Number(new URL(http.origin).port) });
+  }
   emit({ kind: 'started', pid: process.pid });
-  // As the Functions entry does: one tick any instance may take, so a leader starts without a timer.
-  void runtime.ticks.wakeOnStart();
 }
 
-/** host.json from `BATON_HOST_JSON` (a path), else the app's own; a bad one names where it came from. */
-function readHostConfig(fromSetting: string | undefined): HostQueueConfig {
-  if (!fromSetting) return readHostQueueConfig(findHostJson(__dirname));
+/** Runs `load`; a refusal of the app names the setting that chose it, when one did. */
+function namedBy<T>(setting: string | undefined, load: () => T): T {
   try {
-    return readHostQueueConfig(fromSetting);
+    return load();
   } catch (err) {
-    throw new InvalidSettingError('BATON_HOST_JSON', `BATON_HOST_JSON: ${(err as Error).message}`);
+    if (!setting || !isBatonError(err, 'InvalidSetting')) throw err;
+    throw new InvalidSettingError(setting, `${setting}: ${err.message}`);
+  }
+}
+
+/** `BATON_HOST_JSON` (a path, for tests that run an app under other host settings), else the app's own. */
+function hostJsonPath(appDir: string, fromSetting: string | undefined): { path: string; setting?: string } {
+  return fromSetting ? { path: fromSetting, setting: 'BATON_HOST_JSON' } : { path: join(appDir, 'host.json') };
+}
+
+/** The host's queue settings; a bad file names where it came from. */
+function readHostConfig(hostJson: { path: string; setting?: string }): HostQueueConfig {
+  try {
+    return readHostQueueConfig(hostJson.path);
+  } catch (err) {
+    if (!hostJson.setting) throw err;
+    throw new InvalidSettingError(hostJson.setting, `${hostJson.setting}: ${(err as Error).message}`);
   }
 }
 

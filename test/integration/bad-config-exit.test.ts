@@ -268,10 +268,10 @@ describe('the local host instance process', () => {
       /^InvalidSettingError: BATON_LOCAL_FREEZE_TIMERS must be 1 \(timers off\) or 0$/,
     ],
     [
-      'a BATON_JOBS_MODULE that does not exist',
-      { BATON_JOBS_MODULE: '/nonexistent/jobs' },
-      'BATON_JOBS_MODULE',
-      /^InvalidSettingError: BATON_JOBS_MODULE: no module at \/nonexistent\/jobs$/,
+      'a BATON_APP folder with no app',
+      { BATON_APP: '/nonexistent' },
+      'BATON_APP',
+      /^InvalidSettingError: BATON_APP: \/nonexistent\/package\.json: not found; run baton start in the Functions app$/,
     ],
     [
       'an instance name too long to be a lease holder',
@@ -385,6 +385,20 @@ describe('baton start: the same checks as its instances, before Azurite starts',
       /^baton: BATON_MAX_IN_FLIGHT must be at least 16$/,
     ],
     [
+      'a BATON_HOST_JSON that does not exist',
+      [],
+      { BATON_HOST_JSON: '/nonexistent/host.json' },
+      '/nonexistent/host.json',
+      /^baton: the app in .* failed to load: Error: cannot read \/nonexistent\/host\.json: ENOENT/,
+    ],
+    [
+      'a folder that holds no Functions app',
+      ['--app', '.'],
+      {},
+      'package.json',
+      /^baton: \/.*\/package\.json: not found; run baton start in the Functions app$/,
+    ],
+    [
       'a --log-dir that cannot be made (a file is in the way)',
       ['--log-dir', 'not-a-folder/logs'],
       {},
@@ -393,7 +407,7 @@ describe('baton start: the same checks as its instances, before Azurite starts',
     ],
   ])('%s: exit 1, one stderr line, nothing started', async (_name, args, env, setting, rule) => {
     const bound = await startFailsWithin();
-    const result = await baton(['start', ...args], env, Math.max(15_000, bound.ms));
+    const result = await baton(['start', '--app', projectRoot, ...args], env, Math.max(15_000, bound.ms));
     expectOneLine(result, setting, rule);
     // Azurite and the instances would have taken seconds and printed "cluster up".
     expect(result.out).not.toContain('cluster up');
@@ -411,7 +425,7 @@ describe('baton start: the same checks as its instances, before Azurite starts',
     ],
   ])('%s is a usage error: exit 2, one stderr line, nothing started', async (_name, args, env, setting, rule) => {
     const bound = await startFailsWithin();
-    const result = await baton(['start', ...args], env, Math.max(15_000, bound.ms));
+    const result = await baton(['start', '--app', projectRoot, ...args], env, Math.max(15_000, bound.ms));
     expectOneLine(result, setting, rule, undefined, 2);
     expect(result.out).not.toContain('cluster up');
     expect(result.ms, bound.why).toBeLessThan(bound.ms);

@@ -527,7 +527,7 @@ describe('bad configuration stops start-up with one line naming the setting', ()
     const instanceOnly = new Set([
       'BATON_INSTANCE',
       'BATON_HOST_JSON',
-      'BATON_JOBS_MODULE',
+      'BATON_APP',
       'BATON_LOCAL_VISIBILITY_SECONDS',
       'BATON_LOCAL_FREEZE_TIMERS',
     ]);

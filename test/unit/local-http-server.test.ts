@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer } from 'node:net';
 import type { HttpRegistration } from '../../src/app/registration-types';
 import { statusPageResponse } from '../../src/app/status-page';
-import { serveHttpRegistrations, type LocalHttpServer } from '../../src/local/http-server';
+import { serveHttpProxy, serveHttpRegistrations, type LocalHttpServer } from '../../src/local/http-server';
 
 /** Echoes what the handler was given, so routing, params, query and body can be checked. */
 const echo = (name: string, route: string, methods: ('GET' | 'POST')[]): HttpRegistration => ({
@@ -119,6 +119,45 @@ describe('the local HTTP server (what npm start serves the API and page with)', 
       });
     } finally {
       blocker.close();
+    }
+  });
+});
+
+describe("the cluster's front door (each request to the first instance that takes it)", () => {
+  /** A port nothing listens on: bound, noted and closed again. */
+  async function closedPort(): Promise<number> {
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const port = (probe.address() as { port: number }).port;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    return port;
+  }
+
+  it('skips an instance that refuses, forwards method, path and body, and answers 503 when none is left', async () => {
+    const instance = Number(new URL(server.origin).port);
+    const gone = await closedPort();
+    let ports: number[] = [gone, instance];
+    const proxy = await serveHttpProxy(() => ports, { port: 0, log: () => {} });
+    try {
+      const posted = await fetch(`${proxy.origin}/api/baton/runs/sum/r1/cancel?why=test`, { method: 'POST', body: 'stop it' });
+      expect(posted.status).toBe(200);
+      expect(await posted.json()).toEqual({
+        fn: 'cancel',
+        params: { job: 'sum', run: 'r1' },
+        query: { why: 'test' },
+        body: 'stop it',
+      });
+      const page = await fetch(`${proxy.origin}/api/baton/page`);
+      expect(page.status).toBe(200);
+      expect(page.headers.get('content-type')).toMatch(/^text\/html/);
+
+      ports = [gone];
+      const none = await fetch(`${proxy.origin}/api/baton/runs`);
+      expect(none.status).toBe(503);
+      expect(none.headers.get('retry-after')).toBe('1');
+      expect(await none.json()).toEqual({ error: 'no instance serves http now: they are starting, or every one has exited' });
+    } finally {
+      await proxy.close();
     }
   });
 });
