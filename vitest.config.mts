@@ -43,6 +43,8 @@ const START_ORDER = [
   // then clusters and smokes alternate.
   'test/e2e/chaos-smoke.e2e.test.ts',
   'test/e2e/chaos-broken.e2e.test.ts',
+  // Mostly npm installing the packed package into a fresh app: disk and network, not the cores.
+  'test/e2e/consumer-app.e2e.test.ts',
   'test/e2e/cluster.e2e.test.ts',
   'test/e2e/bench-smoke.e2e.test.ts',
   'test/e2e/cluster-running.e2e.test.ts',

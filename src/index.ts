@@ -1,6 +1,6 @@
 // Baton's public surface, in the order a user meets it: jobs, the app, the hub's read model,
 // then the election and fencing primitives underneath. Fakes and the embedded Azurite for
-// tests are in `baton/testing`. Anything not exported here or there is internal and may change.
+// tests are in `baton-functions/testing`. Anything not exported here or there is internal and may change.
 
 // --- jobs ---------------------------------------------------------------------------------
 export { defineJob } from './jobs/define-job';

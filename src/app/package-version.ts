@@ -10,7 +10,7 @@ export function packageVersion(
   for (let i = 0; i < 4; i++) {
     try {
       const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: unknown; version?: unknown };
-      if (pkg.name === 'baton' && typeof pkg.version === 'string') return pkg.version;
+      if (pkg.name === 'baton-functions' && typeof pkg.version === 'string') return pkg.version;
     } catch {
       // not here; look further up
     }

@@ -1,4 +1,5 @@
 import type { app as functionsApp } from '@azure/functions';
+import type { OrchestrationHandler } from 'durable-functions';
 import { durableFunctions } from '../durable/durable-functions';
 import type { EngineLogger } from '../engine/engine-context';
 import type { JobDefinition } from '../jobs/job-definition';
@@ -143,7 +144,7 @@ function register(app: FunctionsApp, registration: Registration, tracked: Track)
       });
       return;
     case 'orchestration':
-      durableFunctions().app.orchestration(registration.name, registration.handler);
+      durableFunctions().app.orchestration(registration.name, registration.handler as OrchestrationHandler);
       return;
     case 'activity':
       durableFunctions().app.activity(registration.name, { handler: registration.handler });

@@ -1,5 +1,4 @@
 import type { HttpMethod, HttpRequest, HttpResponseInit, InvocationContext, Timer } from '@azure/functions';
-import type { OrchestrationHandler } from 'durable-functions';
 
 /** What the Functions entry point and the local host register: one list, whichever engine runs. */
 export interface TimerRegistration {
@@ -23,7 +22,11 @@ export interface QueueRegistration {
 export interface OrchestrationRegistration {
   kind: 'orchestration';
   name: string;
-  handler: OrchestrationHandler;
+  /**
+   * A durable-functions `OrchestrationHandler`, typed loosely: that package is an optional peer,
+   * so no type a consumer may see can name it.
+   */
+  handler: (context: never) => unknown;
 }
 
 export interface ActivityRegistration {

@@ -57,15 +57,21 @@ describe('the built package', () => {
     }
   });
 
-  it('exports the fakes, the fake clock and the embedded Azurite from `baton/testing`', () => {
+  it('exports the one-job runner, the fakes, the fake clock and the embedded Azurite from `baton-functions/testing`', () => {
     expect(require.resolve(`${pkg.name}/testing`)).toBe(join(root, 'dist', 'src', 'testing.js'));
     const testing = require(`${pkg.name}/testing`) as Record<string, unknown>;
-    for (const name of ['InMemoryLeaseStore', 'InMemoryDocumentStore', 'InMemoryQueue', 'FakeClock', 'startAzurite']) {
-      expect(typeof testing[name], name).toBe('function');
-    }
+    expect(Object.keys(testing).sort()).toEqual([
+      'FakeClock',
+      'InMemoryDocumentStore',
+      'InMemoryLeaseStore',
+      'InMemoryQueue',
+      'runJobOnce',
+      'startAzurite',
+    ]);
+    for (const name of Object.keys(testing)) expect(typeof testing[name], name).toBe('function');
   });
 
-  it('exports one register call from `baton/functions`, and nothing else', () => {
+  it('exports one register call from `baton-functions/functions`, and nothing else', () => {
     expect(require.resolve(`${pkg.name}/functions`)).toBe(join(root, 'dist', 'src', 'functions.js'));
     const functions = require(`${pkg.name}/functions`) as Record<string, unknown>;
     expect(Object.keys(functions).sort()).toEqual(['registerBaton']);

@@ -1,0 +1,242 @@
+/**
+ * Baton as a user meets it: installed from its package into a Functions app of their own.
+ * `npm pack` makes the tarball; a fresh app in a temporary folder (its own package.json naming
+ * the tarball and `@azure/functions`, its own host.json, tsconfig.json, one job and one unit
+ * test, all written here, none copied from this repository) installs it, builds with `tsc`,
+ * runs `npx baton start --once --job word-lengths` and its unit test through the testing entry,
+ * on the Node running the suite (20 on CI) and on Node 22, which Flex Consumption runs.
+ *
+ * The app's tsconfig checks library types (no skipLibCheck), so a public type that names a
+ * package a consumer need not install (the optional durable-functions peer) fails here. Its
+ * job's schema comes from the app's own zod 3, not Baton's zod 4.
+ */
+import { execFile } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, dirname, join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { markDistInUse, projectRoot } from '../support/cluster-process';
+import { patience } from '../support/slowdown';
+import { ensureNode22, NODE22_VERSION } from '../support/node22.mjs';
+
+const work = mkdtempSync(join(tmpdir(), 'baton-consumer-e2e-'));
+const app = join(work, 'inventory-app');
+const timings: string[] = [];
+const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+const npx = process.platform === 'win32' ? 'npx.cmd' : 'npx';
+const version = (JSON.parse(readFileSync(join(projectRoot, 'package.json'), 'utf8')) as { version: string }).version;
+
+afterAll(() => {
+  rmSync(work, { recursive: true, force: true });
+  if (timings.length) console.log(`consumer e2e timings:\n  ${timings.join('\n  ')}`);
+});
+
+interface Ran {
+  code: number | null;
+  out: string;
+  err: string;
+}
+
+/** `command args` in the app's folder (or `cwd`), its output kept; with `node`, that Node first on PATH. */
+function run(
+  label: string,
+  command: string,
+  args: string[],
+  options: { node?: string; cwd?: string; timeoutMs: number },
+): Promise<Ran> {
+  const started = Date.now();
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PATH: `${dirname(options.node ?? process.execPath)}${delimiter}${process.env.PATH ?? ''}`,
+  };
+  // The suite's own settings must not leak into the app: it has its own local.settings.json.
+  for (const name of Object.keys(env)) if (name.startsWith('BATON_') && name !== 'BATON_TEST_SLOWDOWN') delete env[name];
+  return new Promise((resolve) => {
+    execFile(
+      command,
+      args,
+      { cwd: options.cwd ?? app, env, timeout: options.timeoutMs, maxBuffer: 16 * 1024 * 1024 },
+      (error, out, err) => {
+        timings.push(`${label}: ${Date.now() - started} ms`);
+        resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, out, err });
+      },
+    );
+  });
+}
+
+function expectOk(ran: Ran): void {
+  expect(ran.code, `stdout:\n${ran.out}\nstderr:\n${ran.err}`).toBe(0);
+}
+
+function writeApp(tarball: string): void {
+  const file = (path: string, text: string) => {
+    mkdirSync(dirname(join(app, path)), { recursive: true });
+    writeFileSync(join(app, path), text);
+  };
+  file(
+    'package.json',
+    JSON.stringify(
+      {
+        name: 'inventory-app',
+        version: '1.0.0',
+        private: true,
+        main: 'dist/src/index.js',
+        scripts: { build: 'tsc', test: 'node --test dist/test/word-lengths.test.js' },
+        dependencies: { '@azure/functions': '^4.16.0', 'baton-functions': `file:${tarball}`, zod: '^3.25.0' },
+        devDependencies: { '@types/node': '^20.19.0', azurite: '3.35.0', typescript: '^5.9.0' },
+      },
+      null,
+      2,
+    ),
+  );
+  file(
+    'host.json',
+    JSON.stringify({
+      version: '2.0',
+      extensions: {
+        queues: { maxDequeueCount: 5, messageEncoding: 'none', visibilityTimeout: '00:00:05', maxPollingInterval: '00:00:02' },
+      },
+    }),
+  );
+  file(
+    'local.settings.json',
+    JSON.stringify({
+      IsEncrypted: false,
+      Values: { FUNCTIONS_WORKER_RUNTIME: 'node', AzureWebJobsStorage: 'UseDevelopmentStorage=true' },
+    }),
+  );
+  file(
+    'tsconfig.json',
+    JSON.stringify({
+      compilerOptions: {
+        module: 'commonjs',
+        target: 'es2022',
+        outDir: 'dist',
+        rootDir: '.',
+        strict: true,
+        esModuleInterop: true,
+      },
+      include: ['src', 'test'],
+    }),
+  );
+  file(
+    'src/jobs/word-lengths.ts',
+    `import { defineJob } from 'baton-functions';
+import { z } from 'zod';
+
+const WORDS = ['baton', 'passes', 'between', 'runners', 'safely', 'twice'];
+
+export const wordLengths = defineJob({
+  name: 'word-lengths',
+  schedule: '0 0 3 * * *',
+  itemSchema: z.object({ word: z.string().min(1) }),
+  async *split() {
+    for (const word of WORDS) yield { word };
+  },
+  async process(item) {
+    return { letters: item.word.length };
+  },
+  aggregate: {
+    initial: () => ({ words: 0, letters: 0, longest: 0 }),
+    add: (acc, r: { letters: number }) => ({
+      words: acc.words + 1,
+      letters: acc.letters + r.letters,
+      longest: Math.max(acc.longest, r.letters),
+    }),
+  },
+});
+`,
+  );
+  file(
+    'src/index.ts',
+    `import { app } from '@azure/functions';
+import { registerBaton } from 'baton-functions/functions';
+import { wordLengths } from './jobs/word-lengths';
+
+console.log(\`inventory-app on Node \${process.version}\`);
+registerBaton(app, { jobs: [wordLengths] });
+`,
+  );
+  file(
+    'test/word-lengths.test.ts',
+    `import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { runJobOnce } from 'baton-functions/testing';
+import { wordLengths } from '../src/jobs/word-lengths';
+
+test(\`word-lengths counts every word once, on Node \${process.version}\`, async () => {
+  const run = await runJobOnce(wordLengths);
+  assert.equal(run.state, 'succeeded');
+  assert.deepEqual(run.output, { words: 6, letters: 36, longest: 7 });
+  assert.deepEqual(run.failures, []);
+});
+`,
+  );
+}
+
+const EXACT = { words: 6, letters: 36, longest: 7 };
+let node22: string;
+
+beforeAll(async () => {
+  node22 = ensureNode22();
+  // npm pack reads dist/: held against the rebuild the README's npm start makes in another file.
+  const release = markDistInUse();
+  let packed: Ran;
+  try {
+    packed = await run('npm pack', npm, ['pack', '--pack-destination', work], { cwd: projectRoot, timeoutMs: patience(60_000) });
+  } finally {
+    release();
+  }
+  expectOk(packed);
+  const tarball = join(work, `baton-functions-${version}.tgz`);
+  writeApp(tarball);
+  // From npm's cache where it can (npm ci filled it), from the registry where it must.
+  expectOk(
+    await run('npm install', npm, ['install', '--prefer-offline', '--no-audit', '--no-fund'], { timeoutMs: patience(240_000) }),
+  );
+  expectOk(await run('tsc', npx, ['tsc'], { timeoutMs: patience(120_000) }));
+}, patience(420_000));
+
+describe('a Functions app of its own that installs the package', () => {
+  const nodes = (): [string, string | undefined, string][] => [
+    [`Node ${process.version}`, undefined, process.version],
+    [`Node ${NODE22_VERSION}`, node22, `v${NODE22_VERSION}`],
+  ];
+
+  it(
+    'npx baton start --once --job word-lengths runs its job on two instances, with the exact output',
+    { timeout: patience(240_000) },
+    async () => {
+      for (const [label, node, expected] of nodes()) {
+        const output = join(work, `run-${expected}.json`);
+        const ran = await run(
+          `baton start --once (${label})`,
+          npx,
+          ['baton', 'start', '--once', '--job', 'word-lengths', '--instances', '2', '--port', '0', '--output', output],
+          { ...(node ? { node } : {}), timeoutMs: patience(120_000) },
+        );
+        expectOk(ran);
+        // The app's own line, from the CLI's look at the app and from each instance.
+        expect(ran.out, label).toContain(`inventory-app on Node ${expected}`);
+        expect(ran.out, label).toMatch(/instance-1: inventory-app on Node/);
+        const { record, output: doc } = JSON.parse(readFileSync(output, 'utf8')) as {
+          record: { state: string; counters: Record<string, number> };
+          output: { output: unknown };
+        };
+        expect(record.state, label).toBe('succeeded');
+        expect(record.counters, label).toMatchObject({ planned: 6, succeeded: 6, failed: 0, duplicates: 0 });
+        expect(doc.output, label).toEqual(EXACT);
+      }
+    },
+  );
+
+  it('its unit test runs the job once through the testing entry', { timeout: patience(120_000) }, async () => {
+    for (const [label, node, expected] of nodes()) {
+      const ran = await run(`node --test (${label})`, node ?? process.execPath, ['--test', 'dist/test/word-lengths.test.js'], {
+        timeoutMs: patience(60_000),
+      });
+      expectOk(ran);
+      expect(ran.out, label).toContain(`ok 1 - word-lengths counts every word once, on Node ${expected}`);
+    }
+  });
+});

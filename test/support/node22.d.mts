@@ -1,0 +1,2 @@
+export declare const NODE22_VERSION: string;
+export declare function ensureNode22(): string;
