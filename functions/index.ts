@@ -1,8 +1,7 @@
 import { app } from '@azure/functions';
-import { findHostJson } from '../src/index';
 import { registerBaton } from '../src/functions';
 import { createJobs } from './jobs';
 
 // Everything Baton runs, on this app: settings and jobs are checked here, at start-up, and a bad
 // one stops the app with one line naming it.
-registerBaton(app, { jobs: createJobs(process.env), hostJson: findHostJson(__dirname) });
+registerBaton(app, { jobs: createJobs(process.env) });

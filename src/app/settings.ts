@@ -134,6 +134,11 @@ function parseQueueShards(env: Env, hub: string, engine: BatonSettings['engine']
   return shards;
 }
 
+/** A hub name as `BATON_HUB` takes it; a bad one throws `InvalidSettingError` naming `setting`. */
+export function parseHubName(value: string, setting = 'BATON_HUB'): string {
+  return parseSetting(hubSchema, setting, value);
+}
+
 /**
  * host.json names the task hub `%BATON_HUB%`, and the Durable extension takes only 3-45 letters
  * and digits starting with a letter: otherwise the host itself fails to start, with the

@@ -13,48 +13,41 @@ describe('the built package', () => {
     expect(require.resolve(pkg.name)).toBe(join(root, 'dist', 'src', 'index.js'));
   });
 
-  it('exports jobs, the app, the hub read model, the elector, fencing and the error classes', () => {
+  it('exports jobs, the hub client and the typed errors from the root, and nothing else', () => {
     const lib = require(pkg.name) as Record<string, unknown>;
-    for (const name of [
-      'defineJob',
-      'createBatonRuntime',
-      'batonRegistrations',
-      'requestRun',
-      'requestCancel',
-      'readHubStatus',
-      'listRuns',
-      'readRunDetails',
-      'LeaderElector',
-      'BlobLeaseStore',
-      'BlobEpochMark',
-      'FencedDocuments',
-      'BlobDocumentStore',
+    expect(Object.keys(lib).sort()).toEqual([
+      'BatonClient',
       'BatonError',
+      'ConcurrentUpdateError',
+      'HookTimeoutError',
       'InvalidConfigError',
       'InvalidSettingError',
       'LeaseHeldError',
       'LeaseLostError',
       'StaleEpochError',
-      'ConcurrentUpdateError',
-      'HookTimeoutError',
-    ]) {
-      expect(typeof lib[name], name).toBe('function');
-    }
+      'TaskAbandonedError',
+      'defineJob',
+      'isBatonError',
+      'withinTolerance',
+    ]);
   });
 
-  it('keeps engine internals and test fakes out of the main entry', () => {
-    const lib = require(pkg.name) as Record<string, unknown>;
-    for (const name of [
-      'Coordinator',
-      'handleWorkMessage',
-      'runKeys',
-      'pumpQueue',
-      'InMemoryLeaseStore',
-      'FakeClock',
-      'startAzurite',
-    ]) {
-      expect(lib[name], name).toBeUndefined();
-    }
+  it('exports the elector, the lease and fencing stores and what they need from `baton-functions/election`', () => {
+    expect(require.resolve(`${pkg.name}/election`)).toBe(join(root, 'dist', 'src', 'election.js'));
+    const election = require(`${pkg.name}/election`) as Record<string, unknown>;
+    expect(Object.keys(election).sort()).toEqual([
+      'BlobDocumentStore',
+      'BlobEpochMark',
+      'BlobLeaseStore',
+      'FencedDocuments',
+      'LEASE_RETRY_OPTIONS',
+      'LeaderElector',
+      'StorageTimeClock',
+      'createBlobServiceClient',
+      'describeLeaderEvent',
+      'parseStorageSettings',
+      'systemClock',
+    ]);
   });
 
   it('exports the one-job runner, the fakes, the fake clock and the embedded Azurite from `baton-functions/testing`', () => {

@@ -1,0 +1,89 @@
+import type { DocumentStore } from '../fencing/document-store';
+import { BlobDocumentStore } from '../fencing/blob-document-store';
+import type { LeaseStore } from '../lease/lease-store';
+import { BlobLeaseStore } from '../lease/blob-lease-store';
+import { hubResources } from '../hub/resources';
+import { requestCancel, requestRun } from '../hub/requests';
+import { listRuns, readHubStatus, readRunDetails, type HubStatus, type RunDetails } from '../hub/status';
+import { readFailures } from '../hub/failures-manifest';
+import type { FailureEntry } from '../hub/fold';
+import type { RunRecord } from '../hub/run-record';
+import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
+import { parseStorageSettings } from '../storage/connection';
+import type { Env } from '../storage/setting';
+import { readSetting } from '../storage/setting';
+import { parseHubName } from './settings';
+
+export interface BatonClientOptions {
+  /**
+   * Where the storage connection comes from: `AzureWebJobsStorage`, or its identity-based form
+   * (`AzureWebJobsStorage__accountName` and friends), as the app itself reads it. Default
+   * `process.env`, so code inside the Functions app needs no options.
+   */
+  env?: Env;
+  /** The hub to read and steer. Default `BATON_HUB` from `env`, then `baton`. */
+  hub?: string;
+}
+
+/** The options every call takes. */
+export interface ClientCallOptions {
+  abortSignal?: AbortSignal;
+}
+
+/**
+ * Reads and steers one hub from the app's own code (an HTTP function of its own, a script): what
+ * `baton status`, `runs`, `show`, `trigger` and `cancel` do, as calls. It talks to storage only;
+ * a trigger or a cancel is a request the leader applies at its next tick.
+ *
+ *     const baton = new BatonClient();
+ *     const runId = await baton.trigger('nightly-totals');
+ *     const run = await baton.run(runId);
+ *
+ * Settings are checked when the client is made: a bad one throws `InvalidSettingError` naming it.
+ */
+export class BatonClient {
+  readonly hub: string;
+  private readonly docs: DocumentStore;
+  private readonly lease: LeaseStore;
+
+  constructor(options: BatonClientOptions = {}) {
+    const env = options.env ?? process.env;
+    this.hub =
+      options.hub !== undefined ? parseHubName(options.hub, 'hub') : parseHubName(readSetting(env, 'BATON_HUB') ?? 'baton');
+    const storage = parseStorageSettings(env);
+    const blobs = createBlobServiceClient(storage);
+    this.docs = new BlobDocumentStore(blobs.getContainerClient(hubResources(this.hub).container));
+    this.lease = new BlobLeaseStore(createBlobServiceClient(storage, { retryOptions: LEASE_RETRY_OPTIONS }), this.hub);
+  }
+
+  /** Who leads, each job's next and last occurrences, and the runs open now. */
+  status(options: ClientCallOptions = {}): Promise<HubStatus> {
+    return readHubStatus(this.docs, this.lease, options);
+  }
+
+  /** Runs, newest first: of one job with `job`, at most `limit` (default 20). */
+  runs(options: ClientCallOptions & { job?: string; limit?: number } = {}): Promise<RunRecord[]> {
+    return listRuns(this.docs, { limit: 20, ...options });
+  }
+
+  /** One run's record, output and failures manifest; undefined for a run the hub does not have. */
+  run(runId: string, options: ClientCallOptions = {}): Promise<RunDetails | undefined> {
+    return readRunDetails(this.docs, runId, options);
+  }
+
+  /** Every failed item of a run with its reason, in bounded memory; none while it has no manifest. */
+  async *failures(runId: string, options: ClientCallOptions = {}): AsyncGenerator<FailureEntry> {
+    const details = await this.run(runId, options);
+    if (details?.manifest) yield* readFailures(this.docs, details.manifest, options);
+  }
+
+  /** Asks the leader for a run of `job` now; resolves with the id the run will have. */
+  trigger(job: string, options: ClientCallOptions = {}): Promise<string> {
+    return requestRun(this.docs, job, options);
+  }
+
+  /** Asks the leader to cancel a run; its workers then drop its messages. */
+  cancel(runId: string, options: ClientCallOptions & { reason?: string } = {}): Promise<void> {
+    return requestCancel(this.docs, runId, options.reason ?? 'cancelled on request', options);
+  }
+}

@@ -1,0 +1,73 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BatonClient, defineJob, isBatonError } from '../../src/index';
+import { runJobOnce, startAzurite } from '../../src/testing';
+import type { RunningAzurite } from '../../src/local/azurite';
+import { patience } from '../support/slowdown';
+
+/**
+ * The root entry's client, as an app's own code uses it, on a hub that `runJobOnce` ran jobs on
+ * (hub `test` on one Azurite).
+ */
+let azurite: RunningAzurite;
+beforeAll(async () => {
+  azurite = await startAzurite();
+});
+afterAll(() => azurite?.close());
+
+const squares = defineJob({
+  name: 'squares',
+  schedule: '0 0 0 1 1 *',
+  failureTolerance: { count: 1 },
+  async *split() {
+    for (let n = 1; n <= 4; n++) yield n;
+  },
+  async process(n: number) {
+    if (n === 3) throw new Error('three is out');
+    return n * n;
+  },
+  aggregate: { initial: () => 0, add: (sum: number, square: number) => sum + square },
+});
+
+describe('BatonClient', () => {
+  it('reads status, runs, a run and its failures, and asks for a run', { timeout: patience(180_000) }, async () => {
+    const first = await runJobOnce(squares, { azurite, env: { BATON_MAX_ATTEMPTS: '1' } });
+    const client = new BatonClient({ env: { AzureWebJobsStorage: azurite.connectionString }, hub: 'test' });
+    expect(client.hub).toBe('test');
+
+    const runs = await client.runs({ job: 'squares' });
+    expect(runs.map((r) => [r.runId, r.state])).toEqual([[first.runId, 'succeeded']]);
+    const details = await client.run(first.runId);
+    expect(details?.output?.output).toBe(1 + 4 + 16);
+    const failures = [];
+    for await (const failure of client.failures(first.runId)) failures.push(failure);
+    expect(failures.map(({ item, reason }) => ({ item, reason }))).toEqual([{ item: 2, reason: 'Error: three is out' }]);
+    expect(await client.run('squares/manual-nope')).toBeUndefined();
+    const status = await client.status();
+    expect(status.activeRuns).toEqual([]);
+    expect(status.jobs.map((j) => j.job)).toEqual(['squares']);
+
+    // A trigger is a request: the next leader on the hub starts the run it names.
+    const asked = await client.trigger('squares');
+    expect(asked).toMatch(/^squares\/manual-/);
+    await runJobOnce(squares, { azurite, env: { BATON_MAX_ATTEMPTS: '1' } });
+    const ran = await client.runs({ job: 'squares', limit: 10 });
+    expect(ran.map((r) => r.runId)).toContain(asked);
+    expect(await client.runs({ job: 'squares', limit: 1 })).toHaveLength(1);
+  });
+
+  it('refuses a bad hub or connection when it is made, naming it', () => {
+    const make = (options: ConstructorParameters<typeof BatonClient>[0]) => () => new BatonClient(options);
+    expect(make({ env: { AzureWebJobsStorage: azurite.connectionString }, hub: 'No_Hub' })).toThrow(
+      /^hub must be 1-51 characters/,
+    );
+    expect(make({ env: { AzureWebJobsStorage: azurite.connectionString, BATON_HUB: 'x--y' } })).toThrow(/^BATON_HUB must be/);
+    let error: unknown;
+    try {
+      new BatonClient({ env: {} });
+    } catch (err) {
+      error = err;
+    }
+    expect(isBatonError(error, 'InvalidSetting')).toBe(true);
+    expect((error as Error).message).toMatch(/AzureWebJobsStorage/);
+  });
+});

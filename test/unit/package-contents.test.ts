@@ -1,0 +1,80 @@
+import { execFileSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { projectRoot } from '../support/cluster-process';
+
+/**
+ * What `npm pack` ships, from `npm pack --dry-run` over the built dist/ (`npm test` builds
+ * first): runtime code and its types, nothing a user's app does not run. The budget is the
+ * tarball's size now with a little room; a change that needs more says so here.
+ */
+interface Packed {
+  size: number;
+  unpackedSize: number;
+  files: { path: string }[];
+}
+
+const packed = (): Packed => {
+  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+  const out = execFileSync(npm, ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: projectRoot, encoding: 'utf8' });
+  return (JSON.parse(out) as Packed[])[0]!;
+};
+
+describe('the package npm pack makes', () => {
+  const pack = packed();
+  const files = pack.files.map((f) => f.path).sort();
+
+  it('holds the compiled library and its types, and the three files npm always adds', () => {
+    const outside = files.filter((path) => !path.startsWith('dist/src/'));
+    // npm adds the file package.json `main` names whatever `files` says: while this repository's
+    // reference app shares the package.json, that is the app's compiled entry.
+    expect(outside).toEqual(['LICENSE', 'README.md', 'dist/functions/index.js', 'package.json']);
+    const folders = [...new Set(files.filter((p) => p.startsWith('dist/src/')).map((p) => p.split('/')[2]!))].sort();
+    expect(folders).toEqual([
+      'app',
+      'cli',
+      'clock',
+      'durable',
+      'election.d.ts',
+      'election.js',
+      'engine',
+      'errors.d.ts',
+      'errors.js',
+      'fencing',
+      'functions.d.ts',
+      'functions.js',
+      'hub',
+      'index.d.ts',
+      'index.js',
+      'jobs',
+      'lease',
+      'local',
+      'queue',
+      'redact.d.ts',
+      'redact.js',
+      'sample',
+      'schedule',
+      'storage',
+      'telemetry',
+      'testing.d.ts',
+      'testing.js',
+    ]);
+  });
+
+  it('ships no chaos soak, benchmark, test, source map or TypeScript source', () => {
+    expect(files.filter((p) => /(^|\/)(chaos|bench|test)\//.test(p))).toEqual([]);
+    expect(files.filter((p) => p.endsWith('.map'))).toEqual([]);
+    expect(files.filter((p) => p.endsWith('.ts') && !p.endsWith('.d.ts'))).toEqual([]);
+    // Every entry in package.json exports is there, with its types.
+    for (const entry of ['index', 'functions', 'election', 'testing']) {
+      expect(files).toContain(`dist/src/${entry}.js`);
+      expect(files).toContain(`dist/src/${entry}.d.ts`);
+    }
+    expect(files).toContain('dist/src/cli/main.js');
+  });
+
+  it('stays within its size budget', () => {
+    expect(pack.size, 'tarball bytes').toBeLessThan(320 * 1024);
+    expect(pack.unpackedSize, 'unpacked bytes').toBeLessThan(1100 * 1024);
+    expect(files.length, 'files').toBeLessThan(300);
+  });
+});
