@@ -3,6 +3,22 @@
 export declare const STAGE_DIR: string;
 export declare const PACKAGE_FILES: readonly string[];
 export declare const INSTALL_ARGS: readonly string[];
+export declare const APP_PEERS: readonly string[];
+export declare function appManifest(pkg: {
+  name: string;
+  version: string;
+  main: string;
+  engines?: Record<string, string>;
+  dependencies?: Record<string, string>;
+  devDependencies?: Record<string, string>;
+}): {
+  name: string;
+  version: string;
+  private: true;
+  main: string;
+  engines?: Record<string, string>;
+  dependencies: Record<string, string>;
+};
 export declare const FUNCIGNORE: string;
 
 export declare function runNpm(cwd: string, args: readonly string[]): void;

@@ -1,25 +1,51 @@
 // azd's prepackage hook (azure.yaml): builds the folder azd zips and deploys as is.
 //
 // Why a staged folder rather than the repository: the project root holds the development
-// dependencies (Azurite, vitest, the Functions Core Tools binary as an optional dependency),
-// tests and sources. Deploying it with a remote build would install all of those on Azure;
-// deploying it without one would upload them. The staged folder holds what the Functions host
-// loads and nothing else: package.json (its `main`), host.json, the compiled code, and the
-// production dependencies installed from the lockfile, so Azure runs exactly the versions that
-// were tested. They are plain JavaScript, so installing them here works for Linux on Azure.
+// dependencies (Azurite, vitest), tests and sources. Deploying it with a remote build would
+// install all of those on Azure; deploying it without one would upload them. The staged folder
+// holds what the Functions host loads and nothing else: a package.json for the app (its `main`),
+// host.json, the compiled code, and the production dependencies installed at the lockfile's
+// versions, so Azure runs exactly the versions that were tested. They are plain JavaScript, so
+// installing them here works for Linux on Azure.
+//
+// The project's package.json is the library's: `@azure/functions` and `durable-functions` are
+// peer dependencies there, which an app brings. The staged app is that app, so its package.json
+// names them as dependencies, at the versions the tests ran with.
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /** Where the package is staged, relative to the project root; azure.yaml's `dist`. */
 export const STAGE_DIR = 'dist/deploy';
 
-/** What the Functions host needs from the project; package.json's `files` plus the lockfile. */
-export const PACKAGE_FILES = ['package.json', 'package-lock.json', 'host.json', 'dist/src', 'dist/functions'];
+/** What the Functions host needs from the project, copied as it is; package.json is written (appManifest). */
+export const PACKAGE_FILES = ['package-lock.json', 'host.json', 'dist/src', 'dist/functions'];
 
-/** Production dependencies only, exactly as locked, without install scripts. */
-export const INSTALL_ARGS = ['ci', '--omit=dev', '--omit=optional', '--ignore-scripts', '--no-audit', '--no-fund'];
+/** The library's peer dependencies that the app supplies: what the Functions host loads it with. */
+export const APP_PEERS = ['@azure/functions', 'durable-functions'];
+
+/**
+ * Production dependencies only, at the lockfile's versions, without install scripts. `install`
+ * rather than `ci`: the app's package.json is not the one the lockfile was made for (the peers
+ * are dependencies here), and `install` keeps every locked version that satisfies it.
+ */
+export const INSTALL_ARGS = ['install', '--omit=dev', '--omit=optional', '--ignore-scripts', '--no-audit', '--no-fund'];
+
+/**
+ * The staged app's package.json: the project's `main` and dependencies, and the peers the app
+ * supplies, pinned to the versions in devDependencies (the ones the tests ran with).
+ */
+export function appManifest(pkg) {
+  const dependencies = { ...pkg.dependencies };
+  for (const name of APP_PEERS) {
+    const tested = pkg.devDependencies?.[name];
+    if (!tested)
+      throw new Error(`stage-package: the app needs ${name}, and package.json devDependencies has no tested version of it`);
+    dependencies[name] = tested;
+  }
+  return { name: pkg.name, version: pkg.version, private: true, main: pkg.main, engines: pkg.engines, dependencies };
+}
 
 // azd reads an ignore file at the root of what it zips. Without one, azd releases before
 // 1.23.12 leave node_modules out of the zip, and this package needs it in.
@@ -50,9 +76,11 @@ export function stagePackage(root, { npm = runNpm, log = (line) => console.log(l
     if (!existsSync(from)) throw new Error(`stage-package: ${path} is missing after the build`);
     cpSync(from, join(out, path), { recursive: true });
   }
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+  writeFileSync(join(out, 'package.json'), `${JSON.stringify(appManifest(pkg), null, 2)}\n`);
   writeFileSync(join(out, '.funcignore'), FUNCIGNORE);
   npm(out, INSTALL_ARGS);
-  log(`stage-package: staged ${STAGE_DIR} (${PACKAGE_FILES.join(', ')}, production node_modules)`);
+  log(`stage-package: staged ${STAGE_DIR} (package.json, ${PACKAGE_FILES.join(', ')}, production node_modules)`);
   return out;
 }
 

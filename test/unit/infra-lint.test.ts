@@ -3,7 +3,15 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { FUNCIGNORE, INSTALL_ARGS, PACKAGE_FILES, STAGE_DIR, stagePackage } from '../../infra/hooks/stage-package.mjs';
+import {
+  APP_PEERS,
+  FUNCIGNORE,
+  INSTALL_ARGS,
+  PACKAGE_FILES,
+  STAGE_DIR,
+  appManifest,
+  stagePackage,
+} from '../../infra/hooks/stage-package.mjs';
 import { hubResources } from '../../src/hub/resources';
 import { parseBatonSettings, parseLogLevel } from '../../src/app/settings';
 import {
@@ -733,7 +741,17 @@ describe('the deploy hook (infra/hooks/stage-package.mjs)', () => {
   function fakeProject(options: { buildWrites?: string[] } = {}) {
     const dir = mkdtempSync(join(tmpdir(), 'baton-stage-'));
     temps.push(dir);
-    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'baton', main: pkg.main }));
+    writeFileSync(
+      join(dir, 'package.json'),
+      JSON.stringify({
+        name: 'baton-functions',
+        version: '1.2.3',
+        main: pkg.main,
+        dependencies: { zod: '^4.0.0' },
+        devDependencies: { '@azure/functions': '4.16.5', 'durable-functions': '3.5.0', vitest: '4.1.12' },
+        peerDependencies: { '@azure/functions': '^4.16.0', 'durable-functions': '^3.5.0' },
+      }),
+    );
     writeFileSync(join(dir, 'package-lock.json'), '{}');
     writeFileSync(join(dir, 'host.json'), '{"version":"2.0"}');
     mkdirSync(join(dir, STAGE_DIR), { recursive: true });
@@ -749,7 +767,7 @@ describe('the deploy hook (infra/hooks/stage-package.mjs)', () => {
           writeFileSync(join(cwd, file), '// compiled');
         }
       }
-      if (args[0] === 'ci') {
+      if (args[0] === 'install') {
         mkdirSync(join(cwd, 'node_modules', 'zod'), { recursive: true });
         writeFileSync(join(cwd, 'node_modules', 'zod', 'index.js'), '');
       }
@@ -784,6 +802,20 @@ describe('the deploy hook (infra/hooks/stage-package.mjs)', () => {
       'package.json',
     ]);
     expect(existsSync(join(out, pkg.main))).toBe(true);
+    // The app's manifest: the library's dependencies and the peers an app brings, as tested.
+    expect(JSON.parse(readFileSync(join(out, 'package.json'), 'utf8'))).toEqual({
+      name: 'baton-functions',
+      version: '1.2.3',
+      private: true,
+      main: pkg.main,
+      dependencies: { zod: '^4.0.0', '@azure/functions': '4.16.5', 'durable-functions': '3.5.0' },
+    });
+  });
+
+  it('refuses to stage an app without a tested version of a peer it needs', () => {
+    expect(() => appManifest({ name: 'x', version: '1.0.0', main: 'dist/functions/index.js', dependencies: {} })).toThrow(
+      /the app needs @azure\/functions, and package.json devDependencies has no tested version of it/,
+    );
   });
 
   it('fails, naming the path, when the build did not produce it', () => {
@@ -792,12 +824,18 @@ describe('the deploy hook (infra/hooks/stage-package.mjs)', () => {
   });
 
   it('installs exactly the locked production dependencies, without their scripts', () => {
-    expect(INSTALL_ARGS[0]).toBe('ci');
+    expect(INSTALL_ARGS[0]).toBe('install');
     expect(INSTALL_ARGS).toEqual(expect.arrayContaining(['--omit=dev', '--omit=optional', '--ignore-scripts']));
+    expect(PACKAGE_FILES).toContain('package-lock.json');
+    // What the real package.json gives the app: every peer it needs, at an exact tested version.
+    const manifest = appManifest(pkg as unknown as Parameters<typeof appManifest>[0]);
+    for (const name of APP_PEERS) expect(manifest.dependencies[name], name).toMatch(/^\d+\.\d+\.\d+$/);
   });
 
   it('stages every file package.json publishes, and stages it where git and azure.yaml expect', () => {
-    expect(PACKAGE_FILES).toEqual(expect.arrayContaining([...pkg.files, 'package.json', 'package-lock.json']));
+    // Everything the package publishes (its `files`, exclusions aside), and the app's own entry and host.json.
+    const published = pkg.files.filter((path) => !path.startsWith('!'));
+    expect(PACKAGE_FILES).toEqual(expect.arrayContaining([...published, 'dist/functions', 'host.json', 'package-lock.json']));
     expect(STAGE_DIR.startsWith('dist/')).toBe(true);
     expect(readFileSync(join(root, '.gitignore'), 'utf8').split(/\r?\n/)).toContain('dist/');
   });
