@@ -19,8 +19,20 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 /** Where the package is staged, relative to the project root; azure.yaml's `dist`. */
 export const STAGE_DIR = 'dist/deploy';
 
-/** What the Functions host needs from the project, copied as it is; package.json is written (appManifest). */
-export const PACKAGE_FILES = ['package-lock.json', 'host.json', 'dist/src', 'dist/functions'];
+/**
+ * What the Functions host needs from the project, copied as it is (staged path: project path);
+ * package.json is written (appManifest). The app is the reference app in functions/, whose
+ * host.json goes to the root of the stage, where the host reads it.
+ */
+export const PACKAGE_FILES = {
+  'package-lock.json': 'package-lock.json',
+  'host.json': 'functions/host.json',
+  'dist/src': 'dist/src',
+  'dist/functions': 'dist/functions',
+};
+
+/** The app's entry in the stage: the compiled functions/index.ts. */
+export const APP_MAIN = 'dist/functions/index.js';
 
 /** The library's peer dependencies that the app supplies: what the Functions host loads it with. */
 export const APP_PEERS = ['@azure/functions', 'durable-functions'];
@@ -33,7 +45,7 @@ export const APP_PEERS = ['@azure/functions', 'durable-functions'];
 export const INSTALL_ARGS = ['install', '--omit=dev', '--omit=optional', '--ignore-scripts', '--no-audit', '--no-fund'];
 
 /**
- * The staged app's package.json: the project's `main` and dependencies, and the peers the app
+ * The staged app's package.json: its entry, the project's dependencies, and the peers the app
  * supplies, pinned to the versions in devDependencies (the ones the tests ran with).
  */
 export function appManifest(pkg) {
@@ -44,7 +56,7 @@ export function appManifest(pkg) {
       throw new Error(`stage-package: the app needs ${name}, and package.json devDependencies has no tested version of it`);
     dependencies[name] = tested;
   }
-  return { name: pkg.name, version: pkg.version, private: true, main: pkg.main, engines: pkg.engines, dependencies };
+  return { name: pkg.name, version: pkg.version, private: true, main: APP_MAIN, engines: pkg.engines, dependencies };
 }
 
 // azd reads an ignore file at the root of what it zips. Without one, azd releases before
@@ -71,16 +83,16 @@ export function stagePackage(root, { npm = runNpm, log = (line) => console.log(l
   const out = join(root, STAGE_DIR);
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
-  for (const path of PACKAGE_FILES) {
+  for (const [staged, path] of Object.entries(PACKAGE_FILES)) {
     const from = join(root, path);
     if (!existsSync(from)) throw new Error(`stage-package: ${path} is missing after the build`);
-    cpSync(from, join(out, path), { recursive: true });
+    cpSync(from, join(out, staged), { recursive: true });
   }
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
   writeFileSync(join(out, 'package.json'), `${JSON.stringify(appManifest(pkg), null, 2)}\n`);
   writeFileSync(join(out, '.funcignore'), FUNCIGNORE);
   npm(out, INSTALL_ARGS);
-  log(`stage-package: staged ${STAGE_DIR} (package.json, ${PACKAGE_FILES.join(', ')}, production node_modules)`);
+  log(`stage-package: staged ${STAGE_DIR} (package.json, ${Object.keys(PACKAGE_FILES).join(', ')}, production node_modules)`);
   return out;
 }
 

@@ -146,13 +146,16 @@ function text(fn: CapturedFunction, binding: FunctionBinding, property: string):
   });
 }
 
-/** The folder of the package this host is part of: the app it runs when none is named. */
-export function ownPackageDir(from: string = __dirname): string {
+/**
+ * The app an instance runs when none is named: the reference app in `functions/` beside this
+ * package, which only this repository has (`baton start` always names the app it runs).
+ */
+export function referenceApp(from: string = __dirname): string {
   let dir = from;
   while (!existsSync(join(dir, 'package.json'))) {
     const up = resolve(dir, '..');
-    if (up === dir) return from;
+    if (up === dir) return join(from, 'functions');
     dir = up;
   }
-  return dir;
+  return join(dir, 'functions');
 }

@@ -14,7 +14,7 @@ import { parseLogLevel } from '../app/settings';
 import { parseStorageSettings } from '../storage/connection';
 import { redactSecrets } from '../redact';
 import { readHostQueueConfig, type HostQueueConfig } from '../app/host-config';
-import { APP_SETTING, appEntry, loadFunctionsApp, ownPackageDir } from './app-functions';
+import { APP_SETTING, appEntry, loadFunctionsApp, referenceApp } from './app-functions';
 import { LocalHost } from './local-host';
 import { serveHttpRegistrations, type LocalHttpServer } from './http-server';
 import { emit } from './instance-events';
@@ -44,7 +44,7 @@ async function main(): Promise<void> {
     throw new InvalidSettingError('BATON_INSTANCE', 'BATON_INSTANCE must be at most 256 characters: it names the lease holder');
   }
   // The app is whatever its folder's package.json `main` registers, as under the Functions host.
-  const appDir = readSetting(env, APP_SETTING) ?? ownPackageDir();
+  const appDir = readSetting(env, APP_SETTING) ?? referenceApp();
   const appNamedBy = readSetting(env, APP_SETTING) ? APP_SETTING : undefined;
   // The app first: a folder with no app is the problem to name, not its missing host.json.
   namedBy(appNamedBy, () => appEntry(appDir));

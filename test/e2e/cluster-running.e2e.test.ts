@@ -27,6 +27,7 @@ import {
   type ClusterUp,
   type CliRun,
   type SpawnedProcess,
+  referenceApp,
 } from '../support/cluster-process';
 import { closedPort } from '../support/cli-harness';
 import { timeBound } from '../support/time-bound';
@@ -69,7 +70,7 @@ let releaseDist: (() => void) | undefined;
 
 beforeAll(async () => {
   releaseDist = markDistInUse();
-  cluster = spawnBaton('cluster', ['start', '--instances', '3']);
+  cluster = spawnBaton('cluster', ['start', '--app', referenceApp, '--instances', '3']);
   up = parseClusterUp((await cluster.waitForLine(CLUSTER_UP, 50_000)).match);
   connection = clusterConnection(up);
 }, patience(60_000));
@@ -207,7 +208,15 @@ describe('stopping a cluster at awkward moments', () => {
     'SIGINT while seeding: exits without starting instances, nothing left listening',
     { timeout: patience(60_000) },
     async () => {
-      const early = spawnBaton('cluster stopped while seeding', ['start', '--instances', '2', '--hub', 'seeding']);
+      const early = spawnBaton('cluster stopped while seeding', [
+        'start',
+        '--app',
+        referenceApp,
+        '--instances',
+        '2',
+        '--hub',
+        'seeding',
+      ]);
       // Seeding 2,000 blobs takes a few seconds after the line that announces it; the signal lands in between.
       await early.waitForLine(/^seeding demo blobs/, 30_000);
       process.kill(early.pid, 'SIGINT');
@@ -228,7 +237,7 @@ describe('stopping a cluster at awkward moments', () => {
       const stuck = spawnTracked(
         'cluster with a frozen instance',
         process.execPath,
-        [cliPath, 'start', '--instances', '2', '--hub', 'frozen', '--log-dir', logs],
+        [cliPath, 'start', '--app', referenceApp, '--instances', '2', '--hub', 'frozen', '--log-dir', logs],
         process.env,
         logs,
       );

@@ -25,6 +25,7 @@ import {
   distIsCurrent,
   waitUntilDistIdle,
   type SpawnedProcess,
+  referenceApp,
 } from '../support/cluster-process';
 import { dumpOnFailure, expectExactRun, readOutputFile } from '../support/cluster-run';
 import { patience } from '../support/slowdown';
@@ -49,7 +50,7 @@ describe('baton start --once (a real cluster on embedded Azurite)', () => {
       cluster = spawnTracked(
         'cluster without instances',
         process.execPath,
-        [cliPath, 'start', '--once', '--instances', '2', '--log-dir', logs],
+        [cliPath, 'start', '--app', referenceApp, '--once', '--instances', '2', '--log-dir', logs],
         // The CLI checks the app, its settings and host.json before it starts; the local host's
         // own visibility setting is read by the instances alone.
         { ...process.env, BATON_LOCAL_VISIBILITY_SECONDS: '2' },

@@ -31,6 +31,7 @@ import {
   projectRoot,
   spawnTracked,
   type SpawnedProcess,
+  referenceApp,
 } from '../support/cluster-process';
 import { waitFor } from '../support/edge-support';
 import { failuresOf } from '../support/failures';
@@ -50,7 +51,7 @@ const FAILING = [6, 13, 20];
 
 /** host.json with two deliveries and no retry delay, so the failing items end within seconds. */
 function quickHostJson(): string {
-  const host = JSON.parse(readFileSync(join(projectRoot, 'host.json'), 'utf8'));
+  const host = JSON.parse(readFileSync(join(projectRoot, 'functions', 'host.json'), 'utf8'));
   host.extensions.queues.maxDequeueCount = 2;
   host.extensions.queues.visibilityTimeout = '00:00:00';
   const path = join(work, 'host.json');
@@ -164,7 +165,21 @@ describe('a full local run at BATON_LOG_LEVEL=debug prints no secret', () => {
       cluster = spawnTracked(
         'baton start --once (debug)',
         process.execPath,
-        [cliPath, 'start', '--once', '--instances', '2', '--job', JOB.name, '--output', outputPath, '--log-dir', logs],
+        [
+          cliPath,
+          'start',
+          '--app',
+          referenceApp,
+          '--once',
+          '--instances',
+          '2',
+          '--job',
+          JOB.name,
+          '--output',
+          outputPath,
+          '--log-dir',
+          logs,
+        ],
         debugEnv(),
         logs,
       );

@@ -19,6 +19,7 @@ import {
   projectRoot,
   spawnTracked,
   type SpawnedProcess,
+  referenceApp,
 } from '../support/cluster-process';
 import { dumpOnFailure } from '../support/cluster-run';
 import { patience } from '../support/slowdown';
@@ -69,7 +70,20 @@ describe.skipIf(!CHROMIUM)('the status page in headless Chromium', () => {
         process.execPath,
         [
           cliPath,
-          ...['start', '--once', '--job', 'slow', '--instances', '3', '--port', '0', '--kill-leader-after', '4'],
+          ...[
+            'start',
+            '--app',
+            referenceApp,
+            '--once',
+            '--job',
+            'slow',
+            '--instances',
+            '3',
+            '--port',
+            '0',
+            '--kill-leader-after',
+            '4',
+          ],
           ...['--log-dir', logs],
         ],
         { ...process.env, BATON_SYNTHETIC_JOBS: SLOW_JOB },

@@ -16,7 +16,7 @@ import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import type { Env } from '../../src/storage/setting';
 import { useAzurite } from '../support/azurite';
 import { azuriteStyleConnection, closedPort, seedHub } from '../support/cli-harness';
-import { cliPath, markDistInUse, projectRoot } from '../support/cluster-process';
+import { cliPath, markDistInUse, projectRoot, referenceApp } from '../support/cluster-process';
 import { describePatience, patience } from '../support/slowdown';
 import { timeBound } from '../support/time-bound';
 
@@ -407,7 +407,7 @@ describe('baton start: the same checks as its instances, before Azurite starts',
     ],
   ])('%s: exit 1, one stderr line, nothing started', async (_name, args, env, setting, rule) => {
     const bound = await startFailsWithin();
-    const result = await baton(['start', '--app', projectRoot, ...args], env, Math.max(15_000, bound.ms));
+    const result = await baton(['start', '--app', referenceApp, ...args], env, Math.max(15_000, bound.ms));
     expectOneLine(result, setting, rule);
     // Azurite and the instances would have taken seconds and printed "cluster up".
     expect(result.out).not.toContain('cluster up');
@@ -425,7 +425,7 @@ describe('baton start: the same checks as its instances, before Azurite starts',
     ],
   ])('%s is a usage error: exit 2, one stderr line, nothing started', async (_name, args, env, setting, rule) => {
     const bound = await startFailsWithin();
-    const result = await baton(['start', '--app', projectRoot, ...args], env, Math.max(15_000, bound.ms));
+    const result = await baton(['start', '--app', referenceApp, ...args], env, Math.max(15_000, bound.ms));
     expectOneLine(result, setting, rule, undefined, 2);
     expect(result.out).not.toContain('cluster up');
     expect(result.ms, bound.why).toBeLessThan(bound.ms);

@@ -91,7 +91,7 @@ describe('the Functions app handlers', () => {
   });
 
   it("host.json's queue settings match what the engine sends and expects", () => {
-    const host = JSON.parse(readFileSync('host.json', 'utf8'));
+    const host = JSON.parse(readFileSync('functions/host.json', 'utf8'));
     expect(host.extensionBundle).toEqual({ id: 'Microsoft.Azure.Functions.ExtensionBundle', version: '[4.*, 5.0.0)' });
     // Messages are JSON text, not base64.
     expect(host.extensions.queues.messageEncoding).toBe('none');

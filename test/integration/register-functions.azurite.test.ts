@@ -72,7 +72,7 @@ describe('registerBaton on a Functions app', () => {
     const { runtime } = registerBaton(app, {
       jobs: [sumJob({ items: 10 })],
       env: { AzureWebJobsStorage: fixture.azurite.connectionString, BATON_HUB: hub },
-      hostJson: join(__dirname, '..', '..', 'host.json'),
+      hostJson: join(__dirname, '..', '..', 'functions', 'host.json'),
       logger: { info: () => undefined, warn: () => undefined },
     });
     runtime.shutdown();
@@ -93,7 +93,7 @@ describe('registerBaton on a Functions app', () => {
       registerBaton(app, {
         jobs: [],
         env: { AzureWebJobsStorage: fixture.azurite.connectionString, BATON_MAX_ATTEMPTS: '3' },
-        hostJson: join(__dirname, '..', '..', 'host.json'),
+        hostJson: join(__dirname, '..', '..', 'functions', 'host.json'),
         logger: { info: () => undefined, warn: () => undefined },
       }),
     ).toThrow(/^BATON_MAX_ATTEMPTS \(3\) must equal host\.json extensions\.queues\.maxDequeueCount/);
@@ -115,7 +115,7 @@ describe('registerBaton on a Functions app', () => {
           BATON_TERM_SECONDS: '600',
           BATON_METRICS_EXPORTER: 'otlp',
         },
-        hostJson: join(__dirname, '..', '..', 'host.json'),
+        hostJson: join(__dirname, '..', '..', 'functions', 'host.json'),
         logger: { info: () => undefined, warn: (message) => warnings.push(message) },
       });
       const coordinator = recorded.calls.find((c) => c.method === 'timer')!.options.handler as (

@@ -18,6 +18,8 @@ import { describePatience, patience } from './slowdown';
 
 export const projectRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const cliPath = join(projectRoot, 'dist', 'src', 'cli', 'main.js');
+/** This repository's Functions app, the one `npm start` runs (`baton start --app functions`). */
+export const referenceApp = join(projectRoot, 'functions');
 
 /** One stdout line, without the cluster's ISO timestamp prefix, and when the test got it. */
 export interface Line {

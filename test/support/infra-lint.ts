@@ -133,7 +133,7 @@ export function readInfraFiles(root: string): InfraFiles {
     bicep,
     parametersJson: readFileSync(join(root, 'infra', 'main.parameters.json'), 'utf8'),
     azureYaml: readFileSync(join(root, 'azure.yaml'), 'utf8'),
-    hostJson: readFileSync(join(root, 'host.json'), 'utf8'),
+    hostJson: readFileSync(join(root, 'functions', 'host.json'), 'utf8'),
   };
 }
 
@@ -1144,7 +1144,7 @@ export function lintAzureYaml(azureYaml: string, serviceTag: string | undefined,
   if (service.remoteBuild !== 'false')
     report('yaml-package', `services.${name}.remoteBuild must be false: the staged package is complete`);
   if (!expect.stagedPaths.some((path) => expect.packageMain === path || expect.packageMain.startsWith(`${path}/`))) {
-    report('yaml-package', `package.json main (${expect.packageMain}) is not in the staged package`);
+    report('yaml-package', `the app's entry (${expect.packageMain}) is not in the staged package`);
   }
   const prepackage = map(map(service.hooks)?.prepackage);
   for (const [platform, shell] of [

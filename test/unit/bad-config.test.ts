@@ -25,7 +25,7 @@ const BLOB = 'https://acct.blob.core.windows.net';
 const QUEUE = 'https://acct.queue.core.windows.net';
 /** A valid configuration; each row changes one thing. */
 const BASE: Env = { AzureWebJobsStorage: `DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=${KEY}` };
-const HOST: HostQueueConfig = readHostQueueConfig(join(root, 'host.json'));
+const HOST: HostQueueConfig = readHostQueueConfig(join(root, 'functions', 'host.json'));
 
 /** What the app does at start-up with `env` and a host.json whose queue settings are `host`. */
 function startUp(env: Env, host: Partial<HostQueueConfig> = {}): void {

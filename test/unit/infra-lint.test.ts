@@ -7,6 +7,7 @@ import {
   APP_PEERS,
   FUNCIGNORE,
   INSTALL_ARGS,
+  APP_MAIN,
   PACKAGE_FILES,
   STAGE_DIR,
   appManifest,
@@ -82,8 +83,8 @@ const expectations: InfraExpectations = {
     name.slice('hub'.length),
   ),
   maximumInstanceCount: 40,
-  packageMain: pkg.main,
-  stagedPaths: PACKAGE_FILES,
+  packageMain: APP_MAIN,
+  stagedPaths: Object.keys(PACKAGE_FILES),
   stageDir: STAGE_DIR,
   exists: (path) => existsSync(join(root, path)),
   batonSettings: Object.fromEntries(
@@ -746,14 +747,15 @@ describe('the deploy hook (infra/hooks/stage-package.mjs)', () => {
       JSON.stringify({
         name: 'baton-functions',
         version: '1.2.3',
-        main: pkg.main,
+        main: 'dist/src/index.js',
         dependencies: { zod: '^4.0.0' },
         devDependencies: { '@azure/functions': '4.16.5', 'durable-functions': '3.5.0', vitest: '4.1.12' },
         peerDependencies: { '@azure/functions': '^4.16.0', 'durable-functions': '^3.5.0' },
       }),
     );
     writeFileSync(join(dir, 'package-lock.json'), '{}');
-    writeFileSync(join(dir, 'host.json'), '{"version":"2.0"}');
+    mkdirSync(join(dir, 'functions'), { recursive: true });
+    writeFileSync(join(dir, 'functions', 'host.json'), '{"version":"2.0"}');
     mkdirSync(join(dir, STAGE_DIR), { recursive: true });
     writeFileSync(join(dir, STAGE_DIR, 'stale.js'), 'from an earlier deploy');
     mkdirSync(join(dir, 'node_modules', 'vitest'), { recursive: true });
@@ -801,19 +803,19 @@ describe('the deploy hook (infra/hooks/stage-package.mjs)', () => {
       'package-lock.json',
       'package.json',
     ]);
-    expect(existsSync(join(out, pkg.main))).toBe(true);
+    expect(existsSync(join(out, APP_MAIN))).toBe(true);
     // The app's manifest: the library's dependencies and the peers an app brings, as tested.
     expect(JSON.parse(readFileSync(join(out, 'package.json'), 'utf8'))).toEqual({
       name: 'baton-functions',
       version: '1.2.3',
       private: true,
-      main: pkg.main,
+      main: APP_MAIN,
       dependencies: { zod: '^4.0.0', '@azure/functions': '4.16.5', 'durable-functions': '3.5.0' },
     });
   });
 
   it('refuses to stage an app without a tested version of a peer it needs', () => {
-    expect(() => appManifest({ name: 'x', version: '1.0.0', main: 'dist/functions/index.js', dependencies: {} })).toThrow(
+    expect(() => appManifest({ name: 'x', version: '1.0.0', dependencies: {} })).toThrow(
       /the app needs @azure\/functions, and package.json devDependencies has no tested version of it/,
     );
   });
@@ -826,7 +828,7 @@ describe('the deploy hook (infra/hooks/stage-package.mjs)', () => {
   it('installs exactly the locked production dependencies, without their scripts', () => {
     expect(INSTALL_ARGS[0]).toBe('install');
     expect(INSTALL_ARGS).toEqual(expect.arrayContaining(['--omit=dev', '--omit=optional', '--ignore-scripts']));
-    expect(PACKAGE_FILES).toContain('package-lock.json');
+    expect(PACKAGE_FILES['package-lock.json']).toBe('package-lock.json');
     // What the real package.json gives the app: every peer it needs, at an exact tested version.
     const manifest = appManifest(pkg as unknown as Parameters<typeof appManifest>[0]);
     for (const name of APP_PEERS) expect(manifest.dependencies[name], name).toMatch(/^\d+\.\d+\.\d+$/);
@@ -835,7 +837,12 @@ describe('the deploy hook (infra/hooks/stage-package.mjs)', () => {
   it('stages every file package.json publishes, and stages it where git and azure.yaml expect', () => {
     // Everything the package publishes (its `files`, exclusions aside), and the app's own entry and host.json.
     const published = pkg.files.filter((path) => !path.startsWith('!'));
-    expect(PACKAGE_FILES).toEqual(expect.arrayContaining([...published, 'dist/functions', 'host.json', 'package-lock.json']));
+    expect(Object.values(PACKAGE_FILES)).toEqual(expect.arrayContaining([...published, 'dist/functions', 'package-lock.json']));
+    // The app's host.json, at the root of the stage where the host reads it; its entry, as the
+    // reference app's own package.json names it.
+    expect(PACKAGE_FILES['host.json']).toBe('functions/host.json');
+    const app = JSON.parse(readFileSync(join(root, 'functions', 'package.json'), 'utf8')) as { main: string };
+    expect(join('functions', app.main)).toBe(APP_MAIN);
     expect(STAGE_DIR.startsWith('dist/')).toBe(true);
     expect(readFileSync(join(root, '.gitignore'), 'utf8').split(/\r?\n/)).toContain('dist/');
   });

@@ -25,9 +25,8 @@ describe('the package npm pack makes', () => {
 
   it('holds the compiled library and its types, and the three files npm always adds', () => {
     const outside = files.filter((path) => !path.startsWith('dist/src/'));
-    // npm adds the file package.json `main` names whatever `files` says: while this repository's
-    // reference app shares the package.json, that is the app's compiled entry.
-    expect(outside).toEqual(['LICENSE', 'README.md', 'dist/functions/index.js', 'package.json']);
+    // No app entry, host.json or app settings: the reference app has its own package.json.
+    expect(outside).toEqual(['LICENSE', 'README.md', 'package.json']);
     const folders = [...new Set(files.filter((p) => p.startsWith('dist/src/')).map((p) => p.split('/')[2]!))].sort();
     expect(folders).toEqual([
       'app',

@@ -71,8 +71,12 @@ describe('the built package', () => {
     expect(typeof functions.registerBaton).toBe('function');
   });
 
-  it('keeps `main` for the Functions host, pointing at the compiled registrations', () => {
-    expect(pkg.main).toBe('dist/functions/index.js');
-    expect(existsSync(join(root, pkg.main))).toBe(true);
+  it("points `main` at the library, and the reference app's own package.json at the compiled app", () => {
+    expect(pkg.main).toBe('dist/src/index.js');
+    const app = JSON.parse(readFileSync(join(root, 'functions', 'package.json'), 'utf8')) as { main: string; private: boolean };
+    expect(app.private).toBe(true);
+    expect(join(root, 'functions', app.main)).toBe(join(root, 'dist', 'functions', 'index.js'));
+    expect(existsSync(join(root, 'functions', app.main))).toBe(true);
+    expect(existsSync(join(root, 'functions', 'host.json'))).toBe(true);
   });
 });

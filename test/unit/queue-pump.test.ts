@@ -103,7 +103,7 @@ describe('host.json maxPollingInterval', () => {
   });
 
   it("the app's host.json polls an idle queue at most every 2 s", () => {
-    expect(readHostQueueConfig(join(__dirname, '..', '..', 'host.json')).maxPollingIntervalMs).toBe(2000);
+    expect(readHostQueueConfig(join(__dirname, '..', '..', 'functions', 'host.json')).maxPollingIntervalMs).toBe(2000);
   });
 });
 
