@@ -83,6 +83,13 @@ function applyLocalSettings(appDir: string): void {
   }
 }
 
+/** The job `--once` runs when `--job` is not given: the app's only one, or the sample's. */
+function onlyJob(jobs: readonly string[]): string {
+  if (jobs.length === 1) return jobs[0]!;
+  if (jobs.includes(DEFAULT_CLUSTER.job)) return DEFAULT_CLUSTER.job;
+  throw new CliError(`--once needs --job: this app has several jobs (${jobs.join(', ')})`, EXIT.usage);
+}
+
 /** Creates `--log-dir` before anything starts, so a folder that cannot be written is one line. */
 function makeLogDir(dir: string): void {
   try {
@@ -104,13 +111,13 @@ export function registerStart(program: Command): void {
     .option('--app <dir>', 'the Functions app to run: its package.json main, host.json and local.settings.json (default: here)')
     .option('--instances <n>', 'instance processes', positiveInt('--instances', 16), DEFAULT_CLUSTER.instances)
     .option('--data <dir>', 'persist Azurite to this folder (default: in memory)')
-    .option('--once', 'run one occurrence of the sample job, print the summary and exit (non-zero unless it succeeded)', false)
+    .option('--once', 'run one occurrence of a job (--job), print the summary and exit (non-zero unless it succeeded)', false)
     .option(
       '--kill-leader-after <seconds>',
       'kill -9 the leading instance this long into the run, and start a replacement',
       positiveInt('--kill-leader-after', 3600),
     )
-    .option('--job <name>', 'the job --once runs', DEFAULT_CLUSTER.job)
+    .option('--job <name>', "the job --once runs (default: the app's only job, or the sample's blob-audit)")
     .option('--output <file>', 'with --once: write the run record and output here as JSON')
     .option('--log-dir <dir>', "keep each instance's whole output (stdout and stderr) in <dir>/<instance>.log")
     .option(
@@ -137,7 +144,7 @@ export function registerStart(program: Command): void {
         data?: string;
         once: boolean;
         killLeaderAfter?: number;
-        job: string;
+        job?: string;
         output?: string;
         logDir?: string;
         port?: number;
@@ -159,9 +166,10 @@ export function registerStart(program: Command): void {
         const appDir = resolve(opts.app ?? process.cwd());
         applyLocalSettings(appDir);
         const jobs = inspectApp(appDir, hub);
+        const job = opts.job ?? (opts.once ? onlyJob(jobs) : DEFAULT_CLUSTER.job);
         // Otherwise the leader drops the request and --once waits for a run that never comes.
-        if (!jobs.includes(opts.job)) {
-          throw new CliError(`--job ${opts.job} is not a job of this app (jobs: ${jobs.join(', ')})`, EXIT.usage);
+        if ((opts.once || opts.job !== undefined) && !jobs.includes(job)) {
+          throw new CliError(`--job ${job} is not a job of this app (jobs: ${jobs.join(', ')})`, EXIT.usage);
         }
         if (opts.logDir) makeLogDir(opts.logDir);
         const code = await runCluster({
@@ -169,10 +177,10 @@ export function registerStart(program: Command): void {
           instances: opts.instances,
           app: appDir,
           once: opts.once,
-          job: opts.job,
+          job,
           // Seeding takes seconds and only the sample's audit job reads the blobs: a --once run
           // of another job starts without them.
-          seedDemo: jobs.includes(DEFAULT_CLUSTER.job) && (!opts.once || opts.job === DEFAULT_CLUSTER.job),
+          seedDemo: jobs.includes(DEFAULT_CLUSTER.job) && (!opts.once || job === DEFAULT_CLUSTER.job),
           hub,
           ...(opts.data ? { data: opts.data } : {}),
           ...(opts.killLeaderAfter ? { killLeaderAfterSeconds: opts.killLeaderAfter } : {}),

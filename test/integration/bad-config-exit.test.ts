@@ -6,7 +6,7 @@
  * Needs `npm run build` first (`npm test` does it).
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -58,6 +58,23 @@ beforeAll(() => {
   cwd = mkdtempSync(join(tmpdir(), 'baton-bad-config-exit-'));
   // A file where --log-dir wants a folder.
   writeFileSync(join(cwd, 'not-a-folder'), '');
+  // An app of two jobs, neither the sample: plain JavaScript on the built package, as a user's.
+  const several = join(cwd, 'several-jobs');
+  mkdirSync(several);
+  writeFileSync(join(several, 'package.json'), JSON.stringify({ main: 'index.js' }));
+  writeFileSync(join(several, 'host.json'), readFileSync(join(referenceApp, 'host.json')));
+  const lib = (entry: string) => JSON.stringify(join(projectRoot, 'dist', 'src', `${entry}.js`));
+  writeFileSync(
+    join(several, 'index.js'),
+    [
+      `const { app } = require(${JSON.stringify(require.resolve('@azure/functions'))});`,
+      `const { defineJob } = require(${lib('index')});`,
+      `const { registerBaton } = require(${lib('functions')});`,
+      `const job = (name) => defineJob({ name, schedule: '0 0 0 1 1 *', *split() { yield 1; }, process: async (n) => n,`,
+      `  aggregate: { initial: () => 0, add: (a, b) => a + b } });`,
+      `registerBaton(app, { jobs: [job('alpha'), job('beta')] });`,
+    ].join('\n'),
+  );
 });
 
 afterAll(() => {
@@ -422,6 +439,13 @@ describe('baton start: the same checks as its instances, before Azurite starts',
       { BATON_SYNTHETIC_JOBS: '[{"name":"sum","items":3}]' },
       '--job nope',
       /^baton: --job nope is not a job of this app \(jobs: blob-audit, sum\)$/,
+    ],
+    [
+      '--once without --job in an app of several jobs',
+      ['--app', 'several-jobs', '--once'],
+      {},
+      '--job',
+      /^baton: --once needs --job: this app has several jobs \(alpha, beta\)$/,
     ],
   ])('%s is a usage error: exit 2, one stderr line, nothing started', async (_name, args, env, setting, rule) => {
     const bound = await startFailsWithin();
