@@ -21,6 +21,7 @@ import {
   markDistInUse,
   spawnBaton,
   type SpawnedProcess,
+  referenceApp,
 } from '../support/cluster-process';
 import { dumpOnFailure, expectExactRun, readOutputFile, runEnded } from '../support/cluster-run';
 import { patience } from '../support/slowdown';
@@ -50,6 +51,8 @@ describe('baton start --once --kill-leader-after (a real cluster on embedded Azu
       // --data keeps Azurite's state on disk, so the run record's writer epoch can be read after exit.
       cluster = spawnBaton('cluster --kill-leader-after', [
         'start',
+        '--app',
+        referenceApp,
         '--once',
         '--instances',
         '3',

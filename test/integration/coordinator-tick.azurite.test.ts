@@ -22,7 +22,8 @@ function loadEntry(env: NodeJS.ProcessEnv): Promise<{ status: number | null; std
     execFile(
       process.execPath,
       [join(projectRoot, 'dist', 'functions', 'index.js')],
-      { cwd: projectRoot, env, encoding: 'utf8', timeout: patience(30_000) },
+      // In the app's folder, where the host runs it and registerBaton finds its host.json.
+      { cwd: join(projectRoot, 'functions'), env, encoding: 'utf8', timeout: patience(30_000) },
       (error, stdout, stderr) =>
         resolve({ status: error ? (typeof error.code === 'number' ? error.code : null) : 0, stdout, stderr }),
     );
