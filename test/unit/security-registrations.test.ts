@@ -5,6 +5,7 @@
  * v4 default is anonymous, callable by anyone who finds the URL. Steering (trigger, cancel)
  * takes the admin key.
  */
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { batonRegistrations } from '../../src/app/registrations';
 import { createBatonRuntime } from '../../src/app/runtime';
@@ -78,10 +79,13 @@ describe('no anonymous HTTP endpoint', () => {
   describe('functions/index.ts, as the Functions host loads it', () => {
     beforeAll(async () => {
       for (const [name, value] of Object.entries(env)) vi.stubEnv(name, value);
+      // The host runs the app in its own folder, where registerBaton finds the app's host.json.
+      vi.spyOn(process, 'cwd').mockReturnValue(join(__dirname, '..', '..', 'functions'));
       await import('../../functions/index');
     });
     afterAll(() => {
       vi.unstubAllEnvs();
+      vi.restoreAllMocks();
     });
 
     it('registers one timer, one storage queue trigger and the API routes, and nothing else', () => {
