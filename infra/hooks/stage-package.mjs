@@ -8,9 +8,9 @@
 // versions, so Azure runs exactly the versions that were tested. They are plain JavaScript, so
 // installing them here works for Linux on Azure.
 //
-// The project's package.json is the library's: `@azure/functions` and `durable-functions` are
-// peer dependencies there, which an app brings. The staged app is that app, so its package.json
-// names them as dependencies, at the versions the tests ran with.
+// The project's package.json is the library's: `@azure/functions`, `durable-functions` and
+// `@azure/monitor-opentelemetry` are peer dependencies there, which an app brings. The staged app
+// is that app, so its package.json names them as dependencies, at the versions the tests ran with.
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -34,8 +34,11 @@ export const PACKAGE_FILES = {
 /** The app's entry in the stage: the compiled functions/index.ts. */
 export const APP_MAIN = 'dist/functions/index.js';
 
-/** The library's peer dependencies that the app supplies: what the Functions host loads it with. */
-export const APP_PEERS = ['@azure/functions', 'durable-functions'];
+/**
+ * The library's peer dependencies that the app supplies: what the Functions host loads it with,
+ * the durable engine, and the Application Insights exporter (the infra sets its connection string).
+ */
+export const APP_PEERS = ['@azure/functions', 'durable-functions', '@azure/monitor-opentelemetry'];
 
 /**
  * Production dependencies only, at the lockfile's versions, without install scripts. `install`

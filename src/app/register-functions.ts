@@ -11,7 +11,7 @@ import { localHostBridge } from './local-host-bridge';
 import { batonRegistrations } from './registrations';
 import type { Registration } from './registration-types';
 import { createBatonRuntime, type BatonRuntime } from './runtime';
-import { setupTelemetry } from './telemetry-setup';
+import { checkTelemetrySettings, setupTelemetry } from './telemetry-setup';
 
 /** The `app` namespace of `@azure/functions`: the user's own copy, so their host sees the functions. */
 export type FunctionsApp = typeof functionsApp;
@@ -75,7 +75,8 @@ export function registerBaton(app: FunctionsApp, options: RegisterBatonOptions):
   const logger = host?.logger ?? options.logger ?? consoleLogger;
   const graceMs = options.shutdownGraceMs ?? 10_000;
   // Before the runtime, which takes its meter and logger from what this sets up.
-  // A host that only inspects the app exports nothing.
+  // A host that only inspects the app exports nothing, but hears of a setting that would fail.
+  if (host?.inspectOnly) checkTelemetrySettings(env);
   const telemetry = host?.inspectOnly
     ? { shutdown: () => Promise.resolve() }
     : setupTelemetry(env, host?.telemetry ?? { log: (message) => logger.info(message) });

@@ -58,12 +58,44 @@ export function aadCredential(env: Env): TokenCredential | undefined {
   return clientId ? new ManagedIdentityCredential({ clientId }) : new ManagedIdentityCredential();
 }
 
+const AZURE_MONITOR = '@azure/monitor-opentelemetry';
+
+/**
+ * The Application Insights exporter is an optional peer dependency (its tree is most of what an
+ * install of Baton would otherwise weigh): an app that sets the connection string installs it.
+ * `load` is for tests of the missing case.
+ */
+export function requireAzureMonitor(load: (id: string) => unknown = require): unknown {
+  try {
+    return load(AZURE_MONITOR);
+  } catch (err) {
+    const missing =
+      (err as { code?: unknown }).code === 'MODULE_NOT_FOUND' && String((err as Error).message).includes(AZURE_MONITOR);
+    if (!missing) throw err;
+    throw new InvalidSettingError(
+      'APPLICATIONINSIGHTS_CONNECTION_STRING',
+      `APPLICATIONINSIGHTS_CONNECTION_STRING is set, and ${AZURE_MONITOR} is not installed: npm install ${AZURE_MONITOR} (Baton sends its metrics and events to Application Insights through it)`,
+    );
+  }
+}
+
+/**
+ * What `setupTelemetry` would need, checked without setting anything up: its settings, and the
+ * exporter package when the Application Insights connection string is set. For a host that only
+ * inspects an app before starting it.
+ */
+export function checkTelemetrySettings(env: Env = process.env, resolve: (id: string) => unknown = require.resolve): void {
+  parseMetricsExporter(env);
+  parseMetricExportIntervalMs(env);
+  if (readSetting(env, 'APPLICATIONINSIGHTS_CONNECTION_STRING') !== undefined) requireAzureMonitor(resolve);
+}
+
 /**
  * The SDK's packages, loaded only when a setting asks for them: Azure Monitor alone takes about
  * 0.4 s to load, which every cold start of an app without it would otherwise pay.
  */
 const sdk = {
-  azureMonitor: () => require('@azure/monitor-opentelemetry') as typeof import('@azure/monitor-opentelemetry'),
+  azureMonitor: () => requireAzureMonitor() as typeof import('@azure/monitor-opentelemetry'),
   metrics: () => require('@opentelemetry/sdk-metrics') as typeof import('@opentelemetry/sdk-metrics'),
   logs: () => require('@opentelemetry/sdk-logs') as typeof import('@opentelemetry/sdk-logs'),
   resources: () => require('@opentelemetry/resources') as typeof import('@opentelemetry/resources'),

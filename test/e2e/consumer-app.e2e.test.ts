@@ -8,7 +8,8 @@
  *
  * The app's tsconfig checks library types (no skipLibCheck), so a public type that names a
  * package a consumer need not install (the optional durable-functions peer) fails here. Its
- * job's schema comes from the app's own zod 3, not Baton's zod 4.
+ * job's schema comes from the app's own zod 3, not Baton's zod 4. The app does not install the
+ * optional Application Insights exporter, so its connection string must be refused in one line.
  */
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -37,12 +38,12 @@ interface Ran {
   err: string;
 }
 
-/** `command args` in the app's folder (or `cwd`), its output kept; with `node`, that Node first on PATH. */
+/** `command args` in the app's folder (or `cwd`), its output kept; with `node`, that Node first on PATH; `env` added. */
 function run(
   label: string,
   command: string,
   args: string[],
-  options: { node?: string; cwd?: string; timeoutMs: number },
+  options: { node?: string; cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs: number },
 ): Promise<Ran> {
   const started = Date.now();
   const env: NodeJS.ProcessEnv = {
@@ -51,6 +52,7 @@ function run(
   };
   // The suite's own settings must not leak into the app: it has its own local.settings.json.
   for (const name of Object.keys(env)) if (name.startsWith('BATON_') && name !== 'BATON_TEST_SLOWDOWN') delete env[name];
+  Object.assign(env, options.env);
   return new Promise((resolve) => {
     execFile(
       command,
@@ -227,6 +229,29 @@ describe('a Functions app of its own that installs the package', () => {
         expect(record.counters, label).toMatchObject({ planned: 6, succeeded: 6, failed: 0, duplicates: 0 });
         expect(doc.output, label).toEqual(EXACT);
       }
+    },
+  );
+
+  it(
+    'without the optional Application Insights exporter installed, its connection string stops baton start with one line',
+    {
+      timeout: patience(60_000),
+    },
+    async () => {
+      const ran = await run(
+        'baton start with App Insights set',
+        npx,
+        ['baton', 'start', '--once', '--job', 'word-lengths', '--port', '0'],
+        {
+          env: { APPLICATIONINSIGHTS_CONNECTION_STRING: 'InstrumentationKey=00000000-0000-0000-0000-000000000000' },
+          timeoutMs: patience(30_000),
+        },
+      );
+      expect(ran.code, ran.out).toBe(1);
+      expect(ran.err).toBe(
+        'baton: APPLICATIONINSIGHTS_CONNECTION_STRING is set, and @azure/monitor-opentelemetry is not installed: npm install @azure/monitor-opentelemetry (Baton sends its metrics and events to Application Insights through it)\n',
+      );
+      expect(ran.out).not.toContain('cluster up');
     },
   );
 
