@@ -749,8 +749,17 @@ describe('the deploy hook (infra/hooks/stage-package.mjs)', () => {
         version: '1.2.3',
         main: 'dist/src/index.js',
         dependencies: { zod: '^4.0.0' },
-        devDependencies: { '@azure/functions': '4.16.5', 'durable-functions': '3.5.0', vitest: '4.1.12' },
-        peerDependencies: { '@azure/functions': '^4.16.0', 'durable-functions': '^3.5.0' },
+        devDependencies: {
+          '@azure/functions': '4.16.5',
+          '@azure/monitor-opentelemetry': '1.18.1',
+          'durable-functions': '3.5.0',
+          vitest: '4.1.12',
+        },
+        peerDependencies: {
+          '@azure/functions': '^4.16.0',
+          '@azure/monitor-opentelemetry': '^1.18.1',
+          'durable-functions': '^3.5.0',
+        },
       }),
     );
     writeFileSync(join(dir, 'package-lock.json'), '{}');
@@ -810,7 +819,12 @@ describe('the deploy hook (infra/hooks/stage-package.mjs)', () => {
       version: '1.2.3',
       private: true,
       main: APP_MAIN,
-      dependencies: { zod: '^4.0.0', '@azure/functions': '4.16.5', 'durable-functions': '3.5.0' },
+      dependencies: {
+        zod: '^4.0.0',
+        '@azure/functions': '4.16.5',
+        'durable-functions': '3.5.0',
+        '@azure/monitor-opentelemetry': '1.18.1',
+      },
     });
   });
 
