@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve } from 'node:path';
 import type { HttpMethod } from '@azure/functions';
+import { globSync, isDynamicPattern } from 'tinyglobby';
 import { InvalidSettingError } from '../errors';
 import type { Registration } from '../app/registration-types';
 import { installFunctionsCore, type CapturedFunction, type CapturedHook, type FunctionBinding } from './functions-core';
@@ -29,10 +30,11 @@ function refuse(message: string): never {
 }
 
 /**
- * The entry module of the app in `dir`: package.json's `main`, as the Node worker finds it. A glob
- * is refused: the worker expands it, this host needs the one module that registers the functions.
+ * The entry modules of the app in `dir`: package.json's `main`, as the Node worker finds them. A
+ * glob (the Functions TypeScript template's `dist/src/{index.js,functions/*.js}`) is expanded as
+ * the worker expands it, in path order.
  */
-export function appEntry(dir: string): string {
+export function appEntries(dir: string): string[] {
   const manifest = join(dir, 'package.json');
   let main: unknown;
   try {
@@ -46,14 +48,16 @@ export function appEntry(dir: string): string {
   if (typeof main !== 'string' || main.trim() === '') {
     refuse(`${manifest} has no "main": name the module that registers the app's functions, as the Functions host needs`);
   }
-  if (/[*?{}[\]]/.test(main)) {
-    refuse(`${manifest} "main" is a glob (${main}); baton start needs one entry module that imports the app's functions`);
+  if (isDynamicPattern(main)) {
+    const found = globSync(main, { cwd: dir, absolute: true, onlyFiles: true }).sort();
+    if (found.length === 0) refuse(`${manifest} "main" is ${main}, which matches no file: build the app first`);
+    return found;
   }
   const entry = isAbsolute(main) ? main : resolve(dir, main);
   if (!existsSync(entry) && !existsSync(`${entry}.js`)) {
     refuse(`${manifest} "main" names ${main}, which does not exist: build the app first`);
   }
-  return entry;
+  return [entry];
 }
 
 /**
@@ -63,15 +67,15 @@ export function appEntry(dir: string): string {
  * naming the function, rather than silently left out.
  */
 export function loadFunctionsApp(dir: string, log: (level: string, message: string) => void): LoadedApp {
-  const entry = appEntry(dir);
+  const entries = appEntries(dir);
   const captured = installFunctionsCore(log);
   // What this load adds: a process that inspects apps (a test, the CLI) may load more than one.
   const [functionsBefore, hooksBefore] = [captured.functions.length, captured.hooks.length];
-  require(entry);
+  for (const entry of entries) require(entry);
   const functions = captured.functions.slice(functionsBefore);
   const hooks = captured.hooks.slice(hooksBefore);
   if (functions.length === 0) {
-    refuse(`the app in ${dir} registered no functions: does ${entry} call registerBaton(app, ...)?`);
+    refuse(`the app in ${dir} registered no functions: does ${entries.join(' or ')} call registerBaton(app, ...)?`);
   }
   const registrations = functions.map(toRegistration);
   for (const hook of hooks) {

@@ -14,7 +14,7 @@ import { parseLogLevel } from '../app/settings';
 import { parseStorageSettings } from '../storage/connection';
 import { redactSecrets } from '../redact';
 import { readHostQueueConfig, type HostQueueConfig } from '../app/host-config';
-import { APP_SETTING, appEntry, loadFunctionsApp, referenceApp } from './app-functions';
+import { APP_SETTING, appEntries, loadFunctionsApp, referenceApp } from './app-functions';
 import { LocalHost } from './local-host';
 import { serveHttpRegistrations, type LocalHttpServer } from './http-server';
 import { emit } from './instance-events';
@@ -47,7 +47,7 @@ async function main(): Promise<void> {
   const appDir = readSetting(env, APP_SETTING) ?? referenceApp();
   const appNamedBy = readSetting(env, APP_SETTING) ? APP_SETTING : undefined;
   // The app first: a folder with no app is the problem to name, not its missing host.json.
-  namedBy(appNamedBy, () => appEntry(appDir));
+  namedBy(appNamedBy, () => appEntries(appDir));
   const hostJson = hostJsonPath(appDir, env.BATON_HOST_JSON?.trim());
   const hostConfig = readHostConfig(hostJson);
   const visibilityTimeoutSeconds = parseSetting(

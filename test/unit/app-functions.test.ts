@@ -2,7 +2,7 @@ import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { appEntry, loadFunctionsApp } from '../../src/local/app-functions';
+import { appEntries, loadFunctionsApp } from '../../src/local/app-functions';
 
 /**
  * The local host loads an app as the Functions host does: its package.json `main` runs against
@@ -103,24 +103,42 @@ describe('the entry module', () => {
     ['no package.json', undefined, /package\.json: not found; run baton start in the Functions app$/],
     ['no main', {}, /package\.json has no "main": name the module that registers the app's functions/],
     [
-      'a glob main',
-      { main: 'dist/src/{index.js,functions/*.js}' },
-      /"main" is a glob \(dist\/src\/\{index\.js,functions\/\*\.js\}\)/,
-    ],
-    [
       'a main not built yet',
       { main: 'dist/missing.js' },
       /"main" names dist\/missing\.js, which does not exist: build the app first$/,
+    ],
+    [
+      'a glob main that matches nothing yet',
+      { main: 'dist/src/{index.js,functions/*.js}' },
+      /"main" is dist\/src\/\{index\.js,functions\/\*\.js\}, which matches no file: build the app first$/,
     ],
   ])('refuses %s', (_name, manifest, message) => {
     const dir = join(root, `entry-${++apps}`);
     mkdirSync(dir, { recursive: true });
     if (manifest) writeFileSync(join(dir, 'package.json'), JSON.stringify(manifest));
-    expect(() => appEntry(dir)).toThrow(message);
+    expect(() => appEntries(dir)).toThrow(message);
   });
 
   it('is main, resolved against the app folder, with or without its .js', () => {
     const dir = appWith('', { main: 'dist/index' });
-    expect(appEntry(dir)).toBe(join(dir, 'dist', 'index'));
+    expect(appEntries(dir)).toEqual([join(dir, 'dist', 'index')]);
+  });
+
+  it("expands a glob main as the worker does (the Functions template's), and loads every module it names", () => {
+    const dir = join(root, `entry-${++apps}`);
+    mkdirSync(join(dir, 'dist', 'src', 'functions'), { recursive: true });
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ main: 'dist/src/{index.js,functions/*.js}' }));
+    const lib = `const { app } = require(${FUNCTIONS});`;
+    const write = (path: string, text: string) => writeFileSync(join(dir, 'dist', 'src', path), `${lib}\n${text}\n`);
+    write('index.js', "app.timer('from-index', { schedule: '0 * * * * *', handler: async () => {} });");
+    write('functions/b.js', "app.http('from-b', { handler: async () => ({}) });");
+    write('functions/a.js', "app.http('from-a', { handler: async () => ({}) });");
+    writeFileSync(join(dir, 'dist', 'src', 'functions', 'a.js.map'), '{}');
+    expect(appEntries(dir)).toEqual([
+      join(dir, 'dist', 'src', 'functions', 'a.js'),
+      join(dir, 'dist', 'src', 'functions', 'b.js'),
+      join(dir, 'dist', 'src', 'index.js'),
+    ]);
+    expect(loadFunctionsApp(dir, noLog).registrations.map((r) => r.name)).toEqual(['from-a', 'from-b', 'from-index']);
   });
 });
