@@ -12,7 +12,7 @@ import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-
 import { parseStorageSettings } from '../storage/connection';
 import type { Env } from '../storage/setting';
 import { readSetting } from '../storage/setting';
-import { parseHubName } from './settings';
+import { parseBatonSettings, parseHubName } from './settings';
 
 export interface BatonClientOptions {
   /**
@@ -21,7 +21,7 @@ export interface BatonClientOptions {
    * `process.env`, so code inside the Functions app needs no options.
    */
   env?: Env;
-  /** The hub to read and steer. Default `BATON_HUB` from `env`, then `baton`. */
+  /** The hub to read and steer. Default `BATON_HUB` from `env`, then `baton`; its lease is in `BATON_LEASE_CONTAINER`'s container. */
   hub?: string;
 }
 
@@ -48,12 +48,18 @@ export class BatonClient {
 
   constructor(options: BatonClientOptions = {}) {
     const env = options.env ?? process.env;
-    this.hub =
-      options.hub !== undefined ? parseHubName(options.hub, 'hub') : parseHubName(readSetting(env, 'BATON_HUB') ?? 'baton');
+    // Only the settings that name the hub's blobs, as the CLI reads them: an unrelated bad setting
+    // of the app's cannot stop a client.
+    const { hub, leaseContainer } = parseBatonSettings({
+      BATON_HUB: options.hub !== undefined ? parseHubName(options.hub, 'hub') : readSetting(env, 'BATON_HUB'),
+      BATON_LEASE_CONTAINER: readSetting(env, 'BATON_LEASE_CONTAINER'),
+    });
+    this.hub = hub;
     const storage = parseStorageSettings(env);
     const blobs = createBlobServiceClient(storage);
-    this.docs = new BlobDocumentStore(blobs.getContainerClient(hubResources(this.hub).container));
-    this.lease = new BlobLeaseStore(createBlobServiceClient(storage, { retryOptions: LEASE_RETRY_OPTIONS }), this.hub);
+    this.docs = new BlobDocumentStore(blobs.getContainerClient(hubResources(hub).container));
+    const leaseBlobs = createBlobServiceClient(storage, { retryOptions: LEASE_RETRY_OPTIONS });
+    this.lease = new BlobLeaseStore(leaseBlobs, hub, { containerName: leaseContainer });
   }
 
   /** Who leads, each job's next and last occurrences, and the runs open now. */

@@ -55,6 +55,15 @@ describe('BatonClient', () => {
     expect(await client.runs({ job: 'squares', limit: 1 })).toHaveLength(1);
   });
 
+  it("reads the leader from the hub's own lease container (BATON_LEASE_CONTAINER)", { timeout: patience(120_000) }, async () => {
+    const env = { BATON_LEASE_CONTAINER: 'other-leases', BATON_MAX_ATTEMPTS: '1' };
+    await runJobOnce(squares, { azurite, env });
+    const client = new BatonClient({ env: { ...env, AzureWebJobsStorage: azurite.connectionString }, hub: 'test' });
+    const status = await client.status();
+    // runJobOnce leads as run-job-once and releases the lease as it stops.
+    expect(status.leader?.identity ?? status.lastLeader?.identity).toBe('run-job-once');
+  });
+
   it('refuses a bad hub or connection when it is made, naming it', () => {
     const make = (options: ConstructorParameters<typeof BatonClient>[0]) => () => new BatonClient(options);
     expect(make({ env: { AzureWebJobsStorage: azurite.connectionString }, hub: 'No_Hub' })).toThrow(
