@@ -1,10 +1,10 @@
 import { accessSync, constants, mkdirSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { isBatonError } from '../errors';
 import type { JobDefinition } from '../jobs/job-definition';
 import { setLocalHostBridge } from '../app/local-host-bridge';
-import { loadFunctionsApp } from '../local/app-functions';
+import { appHostJson, loadFunctionsApp } from '../local/app-functions';
 import { DEFAULT_CLUSTER, LOCAL_MAX_IN_FLIGHT, runCluster } from '../local/cluster';
 import { CliError, readLocalSettings } from './connection';
 import { ExitWith } from './context';
@@ -46,8 +46,8 @@ function inspectApp(appDir: string, hub: string): string[] {
   let jobs: readonly JobDefinition[] | undefined;
   setLocalHostBridge({
     inspectOnly: true,
-    // The host.json each instance runs with (see instance-main).
-    hostJson: process.env.BATON_HOST_JSON?.trim() || join(appDir, 'host.json'),
+    // The host.json each instance runs with.
+    hostJson: appHostJson(appDir, process.env).path,
     attach: (made) => {
       if (made.runtime.settings.engine === 'durable') {
         throw new CliError(

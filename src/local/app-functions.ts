@@ -3,11 +3,20 @@ import { isAbsolute, join, resolve } from 'node:path';
 import type { HttpMethod } from '@azure/functions';
 import { globSync, isDynamicPattern } from 'tinyglobby';
 import { InvalidSettingError } from '../errors';
+import { readSetting, type Env } from '../storage/setting';
 import type { Registration } from '../app/registration-types';
 import { installFunctionsCore, type CapturedFunction, type CapturedHook, type FunctionBinding } from './functions-core';
 
 /** The setting that names the app's folder for an instance process; `baton start` sets it. */
 export const APP_SETTING = 'BATON_APP';
+/** A host.json to run the app under instead of its own (tests run an app under other host settings). */
+export const HOST_JSON_SETTING = 'BATON_HOST_JSON';
+
+/** The host.json the local host runs the app in `appDir` with: `BATON_HOST_JSON`, else the app's own. */
+export function appHostJson(appDir: string, env: Env): { path: string; fromSetting: boolean } {
+  const fromSetting = readSetting(env, HOST_JSON_SETTING);
+  return fromSetting ? { path: fromSetting, fromSetting: true } : { path: join(appDir, 'host.json'), fromSetting: false };
+}
 
 /** An app loaded as the Functions host loads one: its entry module run, its registrations read. */
 export interface LoadedApp {

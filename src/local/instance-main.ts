@@ -14,7 +14,7 @@ import { parseLogLevel } from '../app/settings';
 import { parseStorageSettings } from '../storage/connection';
 import { redactSecrets } from '../redact';
 import { readHostQueueConfig, type HostQueueConfig } from '../app/host-config';
-import { APP_SETTING, appEntries, loadFunctionsApp, referenceApp } from './app-functions';
+import { APP_SETTING, HOST_JSON_SETTING, appEntries, appHostJson, loadFunctionsApp, referenceApp } from './app-functions';
 import { LocalHost } from './local-host';
 import { serveHttpRegistrations, type LocalHttpServer } from './http-server';
 import { emit } from './instance-events';
@@ -48,7 +48,7 @@ async function main(): Promise<void> {
   const appNamedBy = readSetting(env, APP_SETTING) ? APP_SETTING : undefined;
   // The app first: a folder with no app is the problem to name, not its missing host.json.
   namedBy(appNamedBy, () => appEntries(appDir));
-  const hostJson = hostJsonPath(appDir, env.BATON_HOST_JSON?.trim());
+  const hostJson = appHostJson(appDir, env);
   const hostConfig = readHostConfig(hostJson);
   const visibilityTimeoutSeconds = parseSetting(
     visibilitySchema,
@@ -166,18 +166,13 @@ function namedBy<T>(setting: string | undefined, load: () => T): T {
   }
 }
 
-/** `BATON_HOST_JSON` (a path, for tests that run an app under other host settings), else the app's own. */
-function hostJsonPath(appDir: string, fromSetting: string | undefined): { path: string; setting?: string } {
-  return fromSetting ? { path: fromSetting, setting: 'BATON_HOST_JSON' } : { path: join(appDir, 'host.json') };
-}
-
 /** The host's queue settings; a bad file names where it came from. */
-function readHostConfig(hostJson: { path: string; setting?: string }): HostQueueConfig {
+function readHostConfig(hostJson: { path: string; fromSetting: boolean }): HostQueueConfig {
   try {
     return readHostQueueConfig(hostJson.path);
   } catch (err) {
-    if (!hostJson.setting) throw err;
-    throw new InvalidSettingError(hostJson.setting, `${hostJson.setting}: ${(err as Error).message}`);
+    if (!hostJson.fromSetting) throw err;
+    throw new InvalidSettingError(HOST_JSON_SETTING, `${HOST_JSON_SETTING}: ${(err as Error).message}`);
   }
 }
 
