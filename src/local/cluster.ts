@@ -21,7 +21,7 @@ import { DEFAULT_HTTP_PORT, serveHttpProxy, type LocalHttpServer } from './http-
 
 export interface ClusterOptions {
   instances: number;
-  /** The Functions app each instance runs (its folder); default the package this host is part of. */
+  /** The Functions app each instance runs (its folder); default this repository's reference app. */
   app?: string;
   /** Persist Azurite to this folder; default in memory. */
   data?: string;
@@ -210,22 +210,23 @@ class Cluster {
    * instance serves on a port of its own, as the Functions host does behind its front end.
    */
   private serveHttp(): Promise<LocalHttpServer> {
-    return serveHttpProxy(
-      () => [...this.instances.values()].filter((i) => i.alive && i.httpPort !== undefined).map((i) => i.httpPort!),
-      {
-        port: this.options.port ?? DEFAULT_HTTP_PORT,
-        fallback: this.options.port === undefined,
-        log: (_level, message) => this.view.note(message),
-      },
-    );
+    return serveHttpProxy(() => this.httpPorts(), {
+      port: this.options.port ?? DEFAULT_HTTP_PORT,
+      fallback: this.options.port === undefined,
+      log: (_level, message) => this.view.note(message),
+    });
+  }
+
+  /** The ports of the live instances that serve http, in the order they started. */
+  private httpPorts(): number[] {
+    return [...this.instances.values()].flatMap((i) => (i.alive && i.httpPort !== undefined ? [i.httpPort] : []));
   }
 
   /** Until an instance serves http, or none is left to; false when none does. */
   private async untilHttpServed(): Promise<boolean> {
     for (;;) {
-      const instances = [...this.instances.values()];
-      if (instances.some((i) => i.alive && i.httpPort !== undefined)) return true;
-      if (this.stopRequested || instances.every((i) => !i.alive)) return false;
+      if (this.httpPorts().length > 0) return true;
+      if (this.stopRequested || [...this.instances.values()].every((i) => !i.alive)) return false;
       await this.pause(50);
     }
   }
