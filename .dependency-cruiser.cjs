@@ -12,10 +12,9 @@ const LAYERS = [
   // What the engines report (a narrow port) and its OpenTelemetry API implementation; the SDK and
   // its exporters are composed in src/app/.
   { name: 'telemetry', paths: ['src/telemetry/'] },
-  { name: 'engines', paths: ['src/engine/', 'src/durable/', 'src/sample/'] },
+  { name: 'engines', paths: ['src/engine/', 'src/durable/'] },
   { name: 'composition root', paths: ['src/app/'] },
   { name: 'skins', paths: ['src/cli/', 'src/local/', 'src/index\\.ts$', 'src/testing\\.ts$', 'src/functions\\.ts$', 'src/election\\.ts$'] },
-  { name: 'tools', paths: ['src/chaos/'] },
 ];
 
 const anyOf = (paths) => `^(${paths.join('|')})`;
@@ -39,20 +38,19 @@ module.exports = {
     },
     {
       name: 'no-app-bench-or-tests-in-src',
-      comment: 'the library does not import the Functions app skin, the benchmarks or the tests',
+      comment: 'the library does not import the reference app, the chaos soak, the benchmarks or the tests',
       severity: 'error',
       from: { path: '^src/' },
-      to: { path: '^(functions|bench|test)/' },
+      to: { path: '^(functions|chaos|bench|test)/' },
     },
     {
       name: 'app-uses-public-entries',
       comment:
         'functions/ is the reference consumer: it imports what a user of the package can, the ' +
-        "entries in package.json's exports (src/index, src/functions, src/election, src/testing). The sample " +
-        'jobs are the one exception until they move to the app side.',
+        "entries in package.json's exports (src/index, src/functions, src/election, src/testing).",
       severity: 'error',
       from: { path: '^functions/' },
-      to: { path: '^src/', pathNot: ['^src/(index|functions|election|testing)\\.ts$', '^src/sample/'] },
+      to: { path: '^src/', pathNot: '^src/(index|functions|election|testing)\\.ts$' },
     },
     {
       name: 'engines-apart',

@@ -3,3 +3,5 @@
 // app's own `app` from `@azure/functions`.
 export { registerBaton } from './app/register-functions';
 export type { FunctionsApp, RegisterBatonOptions, RegisteredBaton } from './app/register-functions';
+export { blobServiceClient } from './app/app-storage';
+export type { AppStorageOptions } from './app/app-storage';

@@ -10,3 +10,4 @@ export { startAzurite } from './local/azurite';
 export type { StartAzuriteOptions, RunningAzurite } from './local/azurite';
 export { runJobOnce } from './local/run-job-once';
 export type { RunJobOnceOptions, JobRunResult } from './local/run-job-once';
+export type { SetupContext } from './local/setup-module';

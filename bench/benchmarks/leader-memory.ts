@@ -1,5 +1,5 @@
 import { runKeys } from '../../src/hub/run-record';
-import type { SyntheticJobSpec } from '../../src/sample/synthetic-job';
+import type { SyntheticJobSpec } from '../../functions/synthetic-job';
 import { probeEnv, readProbe, type ProbeLine } from '../lib/live-heap-probe';
 import { BenchCluster, type BenchInstance, type TimedEvent } from '../lib/bench-cluster';
 import { inexactness } from '../lib/synthetic-runs';

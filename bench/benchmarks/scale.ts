@@ -1,5 +1,5 @@
 import { isTerminal, runKeys, type RunRecord } from '../../src/hub/run-record';
-import type { SyntheticJobSpec } from '../../src/sample/synthetic-job';
+import type { SyntheticJobSpec } from '../../functions/synthetic-job';
 import { probeEnv, readProbe, type ProbeLine } from '../lib/live-heap-probe';
 import { BenchCluster, type BenchInstance } from '../lib/bench-cluster';
 import { checkpointInexactness, inexactness, SCALE_ITEMS_PER_MESSAGE, scaleJobSpec } from '../lib/synthetic-runs';

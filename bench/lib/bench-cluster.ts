@@ -15,7 +15,7 @@ import { isTerminal, type RunRecord } from '../../src/hub/run-record';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../../src/storage/client-factory';
 import { sumRequestCounts } from '../../src/storage/request-counter';
-import type { SyntheticJobSpec } from '../../src/sample/synthetic-job';
+import type { SyntheticJobSpec } from '../../functions/synthetic-job';
 import { describePatience, patience } from '../../test/support/slowdown';
 
 /**

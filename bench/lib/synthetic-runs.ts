@@ -1,7 +1,7 @@
 import { Bitset } from '../../src/hub/bitset';
 import type { RunRecord } from '../../src/hub/run-record';
 import type { RunDetails } from '../../src/hub/status';
-import { expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
+import { expectedSynthetic, type SyntheticJobSpec } from '../../functions/synthetic-job';
 
 /**
  * The synthetic runs the scale benchmarks and the scale e2e tests make, and the one check of

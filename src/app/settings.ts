@@ -23,8 +23,6 @@ export interface BatonSettings {
   maxAttempts: number;
   /** Most work messages of one run the leader lets be in flight (sent, not yet counted). */
   maxInFlightMessages: number;
-  /** The container the sample blob-audit job scrubs. */
-  auditContainer: string;
   /** Which engine runs the jobs: Baton's queues (default) or Durable Functions orchestrations. */
   engine: 'queue' | 'durable';
   /** This instance's leader priority (`BATON_LEADER_PRIORITY`, 0–1000, default 0); ranks after the version. */
@@ -190,11 +188,6 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
       wholeNumber(16, 1_000_000, 'messages'),
       'BATON_MAX_IN_FLIGHT',
       readSetting(env, 'BATON_MAX_IN_FLIGHT') ?? '4096',
-    ),
-    auditContainer: parseSetting(
-      containerSchema,
-      'BATON_AUDIT_CONTAINER',
-      readSetting(env, 'BATON_AUDIT_CONTAINER') ?? 'audit-demo',
     ),
     engine: parseSetting(
       z.enum(['queue', 'durable'], { error: 'must be queue or durable' }),

@@ -78,7 +78,7 @@ export function resolveConnection(input: ConnectionInput): ResolvedConnection {
       throw new CliError(
         `no storage connection: checked --connection, the ${STORAGE} environment variable (and ${STORAGE}__*), ` +
           `and Values.${STORAGE} in ${join(input.cwd, LOCAL_SETTINGS_FILE)}. Pass --connection "<connection string>", ` +
-          `set ${STORAGE}, or copy local.settings.sample.json to ${LOCAL_SETTINGS_FILE}.`,
+          `set ${STORAGE}, or give ${LOCAL_SETTINGS_FILE} {"Values":{"${STORAGE}":"UseDevelopmentStorage=true"}} for a local Azurite.`,
       );
     }
     source = LOCAL_SETTINGS_FILE;
@@ -125,7 +125,9 @@ export function readLocalSettings(cwd: string): Env {
     parsed = JSON.parse(text.replace(/^\uFEFF/, ''));
   } catch {
     // The parser's message can quote the file's text, which may hold a key; say only where.
-    throw new CliError(`${path} is not valid JSON; compare it with local.settings.sample.json`);
+    throw new CliError(
+      `${path} is not valid JSON; it must be an object such as {"Values":{"${STORAGE}":"UseDevelopmentStorage=true"}}`,
+    );
   }
   const values = (parsed as { Values?: unknown } | null)?.Values;
   if (values === undefined) return {};

@@ -5,7 +5,8 @@ import { isBatonError } from '../errors';
 import type { JobDefinition } from '../jobs/job-definition';
 import { setLocalHostBridge } from '../app/local-host-bridge';
 import { appHostJson, loadFunctionsApp } from '../local/app-functions';
-import { DEFAULT_CLUSTER, LOCAL_MAX_IN_FLIGHT, runCluster } from '../local/cluster';
+import { DEFAULT_CLUSTER, LOCAL_MAX_IN_FLIGHT, runCluster, SetupFailedError } from '../local/cluster';
+import { loadSetupModule, type SetupFunction } from '../local/setup-module';
 import { CliError, readLocalSettings } from './connection';
 import { ExitWith } from './context';
 import { examples } from './help';
@@ -83,11 +84,19 @@ function applyLocalSettings(appDir: string): void {
   }
 }
 
-/** The job `--once` runs when `--job` is not given: the app's only one, or the sample's. */
+/** The job `--once` runs when `--job` is not given: the app's only one. */
 function onlyJob(jobs: readonly string[]): string {
   if (jobs.length === 1) return jobs[0]!;
-  if (jobs.includes(DEFAULT_CLUSTER.job)) return DEFAULT_CLUSTER.job;
+  if (jobs.length === 0) throw new CliError('--once has no job to run: this app registers none', EXIT.usage);
   throw new CliError(`--once needs --job: this app has several jobs (${jobs.join(', ')})`, EXIT.usage);
+}
+
+async function setupOf(path: string): Promise<SetupFunction> {
+  try {
+    return await loadSetupModule(path);
+  } catch (err) {
+    throw new CliError((err as Error).message, EXIT.usage);
+  }
 }
 
 /** Creates `--log-dir` before anything starts, so a folder that cannot be written is one line. */
@@ -107,7 +116,7 @@ function makeLogDir(dir: string): void {
 export function registerStart(program: Command): void {
   program
     .command('start')
-    .description('run a local cluster: Azurite in-process, demo data, and several instances electing a leader')
+    .description('run a local cluster: Azurite in-process and several instances of the app electing a leader')
     .option('--app <dir>', 'the Functions app to run: its package.json main, host.json and local.settings.json (default: here)')
     .option('--instances <n>', 'instance processes', positiveInt('--instances', 16), DEFAULT_CLUSTER.instances)
     .option('--data <dir>', 'persist Azurite to this folder (default: in memory)')
@@ -117,7 +126,11 @@ export function registerStart(program: Command): void {
       'kill -9 the leading instance this long into the run, and start a replacement',
       positiveInt('--kill-leader-after', 3600),
     )
-    .option('--job <name>', "the job --once runs (default: the app's only job, or the sample's blob-audit)")
+    .option('--job <name>', "the job --once runs (default: the app's only job)")
+    .option(
+      '--setup <module>',
+      "a module run once Azurite is up, before the instances: its setup({ env, signal, log }) writes the app's local data",
+    )
     .option('--output <file>', 'with --once: write the run record and output here as JSON')
     .option('--log-dir <dir>', "keep each instance's whole output (stdout and stderr) in <dir>/<instance>.log")
     .option(
@@ -129,7 +142,8 @@ export function registerStart(program: Command): void {
       'after',
       [
         examples(
-          'baton start --once                        # run the sample job once, print the summary',
+          "baton start --once                        # run the app's job once, print the summary",
+          'baton start --setup dist/seed.js          # write local data before the instances start',
           'baton start --once --kill-leader-after 3  # kill -9 the leader mid-run',
           'baton start --instances 5 --data .azurite',
           'baton start --port 8080                   # the status page at http://127.0.0.1:8080/api/baton/page',
@@ -149,6 +163,7 @@ export function registerStart(program: Command): void {
         logDir?: string;
         port?: number;
         app?: string;
+        setup?: string;
       }) => {
         const globals = program.opts() as { hub?: string; connection?: string };
         if (globals.connection)
@@ -166,21 +181,20 @@ export function registerStart(program: Command): void {
         const appDir = resolve(opts.app ?? process.cwd());
         applyLocalSettings(appDir);
         const jobs = inspectApp(appDir, hub);
-        const job = opts.job ?? (opts.once ? onlyJob(jobs) : DEFAULT_CLUSTER.job);
+        const job = opts.job ?? (opts.once ? onlyJob(jobs) : undefined);
         // Otherwise the leader drops the request and --once waits for a run that never comes.
-        if ((opts.once || opts.job !== undefined) && !jobs.includes(job)) {
+        if (job !== undefined && !jobs.includes(job)) {
           throw new CliError(`--job ${job} is not a job of this app (jobs: ${jobs.join(', ')})`, EXIT.usage);
         }
+        const setup = opts.setup === undefined ? undefined : await setupOf(opts.setup);
         if (opts.logDir) makeLogDir(opts.logDir);
         const code = await runCluster({
           ...DEFAULT_CLUSTER,
           instances: opts.instances,
           app: appDir,
           once: opts.once,
-          job,
-          // Seeding takes seconds and only the sample's audit job reads the blobs: a --once run
-          // of another job starts without them.
-          seedDemo: jobs.includes(DEFAULT_CLUSTER.job) && (!opts.once || job === DEFAULT_CLUSTER.job),
+          ...(job !== undefined ? { job } : {}),
+          ...(setup ? { setup } : {}),
           hub,
           ...(opts.data ? { data: opts.data } : {}),
           ...(opts.killLeaderAfter ? { killLeaderAfterSeconds: opts.killLeaderAfter } : {}),
@@ -189,6 +203,9 @@ export function registerStart(program: Command): void {
           ...(opts.port !== undefined ? { port: opts.port } : {}),
           out: process.stdout,
           tty: Boolean(process.stdout.isTTY),
+        }).catch((err: unknown) => {
+          if (err instanceof SetupFailedError) throw new CliError(err.message, EXIT.failed);
+          throw err;
         });
         if (code !== 0) throw new ExitWith(code);
       },

@@ -1,6 +1,7 @@
 import type { FailureEntry } from '../hub/fold';
 import { appendFailures } from '../hub/failure-log';
 import { writeFailuresManifest } from '../hub/failures-manifest';
+import { finalizeContext } from '../hub/finalize-context';
 import type { RunOutput } from '../hub/run-output';
 import type { DocumentStore } from '../fencing/document-store';
 import { callHook } from '../jobs/call-hook';
@@ -75,13 +76,7 @@ export function createFinalizeActivity(deps: DurableActivityDeps): (input: unkno
         // Bounded as the queue engine bounds it: a hook that hangs must not hold the activity forever.
         await callHook(
           (hookSignal) =>
-            finalize(output, {
-              runId: record.runId,
-              idempotencyKey: record.runId,
-              state,
-              counters: { planned, succeeded, failed },
-              signal: hookSignal,
-            }),
+            finalize(output, finalizeContext(deps.docs, record.runId, state, { planned, succeeded, failed }, hookSignal)),
           { hook: 'finalize', timeoutMs: finalizeSeconds * 1000, graceMs: graceSeconds * 1000, clock: timersOf(deps), signal },
         );
       } catch (err) {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { FailuresManifest } from '../hub/run-output';
 import { writeFailuresManifest } from '../hub/failures-manifest';
+import { finalizeContext } from '../hub/finalize-context';
 import { errorText } from '../jobs/error-text';
 import { StaleEpochError } from '../errors';
 import type { DocumentStore } from '../fencing/document-store';
@@ -379,13 +380,16 @@ async function endAsOutput(
   else if (job.finalize) {
     const { planned, succeeded, failed } = output.counters;
     try {
-      await job.finalize(output.output, {
-        runId: record.runId,
-        idempotencyKey: record.runId,
-        state: output.state,
-        counters: { planned, succeeded, failed },
-        signal: deps.signal ?? new AbortController().signal,
-      });
+      await job.finalize(
+        output.output,
+        finalizeContext(
+          deps.docs,
+          record.runId,
+          output.state,
+          { planned, succeeded, failed },
+          deps.signal ?? new AbortController().signal,
+        ),
+      );
     } catch (err) {
       if (deps.signal?.aborted) throw err;
       finalizeError = errorText(err instanceof Error ? err.message : String(err));

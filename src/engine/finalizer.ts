@@ -1,5 +1,6 @@
 import type { RunOutput } from '../hub/run-output';
 import { writeFailuresManifest } from '../hub/failures-manifest';
+import { finalizeContext } from '../hub/finalize-context';
 import { writeOnce } from '../fencing/write-once';
 import { callHook } from '../jobs/call-hook';
 import { withinTolerance } from '../jobs/job-definition';
@@ -93,13 +94,10 @@ export async function completeEnding(ctx: EngineContext, term: TermContext, book
     try {
       await callHook(
         (signal) =>
-          finalize(output, {
-            runId: record.runId,
-            idempotencyKey: record.runId,
-            state,
-            counters: { planned, succeeded: record.counters.succeeded, failed },
-            signal,
-          }),
+          finalize(
+            output,
+            finalizeContext(ctx.docs, record.runId, state, { planned, succeeded: record.counters.succeeded, failed }, signal),
+          ),
         {
           hook: 'finalize',
           timeoutMs: finalizeSeconds * 1000,

@@ -188,6 +188,8 @@ export const runKeys = {
     `runs/${runId}/failures/i${level}-e${epoch}-${String(seq).padStart(6, '0')}-${id}.json`,
   output: (runId: string) => `runs/${runId}/output.json`,
   manifest: (runId: string) => `runs/${runId}/failures.json`,
+  /** A file a job's `finalize` kept with the run (`FinalizeContext.attach`). */
+  attachment: (runId: string, name: string) => `runs/${runId}/attachments/${name}`,
 };
 
 /** The epoch whose key holds chunk `chunk`; a record planned before segments has one epoch. */

@@ -34,6 +34,13 @@ export interface FinalizeContext {
   state: 'succeeded' | 'failed';
   counters: RunCountersView;
   signal: AbortSignal;
+  /**
+   * Keeps a small text file with the run, beside its output (`runs/<run>/attachments/<name>`), for
+   * a person to read: a report, a summary. Written once: when `finalize` runs again for the same
+   * run, the first file stays. `baton start --once` prints an attachment named `report.md`.
+   * `name` is 1–100 letters, digits, `.`, `_` or `-`, starting with a letter or digit.
+   */
+  attach(name: string, text: string): Promise<void>;
 }
 
 export interface RunCountersView {

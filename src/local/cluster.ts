@@ -2,20 +2,19 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, writeFileSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import type { BlobServiceClient } from '@azure/storage-blob';
 import { hubResources } from '../hub/resources';
 import { requestRun } from '../hub/requests';
 import { listRuns, readHubStatus, readRunDetails } from '../hub/status';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import { isTerminal, runKeys, type RunRecord } from '../hub/run-record';
-import { seedDemoBlobs } from '../sample/demo-seed';
 import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
 import { parseLogLevel } from '../app/settings';
 import { redactSecrets } from '../redact';
 import { startAzurite, type RunningAzurite } from './azurite';
 import { APP_SETTING } from './app-functions';
 import { parseInstanceLine } from './instance-events';
+import type { SetupFunction } from './setup-module';
 import { createView, type ClusterView, type InstanceView } from './live-view';
 import { DEFAULT_HTTP_PORT, serveHttpProxy, type LocalHttpServer } from './http-server';
 
@@ -30,12 +29,10 @@ export interface ClusterOptions {
   /** kill -9 the leading instance this many seconds into the run, and start a replacement. */
   killLeaderAfterSeconds?: number;
   hub: string;
-  job: string;
-  /**
-   * Write the sample's 2,000 demo blobs into `audit-demo` before the instances start (unless the
-   * container is there already): only the sample's audit job reads them.
-   */
-  seedDemo: boolean;
+  /** The job `once` runs. */
+  job?: string;
+  /** Runs once Azurite is up and before any instance starts: the app's local data (`--setup`). */
+  setup?: SetupFunction;
   /** Write the once-run's output document here. */
   outputFile?: string;
   /**
@@ -58,8 +55,6 @@ export const DEFAULT_CLUSTER: Omit<ClusterOptions, 'out' | 'tty'> = {
   instances: 3,
   once: false,
   hub: 'baton',
-  job: 'blob-audit',
-  seedDemo: true,
   // Every second: a follower notices a released lease within 1 s (one lease read per tick each).
   coordinatorSchedule: '* * * * * *',
 };
@@ -85,8 +80,15 @@ export const LOCAL_MAX_IN_FLIGHT = '256';
 /** How long `--once` waits for its run before giving up. */
 const ONCE_DEADLINE_MS = 10 * 60_000;
 
+/** `--setup` threw: the cluster stops before any instance starts, with the module's own words. */
+export class SetupFailedError extends Error {
+  constructor(message: string) {
+    super(`--setup failed: ${message}`);
+  }
+}
+
 /**
- * The local cluster: Azurite in this process, demo data seeded, and N instance processes that
+ * The local cluster: Azurite in this process, the app's `--setup` run, and N instance processes that
  * each run the app's registration list on a local host. Resolves with the process exit code.
  */
 export async function runCluster(options: ClusterOptions): Promise<number> {
@@ -122,7 +124,6 @@ class Cluster {
   private readonly instances = new Map<string, Instance>();
   private readonly docs: BlobDocumentStore;
   private readonly lease: BlobLeaseStore;
-  private readonly blobs: BlobServiceClient;
   private next = 1;
   private readonly stopping = new AbortController();
   /** The status page and the HTTP API, once the cluster is up. */
@@ -139,8 +140,7 @@ class Cluster {
     private readonly view: ClusterView,
   ) {
     const settings = { kind: 'connectionString', connectionString: azurite.connectionString } as const;
-    this.blobs = createBlobServiceClient(settings);
-    this.docs = new BlobDocumentStore(this.blobs.getContainerClient(hubResources(options.hub).container));
+    this.docs = new BlobDocumentStore(createBlobServiceClient(settings).getContainerClient(hubResources(options.hub).container));
     this.lease = new BlobLeaseStore(createBlobServiceClient(settings, { retryOptions: LEASE_RETRY_OPTIONS }), options.hub);
   }
 
@@ -159,8 +159,8 @@ class Cluster {
   }
 
   async run(): Promise<number> {
-    await this.seed();
-    // Stopped while seeding: nothing was started, nothing to wait for.
+    await this.setUp();
+    // Stopped while setting up: nothing was started, nothing to wait for.
     if (this.stopRequested) return 130;
     this.http = await this.serveHttp();
     for (let i = 0; i < this.options.instances; i++) this.spawnInstance();
@@ -231,24 +231,23 @@ class Cluster {
     }
   }
 
-  private async seed(): Promise<void> {
-    if (!this.options.seedDemo) return;
-    const container = this.blobs.getContainerClient('audit-demo');
-    if (await container.exists()) return;
-    // Seeding takes seconds; say so, so a quiet start does not look like a hang.
-    this.view.note('seeding demo blobs into audit-demo (Ctrl-C stops without starting instances)');
-    const expected = await Promise.race([
-      seedDemoBlobs(container),
-      new Promise<undefined>((resolve) =>
-        this.stopping.signal.addEventListener('abort', () => resolve(undefined), { once: true }),
-      ),
-    ]);
-    if (!expected) return;
-    this.view.note(`seeded ${expected.blobs} demo blobs into audit-demo (${expected.mismatchCount} corrupted)`);
+  /** The app's `--setup`, on the settings the instances get; a stop while it runs starts nothing. */
+  private async setUp(): Promise<void> {
+    const setup = this.options.setup;
+    if (!setup) return;
+    const { signal } = this.stopping;
+    const stopped = new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+    try {
+      await Promise.race([setup({ env: this.instanceEnv(), signal, log: (line) => this.view.note(line) }), stopped]);
+    } catch (err) {
+      if (signal.aborted) return;
+      throw new SetupFailedError(redactSecrets(err instanceof Error ? err.message : String(err)));
+    }
   }
 
   private async once(): Promise<number> {
     if (this.stopping.signal.aborted) return 130;
+    if (!this.options.job) throw new Error('once needs a job');
     const runId = await requestRun(this.docs, this.options.job);
     this.view.note(`requested run ${runId}`);
     const started = Date.now();
@@ -284,8 +283,8 @@ class Cluster {
 
   private async summarize(record: RunRecord, output: unknown): Promise<number> {
     const { planned, succeeded, failed, duplicates } = record.counters;
-    // A job may leave a readable report beside its output (the sample does): show it.
-    const report = await this.docs.read(`${runKeys.prefix(record.runId)}report.md`).catch(() => undefined);
+    // A job may attach a readable report to its run (the sample does): show it.
+    const report = await this.docs.read(runKeys.attachment(record.runId, 'report.md')).catch(() => undefined);
     if (report) this.view.note(`\n${report.body.trimEnd()}\n`);
     this.view.note(
       `run ${record.runId} ${record.state}: ${succeeded} succeeded, ${failed} failed of ${planned} (${duplicates} duplicates ignored)`,
@@ -319,20 +318,24 @@ class Cluster {
     return true;
   }
 
+  /** The settings every instance starts with (and `--setup` gets). */
+  private instanceEnv(): NodeJS.ProcessEnv {
+    return {
+      ...process.env,
+      AzureWebJobsStorage: this.azurite.connectionString,
+      BATON_HUB: this.options.hub,
+      ...(this.options.app ? { [APP_SETTING]: this.options.app } : {}),
+      BATON_COORDINATOR_SCHEDULE: this.options.coordinatorSchedule,
+      BATON_MAX_IN_FLIGHT: process.env.BATON_MAX_IN_FLIGHT ?? LOCAL_MAX_IN_FLIGHT,
+    };
+  }
+
   private spawnInstance(): void {
     const name = `instance-${this.next++}`;
     const script = join(__dirname, `instance-main${__filename.endsWith('.ts') ? '.ts' : '.js'}`);
     const args = __filename.endsWith('.ts') ? ['--import', 'tsx', script] : [script];
     const proc = spawn(process.execPath, args, {
-      env: {
-        ...process.env,
-        AzureWebJobsStorage: this.azurite.connectionString,
-        BATON_HUB: this.options.hub,
-        BATON_INSTANCE: name,
-        ...(this.options.app ? { [APP_SETTING]: this.options.app } : {}),
-        BATON_COORDINATOR_SCHEDULE: this.options.coordinatorSchedule,
-        BATON_MAX_IN_FLIGHT: process.env.BATON_MAX_IN_FLIGHT ?? LOCAL_MAX_IN_FLIGHT,
-      },
+      env: { ...this.instanceEnv(), BATON_INSTANCE: name },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let resolveExit!: () => void;

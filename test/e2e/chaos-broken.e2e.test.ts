@@ -6,7 +6,7 @@
  */
 import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
 import { join } from 'node:path';
-import type { SoakReport } from '../../src/chaos/soak';
+import type { SoakReport } from '../../chaos/soak';
 import { instanceLogDir, killAllSpawned, markDistInUse, projectRoot, spawnTracked } from '../support/cluster-process';
 import { patience, slowdown } from '../support/slowdown';
 
@@ -24,7 +24,7 @@ describe('the chaos soak against a build without fencing', () => {
       'chaos (fencing off)',
       process.execPath,
       [
-        join(projectRoot, 'dist', 'src', 'chaos', 'main.js'),
+        join(projectRoot, 'dist', 'chaos', 'main.js'),
         ...['--minutes', '1', '--instances', '3', '--seed', '8', '--faults', 'lease-break', '--json', '--settle-seconds', '10'],
         ...['--slowdown', String(slowdown())],
         ...['--data', data],

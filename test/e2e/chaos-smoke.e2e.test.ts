@@ -11,10 +11,10 @@
  */
 import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
 import { join } from 'node:path';
-import { FAULT_KINDS, type FaultKind } from '../../src/chaos/fault-plan';
+import { FAULT_KINDS, type FaultKind } from '../../chaos/fault-plan';
 
 const SMOKE_KINDS = FAULT_KINDS.filter((kind): kind is FaultKind => kind !== 'rolling-deploy' && kind !== 'frozen-timer');
-import type { SoakReport } from '../../src/chaos/soak';
+import type { SoakReport } from '../../chaos/soak';
 import { instanceLogDir, killAllSpawned, markDistInUse, projectRoot, spawnTracked } from '../support/cluster-process';
 import { patience, slowdown } from '../support/slowdown';
 
@@ -42,7 +42,7 @@ describe('the chaos smoke', () => {
         'chaos',
         process.execPath,
         [
-          join(projectRoot, 'dist', 'src', 'chaos', 'main.js'),
+          join(projectRoot, 'dist', 'chaos', 'main.js'),
           ...['--minutes', '1.5', '--min-gap-seconds', '5', '--instances', '3', '--seed', '90', '--json', '--data', data],
           ...['--slowdown', String(slowdown())],
           ...['--faults', SMOKE_KINDS.join(',')],

@@ -22,6 +22,7 @@ import {
   spawnBaton,
   type SpawnedProcess,
   referenceApp,
+  demoSetup,
 } from '../support/cluster-process';
 import { dumpOnFailure, expectExactRun, readOutputFile, runEnded } from '../support/cluster-run';
 import { patience } from '../support/slowdown';
@@ -53,6 +54,8 @@ describe('baton start --once --kill-leader-after (a real cluster on embedded Azu
         'start',
         '--app',
         referenceApp,
+        '--setup',
+        demoSetup,
         '--once',
         '--instances',
         '3',

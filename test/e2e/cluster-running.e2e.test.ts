@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest'
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { expectedAudit } from '../../src/sample/demo-seed';
+import { expectedAudit } from '../../functions/demo-seed';
 import {
   acceptsConnections,
   childPids,
@@ -28,6 +28,7 @@ import {
   type CliRun,
   type SpawnedProcess,
   referenceApp,
+  demoSetup,
 } from '../support/cluster-process';
 import { closedPort } from '../support/cli-harness';
 import { timeBound } from '../support/time-bound';
@@ -70,7 +71,7 @@ let releaseDist: (() => void) | undefined;
 
 beforeAll(async () => {
   releaseDist = markDistInUse();
-  cluster = spawnBaton('cluster', ['start', '--app', referenceApp, '--instances', '3']);
+  cluster = spawnBaton('cluster', ['start', '--app', referenceApp, '--setup', demoSetup, '--instances', '3']);
   up = parseClusterUp((await cluster.waitForLine(CLUSTER_UP, 50_000)).match);
   connection = clusterConnection(up);
 }, patience(60_000));
@@ -212,6 +213,8 @@ describe('stopping a cluster at awkward moments', () => {
         'start',
         '--app',
         referenceApp,
+        '--setup',
+        demoSetup,
         '--instances',
         '2',
         '--hub',

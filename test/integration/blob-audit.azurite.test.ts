@@ -3,8 +3,8 @@ import { describe, expect, it } from 'vitest';
 import type { RunOutput } from '../../src/hub/run-output';
 import { requestRun } from '../../src/hub/requests';
 import { runKeys } from '../../src/hub/run-record';
-import { auditReportKey, createBlobAuditJob, type AuditOutput } from '../../src/sample/blob-audit';
-import { expectedAudit, seedDemoBlobs } from '../../src/sample/demo-seed';
+import { AUDIT_REPORT, createBlobAuditJob, type AuditOutput } from '../../functions/blob-audit';
+import { expectedAudit, seedDemoBlobs } from '../../functions/demo-seed';
 import { useAzurite } from '../support/azurite';
 import { azuritePorts } from '../support/azurite-engine';
 import { buildEngine, lostTick, transportFailure, type Engine } from '../support/engine-harness';
@@ -69,7 +69,7 @@ describe('blob-audit on Azurite', () => {
       const expected = await seedDemoBlobs(target);
       expect(expected).toEqual(expectedAudit());
 
-      const job = createBlobAuditJob({ target, reports: ports.docs });
+      const job = createBlobAuditJob({ target });
       const engine = buildEngine(ports, [job], { workerVisibilitySeconds: 30 });
       const stop = engine.startWorkers(3);
       try {
@@ -84,7 +84,7 @@ describe('blob-audit on Azurite', () => {
         const output = await engine.readJson<RunOutput>(runKeys.output(runId));
         expect(output?.output as AuditOutput).toEqual(expected);
 
-        const report = (await ports.docs.read(auditReportKey(runId)))?.body;
+        const report = (await ports.docs.read(runKeys.attachment(runId, AUDIT_REPORT)))?.body;
         expect(report).toBeDefined();
         expect(expected.mismatches).toHaveLength(7);
         for (const { name } of expected.mismatches) expect(report).toContain(`\`${name}\``);

@@ -312,7 +312,7 @@ describe('connection and hub resolution', () => {
     expect(line).toContain('--connection');
     expect(line).toContain('AzureWebJobsStorage');
     expect(line).toContain('local.settings.json');
-    expect(line).toContain('local.settings.sample.json');
+    expect(line).toContain('{"Values":{"AzureWebJobsStorage":"UseDevelopmentStorage=true"}}');
   });
 
   it('a malformed connection string is one line that names its source and not its value', async () => {

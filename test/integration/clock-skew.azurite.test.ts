@@ -3,7 +3,7 @@ import { InvocationContext, type Timer } from '@azure/functions';
 import { z } from 'zod';
 import { batonRegistrations } from '../../src/app/registrations';
 import { type TimerRegistration } from '../../src/app/registration-types';
-import { FaultProxy, type Exchange } from '../../src/chaos/fault-proxy';
+import { FaultProxy, type Exchange } from '../../chaos/fault-proxy';
 import { createBatonRuntime } from '../../src/app/runtime';
 import { jobStateKey, jobStateSchema, type JobState } from '../../src/hub/job-state';
 import { requestRun } from '../../src/hub/requests';

@@ -8,7 +8,7 @@ import { defineJob } from '../../src/jobs/define-job';
 import { requestRun } from '../../src/hub/requests';
 import { listRuns, readRunDetails } from '../../src/hub/status';
 import { isTerminal, newRunRecord, runKeys, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
-import { createSyntheticJob, expectedSynthetic, hangOrderName, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
+import { createSyntheticJob, expectedSynthetic, hangOrderName, type SyntheticJobSpec } from '../../functions/synthetic-job';
 import {
   createFinalizeActivity,
   createProcessActivity,

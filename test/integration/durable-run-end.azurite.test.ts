@@ -6,7 +6,7 @@ import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import type { JobDefinition } from '../../src/jobs/job-definition';
 import { runKeys } from '../../src/hub/run-record';
-import type { SyntheticJobSpec } from '../../src/sample/synthetic-job';
+import type { SyntheticJobSpec } from '../../functions/synthetic-job';
 import {
   createChunkOrchestrator,
   createFinalizeActivity,

@@ -20,6 +20,8 @@ export const projectRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../
 export const cliPath = join(projectRoot, 'dist', 'src', 'cli', 'main.js');
 /** This repository's Functions app, the one `npm start` runs (`baton start --app functions`). */
 export const referenceApp = join(projectRoot, 'functions');
+/** The reference app's `--setup`, as `npm start` passes it: the sample's 2,000 demo blobs. */
+export const demoSetup = join(projectRoot, 'dist', 'functions', 'demo-seed.js');
 
 /** One stdout line, without the cluster's ISO timestamp prefix, and when the test got it. */
 export interface Line {

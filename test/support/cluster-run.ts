@@ -5,7 +5,7 @@
 import { onTestFailed, expect } from 'vitest';
 import { readFileSync } from 'node:fs';
 import type { RunRecord } from '../../src/hub/run-record';
-import { expectedAudit } from '../../src/sample/demo-seed';
+import { expectedAudit } from '../../functions/demo-seed';
 import type { SpawnedProcess } from './cluster-process';
 
 export interface OutputFile {

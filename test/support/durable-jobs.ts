@@ -1,7 +1,7 @@
 import type { RunDetails } from '../../src/hub/status';
 import type { DocumentStore } from '../../src/fencing/document-store';
 import type { JobDefinition } from '../../src/jobs/job-definition';
-import { createSyntheticJob, type SyntheticJobSpec, type SyntheticOutput } from '../../src/sample/synthetic-job';
+import { createSyntheticJob, type SyntheticJobSpec, type SyntheticOutput } from '../../functions/synthetic-job';
 import {
   createChunkOrchestrator,
   createFinalizeActivity,

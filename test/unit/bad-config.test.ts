@@ -581,7 +581,7 @@ describe("the CLI's settings: one line naming where the bad value came from", ()
     [
       'local.settings.json that is not JSON, with a key in it',
       { file: `{ "Values": { "AzureWebJobsStorage": "AccountKey=${KEY}" ` },
-      /local\.settings\.json is not valid JSON; compare it with local\.settings\.sample\.json$/,
+      /local\.settings\.json is not valid JSON; it must be an object such as \{"Values":\{"AzureWebJobsStorage":"UseDevelopmentStorage=true"\}\}$/,
       KEY.slice(0, 24),
     ],
     ['a bad --hub', { connection: 'UseDevelopmentStorage=true', hub: 'Nightly' }, /^--hub must be 1-51 characters/, undefined],

@@ -1,10 +1,12 @@
+import { finalizeContext } from '../../src/hub/finalize-context';
+import { runKeys } from '../../src/hub/run-record';
 import { ContainerClient } from '@azure/storage-blob';
 import { describe, expect, it } from 'vitest';
 import { InvalidConfigError } from '../../src/errors';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
 import {
   addPartial,
-  auditReportKey,
+  AUDIT_REPORT,
   createBlobAuditJob,
   emptyAudit,
   mergeAudits,
@@ -12,15 +14,15 @@ import {
   renderAuditReport,
   type AuditOutput,
   type AuditPartial,
-} from '../../src/sample/blob-audit';
-import { expectedAudit } from '../../src/sample/demo-seed';
+} from '../../functions/blob-audit';
+import { expectedAudit } from '../../functions/demo-seed';
 import { shuffled } from '../support/unit-engine';
 
 // Never contacted: the fold and finalize do not touch the target.
 const target = new ContainerClient('http://127.0.0.1:1/devstoreaccount1/unused');
 
-function job(maxListedMismatches?: number, reports = new InMemoryDocumentStore()) {
-  return createBlobAuditJob({ target, reports, ...(maxListedMismatches === undefined ? {} : { maxListedMismatches }) });
+function job(maxListedMismatches?: number) {
+  return createBlobAuditJob({ target, ...(maxListedMismatches === undefined ? {} : { maxListedMismatches }) });
 }
 
 function fold(partials: readonly AuditPartial[], maxListed?: number): AuditOutput {
@@ -99,10 +101,9 @@ describe('blob-audit fold', () => {
   });
 
   it('rejects a bad batch size or list bound at definition time', () => {
-    const reports = new InMemoryDocumentStore();
-    expect(() => createBlobAuditJob({ target, reports, batchSize: 0 })).toThrow(InvalidConfigError);
-    expect(() => createBlobAuditJob({ target, reports, maxListedMismatches: 1.5 })).toThrow(InvalidConfigError);
-    expect(() => createBlobAuditJob({ target, reports, name: 'Bad Name' })).toThrow(InvalidConfigError);
+    expect(() => createBlobAuditJob({ target, batchSize: 0 })).toThrow(InvalidConfigError);
+    expect(() => createBlobAuditJob({ target, maxListedMismatches: 1.5 })).toThrow(InvalidConfigError);
+    expect(() => createBlobAuditJob({ target, name: 'Bad Name' })).toThrow(InvalidConfigError);
   });
 });
 
@@ -158,22 +159,16 @@ describe('renderAuditReport', () => {
 });
 
 describe('blob-audit finalize', () => {
-  it('writes runs/<runId>/report.md once; a repeated finalize is harmless', async () => {
-    const reports = new InMemoryDocumentStore();
-    const j = job(undefined, reports);
+  it('attaches report.md to the run once; a repeated finalize is harmless', async () => {
+    const docs = new InMemoryDocumentStore();
+    const j = job(undefined);
     const output = expectedAudit({ count: 300 });
-    const ctx = {
-      runId: 'blob-audit/manual-abc',
-      idempotencyKey: 'blob-audit/manual-abc',
-      state: 'succeeded' as const,
-      counters: { planned: 6, succeeded: 6, failed: 0 },
-      signal: new AbortController().signal,
-    };
+    const runId = 'blob-audit/manual-abc';
+    const ctx = finalizeContext(docs, runId, 'succeeded', { planned: 6, succeeded: 6, failed: 0 }, new AbortController().signal);
     await j.finalize?.(output, ctx);
     await j.finalize?.(output, ctx);
-    expect(auditReportKey(ctx.runId)).toBe('runs/blob-audit/manual-abc/report.md');
-    expect(reports.keys()).toEqual(['runs/blob-audit/manual-abc/report.md']);
-    const md = (await reports.read(auditReportKey(ctx.runId)))?.body ?? '';
+    expect(docs.keys()).toEqual([`runs/blob-audit/manual-abc/attachments/${AUDIT_REPORT}`]);
+    const md = (await docs.read(runKeys.attachment(runId, AUDIT_REPORT)))?.body ?? '';
     for (const m of output.mismatches) expect(md).toContain(`\`${m.name}\``);
   });
 });

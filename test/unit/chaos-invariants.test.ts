@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { AuditEntry } from '../../src/chaos/audit-trail';
-import { faultExpectations, HUNG_HOOK_EFFECT, type FaultTarget } from '../../src/chaos/fault-effects';
+import type { AuditEntry } from '../../chaos/audit-trail';
+import { faultExpectations, HUNG_HOOK_EFFECT, type FaultTarget } from '../../chaos/fault-effects';
 import {
   checkDeploys,
   checkEpochOrder,
@@ -10,9 +10,9 @@ import {
   type CheckedRun,
   type CheckInput,
   type InvariantRule,
-} from '../../src/chaos/invariants';
+} from '../../chaos/invariants';
 import { newRunRecord, transition, type RunRecord } from '../../src/hub/run-record';
-import { expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
+import { expectedSynthetic, type SyntheticJobSpec } from '../../functions/synthetic-job';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
 import { appendFailures } from '../../src/hub/failure-log';
 import { readFailures } from '../../src/hub/failures-manifest';

@@ -5,7 +5,7 @@ import { readRunDetails, type RunDetails } from '../../src/hub/status';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
 import type { DocumentStore } from '../../src/fencing/document-store';
 import { isTerminal, runKeys } from '../../src/hub/run-record';
-import { createSyntheticJob, expectedSynthetic, type SyntheticJobSpec } from '../../src/sample/synthetic-job';
+import { createSyntheticJob, expectedSynthetic, type SyntheticJobSpec } from '../../functions/synthetic-job';
 import {
   chunkInstanceId,
   createChunkOrchestrator,

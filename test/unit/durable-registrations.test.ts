@@ -4,7 +4,7 @@ import { createBatonRuntime } from '../../src/app/runtime';
 import { InvalidConfigError, InvalidSettingError } from '../../src/errors';
 import { defineJob } from '../../src/jobs/define-job';
 import { LocalHost } from '../../src/local/local-host';
-import { createSyntheticJob } from '../../src/sample/synthetic-job';
+import { createSyntheticJob } from '../../functions/synthetic-job';
 import { createJobs } from '../../functions/jobs';
 
 const STORAGE = { AzureWebJobsStorage: 'UseDevelopmentStorage=true' };

@@ -8,8 +8,8 @@ import {
   stepDurationMs,
   type FaultKind,
   type FaultStep,
-} from '../../src/chaos/fault-plan';
-import { SeededRandom } from '../../src/chaos/rng';
+} from '../../chaos/fault-plan';
+import { SeededRandom } from '../../chaos/rng';
 
 const count = (steps: ReturnType<typeof planFaults>, kind: FaultKind) => steps.filter((s) => s.kind === kind).length;
 /** The kinds the soak had before the faults aimed at one run, one worker or the lease blob. */

@@ -1,3 +1,4 @@
+import { DEFAULT_AUDIT_CONTAINER } from '../../functions/jobs';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -64,7 +65,7 @@ const SETTING_DEFAULTS: Record<string, string> = {
   BATON_QUEUE_SHARDS: String(defaults.queueShards),
   BATON_ENGINE: `'${defaults.engine}'`,
   BATON_METRICS_EXPORTER: "'none'",
-  BATON_AUDIT_CONTAINER: `'${defaults.auditContainer}'`,
+  BATON_AUDIT_CONTAINER: `'${DEFAULT_AUDIT_CONTAINER}'`,
   BATON_SYNTHETIC_JOBS: "''",
   // The package's version, which Baton reads when the setting is blank.
   BATON_APP_VERSION: "''",
@@ -77,7 +78,7 @@ const expectations: InfraExpectations = {
   leaseSeconds: defaults.leaseDurationSeconds,
   coordinatorSchedule: defaults.coordinatorSchedule,
   leaseContainer: defaults.leaseContainer,
-  auditContainer: defaults.auditContainer,
+  auditContainer: DEFAULT_AUDIT_CONTAINER,
   maxAttempts: defaults.maxAttempts,
   hubSuffixes: [resources.workQueue, resources.resultsQueue, resources.poisonQueue, resources.container].map((name) =>
     name.slice('hub'.length),

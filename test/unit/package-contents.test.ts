@@ -50,7 +50,6 @@ describe('the package npm pack makes', () => {
       'queue',
       'redact.d.ts',
       'redact.js',
-      'sample',
       'schedule',
       'storage',
       'telemetry',

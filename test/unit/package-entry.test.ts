@@ -64,11 +64,12 @@ describe('the built package', () => {
     for (const name of Object.keys(testing)) expect(typeof testing[name], name).toBe('function');
   });
 
-  it('exports one register call from `baton-functions/functions`, and nothing else', () => {
+  it('exports the register call and the app storage client from `baton-functions/functions`, and nothing else', () => {
     expect(require.resolve(`${pkg.name}/functions`)).toBe(join(root, 'dist', 'src', 'functions.js'));
     const functions = require(`${pkg.name}/functions`) as Record<string, unknown>;
-    expect(Object.keys(functions).sort()).toEqual(['registerBaton']);
+    expect(Object.keys(functions).sort()).toEqual(['blobServiceClient', 'registerBaton']);
     expect(typeof functions.registerBaton).toBe('function');
+    expect(typeof functions.blobServiceClient).toBe('function');
   });
 
   it("points `main` at the library, and the reference app's own package.json at the compiled app", () => {

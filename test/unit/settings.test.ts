@@ -231,7 +231,6 @@ describe('parseBatonSettings', () => {
       termSeconds: 60,
       maxAttempts: 5,
       maxInFlightMessages: 4096,
-      auditContainer: 'audit-demo',
       engine: 'queue',
       queueShards: 1,
       leaderPriority: 0,
@@ -277,7 +276,6 @@ describe('parseBatonSettings', () => {
       BATON_TERM_SECONDS: '120',
       BATON_MAX_ATTEMPTS: '3',
       BATON_MAX_IN_FLIGHT: '256',
-      BATON_AUDIT_CONTAINER: 'my-audit',
       BATON_ENGINE: 'durable',
       BATON_LEADER_PRIORITY: '7',
       BATON_APP_VERSION: '2.1.0-rc.1',
@@ -291,7 +289,6 @@ describe('parseBatonSettings', () => {
       termSeconds: 120,
       maxAttempts: 3,
       maxInFlightMessages: 256,
-      auditContainer: 'my-audit',
       engine: 'durable',
       queueShards: 1,
       leaderPriority: 7,
@@ -395,8 +392,6 @@ describe('parseBatonSettings', () => {
     ['BATON_LEASE_CONTAINER', 'Leases', 'BATON_LEASE_CONTAINER must be a container name: lowercase'],
     ['BATON_LEASE_CONTAINER', 'my--leases', 'BATON_LEASE_CONTAINER must be a container name: lowercase'],
     ['BATON_LEASE_CONTAINER', 'leases-', 'BATON_LEASE_CONTAINER must be a container name: lowercase'],
-    ['BATON_AUDIT_CONTAINER', 'Audit_Demo', 'BATON_AUDIT_CONTAINER must be a container name: lowercase'],
-    ['BATON_AUDIT_CONTAINER', 'ab', 'BATON_AUDIT_CONTAINER must be a container name of at least 3 characters'],
   ])('rejects %s=%s', (setting, value, message) => {
     const err = settingError(() => parseBatonSettings({ [setting]: value }));
     expect(err.setting).toBe(setting);

@@ -11,7 +11,7 @@ import {
   hangOrderName,
   parseSyntheticJobs,
   SYNTHETIC_FAILURE,
-} from '../../src/sample/synthetic-job';
+} from '../../functions/synthetic-job';
 import { timeBound } from '../support/time-bound';
 
 const orders = mkdtempSync(join(tmpdir(), 'baton-hang-orders-'));

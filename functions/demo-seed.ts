@@ -1,7 +1,10 @@
 import { createHash } from 'node:crypto';
 import type { ContainerClient } from '@azure/storage-blob';
-import { InvalidConfigError } from '../errors';
+import { InvalidConfigError } from '../src/index';
+import { blobServiceClient } from '../src/functions';
+import type { SetupContext } from '../src/testing';
 import { prefixOf, type AuditMismatch, type AuditOutput, type PrefixTotals } from './blob-audit';
+import { auditContainerName } from './jobs';
 
 /**
  * Demo data for the `blob-audit` job: a few thousand small blobs over a few prefixes, a known
@@ -26,6 +29,8 @@ export interface DemoSeedOptions {
   maxListedMismatches?: number;
   /** Uploads in flight at once. Default 16. */
   concurrency?: number;
+  /** Stops the seeding (no further uploads start). */
+  signal?: AbortSignal;
 }
 
 type Md5State = 'stored' | 'wrong' | 'none';
@@ -182,11 +187,28 @@ async function writeDemoBlob(container: ContainerClient, blob: DemoBlob): Promis
 export async function seedDemoBlobs(container: ContainerClient, options: DemoSeedOptions = {}): Promise<ExpectedAudit> {
   const resolved = resolveOptions(options);
   const blobs = demoBlobs(resolved);
-  await container.createIfNotExists();
+  await container.createIfNotExists({ abortSignal: options.signal });
   let next = 0;
   const lane = async () => {
-    while (next < blobs.length) await writeDemoBlob(container, blobs[next++]!);
+    while (next < blobs.length) {
+      options.signal?.throwIfAborted();
+      await writeDemoBlob(container, blobs[next++]!);
+    }
   };
   await Promise.all(Array.from({ length: Math.min(resolved.concurrency, blobs.length) }, lane));
   return expectedFor(blobs, resolved.maxListedMismatches);
+}
+
+/**
+ * `baton start --setup dist/functions/demo-seed.js` (what `npm start` runs): the demo blobs,
+ * written into the audit container unless it is there already (a persisted Azurite keeps them).
+ */
+export async function setup({ env, signal, log }: SetupContext): Promise<void> {
+  const name = auditContainerName(env);
+  const container = blobServiceClient({ env }).getContainerClient(name);
+  if (await container.exists({ abortSignal: signal })) return;
+  // Seeding takes seconds; say so, so a quiet start does not look like a hang.
+  log(`seeding demo blobs into ${name} (Ctrl-C stops without starting instances)`);
+  const expected = await seedDemoBlobs(container, { signal });
+  log(`seeded ${expected.blobs} demo blobs into ${name} (${expected.mismatchCount} corrupted)`);
 }

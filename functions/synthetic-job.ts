@@ -2,11 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { InvalidSettingError, isBatonError } from '../errors';
-import { defineJob } from '../jobs/define-job';
-import type { JobDefinition } from '../jobs/job-definition';
-import { Schedule } from '../schedule/schedule';
-import type { Env } from '../storage/setting';
+import { defineJob, InvalidConfigError, InvalidSettingError, type JobDefinition } from '../src/index';
 
 /**
  * A synthetic job whose output is known in advance, for benchmarks, soak tests and trying Baton
@@ -150,7 +146,7 @@ export function expectedSynthetic(
  * `BATON_SYNTHETIC_JOBS`: a JSON array of synthetic job specs to register beside the app's own
  * jobs (none when unset). A bad value fails start-up with one line naming the setting.
  */
-export function parseSyntheticJobs(env: Env): SyntheticJobSpec[] {
+export function parseSyntheticJobs(env: NodeJS.ProcessEnv): SyntheticJobSpec[] {
   const raw = env.BATON_SYNTHETIC_JOBS?.trim();
   if (!raw) return [];
   const setting = 'BATON_SYNTHETIC_JOBS';
@@ -178,12 +174,16 @@ export function parseSyntheticJobs(env: Env): SyntheticJobSpec[] {
   const seen = new Set<string>();
   for (const [index, spec] of parsed.data.entries()) {
     try {
-      Schedule.parse(spec.schedule, `${setting}.${index}.schedule`);
-      // The job's own rules (its name, its tolerance), so a bad spec stops start-up here, naming the setting.
+      // The job's own rules (its name, schedule and tolerance), so a bad spec stops start-up here, naming the setting.
       createSyntheticJob(spec);
     } catch (err) {
-      if (!isBatonError(err, 'InvalidConfig')) throw err;
-      return fail(err.message.startsWith(setting) ? err.message : `${setting} is invalid at ${index}: ${err.message}`);
+      if (!(err instanceof InvalidConfigError)) throw err;
+      // A message that opens with the option (`sum.schedule "…" is not…`) names the spec's field instead.
+      const own = `${spec.name}.`;
+      if (err.option.startsWith(own) && err.message.startsWith(err.option)) {
+        return fail(`${setting}.${index}.${err.option.slice(own.length)}${err.message.slice(err.option.length)}`);
+      }
+      return fail(`${setting} is invalid at ${index}: ${err.message}`);
     }
     if (seen.has(spec.name)) {
       return fail(`${setting} is invalid at ${index}: job ${spec.name} is listed twice; names must be unique`);

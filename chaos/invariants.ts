@@ -1,7 +1,7 @@
-import { compareVersions } from '../lease/leader-rank';
-import type { FailureEntry } from '../hub/fold';
-import type { FailuresManifest, RunOutput } from '../hub/run-output';
-import { isTerminal, type RunRecord } from '../hub/run-record';
+import { compareVersions } from '../src/lease/leader-rank';
+import type { FailureEntry } from '../src/hub/fold';
+import type { FailuresManifest, RunOutput } from '../src/hub/run-output';
+import { isTerminal, type RunRecord } from '../src/hub/run-record';
 import type { AuditEntry } from './audit-trail';
 
 /** A run as it stands in storage at the end. */

@@ -2,18 +2,13 @@ import { createHash } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import type { BlobClient, ContainerClient } from '@azure/storage-blob';
 import { z } from 'zod';
-import { ConcurrentUpdateError, InvalidConfigError } from '../errors';
-import type { DocumentStore } from '../fencing/document-store';
-import { defineJob } from '../jobs/define-job';
-import type { JobDefinition } from '../jobs/job-definition';
-import { runKeys } from '../hub/run-record';
-import { storageErrorOf } from '../storage/rest-error';
+import { defineJob, InvalidConfigError, type JobDefinition } from '../src/index';
 
 /**
  * The sample operations job: scrub a container for integrity. `split` lists the container and
  * packs blob names into items; `process` downloads each blob and checks its bytes against the
  * stored Content-MD5 and Content-Length; the fold totals by prefix and keeps a bounded,
- * order-independent list of mismatches; `finalize` writes a Markdown report beside the output.
+ * order-independent list of mismatches; `finalize` attaches a Markdown report to the run.
  */
 
 /** The label for blobs whose name has no `/`. */
@@ -67,8 +62,6 @@ export interface AuditItem {
 export interface BlobAuditOptions {
   /** The container to audit. */
   target: ContainerClient;
-  /** Where the Markdown report goes (`runs/<runId>/report.md`); normally the hub's run documents. */
-  reports: DocumentStore;
   /** Default `blob-audit`. */
   name?: string;
   /** Default `0 0 * * * *` (hourly). */
@@ -105,9 +98,13 @@ export const auditPartialSchema: z.ZodType<AuditPartial> = z.object({
   mismatches: z.array(mismatchSchema),
 });
 
-/** The report's key in the reports store: beside the run's `output.json`. */
-export function auditReportKey(runId: string): string {
-  return `${runKeys.prefix(runId)}report.md`;
+/** The name the report is attached to its run under (`baton start --once` prints it). */
+export const AUDIT_REPORT = 'report.md';
+
+/** The HTTP status of a storage error (the SDK's RestError), if it is one. */
+function statusOf(err: unknown): number | undefined {
+  const status = (err as { statusCode?: unknown } | null)?.statusCode;
+  return typeof status === 'number' ? status : undefined;
 }
 
 /** The prefix a blob is totalled under: its first path segment, or `(root)`. */
@@ -219,7 +216,7 @@ async function checkBlob(blob: BlobClient, signal: AbortSignal): Promise<BlobChe
       return verdict(bytes, expectedBytes, download.blobContentMD5, hash.digest());
     } catch (err) {
       if (signal.aborted) throw err;
-      const status = storageErrorOf(err)?.status;
+      const status = statusOf(err);
       if (status === 404) return { kind: 'gone' };
       if (status !== 416) throw err;
     }
@@ -230,7 +227,7 @@ async function checkBlob(blob: BlobClient, signal: AbortSignal): Promise<BlobChe
       if (attempt >= CHANGED_RETRIES) throw new Error(`blob ${blob.name} keeps changing size while it is read`);
     } catch (err) {
       if (signal.aborted) throw err;
-      if (storageErrorOf(err)?.status === 404) return { kind: 'gone' };
+      if (statusOf(err) === 404) return { kind: 'gone' };
       throw err;
     }
   }
@@ -298,7 +295,7 @@ export function createBlobAuditJob(options: BlobAuditOptions): JobDefinition<Aud
   const batchSize = positiveInt(options.batchSize, 50, `${name}.batchSize`, 1);
   const maxListed = positiveInt(options.maxListedMismatches, 100, `${name}.maxListedMismatches`, 0);
   const concurrency = positiveInt(options.downloadConcurrency, 2, `${name}.downloadConcurrency`, 1);
-  const { target, reports } = options;
+  const { target } = options;
 
   return defineJob<AuditItem, AuditPartial, AuditOutput, AuditOutput>({
     name,
@@ -325,12 +322,7 @@ export function createBlobAuditJob(options: BlobAuditOptions): JobDefinition<Aud
       merge: (a, b) => mergeAudits(a, b, maxListed),
     },
     async finalize(output, ctx) {
-      const report = renderAuditReport(output, ctx.runId, { state: ctx.state, counters: ctx.counters });
-      try {
-        await reports.write(auditReportKey(ctx.runId), report, { ifNoneMatch: '*' }, { abortSignal: ctx.signal });
-      } catch (err) {
-        if (!(err instanceof ConcurrentUpdateError)) throw err; // an earlier finalize wrote it
-      }
+      await ctx.attach(AUDIT_REPORT, renderAuditReport(output, ctx.runId, { state: ctx.state, counters: ctx.counters }));
     },
   });
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { hubResources } from '../hub/resources';
-import { BlobDocumentStore } from '../fencing/blob-document-store';
-import { parseSyntheticJobs } from '../sample/synthetic-job';
-import { createBlobServiceClient, createQueueServiceClient } from '../storage/client-factory';
-import { parseStorageSettings } from '../storage/connection';
-import { redactSecrets } from '../redact';
+import { hubResources } from '../src/hub/resources';
+import { BlobDocumentStore } from '../src/fencing/blob-document-store';
+import { parseSyntheticJobs } from '../functions/synthetic-job';
+import { createBlobServiceClient, createQueueServiceClient } from '../src/storage/client-factory';
+import { parseStorageSettings } from '../src/storage/connection';
+import { redactSecrets } from '../src/redact';
 import { readAuditTrail } from './audit-trail';
 import { FAULT_KINDS, type FaultKind } from './fault-plan';
 import { checkInvariants } from './invariants';

@@ -2,8 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { redactSecrets } from '../redact';
-import { parseInstanceLine } from '../local/instance-events';
+import { redactSecrets } from '../src/redact';
+import { parseInstanceLine } from '../src/local/instance-events';
 import type { Term } from './invariants';
 
 /** A worker that died on purpose right after sending the result of a message on its last delivery. */
@@ -72,7 +72,7 @@ export class ChaosInstances {
 
   spawn(): ChaosInstance {
     const name = `instance-${this.next++}`;
-    const script = join(__dirname, '..', 'local', `instance-main${__filename.endsWith('.ts') ? '.ts' : '.js'}`);
+    const script = join(__dirname, '..', 'src', 'local', `instance-main${__filename.endsWith('.ts') ? '.ts' : '.js'}`);
     const args = __filename.endsWith('.ts') ? ['--import', 'tsx', script] : [script];
     const proc = spawn(process.execPath, args, {
       env: {

@@ -1,4 +1,4 @@
-import { expectedSynthetic, SYNTHETIC_FAILURE, type SyntheticJobSpec } from '../sample/synthetic-job';
+import { expectedSynthetic, SYNTHETIC_FAILURE, type SyntheticJobSpec } from '../functions/synthetic-job';
 import type { WorkerDeath } from './chaos-instances';
 import type { HungHook, LeaseDeleteTarget } from './fault-plan';
 import type { Expectation } from './invariants';

@@ -1,14 +1,14 @@
-import { tickMessageSchema } from '../engine/messages';
+import { tickMessageSchema } from '../src/engine/messages';
 import type { QueueServiceClient } from '@azure/storage-queue';
-import { parseShardQueueName } from '../hub/resources';
-import type { FailuresManifest, RunOutput } from '../hub/run-output';
-import { readFailures, readFailuresManifest } from '../hub/failures-manifest';
-import type { FailureEntry } from '../hub/fold';
-import type { DocumentStore } from '../fencing/document-store';
-import { FencedDocuments } from '../fencing/fenced-documents';
-import { AzureQueue, AzureQueueDirectory } from '../queue/azure-queue';
-import { runKeys, runRecordSchema, type RunRecord } from '../hub/run-record';
-import { storageErrorOf } from '../storage/rest-error';
+import { parseShardQueueName } from '../src/hub/resources';
+import type { FailuresManifest, RunOutput } from '../src/hub/run-output';
+import { readFailures, readFailuresManifest } from '../src/hub/failures-manifest';
+import type { FailureEntry } from '../src/hub/fold';
+import type { DocumentStore } from '../src/fencing/document-store';
+import { FencedDocuments } from '../src/fencing/fenced-documents';
+import { AzureQueue, AzureQueueDirectory } from '../src/queue/azure-queue';
+import { runKeys, runRecordSchema, type RunRecord } from '../src/hub/run-record';
+import { storageErrorOf } from '../src/storage/rest-error';
 import type { CheckedRun, Leftover } from './invariants';
 
 export interface HubSnapshot {
