@@ -111,6 +111,8 @@ export function registerBaton(app: FunctionsApp, options: RegisterBatonOptions):
     (stopping ??= (async () => {
       runtime.shutdown();
       await settleWithin([...inFlight], graceMs);
+      // The tick that ended released the lease; its wake for the successor goes out before we do.
+      await settleWithin([runtime.ticks.settled()], graceMs);
       await telemetry.shutdown({ signal: AbortSignal.timeout(graceMs) }).catch((err: unknown) => {
         logger.warn(`telemetry not flushed at shutdown: ${redactSecrets(err instanceof Error ? err.message : String(err))}`);
       });

@@ -92,6 +92,12 @@ export interface BatonRuntime {
     resend(message: TickMessage, seconds: number): Promise<void>;
     /** Sends one tick that any instance may take: call once when the app starts. Never rejects. */
     wakeOnStart(): Promise<void>;
+    /**
+     * Settles once the beacon's calls started so far have. At shutdown, the last is the wake a
+     * released lease sends its successor: a process that exits before it leaves the successor
+     * waiting for its own timer, and a storage client closed under it retries for seconds.
+     */
+    settled(): Promise<void>;
   };
 }
 
@@ -248,6 +254,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     ticks: {
       hiddenSeconds: beacon.hiddenSeconds,
       retrySeconds: Math.max(1, Math.round((handoverTimingFor(settings.coordinatorSchedule).checkMs ?? 10_000) / 1000)),
+      settled: () => beacon.idle(),
       resend: async (message, seconds) => {
         await tickQueue.send(JSON.stringify(message), { visibilityTimeoutSeconds: seconds });
       },

@@ -129,7 +129,9 @@ export async function runJobOnce<Output>(
     runtime.shutdown();
     // An item still running (a test that gave up on a hung one) is left behind after a grace.
     let grace: NodeJS.Timeout | undefined;
-    await Promise.race([local.stop(), new Promise((resolve) => (grace = setTimeout(resolve, STOP_GRACE_MS)))]);
+    // Then the wake the released lease sends (storage retries for seconds if Azurite closes under it).
+    const stopped = local.stop().then(() => runtime.ticks.settled());
+    await Promise.race([stopped, new Promise((resolve) => (grace = setTimeout(resolve, STOP_GRACE_MS)))]);
     clearTimeout(grace);
     if (!options.azurite) await azurite.close();
   }

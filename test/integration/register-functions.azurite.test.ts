@@ -148,6 +148,13 @@ describe('registerBaton on a Functions app', () => {
       await invocation;
       const after = await lease.read();
       expect(after).toMatchObject({ leased: false, epoch, freedAs: 'released' });
+      // And woke a successor before the hook returned: the term's beacon, a tick message on the
+      // first work queue, is visible at once rather than a lease's length from now.
+      const work = fixture.queueService.getQueueClient(runtime.resources.workQueue);
+      const visible = (await work.peekMessages({ numberOfMessages: 32 })).peekedMessageItems;
+      const ticks = visible.map((m) => JSON.parse(m.messageText) as { t?: string; epoch?: number });
+      // (The start-up wake is a tick too, of epoch 0; the beacon carries the term's.)
+      expect(ticks).toContainEqual(expect.objectContaining({ t: 'tick', epoch }));
       expect(posted).toContain('/v1/metrics');
       expect(warnings).toEqual([]);
       // Well inside the two graces (10 s each): it waited for the term, not for a timer.

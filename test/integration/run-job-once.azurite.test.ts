@@ -1,6 +1,8 @@
+import { createServer, request, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { defineJob } from '../../src/index';
-import { runJobOnce } from '../../src/testing';
+import { runJobOnce, startAzurite } from '../../src/testing';
 import { patience } from '../support/slowdown';
 
 /**
@@ -71,4 +73,62 @@ describe('runJobOnce: one occurrence of a job, end to end, in process', () => {
     });
     await expect(runJobOnce(stuck, { timeoutMs: 3_000 })).rejects.toThrow(/^runJobOnce: job stuck did not end within 3000 ms$/);
   });
+
+  it(
+    'returns only once the released lease has sent its wake: nothing of the run is left in flight',
+    { timeout: patience(120_000) },
+    async () => {
+      const azurite = await startAzurite();
+      // The queue endpoint behind a proxy that holds the wake (the beacon's message made visible
+      // at once) for a second: a runner that does not wait for it returns with it still in flight,
+      // and closing its Azurite then leaves the SDK retrying for seconds, holding the process open.
+      const isWake = (req: IncomingMessage) =>
+        req.method === 'PUT' && /\/messages\/[^?]+\?.*visibilitytimeout=0(&|$)/.test(req.url ?? '');
+      let pending = 0;
+      let wakes = 0;
+      const proxy = createServer((req, res) => {
+        pending++;
+        const forward = () => {
+          const upstream = request(
+            { host: '127.0.0.1', port: azurite.queuePort, method: req.method, path: req.url, headers: req.headers },
+            (answer) => {
+              res.writeHead(answer.statusCode ?? 502, answer.headers);
+              answer.pipe(res);
+              answer.on('end', () => pending--);
+            },
+          );
+          upstream.on('error', () => {
+            pending--;
+            res.destroy();
+          });
+          req.pipe(upstream);
+        };
+        if (isWake(req)) {
+          wakes++;
+          setTimeout(forward, 1000);
+        } else forward();
+      });
+      await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+      const port = (proxy.address() as AddressInfo).port;
+      try {
+        const run = await runJobOnce(letters, {
+          env: { BATON_MAX_ATTEMPTS: '1' },
+          azurite: {
+            ...azurite,
+            connectionString: azurite.connectionString.replace(
+              /QueueEndpoint=[^;]+/,
+              `QueueEndpoint=http://127.0.0.1:${port}/devstoreaccount1`,
+            ),
+          },
+        });
+        expect(run.state).toBe('succeeded');
+        expect(wakes).toBeGreaterThanOrEqual(1);
+        expect(pending).toBe(0);
+      } finally {
+        proxy.closeAllConnections();
+        await new Promise((resolve) => proxy.close(resolve));
+        await azurite.close();
+      }
+    },
+  );
 });
