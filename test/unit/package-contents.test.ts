@@ -1,4 +1,6 @@
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { projectRoot } from '../support/cluster-process';
 
@@ -61,6 +63,8 @@ describe('the package npm pack makes', () => {
   it('ships no chaos soak, benchmark, test, source map or TypeScript source', () => {
     expect(files.filter((p) => /(^|\/)(chaos|bench|test)\//.test(p))).toEqual([]);
     expect(files.filter((p) => p.endsWith('.map'))).toEqual([]);
+    // Nor a pointer to one: a bundler or debugger would look for the map and warn.
+    expect(files.filter((p) => p.endsWith('.js') && readFileSync(join(projectRoot, p), 'utf8').includes('sourceMappingURL='))).toEqual([]);
     expect(files.filter((p) => p.endsWith('.ts') && !p.endsWith('.d.ts'))).toEqual([]);
     // Every entry in package.json exports is there, with its types.
     for (const entry of ['index', 'functions', 'election', 'testing']) {
