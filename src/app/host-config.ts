@@ -12,7 +12,16 @@ export interface HostQueueConfig {
   messageEncoding: 'base64' | 'none';
   /** Longest wait between polls of an idle queue (host.json `maxPollingInterval`; the host's default is 1 minute). */
   maxPollingIntervalMs?: number;
+  /**
+   * How long the host lets one invocation run (host.json `functionTimeout`), in seconds; undefined
+   * when unbounded (`-1`). Absent from host.json: 30 minutes, the default on Flex Consumption and
+   * Premium (the older Consumption plan's is 5).
+   */
+  functionTimeoutSeconds?: number;
 }
+
+/** host.json `functionTimeout` when it is not set: Flex Consumption's and Premium's default. */
+export const DEFAULT_FUNCTION_TIMEOUT_SECONDS = 30 * 60;
 
 const timespan = z
   .string()
@@ -23,6 +32,8 @@ const timespan = z
   });
 
 const hostJsonSchema = z.object({
+  // `-1`: no limit (Premium and Dedicated plans).
+  functionTimeout: z.union([z.literal('-1'), timespan]).optional(),
   extensions: z
     .object({
       queues: z
@@ -53,6 +64,7 @@ const hostJsonSchema = z.object({
 
 /** The app settings that override host.json's queue settings, as the Functions host reads them. */
 export const QUEUE_OVERRIDE_PREFIX = 'AzureFunctionsJobHost__extensions__queues__';
+const HOST_PREFIX = 'azurefunctionsjobhost__';
 const QUEUE_KEYS = [
   'batchSize',
   'newBatchThreshold',
@@ -99,7 +111,16 @@ export function readHostQueueConfig(path = 'host.json', env: Record<string, stri
     throw new Error(`cannot read ${path}: ${err instanceof Error ? err.message : String(err)}`);
   }
   const { raw, from } = withOverrides(fromFile, env);
-  const parsed = hostJsonSchema.safeParse(raw);
+  // The host reads AzureFunctionsJobHost__functionTimeout over host.json's, as it does for queues.
+  const timeoutSetting = Object.keys(env).find((name) => name.toLowerCase() === `${HOST_PREFIX}functiontimeout`);
+  const timeoutOverride = timeoutSetting === undefined ? undefined : env[timeoutSetting]?.trim();
+  if (timeoutOverride) {
+    const checked = hostJsonSchema.shape.functionTimeout.safeParse(timeoutOverride);
+    if (!checked.success) throw new Error(`${timeoutSetting}: must be a hh:mm:ss time span or -1`);
+  }
+  const parsed = hostJsonSchema.safeParse(
+    timeoutOverride && typeof raw === 'object' && raw !== null ? { ...raw, functionTimeout: timeoutOverride } : raw,
+  );
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const key = issue?.path[2];
@@ -108,7 +129,9 @@ export function readHostQueueConfig(path = 'host.json', env: Record<string, stri
     throw new Error(`${path}: ${issue?.path.join('.') ?? ''} ${issue?.message ?? 'is invalid'}`.trim());
   }
   const q = parsed.data.extensions.queues;
+  const timeout = parsed.data.functionTimeout;
   return {
+    functionTimeoutSeconds: timeout === '-1' ? undefined : (timeout ?? DEFAULT_FUNCTION_TIMEOUT_SECONDS),
     batchSize: q.batchSize,
     newBatchThreshold: q.newBatchThreshold ?? Math.floor(q.batchSize / 2),
     maxDequeueCount: q.maxDequeueCount,

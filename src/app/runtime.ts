@@ -11,7 +11,7 @@ import type { WorkerDeps } from '../engine/worker';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type { DocumentStore } from '../fencing/document-store';
 import type { LeaseStore } from '../lease/lease-store';
-import { InvalidSettingError } from '../errors';
+import { InvalidConfigError, InvalidSettingError } from '../errors';
 import { assertDurableReady } from '../durable/ready';
 import { assertUniqueJobs } from '../jobs/define-job';
 import type { HostQueueConfig } from './host-config';
@@ -37,6 +37,34 @@ import { parseStorageSettings, type StorageSettings } from '../storage/connectio
 import { redactSecrets } from '../redact';
 import { type Env } from '../storage/setting';
 import { BatonTelemetry, type BatonTelemetryOptions } from '../telemetry/baton-telemetry';
+
+/**
+ * A leader's term runs inside one coordinator invocation, and each hook inside one invocation
+ * too: a bound the host's `functionTimeout` would cut short ends the invocation mid-term (the
+ * lease left to expire, a checkpoint lost) instead of where Baton ends it.
+ */
+function assertWithinFunctionTimeout(host: HostQueueConfig, settings: BatonSettings, jobs: readonly JobDefinition[]): void {
+  const limit = host.functionTimeoutSeconds;
+  if (limit === undefined) return;
+  const timeout = `host.json functionTimeout (${limit} s)`;
+  if (settings.termSeconds >= limit) {
+    throw new InvalidSettingError(
+      'BATON_TERM_SECONDS',
+      `BATON_TERM_SECONDS (${settings.termSeconds}) must be less than ${timeout}: a term runs inside one coordinator invocation, which the host stops at its timeout`,
+    );
+  }
+  for (const job of jobs) {
+    const { graceSeconds } = job.hookTimeouts;
+    for (const hook of ['splitSeconds', 'processSeconds', 'finalizeSeconds'] as const) {
+      const bound = job.hookTimeouts[hook];
+      if (bound + graceSeconds < limit) continue;
+      throw new InvalidConfigError(
+        `${job.name}.hookTimeouts.${hook}`,
+        `job ${job.name}: hookTimeouts.${hook} (${bound}) plus graceSeconds (${graceSeconds}) must be less than ${timeout}: the hook runs inside one invocation, which the host stops at its timeout`,
+      );
+    }
+  }
+}
 
 /** The worker's last attempt must be the host's last delivery, and messages travel as plain JSON. */
 function assertHostAgrees(host: HostQueueConfig, settings: BatonSettings): void {
@@ -166,7 +194,10 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   assertUniqueJobs(jobs);
   // The durable engine folds chunks apart and merges them: every job must say how, at start-up.
   if (settings.engine === 'durable') for (const job of jobs) assertDurableReady(job);
-  if (options.hostQueueConfig) assertHostAgrees(options.hostQueueConfig, settings);
+  if (options.hostQueueConfig) {
+    assertHostAgrees(options.hostQueueConfig, settings);
+    assertWithinFunctionTimeout(options.hostQueueConfig, settings, jobs);
+  }
   const logger = options.logger && redactingLogger(options.logger, logLevel);
   const log = logger ?? { info: () => undefined, warn: () => undefined };
   const unsafeUnfenced = checkFencingSwitch(env, storage, log);

@@ -287,6 +287,19 @@ const rows: Row[] = [
   { setting: 'BATON_TERM_SECONDS', what: 'over an hour', env: { BATON_TERM_SECONDS: '3601' }, rule: /must be at most 3600$/ },
   {
     setting: 'BATON_TERM_SECONDS',
+    what: "as long as host.json's functionTimeout",
+    env: { BATON_TERM_SECONDS: '600' },
+    rule: /^BATON_TERM_SECONDS \(600\) must be less than host.json functionTimeout \(600 s\): a term runs inside one coordinator invocation/,
+  },
+  {
+    setting: 'BATON_TERM_SECONDS',
+    what: 'longer than a 90 s functionTimeout',
+    env: { BATON_TERM_SECONDS: '120' },
+    host: { functionTimeoutSeconds: 90 },
+    rule: /^BATON_TERM_SECONDS \(120\) must be less than host.json functionTimeout \(90 s\)/,
+  },
+  {
+    setting: 'BATON_TERM_SECONDS',
     what: 'a word',
     env: { BATON_TERM_SECONDS: 'sixty' },
     rule: /must be a whole number of seconds from 5 to 3600/,
