@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { VERSION_PATTERN } from '../lease/leader-rank';
+import { isVersion } from '../lease/leader-rank';
 import { InvalidSettingError } from '../errors.js';
 import { defaultRenewDeadlineMs, defaultRenewIntervalMs, RENEW_JITTER_FACTOR } from '../lease/elector-options.js';
 import { MAX_QUEUE_SHARDS, shardQueueNames } from '../hub/resources.js';
@@ -206,7 +206,7 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
     appVersion: optionalSetting(
       env,
       'BATON_APP_VERSION',
-      z.string().regex(VERSION_PATTERN, { error: 'must be a version such as 1.4.2 or 2.0.0-rc.1' }),
+      z.string().refine(isVersion, { error: 'must be a SemVer version such as 1.4.2, 2.0.0-rc.1 or 1.4.2+build.7' }),
     ),
   };
   if (settings.engine === 'durable') checkTaskHubName(hub);

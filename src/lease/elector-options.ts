@@ -4,7 +4,7 @@ import { systemClock, type Clock } from '../clock/clock';
 import { InvalidConfigError } from '../errors';
 import type { LeaderEvent } from './leader-events';
 import type { LeaseStore } from './lease-store';
-import { VERSION_PATTERN, type LeaderRank } from './leader-rank';
+import { isVersion, type LeaderRank } from './leader-rank';
 import { defaultHandoverTiming, type HandoverTiming } from './handover';
 
 export interface LeaderElectorOptions {
@@ -165,10 +165,10 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
   }
   const { rank } = options;
   if (rank !== undefined) {
-    if (typeof rank.version !== 'string' || !VERSION_PATTERN.test(rank.version)) {
+    if (typeof rank.version !== 'string' || !isVersion(rank.version)) {
       throw new InvalidConfigError(
         'rank.version',
-        `rank.version must be a version such as 1.4.2 or 2.0.0-rc.1, got ${String(rank.version)}`,
+        `rank.version must be a SemVer version such as 1.4.2, 2.0.0-rc.1 or 1.4.2+build.7, got ${String(rank.version)}`,
       );
     }
     if (!Number.isInteger(rank.priority) || rank.priority < 0 || rank.priority > 1000) {

@@ -1,31 +1,49 @@
+import { compare, valid } from 'semver';
+
 /**
  * How candidates rank for leadership: a newer app version first, then a higher priority. The
  * holder's rank is recorded with its epoch, so any candidate's read of the lease sees it.
  */
 export interface LeaderRank {
-  /** Numbers separated by dots, optionally `-<pre-release>`: `1.4.2`, `2.0.0-rc.1`. */
+  /**
+   * A SemVer version (`1.4.2`, `2.0.0-rc.10`, `0.1.0+sha.5d1e`); `1` and `1.4` stand for `1.0.0`
+   * and `1.4.0`. Build metadata is kept and ignored for ranking, as SemVer says.
+   */
   version: string;
   /** A whole number, 0 (the default) to 1000. */
   priority: number;
 }
 
-export const VERSION_PATTERN = /^\d{1,9}(\.\d{1,9}){0,3}(-[0-9A-Za-z.-]{1,40})?$/;
+/** Longest version kept: it travels in lease metadata with the holder's name. */
+const MAX_VERSION_LENGTH = 100;
+
+/** The version as full SemVer (`1.4` → `1.4.0`), or undefined when it is not one. */
+function semverOf(version: string): string | undefined {
+  if (typeof version !== 'string' || version.length > MAX_VERSION_LENGTH) return undefined;
+  const core = /^[^-+]*/.exec(version)![0];
+  const numbers = core.split('.');
+  const padded =
+    numbers.length < 3 && numbers.every((n) => /^(0|[1-9]\d*)$/.test(n))
+      ? [...numbers, '0', '0'].slice(0, 3).join('.') + version.slice(core.length)
+      : version;
+  return valid(padded) ?? undefined;
+}
+
+/** Whether `version` is one a rank may carry. */
+export function isVersion(version: string): boolean {
+  return semverOf(version) !== undefined;
+}
 
 /**
- * Compares two versions by their numbers (missing ones count as 0); a pre-release sorts below
- * the same numbers without one, and pre-releases compare as text. Negative when `a` is older.
+ * Compares two versions by SemVer precedence: numbers first, a pre-release below the same numbers
+ * without one, pre-release identifiers numerically when they are numbers (`rc.9` < `rc.10`), build
+ * metadata ignored. Negative when `a` is older. A value that is not a version sorts below every
+ * version (a damaged record ranks lowest, rather than stopping an election).
  */
 export function compareVersions(a: string, b: string): number {
-  const [aNumbers = '', aPre] = splitOnce(a, '-');
-  const [bNumbers = '', bPre] = splitOnce(b, '-');
-  const an = aNumbers.split('.').map(Number);
-  const bn = bNumbers.split('.').map(Number);
-  for (let i = 0; i < Math.max(an.length, bn.length); i++) {
-    const diff = (an[i] ?? 0) - (bn[i] ?? 0);
-    if (diff !== 0) return Math.sign(diff);
-  }
-  if (aPre === undefined || bPre === undefined) return aPre === bPre ? 0 : aPre === undefined ? 1 : -1;
-  return aPre < bPre ? -1 : aPre > bPre ? 1 : 0;
+  const [sa, sb] = [semverOf(a), semverOf(b)];
+  if (sa === undefined || sb === undefined) return sa === sb ? 0 : sa === undefined ? -1 : 1;
+  return compare(sa, sb);
 }
 
 /** Negative when `a` ranks below `b`: version first, then priority. Equal ranks compare 0. */
@@ -42,7 +60,7 @@ export function formatRank(rank: LeaderRank): string {
 export function parseRank(raw: string | undefined): LeaderRank | undefined {
   if (!raw) return undefined;
   const [version, priority] = splitOnce(raw, ';');
-  if (!version || !VERSION_PATTERN.test(version) || priority === undefined || !/^\d{1,4}$/.test(priority)) return undefined;
+  if (!version || !isVersion(version) || priority === undefined || !/^\d{1,4}$/.test(priority)) return undefined;
   return { version, priority: Number(priority) };
 }
 

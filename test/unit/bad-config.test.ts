@@ -376,7 +376,13 @@ const rows: Row[] = [
     setting: 'BATON_APP_VERSION',
     what: 'a version that is not numbers',
     env: { BATON_APP_VERSION: 'latest' },
-    rule: /must be a version such as 1\.4\.2 or 2\.0\.0-rc\.1$/,
+    rule: /^BATON_APP_VERSION must be a SemVer version such as 1\.4\.2, 2\.0\.0-rc\.1 or 1\.4\.2\+build\.7$/,
+  },
+  {
+    setting: 'BATON_APP_VERSION',
+    what: 'four numbers',
+    env: { BATON_APP_VERSION: '1.2.3.4' },
+    rule: /^BATON_APP_VERSION must be a SemVer version/,
   },
   {
     setting: 'BATON_METRICS_EXPORTER',

@@ -13,6 +13,16 @@ describe('leader rank', () => {
     ['2.0.0-rc.1', '2.0.0-rc.2', -1],
     ['2.0.0-rc.1', '1.9.0', 1],
     ['10', '9.9', 1],
+    // SemVer's precedence: numeric identifiers compare as numbers, build metadata is ignored.
+    ['2.0.0-rc.10', '2.0.0-rc.9', 1],
+    ['1.0.0-alpha', '1.0.0-alpha.1', -1],
+    ['1.0.0-alpha.beta', '1.0.0-beta', -1],
+    ['1.0.0-beta.11', '1.0.0-rc.1', -1],
+    ['0.1.0+sha.5d1e', '0.1.0', 0],
+    ['1.0.0-rc.1+b2', '1.0.0-rc.1+b1', 0],
+    ['0.2.0+sha.5d1e', '0.1.9', 1],
+    // Not a version (a damaged record): below every version.
+    ['latest', '0.0.1', -1],
   ])('version %s against %s: %i', (a, b, sign) => {
     expect(compareVersions(a, b)).toBe(sign);
     expect(compareVersions(b, a)).toBe(-sign || 0);
@@ -29,6 +39,7 @@ describe('leader rank', () => {
   it.each([
     ['1.4.2;7', { version: '1.4.2', priority: 7 }],
     ['2.0.0-rc.1;0', { version: '2.0.0-rc.1', priority: 0 }],
+    ['0.1.0+sha.5d1e;3', { version: '0.1.0+sha.5d1e', priority: 3 }],
     ['', undefined],
     ['1.4.2', undefined],
     ['v1;2', undefined],
@@ -40,6 +51,8 @@ describe('leader rank', () => {
 
   it.each([
     [{ version: 'latest', priority: 0 }, 'rank.version'],
+    [{ version: '1.2.3.4', priority: 0 }, 'rank.version'],
+    [{ version: '1.02.3', priority: 0 }, 'rank.version'],
     [{ version: '1.0.0', priority: -1 }, 'rank.priority'],
     [{ version: '1.0.0', priority: 1.5 }, 'rank.priority'],
     [{ version: '1.0.0', priority: 1001 }, 'rank.priority'],

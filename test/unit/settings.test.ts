@@ -278,7 +278,7 @@ describe('parseBatonSettings', () => {
       BATON_MAX_IN_FLIGHT: '256',
       BATON_ENGINE: 'durable',
       BATON_LEADER_PRIORITY: '7',
-      BATON_APP_VERSION: '2.1.0-rc.1',
+      BATON_APP_VERSION: '2.1.0-rc.1+build.5d1e',
     };
     expect(parseBatonSettings(env)).toEqual({
       hub: 'nightly1',
@@ -292,7 +292,7 @@ describe('parseBatonSettings', () => {
       engine: 'durable',
       queueShards: 1,
       leaderPriority: 7,
-      appVersion: '2.1.0-rc.1',
+      appVersion: '2.1.0-rc.1+build.5d1e',
     });
   });
 
