@@ -7,6 +7,7 @@ import { FAILURES_LISTED, runView, showView, statusView, type RunsView } from '.
 import { requestCancel, requestRun } from '../hub/requests';
 import { isTerminal } from '../hub/run-record';
 import { listJobNames, listRuns, readHubStatus, readRunDetails, readRunFailures } from '../hub/status';
+import { JOB_NAME_PATTERN } from '../jobs/define-job';
 import type { LeaseStore } from '../lease/lease-store';
 import type { HttpRegistration } from './registration-types';
 import { statusPageResponse } from './status-page';
@@ -45,7 +46,7 @@ const pageSize = (fallback: number) =>
     .transform((n) => n ?? fallback);
 
 const runsQuery = z.object({
-  job: z.string().min(1, 'must not be empty').optional(),
+  job: z.string().regex(JOB_NAME_PATTERN, 'must be a job name (1-48 lowercase letters, digits or inner hyphens)').optional(),
   limit: pageSize(DEFAULT_RUNS),
   /** The `next` of the previous page: only runs created before this run. */
   after: z.string().min(1, 'must not be empty').optional(),
@@ -78,10 +79,28 @@ function parse<T extends z.ZodTypeAny>(schema: T, value: unknown, where: string)
 
 const queryOf = (request: HttpRequest): Record<string, string> => Object.fromEntries(request.query.entries());
 
-/** A run id is `<job>/<occurrence or manual-id>`; the route carries it as two segments. */
+/**
+ * A route's job, as a job's name must be. The host decodes route segments, so `..%2F` arrives as
+ * `../`: a name that is not a job's could make a request or a read name another blob.
+ */
+function jobOf(request: HttpRequest, route: string): string {
+  const { job } = request.params;
+  if (!job) throw new BadRequest(`the route needs a job: ${route}`);
+  if (!JOB_NAME_PATTERN.test(job))
+    throw new BadRequest(`${JSON.stringify(job)} is not a job name (1-48 lowercase letters, digits or inner hyphens)`);
+  return job;
+}
+
+/** One segment of a run id after its job: an occurrence's time or `manual-<id>`, never a path. */
+const RUN_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9:._-]{0,199}$/;
+
+/** A run id is `<job>/<occurrence or manual-id>`; the route carries it as two segments, checked as such. */
 function runIdOf(request: HttpRequest): string {
   const { job, run } = request.params;
   if (!job || !run) throw new BadRequest('the route needs a job and a run: /baton/runs/<job>/<run>');
+  if (!JOB_NAME_PATTERN.test(job) || !RUN_SEGMENT.test(run)) {
+    throw new BadRequest(`${JSON.stringify(`${job}/${run}`)} is not a run id (<job>/<occurrence or manual-id>)`);
+  }
   return `${job}/${run}`;
 }
 
@@ -195,8 +214,7 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
 
   const trigger = guarded(deps, 'trigger', async (request) => {
     steering('trigger');
-    const job = request.params.job;
-    if (!job) throw new BadRequest('the route needs a job: /baton/jobs/<job>/trigger');
+    const job = jobOf(request, '/baton/jobs/<job>/trigger');
     const known = await listJobNames(docs);
     // A hub no leader has ticked on yet has no job records; then the request just waits.
     if (known.length > 0 && !known.includes(job)) {

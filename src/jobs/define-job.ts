@@ -25,10 +25,13 @@ const standardSchema = z.custom<JobSchema<unknown>>(isJobSchema, {
   message: 'must be a Standard Schema (zod 3.24 or later, valibot, arktype and others implement it)',
 });
 
+/** A job's name: it names blobs, queues' messages and metrics, so it is kept plain. */
+export const JOB_NAME_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$/;
+
 const jobOptionsSchema = z.object({
   name: z
     .string({ message: 'must be a string' })
-    .regex(/^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$/, 'must be 1-48 lowercase letters, digits or inner hyphens'),
+    .regex(JOB_NAME_PATTERN, 'must be 1-48 lowercase letters, digits or inner hyphens'),
   schedule: z.string({ message: 'must be an NCRONTAB string' }),
   overlap: z.enum(['skip', 'allow', 'replace'], { message: "must be 'skip', 'allow' or 'replace'" }).default('skip'),
   startingDeadlineSeconds: z.number().int('must be whole seconds').positive('must be positive').default(300),

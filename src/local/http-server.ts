@@ -57,6 +57,7 @@ export async function serveHttpRegistrations(
 ): Promise<LocalHttpServer> {
   const routes = registrations.map(compile);
   const server = createServer((req, res) => {
+    if (refusedAsCrossSite(req, res)) return;
     handle(routes, req, res).catch((err: unknown) => {
       options.log('error', `http ${req.method} ${redactSecrets(req.url ?? '')} failed: ${describe(err)}`);
       if (!res.headersSent) send(res, { status: 500, jsonBody: { error: 'the request failed; the cluster log has the reason' } });
@@ -73,6 +74,7 @@ export async function serveHttpRegistrations(
  */
 export async function serveHttpProxy(ports: () => readonly number[], options: LocalHttpOptions): Promise<LocalHttpServer> {
   const server = createServer((req, res) => {
+    if (refusedAsCrossSite(req, res)) return;
     forward(req, res, ports()).catch((err: unknown) => {
       options.log('error', `http ${req.method} ${redactSecrets(req.url ?? '')} failed: ${describe(err)}`);
       if (!res.headersSent)
@@ -90,16 +92,16 @@ async function forward(req: IncomingMessage, res: ServerResponse, ports: readonl
     return;
   }
   for (const port of ports) {
+    // Checked here against this door; the instance checks what it is sent against itself.
+    const headers = { ...req.headers, host: `127.0.0.1:${port}` };
+    if (headers.origin !== undefined) headers.origin = `http://127.0.0.1:${port}`;
     const answered = await new Promise<boolean>((resolve, reject) => {
-      const upstream = request(
-        { host: '127.0.0.1', port, method: req.method, path: req.url, headers: req.headers },
-        (response) => {
-          res.writeHead(response.statusCode ?? 502, response.headers);
-          response.pipe(res);
-          response.once('end', () => resolve(true));
-          response.once('error', reject);
-        },
-      );
+      const upstream = request({ host: '127.0.0.1', port, method: req.method, path: req.url, headers }, (response) => {
+        res.writeHead(response.statusCode ?? 502, response.headers);
+        response.pipe(res);
+        response.once('end', () => resolve(true));
+        response.once('error', reject);
+      });
       upstream.once('error', (err: NodeJS.ErrnoException) => {
         // Refused or cut before an answer: that instance is gone or going; try the next.
         if (!res.headersSent && (err.code === 'ECONNREFUSED' || err.code === 'ECONNRESET')) resolve(false);
@@ -114,6 +116,29 @@ async function forward(req: IncomingMessage, res: ServerResponse, ports: readonl
     headers: { 'retry-after': '1' },
     jsonBody: { error: 'no instance serves http now: they are starting, or every one has exited' },
   });
+}
+
+/**
+ * Listening on loopback keeps other machines out, not other sites: a page the browser loaded
+ * from anywhere can send a form's POST here, and one whose name an attacker points at 127.0.0.1
+ * (DNS rebinding) can read the answers too. So a request must name this server as its Host,
+ * and a write that says where it comes from (`Origin`) must come from this server's own page.
+ * The CLI and tests send neither a foreign Host nor an Origin.
+ */
+function refusedAsCrossSite(req: IncomingMessage, res: ServerResponse): boolean {
+  const port = req.socket.localPort;
+  const own = ['127.0.0.1', 'localhost', '[::1]'].map((host) => `${host}:${port}`);
+  const host = req.headers.host?.toLowerCase();
+  const method = (req.method ?? 'GET').toUpperCase();
+  const origin = req.headers.origin?.toLowerCase();
+  let refusal: string | undefined;
+  if (host === undefined || !own.includes(host)) refusal = 'the Host header does not name this loopback server';
+  else if (method !== 'GET' && method !== 'HEAD' && origin !== undefined && !own.some((h) => origin === `http://${h}`))
+    refusal = `a ${method} from another origin is refused`;
+  if (!refusal) return false;
+  req.resume();
+  send(res, { status: 403, jsonBody: { error: refusal } });
+  return true;
 }
 
 async function listenLoopback(server: Server, options: LocalHttpOptions): Promise<LocalHttpServer> {

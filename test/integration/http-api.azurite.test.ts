@@ -186,6 +186,23 @@ describe('the HTTP API', () => {
     );
   });
 
+  it('refuses a job or run id that is not one (the host decodes ..%2F to ../): nothing is read or requested', async () => {
+    const before = (await requests()).length;
+    const notRuns = [
+      { job: seed.job, run: '../leases' },
+      { job: seed.job, run: 'manual-x/../../y' },
+      { job: seed.job, run: '.hidden' },
+      { job: '..', run: 'x' },
+      { job: 'Audit', run: 'manual-1' },
+    ];
+    for (const route of ['run', 'failures', 'cancel'])
+      for (const params of notRuns)
+        expectError(await call(route, { params }), 400, /is not a run id \(<job>\/<occurrence or manual-id>\)$/);
+    expectError(await call('trigger', { params: { job: '../x' } }), 400, /^"\.\.\/x" is not a job name/);
+    expectError(await call('runs', { query: { job: '../x' } }), 400, /^query job: must be a job name/);
+    expect(await requests()).toHaveLength(before);
+  });
+
   it('under the durable engine, trigger and cancel answer 409 and request nothing', async () => {
     const durable = batonRegistrations(
       createBatonRuntime({ AzureWebJobsStorage: azurite.azurite.connectionString, BATON_HUB: seed.hub, BATON_ENGINE: 'durable' }),

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { request } from 'node:http';
 import { createServer } from 'node:net';
 import type { HttpRegistration } from '../../src/app/registration-types';
 import { statusPageResponse } from '../../src/app/status-page';
@@ -120,6 +121,76 @@ describe('the local HTTP server (what npm start serves the API and page with)', 
     } finally {
       blocker.close();
     }
+  });
+});
+
+/** A request with headers fetch will not set (Host), as another site's page or a rebound name sends it. */
+function raw(
+  origin: string,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: string }> {
+  const url = new URL(path, origin);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: url.hostname, port: url.port, method, path: url.pathname, headers }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end(method === 'POST' ? '{}' : undefined);
+  });
+}
+
+describe('another site cannot steer the local server', () => {
+  const cases = (own: () => string) => {
+    const port = () => new URL(own()).port;
+    return [
+      [
+        'a POST from another origin (a form on any page)',
+        403,
+        'POST',
+        () => ({ host: `127.0.0.1:${port()}`, origin: 'https://evil.example' }),
+      ],
+      [
+        'a POST from a page of another local port',
+        403,
+        'POST',
+        () => ({ host: `127.0.0.1:${port()}`, origin: 'http://127.0.0.1:1' }),
+      ],
+      ['a POST from a sandboxed page (Origin null)', 403, 'POST', () => ({ host: `127.0.0.1:${port()}`, origin: 'null' })],
+      ['a POST to a name rebound to 127.0.0.1', 403, 'POST', () => ({ host: `evil.example:${port()}` })],
+      ['a GET to a name rebound to 127.0.0.1', 403, 'GET', () => ({ host: `evil.example:${port()}` })],
+      ['a POST from its own page', 200, 'POST', () => ({ host: `127.0.0.1:${port()}`, origin: `http://127.0.0.1:${port()}` })],
+      [
+        'a POST from its own page by the name localhost',
+        200,
+        'POST',
+        () => ({ host: `localhost:${port()}`, origin: `http://localhost:${port()}` }),
+      ],
+      ['a POST with no Origin (the CLI, curl)', 200, 'POST', () => ({ host: `127.0.0.1:${port()}` })],
+    ] as const;
+  };
+
+  it.each(cases(() => server.origin))('an instance answers %s with %i', async (_what, status, method, headers) => {
+    const path = method === 'POST' ? '/api/baton/runs/sum/r1/cancel' : '/api/baton/runs';
+    const res = await raw(server.origin, method, path, headers());
+    expect(res.status, res.body).toBe(status);
+    if (status === 403) expect(JSON.parse(res.body)).toEqual({ error: expect.stringMatching(/Host header|from another origin/) });
+  });
+
+  let proxy: LocalHttpServer;
+  beforeAll(async () => {
+    proxy = await serveHttpProxy(() => [Number(new URL(server.origin).port)], { port: 0, log: () => {} });
+  });
+  afterAll(() => proxy.close());
+
+  it.each(cases(() => proxy.origin))('the front door answers %s with %i', async (_what, status, method, headers) => {
+    const path = method === 'POST' ? '/api/baton/runs/sum/r1/cancel' : '/api/baton/runs';
+    const res = await raw(proxy.origin, method, path, headers());
+    expect(res.status, res.body).toBe(status);
   });
 });
 
