@@ -12,6 +12,7 @@ import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type { DocumentStore } from '../fencing/document-store';
 import type { LeaseStore } from '../lease/lease-store';
 import { InvalidConfigError, InvalidSettingError } from '../errors';
+import { visible } from '../visible';
 import { assertDurableReady } from '../durable/ready';
 import { assertUniqueJobs } from '../jobs/define-job';
 import type { HostQueueConfig } from './host-config';
@@ -172,9 +173,9 @@ function checkFencingSwitch(env: Env, storage: StorageSettings, log: { warn(mess
  */
 function redactingLogger(logger: LeaderLogger & EngineLogger, level: LogLevel): LeaderLogger & EngineLogger {
   return {
-    info: (message) => logger.info(redactSecrets(message)),
-    warn: (message) => logger.warn(redactSecrets(message)),
-    ...(level === 'debug' && logger.debug ? { debug: (message: string) => logger.debug?.(redactSecrets(message)) } : {}),
+    info: (message) => logger.info(visible(redactSecrets(message))),
+    warn: (message) => logger.warn(visible(redactSecrets(message))),
+    ...(level === 'debug' && logger.debug ? { debug: (message: string) => logger.debug?.(visible(redactSecrets(message))) } : {}),
   };
 }
 

@@ -1,5 +1,9 @@
 import { isTerminal } from '../hub/run-record';
 import type { RunView, RunsView, ShowView, StatusView } from '../hub/read-model';
+import { visible } from '../visible';
+
+/** The lines of a human view, each with its control characters made visible (a forged reason cannot drive the terminal). */
+const screen = (lines: readonly string[]): string => `${lines.map((line) => visible(line)).join('\n')}\n`;
 
 export function toJson(value: unknown): string {
   return `${JSON.stringify(value, null, 2)}\n`;
@@ -131,7 +135,7 @@ export function renderStatus(view: StatusView, now: Date): string {
         lines.push(`  ${j.job}: last ${last.outcome} ${formatTime(last.at, now)}${last.reason ? `: ${last.reason}` : ''}`);
     }
   }
-  return lines.join('\n') + '\n';
+  return screen(lines);
 }
 
 export function renderRuns(view: RunsView, now: Date): string {
@@ -143,7 +147,7 @@ export function renderRuns(view: RunsView, now: Date): string {
     formatTime(r.createdAt, now),
     r.endedAt ? `took ${formatDuration(Date.parse(r.endedAt) - Date.parse(r.createdAt))}` : '',
   ]);
-  return table(['RUN', 'STATE', 'PROGRESS', 'CREATED', ''], rows).join('\n') + '\n';
+  return screen(table(['RUN', 'STATE', 'PROGRESS', 'CREATED', ''], rows));
 }
 
 const FAILURES_SHOWN = 10;
@@ -199,7 +203,7 @@ export function renderShow(view: ShowView, now: Date): string {
     lines.push(...indent(text.slice(0, OUTPUT_LINES_SHOWN)));
     if (text.length > OUTPUT_LINES_SHOWN) lines.push(`  ... ${text.length - OUTPUT_LINES_SHOWN} more lines (use --json)`);
   }
-  return lines.join('\n') + '\n';
+  return screen(lines);
 }
 
 function indent(lines: string[]): string[] {

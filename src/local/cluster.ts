@@ -11,6 +11,7 @@ import { isTerminal, runKeys, type RunRecord } from '../hub/run-record';
 import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
 import { parseLogLevel } from '../app/settings';
 import { redactSecrets } from '../redact';
+import { visible } from '../visible';
 import { startAzurite, type RunningAzurite } from './azurite';
 import { APP_SETTING } from './app-functions';
 import { parseInstanceLine } from './instance-events';
@@ -358,7 +359,7 @@ class Cluster {
     }
     const keep = (line: string): void => {
       const log = instance.log;
-      if (log?.writable) log.write(`${new Date().toISOString()} ${redactSecrets(line)}\n`);
+      if (log?.writable) log.write(`${new Date().toISOString()} ${visible(redactSecrets(line))}\n`);
     };
     proc.on('exit', (code, signal) => {
       const how = signal ?? `code ${code}`;

@@ -2,6 +2,7 @@ import cliProgress from 'cli-progress';
 import type { HubStatus } from '../hub/status';
 import type { RunRecord } from '../hub/run-record';
 import { redactSecrets } from '../redact';
+import { visible } from '../visible';
 
 export interface InstanceView {
   name: string;
@@ -91,8 +92,9 @@ class LiveView implements ClusterView {
   }
 
   note(message: string): void {
-    // Every line the cluster prints passes here: instance output and storage errors, masked.
-    const line = redactSecrets(message);
+    // Every line the cluster prints passes here: instance output and storage errors, masked,
+    // and with no control character left to drive the terminal (a note may span lines).
+    const line = visible(redactSecrets(message), { keepNewlines: true });
     // Once stopped, the bars are gone: notes are plain lines below the last frame.
     if (this.stopped) this.stream.write(`${line}\n`);
     else this.bars.log(`${line}\n`);
@@ -110,7 +112,7 @@ class LiveView implements ClusterView {
     const leader = state.status?.leader;
     text(
       leader
-        ? `leader ${leader.identity ?? '?'}  epoch ${leader.epoch}  leading for ${seconds(leader.ledForMs)}`
+        ? `leader ${visible(leader.identity ?? '?')}  epoch ${leader.epoch}  leading for ${seconds(leader.ledForMs)}`
         : state.error
           ? `storage unreachable: ${redactSecrets(state.error)}`
           : 'no leader yet (the next coordinator tick elects one)',
@@ -179,8 +181,9 @@ class LogView implements ClusterView {
   }
 
   note(message: string): void {
-    // Every line the cluster prints passes here: instance output and storage errors, masked.
-    this.stream.write(`${new Date().toISOString()} ${redactSecrets(message)}\n`);
+    // Every line the cluster prints passes here: instance output and storage errors, masked,
+    // and with no control character left to drive the terminal (a note may span lines).
+    this.stream.write(`${new Date().toISOString()} ${visible(redactSecrets(message), { keepNewlines: true })}\n`);
   }
 
   stop(): void {

@@ -97,9 +97,11 @@ export async function seedHub(
   blobService: BlobServiceClient,
   leaseBlobService: BlobServiceClient,
   hub: string,
+  /** Text a forged hub would hold instead of the usual (the leader's name, failure and skip reasons). */
+  text: { leader?: string; failureReason?: string; skipReason?: string } = {},
 ): Promise<SeededHub> {
   const job = 'audit';
-  const leader = 'instance-b';
+  const leader = text.leader ?? 'instance-b';
   const lease = new BlobLeaseStore(leaseBlobService, hub);
   const leaseId = randomUUID();
   // An infinite lease: the seed must not expire while the file's tests run.
@@ -125,7 +127,7 @@ export async function seedHub(
   for (const to of ['dispatching', 'running', 'finalizing', 'succeeded'] as const) {
     finished = transition(finished, to, new Date(finishedAt.getTime() + 30_000));
   }
-  const finishedFailures = [{ item: 2, reason: 'Content-MD5 mismatch', attempts: 5 }];
+  const finishedFailures = [{ item: 2, reason: text.failureReason ?? 'Content-MD5 mismatch', attempts: 5 }];
   const finishedParts = await appendFailures(docs, { runId: finishedRunId, epoch, roots: [], failures: finishedFailures });
   finished = {
     ...finished,
@@ -158,7 +160,7 @@ export async function seedHub(
   // The open run: 7 of 10 items back, one of them failed, so far in its record's failure log only.
   const occurrence = new Date(now - 60_000);
   const activeRunId = scheduledRunId(job, occurrence);
-  const activeFailures = [{ item: 4, reason: 'blob not found', attempts: 5 }];
+  const activeFailures = [{ item: 4, reason: text.failureReason ?? 'blob not found', attempts: 5 }];
   let active = newRunRecord({ runId: activeRunId, job, trigger: 'schedule', occurrence, now: occurrence, timeoutSeconds: 3600 });
   active = transition(transition(active, 'dispatching', occurrence), 'running', occurrence);
   active = {
@@ -179,7 +181,7 @@ export async function seedHub(
         at: new Date(now - 5 * 60_000).toISOString(),
         occurrence: new Date(now - 5 * 60_000).toISOString(),
         outcome: 'skipped',
-        reason: 'overlap: a run is open',
+        reason: text.skipReason ?? 'overlap: a run is open',
       },
       {
         at: new Date(now - 4 * 60_000).toISOString(),
