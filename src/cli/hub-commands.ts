@@ -27,8 +27,8 @@ const unknownRun = (runId: string, hub: string) => new CliError(`no run ${runId}
 
 /**
  * What to say about a run id with no record. A manual run's request may still wait for the
- * leader, or the leader may have dropped it: it drops a request for a job it does not run, and
- * says so only in its own log, so this is where a user learns of it.
+ * leader, or for a leader that runs its job (an hour at most), or have been dropped after that,
+ * which the leader says only in its own log, so this is where a user learns of it.
  */
 async function missingRun(hub: HubHandle, runId: string): Promise<CliError> {
   const manual = /^(.+)\/manual-([0-9a-f-]{36})$/.exec(runId);
@@ -36,13 +36,15 @@ async function missingRun(hub: HubHandle, runId: string): Promise<CliError> {
   const [, job, id] = manual as unknown as [string, string, string];
   for await (const { request } of pendingRequests(hub.docs)) {
     if (request?.kind === 'run' && request.id === id) {
-      return new CliError(`no run ${runId} in hub ${hub.hub} yet: its request waits for the leader's next tick`);
+      return new CliError(
+        `no run ${runId} in hub ${hub.hub} yet: its request waits for the next tick of a leader that runs job ${job} (an hour at most)`,
+      );
     }
   }
   const known = await listJobNames(hub.docs);
   if (known.includes(job)) return unknownRun(runId, hub.hub);
   return new CliError(
-    `no run ${runId} in hub ${hub.hub}, and no request for it waits: the leader drops a request for a job it does not run, ` +
+    `no run ${runId} in hub ${hub.hub}, and no request for it waits: a request no leader could run for an hour is dropped, ` +
       `and hub ${hub.hub} has no job ${job} (known: ${known.length > 0 ? known.join(', ') : 'none yet'})`,
   );
 }
@@ -235,7 +237,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
         const unchecked = checked
           ? ''
           : `job ${job} was not checked (${options.force ? '--force' : `no leader has recorded the jobs of hub ${hub.hub} yet`}): ` +
-            `a leader that does not run it drops the request, logging "ignored a run request for unknown job ${job}", and baton show then says so\n`;
+            `a leader that does not run it leaves the request for one that does, for an hour, then drops it (logging "dropped a run request for job ${job}"), and baton show then says so\n`;
         io.out(
           options.json
             ? toJson({ hub: hub.hub, job, runId, requested: true, jobChecked: checked })

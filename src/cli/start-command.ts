@@ -182,7 +182,7 @@ export function registerStart(program: Command): void {
         applyLocalSettings(appDir);
         const jobs = inspectApp(appDir, hub);
         const job = opts.job ?? (opts.once ? onlyJob(jobs) : undefined);
-        // Otherwise the leader drops the request and --once waits for a run that never comes.
+        // Otherwise no leader here runs it, and --once waits for a run that never comes.
         if (job !== undefined && !jobs.includes(job)) {
           throw new CliError(`--job ${job} is not a job of this app (jobs: ${jobs.join(', ')})`, EXIT.usage);
         }

@@ -52,6 +52,11 @@ const POISON_EVERY_MS = 1000;
  * per shard per 30 s rather than per turn.
  */
 const IDLE_DRAIN_EVERY_MS = 30_000;
+/**
+ * How long a run or cancel request for a job the leader does not run waits for a leader that does
+ * (a rolling deploy brings one within minutes) before it is dropped.
+ */
+export const REQUEST_WAIT_MS = 60 * 60_000;
 /** A run whose step fails this many times in a row ends failed instead of stalling every turn. */
 const MAX_STEP_FAILURES = 5;
 
@@ -68,6 +73,8 @@ export class Coordinator {
   private queuesReady = false;
   /** The deletes of the last drain pass, still under way (see `drainPass`). */
   private deleting: Promise<void> = Promise.resolve();
+  /** Requests left for a leader that runs their job, each logged once. */
+  private readonly leftRequests = new Set<string>();
 
   constructor(ctx: Omit<EngineContext, 'tuning'> & { tuning?: Partial<EngineTuning> }) {
     this.ctx = { ...ctx, tuning: { ...DEFAULT_TUNING, ...ctx.tuning } };
@@ -345,14 +352,45 @@ export class Coordinator {
       else if (request.kind === 'run') {
         const job = ctx.jobs.get(request.job);
         if (job) ctx.log.info(`manual run ${await startManualRun(ctx, term, book, job, request.id)} requested`);
-        else ctx.log.warn(`ignored a run request for unknown job ${request.job}`);
-      } else if (!(await cancelRun(ctx, book, request.runId, request.reason))) {
-        ctx.log.warn(`ignored a cancel request for ${request.runId}: not an open run this leader can end`);
+        else if (this.leaveForAnother(key, `a run request for job ${request.job}, which this leader does not run`)) continue;
+      } else {
+        // A run of a job this leader does not have is another version's to end, not a run that is gone.
+        const found = await book.get(request.runId);
+        const elsewhere = found && 'unregistered' in found ? found.unregistered.job : undefined;
+        if (
+          elsewhere &&
+          this.leaveForAnother(key, `a cancel request for ${request.runId}, of job ${elsewhere}, which this leader does not run`)
+        )
+          continue;
+        if (!(await cancelRun(ctx, book, request.runId, request.reason))) {
+          ctx.log.warn(`ignored a cancel request for ${request.runId}: not an open run this leader can end`);
+        }
       }
       await ctx.docs.delete(key, { abortSignal: term.signal });
       applied = true;
     }
     return applied;
+  }
+
+  /**
+   * Whether to leave a request this leader cannot apply for a leader that can, as the drains
+   * leave such results queued: in a rolling deploy the old version may lead while a new job's
+   * first trigger is made. Until it is `REQUEST_WAIT_MS` old (by the time in its name); after
+   * that no version that runs the job is coming, and it is dropped with a warning.
+   */
+  private leaveForAnother(key: string, what: string): boolean {
+    const made = Date.parse(/^requests\/(\d{4}-\d\d-\d\dT[\d:.]+Z)-/.exec(key)?.[1] ?? '');
+    const age = Number.isNaN(made) ? 0 : this.ctx.clock.date().getTime() - made;
+    if (age < REQUEST_WAIT_MS) {
+      if (!this.leftRequests.has(key)) {
+        this.leftRequests.add(key);
+        this.ctx.log.info(`left ${what} for a leader that does`);
+      }
+      return true;
+    }
+    this.leftRequests.delete(key);
+    this.ctx.log.warn(`dropped ${what}: no leader ran it for ${REQUEST_WAIT_MS / 60_000} minutes after it was made`);
+    return false;
   }
 
   /**

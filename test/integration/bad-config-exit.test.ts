@@ -6,6 +6,7 @@
  * Needs `npm run build` first (`npm test` does it).
  */
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -472,7 +473,7 @@ describe('baton trigger of a job the leader does not run (with storage)', () => 
     );
   });
 
-  it('on a hub no leader has ticked on: says it is unchecked; once the leader drops it, show says why', async () => {
+  it('on a hub no leader has ticked on: says it is unchecked; the leader leaves it, and drops it only when an hour old', async () => {
     const hub = azurite.uniqueName('fresh');
     const args = ['--connection', connection(), '--hub', hub, '--timeout', '60'];
     const requested = await baton(['trigger', 'nope', ...args]);
@@ -481,42 +482,59 @@ describe('baton trigger of a job the leader does not run (with storage)', () => 
     const runId = /^requested run (nope\/manual-[0-9a-f-]{36})$/m.exec(requested.out)?.[1];
     expect(runId, requested.out).toBeDefined();
     expect(requested.out).toContain(
-      `job nope was not checked (no leader has recorded the jobs of hub ${hub} yet): a leader that does not run it drops the request`,
+      `job nope was not checked (no leader has recorded the jobs of hub ${hub} yet): a leader that does not run it leaves the request for one that does, for an hour, then drops it`,
     );
-
-    expectOneLine(
-      await baton(['show', runId!, ...args]),
-      runId!,
-      new RegExp(`^baton: no run ${runId} in hub ${hub} yet: its request waits for the leader's next tick$`),
-    );
-
-    // A real leader (the local host's instance) takes the request and drops it.
-    const leader = start(instancePath, [], {
-      AzureWebJobsStorage: connection(),
-      BATON_HUB: hub,
-      BATON_COORDINATOR_SCHEDULE: '* * * * * *',
-    });
-    const docs = new BlobDocumentStore(azurite.blobService.getContainerClient(hubResources(hub).container));
-    const pending = async () => {
-      const keys: string[] = [];
-      for await (const key of docs.list('requests/')) keys.push(key);
-      return keys.length;
-    };
-    for (
-      let waited = 0;
-      (await pending()) > 0 || !leader.out.includes('ignored a run request for unknown job nope');
-      waited += 200
-    ) {
-      if (waited > patience(20_000)) throw new Error(`the leader did not drop the request:\n${leader.out}\n${leader.err}`);
-      await sleep(200);
-    }
-    expect((await leader.finish(10_000)).code).toBe(0);
 
     expectOneLine(
       await baton(['show', runId!, ...args]),
       runId!,
       new RegExp(
-        `^baton: no run ${runId} in hub ${hub}, and no request for it waits: the leader drops a request for a job it does not run, ` +
+        `^baton: no run ${runId} in hub ${hub} yet: its request waits for the next tick of a leader that runs job nope \\(an hour at most\\)$`,
+      ),
+    );
+
+    // Another request for the same job, made over an hour ago: no leader that runs nope came.
+    const docs = new BlobDocumentStore(azurite.blobService.getContainerClient(hubResources(hub).container));
+    const staleId = randomUUID();
+    const staleKey = `requests/${new Date(Date.now() - 61 * 60_000).toISOString()}-${randomUUID()}.json`;
+    await docs.write(staleKey, JSON.stringify({ kind: 'run', job: 'nope', id: staleId }), { ifNoneMatch: '*' });
+
+    // A real leader (the local host's instance) leaves the first request and drops the stale one.
+    const leader = start(instancePath, [], {
+      AzureWebJobsStorage: connection(),
+      BATON_HUB: hub,
+      BATON_COORDINATOR_SCHEDULE: '* * * * * *',
+    });
+    const pending = async () => {
+      const keys: string[] = [];
+      for await (const key of docs.list('requests/')) keys.push(key);
+      return keys;
+    };
+    for (
+      let waited = 0;
+      (await pending()).includes(staleKey) ||
+      !leader.out.includes('left a run request for job nope, which this leader does not run');
+      waited += 200
+    ) {
+      if (waited > patience(20_000)) throw new Error(`the leader did not sort the requests:\n${leader.out}\n${leader.err}`);
+      await sleep(200);
+    }
+    expect((await leader.finish(10_000)).code).toBe(0);
+    expect(leader.out).toContain(
+      'dropped a run request for job nope, which this leader does not run: no leader ran it for 60 minutes',
+    );
+    expect(await pending()).toHaveLength(1);
+
+    expectOneLine(
+      await baton(['show', runId!, ...args]),
+      runId!,
+      new RegExp(`^baton: no run ${runId} in hub ${hub} yet: its request waits for the next tick of a leader that runs job nope`),
+    );
+    expectOneLine(
+      await baton(['show', `nope/manual-${staleId}`, ...args]),
+      `nope/manual-${staleId}`,
+      new RegExp(
+        `^baton: no run nope/manual-${staleId} in hub ${hub}, and no request for it waits: a request no leader could run for an hour is dropped, ` +
           `and hub ${hub} has no job nope \\(known: blob-audit\\)$`,
       ),
     );
