@@ -26,6 +26,10 @@ const CHECKPOINT_EVERY_CHUNKS = 16;
  * Each wait for the split's next item is bounded (`hookTimeouts.splitSeconds`); while it waits
  * the leader heartbeats. A split that times out ends this planning attempt; the next turn
  * resumes from the checkpoint, and at `maxSplitTimeouts` the run fails saying why.
+ *
+ * Only the job fails a plan: its `split` throwing, or an item it gives that cannot be sent. A
+ * chunk write or checkpoint that storage refuses (after the SDK's retries) is thrown to the turn,
+ * which retries the run's step next turn from the checkpoint, as it does any other step's.
  */
 export async function planRun(
   ctx: EngineContext,
@@ -82,6 +86,13 @@ export async function planRun(
   }
   const { splitSeconds, graceSeconds, maxSplitTimeouts } = job.hookTimeouts;
   let lastCheckpoint = ctx.clock.now();
+  // Whose error a failure is: the job's (its split, its items) fails the plan; storage's does not.
+  let inStorage = false;
+  const stored = async (write: () => Promise<void>): Promise<void> => {
+    inStorage = true;
+    await write();
+    inStorage = false;
+  };
   try {
     for (;;) {
       term.signal.throwIfAborted();
@@ -117,13 +128,13 @@ export async function planRun(
       session.chunk.push(serializeItem(job, step.value, index));
       let due = false;
       if (session.chunk.length === chunkItems) {
-        await writeChunk(ctx, term, record, session);
+        await stored(() => writeChunk(ctx, term, record, current));
         due = session.written % CHECKPOINT_EVERY_CHUNKS === 0;
       }
       const now = ctx.clock.now();
       // A slice may end mid-chunk: the session keeps the partial chunk for the next turn.
       if (now >= until || ((due || now - lastCheckpoint >= CHECKPOINT_EVERY_MS) && unsaved(run.doc.value, session))) {
-        if (unsaved(run.doc.value, session)) await checkpoint(ctx, term, book, run, session, chunkItems);
+        if (unsaved(run.doc.value, session)) await stored(() => checkpoint(ctx, book, run, current, chunkItems));
         lastCheckpoint = ctx.clock.now();
         if (now >= until) return;
       }
@@ -132,6 +143,8 @@ export async function planRun(
     if (term.signal.aborted) throw err;
     book.planSessions.delete(record.runId);
     session.abort.abort(err);
+    // The next turn starts a session again from the checkpoint; its chunks are rewritten.
+    if (inStorage) throw err;
     if (err instanceof HookTimeoutError) {
       const timeouts = run.doc.value.splitTimeouts + 1;
       const reason = `split timed out ${timeouts} time${timeouts > 1 ? 's' : ''}: ${err.message}`;
@@ -154,14 +167,14 @@ export async function planRun(
     return;
   }
   await writeChunk(ctx, term, record, session);
-  const persisted = checkpointed(run.doc.value, term.epoch, session, chunkItems);
+  const persisted = checkpointed(run.doc.value, session.epoch, session, chunkItems);
   const planned = persisted.planCursor;
   const dispatching = transition(run.doc.value, 'dispatching', ctx.clock.date());
   const next: RunRecord = {
     // Nothing to send: straight on to running, where an empty run finalizes at once.
     ...(planned === 0 ? transition(dispatching, 'running', ctx.clock.date()) : dispatching),
     ...persisted,
-    planEpoch: term.epoch,
+    planEpoch: session.epoch,
     planChunks: persisted.planSegments.reduce((n, s) => n + s.chunks, 0),
     chunkItems,
     messages: Math.ceil(planned / job.itemsPerMessage),
@@ -184,7 +197,11 @@ async function writeChunk(ctx: EngineContext, term: TermContext, record: RunReco
   session.chunk = [];
 }
 
-/** The record's plan position with every chunk this session wrote, as (part of) this epoch's segment. */
+/**
+ * The record's plan position with every chunk this session wrote, as (part of) the segment of
+ * `epoch`: the session's, under which its chunks were written, even if the term's epoch was
+ * raised since (a refused write elsewhere in the turn raises it between pieces of work).
+ */
 function checkpointed(
   record: RunRecord,
   epoch: number,
@@ -210,7 +227,6 @@ function unsaved(record: RunRecord, session: PlanSession): boolean {
 
 async function checkpoint(
   ctx: EngineContext,
-  term: TermContext,
   book: RunBook,
   run: ActiveRun,
   session: PlanSession,
@@ -218,7 +234,7 @@ async function checkpoint(
 ): Promise<void> {
   await book.save(run, {
     ...run.doc.value,
-    ...checkpointed(run.doc.value, term.epoch, session, chunkItems),
+    ...checkpointed(run.doc.value, session.epoch, session, chunkItems),
     updatedAt: ctx.clock.date().toISOString(),
   });
 }

@@ -57,6 +57,8 @@ describe('the package npm pack makes', () => {
       'telemetry',
       'testing.d.ts',
       'testing.js',
+      'visible.d.ts',
+      'visible.js',
     ]);
   });
 

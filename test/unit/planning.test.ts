@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { planRun } from '../../src/engine/planner';
-import type { DocumentCallOptions, WriteCondition } from '../../src/fencing/document-store';
+import type { DocumentCallOptions, DocumentStore, WriteCondition } from '../../src/fencing/document-store';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { defineJob } from '../../src/jobs/define-job';
 import type { Leadership } from '../../src/lease/leader-elector';
@@ -101,5 +101,90 @@ describe('planning', () => {
       }
     }
     expect(expected).toBe(ITEMS);
+  });
+
+  /** A run of `items` items (1,000 a chunk) and what planning it needs. */
+  async function plannable(items: number, wrap: (docs: DocumentStore) => DocumentStore) {
+    const job = defineJob<{ i: number }, number, number>({
+      name: 'big',
+      schedule: '0 0 0 1 1 *',
+      *split() {
+        for (let i = 0; i < items; i++) yield { i };
+      },
+      process: () => 1,
+      aggregate: { initial: () => 0, add: (a, n) => a + n },
+    });
+    const engine = unitEngine([job]);
+    const records = new FencedDocuments<RunRecord>(engine.docs, { parse: (v) => runRecordSchema.parse(v) });
+    const at = engine.clock.date();
+    await records.create(
+      runKeys.record(RUN),
+      1,
+      newRunRecord({ runId: RUN, job: 'big', trigger: 'manual', occurrence: undefined, now: at, timeoutSeconds: 3600 }),
+    );
+    const term = { leadership: leadership(2), epoch: 2, signal: new AbortController().signal };
+    engine.ctx.docs = wrap(engine.docs);
+    const { book } = engine.book(2);
+    const load = async () => {
+      const run = await book.get(RUN);
+      if (!run || !('seen' in run)) throw new Error('the run did not load');
+      return run;
+    };
+    const record = async () => (await records.read(runKeys.record(RUN)))?.value;
+    /** Every item, in order, read from the chunks the record names. */
+    const planned = async () => {
+      const done = await record();
+      const seen: number[] = [];
+      for (let chunk = 0; chunk < (done?.planChunks ?? 0); chunk++) {
+        const body = (await engine.docs.read(runKeys.planChunkOf(done!, chunk)))?.body;
+        if (body === undefined) throw new Error(`chunk ${chunk} is missing: ${runKeys.planChunkOf(done!, chunk)}`);
+        for (const line of body.split('\n')) if (line) seen.push((JSON.parse(line) as { i: number }).i);
+      }
+      return seen;
+    };
+    return { engine, term, book, load, record, planned };
+  }
+
+  it('a storage error while planning drops the turn, not the run: the next turn resumes and plans every item once', async () => {
+    let chunkWrites = 0;
+    let checkpointRefused = false;
+    /** Storage answers 503 (after the SDK's retries) to the third chunk write and to the first checkpoint after it. */
+    class Flaky extends ForwardingDocumentStore {
+      override write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions) {
+        const busy = () => Promise.reject(Object.assign(new Error('The server is busy.'), { statusCode: 503 }));
+        if (key.includes('/plan/') && ++chunkWrites === 3) return busy();
+        if (key === runKeys.record(RUN) && chunkWrites > 3 && !checkpointRefused) {
+          checkpointRefused = true;
+          return busy();
+        }
+        return super.write(key, body, condition, options);
+      }
+    }
+    const { engine, term, book, load, record, planned } = await plannable(5000, (docs) => new Flaky(docs));
+    await expect(planRun(engine.ctx, term, book, await load())).rejects.toThrow('The server is busy.');
+    expect((await record())?.state).toBe('planning');
+    await expect(planRun(engine.ctx, term, book, await load())).rejects.toThrow('The server is busy.');
+    expect((await record())?.state).toBe('planning');
+    await planRun(engine.ctx, term, book, await load());
+    expect(await record()).toMatchObject({ state: 'dispatching', counters: { planned: 5000 }, endReason: null });
+    expect(await planned()).toEqual(Array.from({ length: 5000 }, (_, i) => i));
+  });
+
+  it("names every chunk under the epoch it was written under when the term's epoch is raised mid-slice", async () => {
+    let chunkWrites = 0;
+    let raise = (): void => undefined;
+    /** A refused write elsewhere in the turn raises the term's epoch while this slice plans. */
+    class RaisedMidSlice extends ForwardingDocumentStore {
+      override write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions) {
+        if (key.includes('/plan/') && ++chunkWrites === 2) raise();
+        return super.write(key, body, condition, options);
+      }
+    }
+    const { engine, term, book, load, record, planned } = await plannable(5000, (docs) => new RaisedMidSlice(docs));
+    raise = () => void (term.epoch = 3);
+    await planRun(engine.ctx, term, book, await load());
+    expect((await record())?.state).toBe('dispatching');
+    expect((await record())?.planSegments).toEqual([{ epoch: 2, chunks: 5 }]);
+    expect(await planned()).toEqual(Array.from({ length: 5000 }, (_, i) => i));
   });
 });
