@@ -9,6 +9,8 @@ import { readFailures } from '../hub/failures-manifest';
 import type { FailureEntry } from '../hub/fold';
 import type { RunRecord } from '../hub/run-record';
 import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
+import { StorageTimeClock } from '../clock/storage-time-clock';
+import { systemClock } from '../clock/clock';
 import { parseStorageSettings } from '../storage/connection';
 import type { Env } from '../storage/setting';
 import { readSetting } from '../storage/setting';
@@ -44,6 +46,7 @@ export interface ClientCallOptions {
 export class BatonClient {
   readonly hub: string;
   private readonly docs: DocumentStore;
+  private readonly now: () => Date;
   private readonly lease: LeaseStore;
 
   constructor(options: BatonClientOptions = {}) {
@@ -56,7 +59,10 @@ export class BatonClient {
     });
     this.hub = hub;
     const storage = parseStorageSettings(env);
-    const blobs = createBlobServiceClient(storage);
+    // Storage's time, from its answers: what requests are named by.
+    const clock = new StorageTimeClock(systemClock);
+    this.now = () => clock.date();
+    const blobs = createBlobServiceClient(storage, { storageTime: clock });
     this.docs = new BlobDocumentStore(blobs.getContainerClient(hubResources(hub).container));
     const leaseBlobs = createBlobServiceClient(storage, { retryOptions: LEASE_RETRY_OPTIONS });
     this.lease = new BlobLeaseStore(leaseBlobs, hub, { containerName: leaseContainer });
@@ -85,11 +91,11 @@ export class BatonClient {
 
   /** Asks the leader for a run of `job` now; resolves with the id the run will have. */
   trigger(job: string, options: ClientCallOptions = {}): Promise<string> {
-    return requestRun(this.docs, job, options);
+    return requestRun(this.docs, job, { ...options, now: this.now });
   }
 
   /** Asks the leader to cancel a run; its workers then drop its messages. */
   cancel(runId: string, options: ClientCallOptions & { reason?: string } = {}): Promise<void> {
-    return requestCancel(this.docs, runId, options.reason ?? 'cancelled on request', options);
+    return requestCancel(this.docs, runId, options.reason ?? 'cancelled on request', { ...options, now: this.now });
   }
 }

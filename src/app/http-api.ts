@@ -145,7 +145,7 @@ function guarded(deps: HttpApiDeps, name: string, handle: (request: HttpRequest)
 export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
   const { docs } = deps;
   const status = guarded(deps, 'status', async () => {
-    const view = statusView(deps.hub, deps.endpoint, await readHubStatus(docs, deps.lease, { now: deps.now() }));
+    const view = statusView(deps.hub, deps.endpoint, await readHubStatus(docs, deps.lease, { now: deps.now }));
     return json(200, view);
   });
 
@@ -220,7 +220,7 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
     if (known.length > 0 && !known.includes(job)) {
       throw new NotFound(`hub ${deps.hub} has no job ${job} (known: ${known.join(', ')})`);
     }
-    const runId = await requestRun(docs, job);
+    const runId = await requestRun(docs, job, { now: deps.now });
     return json(202, { hub: deps.hub, job, runId, requested: true, jobChecked: known.length > 0 });
   });
 
@@ -233,7 +233,7 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
     const { state } = details.record;
     if (isTerminal(state))
       return json(409, { hub: deps.hub, runId, requested: false, state, error: `run ${runId} already ended (${state})` });
-    await requestCancel(docs, runId, body.reason ?? 'cancelled through the HTTP API');
+    await requestCancel(docs, runId, body.reason ?? 'cancelled through the HTTP API', { now: deps.now });
     return json(202, { hub: deps.hub, runId, requested: true, state });
   });
 

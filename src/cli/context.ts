@@ -15,6 +15,7 @@ export interface CliOptions {
   env?: Env;
   /** Where `local.settings.json` is looked for. */
   cwd?: string;
+  /** The time views are drawn at. Default: storage's, learned from its answers (see `HubHandle.now`). */
   now?: () => Date;
   /** Deadline of one storage call (see `CLI_CALL_TIMEOUT_MS`). */
   callTimeoutMs?: number;
@@ -24,7 +25,7 @@ export interface CliContext {
   io: CliIo;
   env: Env;
   cwd: string;
-  now: () => Date;
+  now: (() => Date) | undefined;
   callTimeoutMs: number | undefined;
 }
 
@@ -33,7 +34,7 @@ export function cliContext(io: CliIo, options: CliOptions = {}): CliContext {
     io,
     env: options.env ?? process.env,
     cwd: options.cwd ?? process.cwd(),
-    now: options.now ?? (() => new Date()),
+    now: options.now,
     callTimeoutMs: options.callTimeoutMs,
   };
 }

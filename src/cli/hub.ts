@@ -13,6 +13,8 @@ import type {
   StoredHandoverRequest,
 } from '../lease/lease-store';
 import { createBlobServiceClient, publicEndpoint } from '../storage/client-factory';
+import { StorageTimeClock } from '../clock/storage-time-clock';
+import { systemClock } from '../clock/clock';
 import type { ConnectionSource, ResolvedConnection } from './connection';
 
 /** Short SDK retries: a CLI should say "cannot reach" in seconds, not after a minute of backoff. */
@@ -51,11 +53,18 @@ export interface HubHandle {
   source: ConnectionSource;
   docs: DocumentStore;
   lease: LeaseStore;
+  /**
+   * Storage's time, from the Date of its latest answer: what "3m ago" is measured from, so a
+   * machine whose clock is minutes off does not show a change "in 2 minutes". Before any
+   * answer, this machine's clock.
+   */
+  now(): Date;
 }
 
 export function openHub(connection: ResolvedConnection, options: { callTimeoutMs?: number } = {}): HubHandle {
   const timeoutMs = options.callTimeoutMs ?? CLI_CALL_TIMEOUT_MS;
-  const blobService = createBlobServiceClient(connection.storage, { retryOptions: CLI_RETRY_OPTIONS });
+  const clock = new StorageTimeClock(systemClock);
+  const blobService = createBlobServiceClient(connection.storage, { retryOptions: CLI_RETRY_OPTIONS, storageTime: clock });
   const resources = hubResources(connection.hub);
   const endpoint = publicEndpoint(blobService);
   return {
@@ -68,6 +77,7 @@ export function openHub(connection: ResolvedConnection, options: { callTimeoutMs
       new BlobLeaseStore(blobService, connection.hub, { containerName: connection.leaseContainer }),
       timeoutMs,
     ),
+    now: () => clock.date(),
   };
 }
 

@@ -15,8 +15,18 @@ export const requestSchema = z.discriminatedUnion('kind', [
 ]);
 export type EngineRequest = z.infer<typeof requestSchema>;
 
+export interface RequestOptions {
+  abortSignal?: AbortSignal;
+  /**
+   * The time the request is named by (requests are applied in name order, and one the leader
+   * cannot apply waits an hour by it): storage's, where the caller knows it. Default: this
+   * machine's clock.
+   */
+  now?: () => Date;
+}
+
 /** Asks the leader to start a manual run of `job`; returns the run id it will have. */
-export async function requestRun(docs: DocumentStore, job: string, options: { abortSignal?: AbortSignal } = {}): Promise<string> {
+export async function requestRun(docs: DocumentStore, job: string, options: RequestOptions = {}): Promise<string> {
   const id = randomUUID();
   await write(docs, { kind: 'run', job, id }, options);
   return `${job}/manual-${id}`;
@@ -27,15 +37,15 @@ export async function requestCancel(
   docs: DocumentStore,
   runId: string,
   reason = 'cancelled on request',
-  options: { abortSignal?: AbortSignal } = {},
+  options: RequestOptions = {},
 ): Promise<void> {
   await write(docs, { kind: 'cancel', runId, reason }, options);
 }
 
-async function write(docs: DocumentStore, request: EngineRequest, options: { abortSignal?: AbortSignal }): Promise<void> {
+async function write(docs: DocumentStore, request: EngineRequest, options: RequestOptions): Promise<void> {
   // Time-ordered keys, so the leader applies requests in the order they were made.
-  const key = `${PREFIX}${new Date().toISOString()}-${randomUUID()}.json`;
-  await docs.write(key, JSON.stringify(request), { ifNoneMatch: '*' }, options);
+  const key = `${PREFIX}${(options.now?.() ?? new Date()).toISOString()}-${randomUUID()}.json`;
+  await docs.write(key, JSON.stringify(request), { ifNoneMatch: '*' }, { abortSignal: options.abortSignal });
 }
 
 export async function* pendingRequests(

@@ -43,10 +43,11 @@ const records = (docs: DocumentStore) => new FencedDocuments<RunRecord>(docs, { 
 export async function readHubStatus(
   docs: DocumentStore,
   lease: LeaseStore,
-  options: { now?: Date; abortSignal?: AbortSignal } = {},
+  /** `now` may be a function, called once the lease is read (storage time is known by then). */
+  options: { now?: Date | (() => Date); abortSignal?: AbortSignal } = {},
 ): Promise<HubStatus> {
-  const now = options.now ?? new Date();
   const held = await lease.read(options);
+  const now = typeof options.now === 'function' ? options.now() : (options.now ?? new Date());
   const leadershipChanges = [...(held.changes ?? [])].reverse();
   const leader = held.leased
     ? {

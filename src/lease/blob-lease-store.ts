@@ -119,13 +119,15 @@ export class BlobLeaseStore implements LeaseStore {
   }
 
   async bumpEpoch(leaseId: string, holder: string, options?: BumpOptions): Promise<number> {
-    const at = new Date();
     return this.writeEpoch(
       leaseId,
       'bump the epoch',
       (epoch) => epoch + 1,
       options,
-      (stored, epoch) => {
+      (stored, epoch, storageNow) => {
+        // Storage's time, as every instance reads it: a holder whose clock is minutes off must
+        // not date its change in the future, or order the history wrongly.
+        const at = storageNow ?? new Date();
         const changes = withLeadershipChange(stored.changes ?? [], stored.holder, holder, epoch, at, options?.freedAs);
         return {
           [META_HOLDER]: encodeURIComponent(holder),
@@ -227,7 +229,11 @@ export class BlobLeaseStore implements LeaseStore {
     action: string,
     next: (epoch: number) => number,
     options: LeaseCallOptions | undefined,
-    extra: (stored: Omit<LeaseRecord, 'leased'>, epoch: number) => Record<string, string | undefined> = () => ({}),
+    extra: (
+      stored: Omit<LeaseRecord, 'leased'>,
+      epoch: number,
+      storageNow: Date | undefined,
+    ) => Record<string, string | undefined> = () => ({}),
   ): Promise<number> {
     const props = await this.underLease(action, () =>
       this.blob.getProperties({ abortSignal: options?.abortSignal, conditions: { leaseId } }),
@@ -238,7 +244,8 @@ export class BlobLeaseStore implements LeaseStore {
     const epoch = this.mark ? await this.mark.advance((marked) => next(Math.max(stored, marked)), options) : next(stored);
     const metadata: Record<string, string> = {};
     // An undefined value removes the key.
-    for (const [key, value] of Object.entries({ ...props.metadata, ...extra(record, epoch) })) {
+    // The answer's Date header: storage's time when it read the record, a moment before the write.
+    for (const [key, value] of Object.entries({ ...props.metadata, ...extra(record, epoch, props.date) })) {
       if (value !== undefined) metadata[key] = value;
     }
     await this.underLease(action, () =>

@@ -1,9 +1,13 @@
 import { describe, expect, it } from 'vitest';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { CorruptLeaseError } from '../../src/errors';
 import { BlobLeaseStore } from '../../src/lease/blob-lease-store';
 import { LeaderElector } from '../../src/lease/leader-elector';
 import { useAzurite } from '../support/azurite';
+import { markDistInUse, projectRoot } from '../support/cluster-process';
 
 const fixture = useAzurite();
 
@@ -15,6 +19,40 @@ describe('BlobLeaseStore on Azurite', () => {
     await store.acquire(randomUUID(), 15);
     await fixture.blobService.getContainerClient('leases').getBlobClient(name).getBlobLeaseClient().breakLease(30);
     expect((await store.read()).leased).toBe(true);
+  });
+
+  it("dates a change of leader by storage's clock, not by a holder whose clock is minutes fast", async () => {
+    const name = fixture.uniqueName('fast-clock');
+    const store = new BlobLeaseStore(fixture.leaseBlobService, name);
+    const first = randomUUID();
+    await store.acquire(first, 15);
+    await store.bumpEpoch(first, 'on time');
+    await store.release(first);
+    // The next holder is a process whose clock runs five minutes fast (Azurite's, in this one, is right).
+    const release = markDistInUse();
+    try {
+      const script = [
+        'const real = Date; const skew = 5 * 60_000;',
+        'globalThis.Date = class extends real { constructor(...a) { super(...(a.length ? a : [real.now() + skew])); } static now() { return real.now() + skew; } };',
+        `const { BlobLeaseStore } = require(${JSON.stringify(join(projectRoot, 'dist', 'src', 'lease', 'blob-lease-store.js'))});`,
+        `const { createBlobServiceClient } = require(${JSON.stringify(join(projectRoot, 'dist', 'src', 'storage', 'client-factory.js'))});`,
+        'const [conn, name] = process.argv.slice(1);',
+        "const store = new BlobLeaseStore(createBlobServiceClient({ kind: 'connectionString', connectionString: conn }), name);",
+        "const id = require('node:crypto').randomUUID();",
+        "store.acquire(id, 15).then(() => store.bumpEpoch(id, 'fast clock')).then(() => store.release(id));",
+      ].join('\n');
+      await promisify(execFile)(process.execPath, ['-e', script, fixture.azurite.connectionString, name]);
+    } finally {
+      release();
+    }
+    const record = await store.read();
+    const now = Date.now();
+    const [before, after] = (record.changes ?? []).slice(-2);
+    expect(after?.holder).toBe('fast clock');
+    // Within a minute of storage's time (a loaded machine takes seconds), not five minutes ahead,
+    // and after the change before it.
+    expect(Math.abs((after?.at.getTime() ?? 0) - now)).toBeLessThan(60_000);
+    expect(after?.at.getTime() ?? 0).toBeGreaterThanOrEqual(before?.at.getTime() ?? Infinity);
   });
 
   it('continues the epoch in a new store instance, as after a process restart', async () => {

@@ -1,5 +1,7 @@
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { resolveConnection } from '../../src/cli/connection';
 import type { RunsView, ShowView, StatusView } from '../../src/hub/read-model';
@@ -7,6 +9,7 @@ import { pendingRequests, type EngineRequest } from '../../src/hub/requests';
 import type { DocumentStore } from '../../src/fencing/document-store';
 import { CLI_CALL_TIMEOUT_MS } from '../../src/cli/hub';
 import { useAzurite } from '../support/azurite';
+import { cliPath, markDistInUse } from '../support/cluster-process';
 import {
   azuriteStyleConnection,
   closedPort,
@@ -528,4 +531,42 @@ describe('usage errors exit 2, and the help shows the global options', () => {
       expect(result.out).toMatch(new RegExp(`Examples:\\n\\s+baton ${command} `));
     },
   );
+});
+
+describe("times on the CLI's views are storage's", () => {
+  it('a machine whose clock is 5 minutes slow shows the latest change of leader seconds ago, not in 5 minutes', async () => {
+    const dir = cwd();
+    const preload = join(dir.path, 'slow-clock.cjs');
+    writeFileSync(
+      preload,
+      'const real = Date; const skew = -5 * 60_000;\n' +
+        'globalThis.Date = class extends real { constructor(...a) { super(...(a.length ? a : [real.now() + skew])); } static now() { return real.now() + skew; } };\n',
+    );
+    const release = markDistInUse();
+    let out: string;
+    try {
+      ({ stdout: out } = await promisify(execFile)(
+        process.execPath,
+        [
+          '--require',
+          preload,
+          cliPath,
+          'status',
+          '--connection',
+          azurite.azurite.connectionString,
+          '--hub',
+          seed.hub,
+          '--timeout',
+          '60',
+        ],
+        { cwd: dir.path, env: { PATH: process.env.PATH ?? '' } },
+      ));
+    } finally {
+      release();
+    }
+    expect(out).toContain('leadership changes');
+    // The seed changed leaders moments ago, by storage's clock.
+    expect(out).not.toMatch(/\(in \d/);
+    expect(out).toMatch(/\(\d+s ago\)/);
+  });
 });
