@@ -24,6 +24,14 @@ const META_ACQUIRED = 'batonacquiredat';
 const META_CHANGES = 'batonchanges';
 const META_RANK = 'batonrank';
 const META_RESERVED = 'batonreservedfor';
+/**
+ * The acquisition (its `batonacquiredat`) that wrote the rank, and the one that made the
+ * reservation. A holder from before ranks bumps the epoch and its own acquisition but leaves the
+ * previous holder's rank and reservation in place: they count only for the acquisition that
+ * wrote them.
+ */
+const META_RANK_OF = 'batonrankof';
+const META_RESERVED_OF = 'batonreservedof';
 const META_REQUESTER = 'batonrequester';
 const META_TTL = 'batonttlms';
 /** Metadata is at most 8 KiB per blob; the history gives up its oldest entries to stay well inside. */
@@ -135,8 +143,10 @@ export class BlobLeaseStore implements LeaseStore {
           [META_CHANGES]: encodeChanges(changes),
           // Always written, so a holder that gives no rank does not inherit the last one's.
           [META_RANK]: options?.rank ? encodeURIComponent(formatRank(options.rank)) : '',
+          [META_RANK_OF]: at.toISOString(),
           // A reservation is for the next holder only: this one.
           [META_RESERVED]: undefined,
+          [META_RESERVED_OF]: undefined,
         };
       },
     );
@@ -151,7 +161,11 @@ export class BlobLeaseStore implements LeaseStore {
     const action = 'reserve the lease';
     const abortSignal = options?.abortSignal;
     const props = await this.underLease(action, () => this.blob.getProperties({ abortSignal, conditions: { leaseId } }));
-    const metadata = { ...props.metadata, [META_RESERVED]: encodeURIComponent(encodeClaim(reservation)) };
+    const metadata = {
+      ...props.metadata,
+      [META_RESERVED]: encodeURIComponent(encodeClaim(reservation)),
+      [META_RESERVED_OF]: props.metadata?.[META_ACQUIRED] ?? '',
+    };
     await this.underLease(action, () =>
       this.blob.setMetadata(metadata, { abortSignal, conditions: { leaseId, ifMatch: props.etag } }),
     );
@@ -290,13 +304,15 @@ function parseMetadata(where: string, metadata: Record<string, string> | undefin
   }
   const acquired = metadata?.[META_ACQUIRED];
   const holder = metadata?.[META_HOLDER];
+  // Written by this acquisition, or left over from the one before it (see META_RANK_OF).
+  const ours = (stamp: string | undefined) => acquired !== undefined && stamp === acquired;
   return {
     epoch,
     holder: holder ? safeDecode(holder) : undefined,
-    ...rankOf(metadata?.[META_RANK]),
+    ...(ours(metadata?.[META_RANK_OF]) ? rankOf(metadata?.[META_RANK]) : {}),
     acquiredAt: acquired ? new Date(acquired) : undefined,
     changes: decodeChanges(metadata?.[META_CHANGES]),
-    ...reservationOf(metadata?.[META_RESERVED]),
+    ...(ours(metadata?.[META_RESERVED_OF]) ? reservationOf(metadata?.[META_RESERVED]) : {}),
   };
 }
 

@@ -55,6 +55,39 @@ describe('BlobLeaseStore on Azurite', () => {
     expect(after?.at.getTime() ?? 0).toBeGreaterThanOrEqual(before?.at.getTime() ?? Infinity);
   });
 
+  it("a holder from before ranks inherits neither the last holder's rank nor its reservation", async () => {
+    const name = fixture.uniqueName('pre-ranks');
+    const store = new BlobLeaseStore(fixture.leaseBlobService, name);
+    const a = randomUUID();
+    await store.acquire(a, 15);
+    await store.bumpEpoch(a, 'ranked', { rank: { version: '2.0.0', priority: 5 } });
+    await store.reserve(a, { requester: 'next-version', rank: { version: '2.1.0', priority: 0 } });
+    const ranked = await store.read();
+    expect(ranked.holderRank).toEqual({ version: '2.0.0', priority: 5 });
+    expect(ranked.reservedFor?.requester).toBe('next-version');
+    await store.release(a);
+
+    // An older Baton takes the lease: its bump writes the holder, its acquisition and the epoch
+    // over the metadata it read, and knows nothing of ranks or reservations.
+    const blob = fixture.leaseBlobService.getContainerClient('leases').getBlobClient(name);
+    const b = randomUUID();
+    await blob.getBlobLeaseClient(b).acquireLease(15);
+    const { metadata } = await blob.getProperties();
+    await blob.setMetadata(
+      {
+        ...metadata,
+        batonholder: 'pre-ranks',
+        batonacquiredat: new Date(Date.now() + 1).toISOString(),
+        batonepoch: String(Number(metadata?.batonepoch) + 1),
+      },
+      { conditions: { leaseId: b } },
+    );
+    const record = await store.read();
+    expect(record.holder).toBe('pre-ranks');
+    expect(record.holderRank).toBeUndefined();
+    expect(record.reservedFor).toBeUndefined();
+  });
+
   it('continues the epoch in a new store instance, as after a process restart', async () => {
     const name = fixture.uniqueName('restart');
     const before = new BlobLeaseStore(fixture.leaseBlobService, name);
