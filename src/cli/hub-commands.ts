@@ -156,7 +156,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .option('--job <name>', 'only runs of this job')
     .option('--limit <n>', `at most this many (default ${DEFAULT_LIMIT})`, parseLimit)
     .option('--json', 'print one JSON document')
-    .addHelpText('after', examples('baton runs --job blob-audit --limit 5', 'baton runs --json'))
+    .addHelpText('after', examples('baton runs --job nightly-totals --limit 5', 'baton runs --json'))
     .action(async (options: { job?: string; limit?: number; json?: boolean }, command: Command) => {
       await withHub(ctx, command, async (hub) => {
         const runs = await listRuns(hub.docs, {
@@ -173,7 +173,10 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .description('one run: state, counters, failures and output')
     .argument('<runId>', "the run id, as 'baton runs' lists it")
     .option('--json', 'print one JSON document')
-    .addHelpText('after', examples('baton show blob-audit/2026-11-21T02:00:00.000Z', 'baton show blob-audit/manual-<id> --json'))
+    .addHelpText(
+      'after',
+      examples('baton show nightly-totals/2026-11-21T02:00:00.000Z', 'baton show nightly-totals/manual-<id> --json'),
+    )
     .action(async (runId: string, options: { json?: boolean }, command: Command) => {
       await withHub(ctx, command, async (hub) => {
         const details = (await readRunDetails(hub.docs, runId)) ?? (await lateRunOrWhyMissing(hub, runId));
@@ -190,8 +193,8 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .addHelpText(
       'after',
       examples(
-        'baton failures blob-audit/2026-11-21T02:00:00.000Z',
-        "baton failures blob-audit/manual-<id> | jq -r '.reason' | sort | uniq -c   # failures by reason",
+        'baton failures nightly-totals/2026-11-21T02:00:00.000Z',
+        "baton failures nightly-totals/manual-<id> | jq -r '.reason' | sort | uniq -c   # failures by reason",
       ),
     )
     .action(async (runId: string, _options: unknown, command: Command) => {
@@ -219,7 +222,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .option('--json', 'print one JSON document')
     .addHelpText(
       'after',
-      examples('baton trigger blob-audit', 'baton trigger nightly-totals --force   # before any leader has recorded the job'),
+      examples('baton trigger nightly-totals', 'baton trigger new-job --force          # before any leader has recorded the job'),
     )
     .action(async (job: string, options: { force?: boolean; json?: boolean }, command: Command) => {
       await withHub(ctx, command, async (hub) => {
@@ -255,7 +258,10 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .option('--json', 'print one JSON document')
     .addHelpText(
       'after',
-      examples('baton cancel blob-audit/manual-<id>', 'baton cancel blob-audit/2026-11-21T02:00:00.000Z --reason "bad input"'),
+      examples(
+        'baton cancel nightly-totals/manual-<id>',
+        'baton cancel nightly-totals/2026-11-21T02:00:00.000Z --reason "bad input"',
+      ),
     )
     .action(async (runId: string, options: { reason: string; json?: boolean }, command: Command) => {
       await withHub(ctx, command, async (hub) => {

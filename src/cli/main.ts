@@ -59,7 +59,7 @@ export function buildProgram(io: CliIo = processIo, options: CliOptions = {}): C
     .configureHelp({ showGlobalOptions: true })
     .addHelpText(
       'after',
-      examples('baton status --connection UseDevelopmentStorage=true', 'baton runs --job blob-audit', 'baton help trigger'),
+      examples('baton status --connection UseDevelopmentStorage=true', 'baton runs --job nightly-totals', 'baton help trigger'),
     )
     // On every command's help, after its own text.
     .addHelpText('afterAll', `\n${EXIT_CODES_HELP}`);
