@@ -3,7 +3,7 @@ import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type { LeaseStore } from '../lease/lease-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import { hubResources } from '../hub/resources';
-import { requestCancel, requestRun } from '../hub/requests';
+import { requestCancel, requestRun, storageTimeSync } from '../hub/requests';
 import { listRuns, readHubStatus, readRunDetails, type HubStatus, type RunDetails } from '../hub/status';
 import { readFailures } from '../hub/failures-manifest';
 import type { FailureEntry } from '../hub/fold';
@@ -47,6 +47,7 @@ export class BatonClient {
   readonly hub: string;
   private readonly docs: DocumentStore;
   private readonly now: () => Date;
+  private readonly sync: () => Promise<void>;
   private readonly lease: LeaseStore;
 
   constructor(options: BatonClientOptions = {}) {
@@ -64,6 +65,7 @@ export class BatonClient {
     this.now = () => clock.date();
     const blobs = createBlobServiceClient(storage, { storageTime: clock });
     this.docs = new BlobDocumentStore(blobs.getContainerClient(hubResources(hub).container));
+    this.sync = storageTimeSync(this.docs, clock);
     const leaseBlobs = createBlobServiceClient(storage, { retryOptions: LEASE_RETRY_OPTIONS });
     this.lease = new BlobLeaseStore(leaseBlobs, hub, { containerName: leaseContainer });
   }
@@ -91,11 +93,15 @@ export class BatonClient {
 
   /** Asks the leader for a run of `job` now; resolves with the id the run will have. */
   trigger(job: string, options: ClientCallOptions = {}): Promise<string> {
-    return requestRun(this.docs, job, { ...options, now: this.now });
+    return requestRun(this.docs, job, { ...options, now: this.now, sync: this.sync });
   }
 
   /** Asks the leader to cancel a run; its workers then drop its messages. */
   cancel(runId: string, options: ClientCallOptions & { reason?: string } = {}): Promise<void> {
-    return requestCancel(this.docs, runId, options.reason ?? 'cancelled on request', { ...options, now: this.now });
+    return requestCancel(this.docs, runId, options.reason ?? 'cancelled on request', {
+      ...options,
+      now: this.now,
+      sync: this.sync,
+    });
   }
 }

@@ -237,7 +237,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
           }
           checked = known.length > 0;
         }
-        const runId = await requestRun(hub.docs, job, { now: () => hub.now() });
+        const runId = await requestRun(hub.docs, job, { now: () => hub.now(), sync: () => hub.syncTime() });
         const unchecked = checked
           ? ''
           : `job ${job} was not checked (${options.force ? '--force' : `no leader has recorded the jobs of hub ${hub.hub} yet`}): ` +
@@ -276,7 +276,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
           );
           return;
         }
-        await requestCancel(hub.docs, runId, options.reason, { now: () => hub.now() });
+        await requestCancel(hub.docs, runId, options.reason, { now: () => hub.now(), sync: () => hub.syncTime() });
         io.out(
           options.json
             ? toJson({ hub: hub.hub, runId, requested: true, state })

@@ -14,6 +14,7 @@ import type {
 } from '../lease/lease-store';
 import { createBlobServiceClient, publicEndpoint } from '../storage/client-factory';
 import { StorageTimeClock } from '../clock/storage-time-clock';
+import { storageTimeSync } from '../hub/requests';
 import { systemClock } from '../clock/clock';
 import type { ConnectionSource, ResolvedConnection } from './connection';
 
@@ -59,6 +60,8 @@ export interface HubHandle {
    * answer, this machine's clock.
    */
   now(): Date;
+  /** Learns storage's time with one read when no answer has been seen yet (a request's name needs it). */
+  syncTime(): Promise<void>;
 }
 
 export function openHub(connection: ResolvedConnection, options: { callTimeoutMs?: number } = {}): HubHandle {
@@ -67,17 +70,19 @@ export function openHub(connection: ResolvedConnection, options: { callTimeoutMs
   const blobService = createBlobServiceClient(connection.storage, { retryOptions: CLI_RETRY_OPTIONS, storageTime: clock });
   const resources = hubResources(connection.hub);
   const endpoint = publicEndpoint(blobService);
+  const docs = new DeadlineDocumentStore(new BlobDocumentStore(blobService.getContainerClient(resources.container)), timeoutMs);
   return {
     hub: connection.hub,
     resources,
     endpoint,
     source: connection.source,
-    docs: new DeadlineDocumentStore(new BlobDocumentStore(blobService.getContainerClient(resources.container)), timeoutMs),
+    docs,
     lease: new DeadlineLeaseStore(
       new BlobLeaseStore(blobService, connection.hub, { containerName: connection.leaseContainer }),
       timeoutMs,
     ),
     now: () => clock.date(),
+    syncTime: storageTimeSync(docs, clock),
   };
 }
 

@@ -23,6 +23,21 @@ export interface RequestOptions {
    * machine's clock.
    */
   now?: () => Date;
+  /** Called first when given: learns storage's time if the caller has not had an answer yet. */
+  sync?: () => Promise<void>;
+}
+
+/** Never written: read only for the Date of its answer (a 404). */
+const TIME_PROBE_KEY = 'requests/.time';
+
+/**
+ * A `sync` for requests: one read, only while `clock` has seen no answer of storage's yet, so a
+ * client's first request is named by storage's time too.
+ */
+export function storageTimeSync(docs: DocumentStore, clock: { readonly synced: boolean }): () => Promise<void> {
+  return async () => {
+    if (!clock.synced) await docs.read(TIME_PROBE_KEY);
+  };
 }
 
 /** Asks the leader to start a manual run of `job`; returns the run id it will have. */
@@ -43,6 +58,7 @@ export async function requestCancel(
 }
 
 async function write(docs: DocumentStore, request: EngineRequest, options: RequestOptions): Promise<void> {
+  await options.sync?.();
   // Time-ordered keys, so the leader applies requests in the order they were made.
   const key = `${PREFIX}${(options.now?.() ?? new Date()).toISOString()}-${randomUUID()}.json`;
   await docs.write(key, JSON.stringify(request), { ifNoneMatch: '*' }, { abortSignal: options.abortSignal });

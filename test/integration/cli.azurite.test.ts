@@ -9,7 +9,8 @@ import { pendingRequests, type EngineRequest } from '../../src/hub/requests';
 import type { DocumentStore } from '../../src/fencing/document-store';
 import { CLI_CALL_TIMEOUT_MS } from '../../src/cli/hub';
 import { useAzurite } from '../support/azurite';
-import { cliPath, markDistInUse } from '../support/cluster-process';
+import { cliPath, markDistInUse, projectRoot } from '../support/cluster-process';
+import { hubResources } from '../../src/hub/resources';
 import {
   azuriteStyleConnection,
   closedPort,
@@ -534,6 +535,56 @@ describe('usage errors exit 2, and the help shows the global options', () => {
 });
 
 describe("times on the CLI's views are storage's", () => {
+  /** A preload that sets this process's clock `minutes` off. */
+  function skewedClock(minutes: number): string {
+    const preload = join(cwd().path, 'skewed-clock.cjs');
+    writeFileSync(
+      preload,
+      `const real = Date; const skew = ${minutes} * 60_000;\n` +
+        'globalThis.Date = class extends real { constructor(...a) { super(...(a.length ? a : [real.now() + skew])); } static now() { return real.now() + skew; } };\n',
+    );
+    return preload;
+  }
+
+  it('a request is named by storage time, from the CLI (--force: no read before it) and from BatonClient alike', async () => {
+    const hub = azurite.uniqueName('named');
+    const preload = skewedClock(-5);
+    const release = markDistInUse();
+    try {
+      await promisify(execFile)(
+        process.execPath,
+        [
+          '--require',
+          preload,
+          cliPath,
+          'trigger',
+          'later',
+          '--force',
+          '--connection',
+          azurite.azurite.connectionString,
+          '--hub',
+          hub,
+        ],
+        { cwd: cwd().path, env: { PATH: process.env.PATH ?? '' } },
+      );
+      const client = `new (require(${JSON.stringify(join(projectRoot, 'dist', 'src', 'index.js'))}).BatonClient)().trigger('later')`;
+      await promisify(execFile)(process.execPath, ['--require', preload, '-e', client], {
+        cwd: cwd().path,
+        env: { PATH: process.env.PATH ?? '', AzureWebJobsStorage: azurite.azurite.connectionString, BATON_HUB: hub },
+      });
+    } finally {
+      release();
+    }
+    const container = azurite.blobService.getContainerClient(hubResources(hub).container);
+    const named: number[] = [];
+    for await (const blob of container.listBlobsFlat({ prefix: 'requests/' })) {
+      named.push(Date.parse(/^requests\/(.+Z)-/.exec(blob.name)?.[1] ?? ''));
+    }
+    expect(named).toHaveLength(2);
+    // Nearer storage's time than half the skew, not five minutes behind.
+    for (const at of named) expect(Math.abs(at - Date.now())).toBeLessThan(150_000);
+  });
+
   it('a machine whose clock is 5 minutes slow shows the latest change of leader seconds ago, not in 5 minutes', async () => {
     const dir = cwd();
     const preload = join(dir.path, 'slow-clock.cjs');
