@@ -3,7 +3,7 @@ import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type { LeaseStore } from '../lease/lease-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import { hubResources } from '../hub/resources';
-import { requestCancel, requestRun, storageTimeSync } from '../hub/requests';
+import { requestCancel, requestRun } from '../hub/requests';
 import { listRuns, readHubStatus, readRunDetails, type HubStatus, type RunDetails } from '../hub/status';
 import { readFailures } from '../hub/failures-manifest';
 import type { FailureEntry } from '../hub/fold';
@@ -46,8 +46,8 @@ export interface ClientCallOptions {
 export class BatonClient {
   readonly hub: string;
   private readonly docs: DocumentStore;
-  private readonly now: () => Date;
-  private readonly sync: () => Promise<void>;
+  /** Storage's time, from its answers: what requests are named by. */
+  private readonly clock = new StorageTimeClock(systemClock);
   private readonly lease: LeaseStore;
 
   constructor(options: BatonClientOptions = {}) {
@@ -60,12 +60,8 @@ export class BatonClient {
     });
     this.hub = hub;
     const storage = parseStorageSettings(env);
-    // Storage's time, from its answers: what requests are named by.
-    const clock = new StorageTimeClock(systemClock);
-    this.now = () => clock.date();
-    const blobs = createBlobServiceClient(storage, { storageTime: clock });
+    const blobs = createBlobServiceClient(storage, { storageTime: this.clock });
     this.docs = new BlobDocumentStore(blobs.getContainerClient(hubResources(hub).container));
-    this.sync = storageTimeSync(this.docs, clock);
     const leaseBlobs = createBlobServiceClient(storage, { retryOptions: LEASE_RETRY_OPTIONS });
     this.lease = new BlobLeaseStore(leaseBlobs, hub, { containerName: leaseContainer });
   }
@@ -93,15 +89,11 @@ export class BatonClient {
 
   /** Asks the leader for a run of `job` now; resolves with the id the run will have. */
   trigger(job: string, options: ClientCallOptions = {}): Promise<string> {
-    return requestRun(this.docs, job, { ...options, now: this.now, sync: this.sync });
+    return requestRun(this.docs, job, { ...options, clock: this.clock });
   }
 
   /** Asks the leader to cancel a run; its workers then drop its messages. */
   cancel(runId: string, options: ClientCallOptions & { reason?: string } = {}): Promise<void> {
-    return requestCancel(this.docs, runId, options.reason ?? 'cancelled on request', {
-      ...options,
-      now: this.now,
-      sync: this.sync,
-    });
+    return requestCancel(this.docs, runId, options.reason ?? 'cancelled on request', { ...options, clock: this.clock });
   }
 }

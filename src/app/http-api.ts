@@ -4,7 +4,7 @@ import type { DocumentStore } from '../fencing/document-store';
 import { firstFailures } from '../hub/failures-manifest';
 import type { FailureEntry } from '../hub/fold';
 import { FAILURES_LISTED, runView, showView, statusView, type RunsView } from '../hub/read-model';
-import { requestCancel, requestRun } from '../hub/requests';
+import { requestCancel, requestRun, type RequestClock } from '../hub/requests';
 import { isTerminal } from '../hub/run-record';
 import { listJobNames, listRuns, readHubStatus, readRunDetails, readRunFailures } from '../hub/status';
 import { JOB_NAME_PATTERN } from '../jobs/define-job';
@@ -20,7 +20,8 @@ export interface HttpApiDeps {
   container: string;
   docs: DocumentStore;
   lease: LeaseStore;
-  now: () => Date;
+  /** Storage's time, as this instance learned it: what status and requests are dated by. */
+  clock: RequestClock;
   log: { warn(message: string): void };
   /** The engine applies trigger and cancel requests (the durable engine does not yet). */
   appliesRequests: boolean;
@@ -145,7 +146,7 @@ function guarded(deps: HttpApiDeps, name: string, handle: (request: HttpRequest)
 export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
   const { docs } = deps;
   const status = guarded(deps, 'status', async () => {
-    const view = statusView(deps.hub, deps.endpoint, await readHubStatus(docs, deps.lease, { now: deps.now }));
+    const view = statusView(deps.hub, deps.endpoint, await readHubStatus(docs, deps.lease, { now: () => deps.clock.date() }));
     return json(200, view);
   });
 
@@ -220,7 +221,7 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
     if (known.length > 0 && !known.includes(job)) {
       throw new NotFound(`hub ${deps.hub} has no job ${job} (known: ${known.join(', ')})`);
     }
-    const runId = await requestRun(docs, job, { now: deps.now });
+    const runId = await requestRun(docs, job, { clock: deps.clock });
     return json(202, { hub: deps.hub, job, runId, requested: true, jobChecked: known.length > 0 });
   });
 
@@ -233,7 +234,7 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
     const { state } = details.record;
     if (isTerminal(state))
       return json(409, { hub: deps.hub, runId, requested: false, state, error: `run ${runId} already ended (${state})` });
-    await requestCancel(docs, runId, body.reason ?? 'cancelled through the HTTP API', { now: deps.now });
+    await requestCancel(docs, runId, body.reason ?? 'cancelled through the HTTP API', { clock: deps.clock });
     return json(202, { hub: deps.hub, runId, requested: true, state });
   });
 

@@ -19,7 +19,7 @@ export function batonRegistrations(runtime: BatonRuntime): Registration[] {
     container: runtime.resources.container,
     docs: runtime.reads.docs,
     lease: runtime.reads.lease,
-    now: () => runtime.clock.date(),
+    clock: runtime.clock,
     log: runtime.log,
     appliesRequests: runtime.settings.engine !== 'durable',
   });

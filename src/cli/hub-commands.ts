@@ -86,7 +86,7 @@ async function watchStatus(
       writer,
       frame: async (signal) => {
         const header = (at: Date) => watchHeader('baton status', at, intervalSeconds, writer.interactive);
-        const started = ctx.now?.() ?? hub.now();
+        const started = ctx.now?.() ?? hub.clock.date();
         try {
           const { now, view } = await read(signal);
           return `${header(now)}\n\n${renderStatus(view, now)}`;
@@ -140,7 +140,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
       await withHub(ctx, command, async (hub) => {
         const read = async (abortSignal?: AbortSignal) => {
           let now = new Date(0);
-          const at = () => (now = ctx.now?.() ?? hub.now());
+          const at = () => (now = ctx.now?.() ?? hub.clock.date());
           const status = await readHubStatus(hub.docs, hub.lease, { now: at, abortSignal });
           return { now, view: statusView(hub.hub, hub.endpoint, status) };
         };
@@ -164,7 +164,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
           ...(options.job ? { job: options.job } : {}),
         });
         const view: RunsView = { hub: hub.hub, job: options.job ?? null, runs: runs.map(runView) };
-        io.out(options.json ? toJson(view) : renderRuns(view, ctx.now?.() ?? hub.now()));
+        io.out(options.json ? toJson(view) : renderRuns(view, ctx.now?.() ?? hub.clock.date()));
       });
     });
 
@@ -182,7 +182,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
         const details = (await readRunDetails(hub.docs, runId)) ?? (await lateRunOrWhyMissing(hub, runId));
         const listed = details.manifest && (await firstFailures(hub.docs, details.manifest, FAILURES_LISTED));
         const view = showView(hub.hub, hub.resources.container, details, listed);
-        io.out(options.json ? toJson(view) : renderShow(view, ctx.now?.() ?? hub.now()));
+        io.out(options.json ? toJson(view) : renderShow(view, ctx.now?.() ?? hub.clock.date()));
       });
     });
 
@@ -237,7 +237,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
           }
           checked = known.length > 0;
         }
-        const runId = await requestRun(hub.docs, job, { now: () => hub.now(), sync: () => hub.syncTime() });
+        const runId = await requestRun(hub.docs, job, { clock: hub.clock });
         const unchecked = checked
           ? ''
           : `job ${job} was not checked (${options.force ? '--force' : `no leader has recorded the jobs of hub ${hub.hub} yet`}): ` +
@@ -276,7 +276,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
           );
           return;
         }
-        await requestCancel(hub.docs, runId, options.reason, { now: () => hub.now(), sync: () => hub.syncTime() });
+        await requestCancel(hub.docs, runId, options.reason, { clock: hub.clock });
         io.out(
           options.json
             ? toJson({ hub: hub.hub, runId, requested: true, state })

@@ -14,7 +14,6 @@ import type {
 } from '../lease/lease-store';
 import { createBlobServiceClient, publicEndpoint } from '../storage/client-factory';
 import { StorageTimeClock } from '../clock/storage-time-clock';
-import { storageTimeSync } from '../hub/requests';
 import { systemClock } from '../clock/clock';
 import type { ConnectionSource, ResolvedConnection } from './connection';
 
@@ -55,13 +54,11 @@ export interface HubHandle {
   docs: DocumentStore;
   lease: LeaseStore;
   /**
-   * Storage's time, from the Date of its latest answer: what "3m ago" is measured from, so a
-   * machine whose clock is minutes off does not show a change "in 2 minutes". Before any
-   * answer, this machine's clock.
+   * Storage's time, from the Date of its latest answer: what "3m ago" is measured from and what
+   * requests are named by, so a machine whose clock is minutes off does not show a change "in 2
+   * minutes". Before any answer, this machine's clock.
    */
-  now(): Date;
-  /** Learns storage's time with one read when no answer has been seen yet (a request's name needs it). */
-  syncTime(): Promise<void>;
+  readonly clock: StorageTimeClock;
 }
 
 export function openHub(connection: ResolvedConnection, options: { callTimeoutMs?: number } = {}): HubHandle {
@@ -81,8 +78,7 @@ export function openHub(connection: ResolvedConnection, options: { callTimeoutMs
       new BlobLeaseStore(blobService, connection.hub, { containerName: connection.leaseContainer }),
       timeoutMs,
     ),
-    now: () => clock.date(),
-    syncTime: storageTimeSync(docs, clock),
+    clock,
   };
 }
 

@@ -15,30 +15,26 @@ export const requestSchema = z.discriminatedUnion('kind', [
 ]);
 export type EngineRequest = z.infer<typeof requestSchema>;
 
+/** Storage's time as a client learns it from its answers (a `StorageTimeClock` fed by `docs`'s client). */
+export interface RequestClock {
+  date(): Date;
+  /** Whether any answer has been seen; until then `date()` is this machine's clock. */
+  readonly synced: boolean;
+}
+
 export interface RequestOptions {
   abortSignal?: AbortSignal;
   /**
-   * The time the request is named by (requests are applied in name order, and one the leader
-   * cannot apply waits an hour by it): storage's, where the caller knows it. Default: this
-   * machine's clock.
+   * What the request is named by (requests are applied in name order, and one the leader cannot
+   * apply waits an hour by it): storage's time. While it has seen no answer, one read comes
+   * first, so a client's first request is named by storage's time too. Default: this machine's
+   * clock.
    */
-  now?: () => Date;
-  /** Called first when given: learns storage's time if the caller has not had an answer yet. */
-  sync?: () => Promise<void>;
+  clock?: RequestClock;
 }
 
 /** Never written: read only for the Date of its answer (a 404). */
 const TIME_PROBE_KEY = 'requests/.time';
-
-/**
- * A `sync` for requests: one read, only while `clock` has seen no answer of storage's yet, so a
- * client's first request is named by storage's time too.
- */
-export function storageTimeSync(docs: DocumentStore, clock: { readonly synced: boolean }): () => Promise<void> {
-  return async () => {
-    if (!clock.synced) await docs.read(TIME_PROBE_KEY);
-  };
-}
 
 /** Asks the leader to start a manual run of `job`; returns the run id it will have. */
 export async function requestRun(docs: DocumentStore, job: string, options: RequestOptions = {}): Promise<string> {
@@ -58,10 +54,11 @@ export async function requestCancel(
 }
 
 async function write(docs: DocumentStore, request: EngineRequest, options: RequestOptions): Promise<void> {
-  await options.sync?.();
+  const { clock, abortSignal } = options;
+  if (clock && !clock.synced) await docs.read(TIME_PROBE_KEY, { abortSignal });
   // Time-ordered keys, so the leader applies requests in the order they were made.
-  const key = `${PREFIX}${(options.now?.() ?? new Date()).toISOString()}-${randomUUID()}.json`;
-  await docs.write(key, JSON.stringify(request), { ifNoneMatch: '*' }, { abortSignal: options.abortSignal });
+  const key = `${PREFIX}${(clock?.date() ?? new Date()).toISOString()}-${randomUUID()}.json`;
+  await docs.write(key, JSON.stringify(request), { ifNoneMatch: '*' }, { abortSignal });
 }
 
 export async function* pendingRequests(
