@@ -33,7 +33,7 @@ const timespan = z
 
 const hostJsonSchema = z.object({
   // `-1`: no limit (Premium and Dedicated plans).
-  functionTimeout: z.union([z.literal('-1'), timespan]).optional(),
+  functionTimeout: z.union([z.literal('-1'), timespan], { error: 'must be a hh:mm:ss time span or -1' }).optional(),
   extensions: z
     .object({
       queues: z
@@ -62,9 +62,8 @@ const hostJsonSchema = z.object({
     }),
 });
 
-/** The app settings that override host.json's queue settings, as the Functions host reads them. */
-export const QUEUE_OVERRIDE_PREFIX = 'AzureFunctionsJobHost__extensions__queues__';
-const HOST_PREFIX = 'azurefunctionsjobhost__';
+/** The app settings that override host.json, as the Functions host reads them: `AzureFunctionsJobHost__<path>`. */
+const OVERRIDE_PREFIX = 'AzureFunctionsJobHost__';
 const QUEUE_KEYS = [
   'batchSize',
   'newBatchThreshold',
@@ -73,30 +72,33 @@ const QUEUE_KEYS = [
   'messageEncoding',
   'maxPollingInterval',
 ];
+/** The host.json paths Baton reads that an app setting may override. */
+const OVERRIDABLE = [...QUEUE_KEYS.map((key) => ['extensions', 'queues', key]), ['functionTimeout']];
 
 /**
- * host.json's queue settings with the `AzureFunctionsJobHost__extensions__queues__*` app
- * settings laid over them, as the host does (the deploy sets maxDequeueCount from
- * BATON_MAX_ATTEMPTS that way). Names match without regard to case, as the host's do.
+ * host.json with the `AzureFunctionsJobHost__*` app settings for what Baton reads laid over it,
+ * as the host does (the deploy sets `extensions__queues__maxDequeueCount` from BATON_MAX_ATTEMPTS
+ * that way). Names match without regard to case, as the host's do. `from` maps each overridden
+ * path (`extensions.queues.batchSize`) to its setting, so an error can name the setting.
  */
 function withOverrides(raw: unknown, env: Record<string, string | undefined>): { raw: unknown; from: Map<string, string> } {
   const from = new Map<string, string>();
-  const queues: Record<string, unknown> = {};
+  let merged = raw;
   for (const [name, value] of Object.entries(env)) {
-    if (value === undefined || name.length <= QUEUE_OVERRIDE_PREFIX.length) continue;
-    if (name.slice(0, QUEUE_OVERRIDE_PREFIX.length).toLowerCase() !== QUEUE_OVERRIDE_PREFIX.toLowerCase()) continue;
-    const key = QUEUE_KEYS.find((k) => k.toLowerCase() === name.slice(QUEUE_OVERRIDE_PREFIX.length).toLowerCase());
-    if (!key) continue;
-    from.set(key, name);
+    if (value === undefined) continue;
+    const path = OVERRIDABLE.find((p) => `${OVERRIDE_PREFIX}${p.join('__')}`.toLowerCase() === name.toLowerCase());
+    if (!path) continue;
+    from.set(path.join('.'), name);
     // App settings are text; host.json's numbers are numbers.
-    queues[key] = /^\d+$/.test(value.trim()) ? Number(value.trim()) : value.trim();
+    merged = withValue(merged, path, /^\d+$/.test(value.trim()) ? Number(value.trim()) : value.trim());
   }
-  if (from.size === 0) return { raw, from };
-  const base = (raw ?? {}) as { extensions?: { queues?: Record<string, unknown> } };
-  return {
-    raw: { ...base, extensions: { ...base.extensions, queues: { ...base.extensions?.queues, ...queues } } },
-    from,
-  };
+  return { raw: merged, from };
+}
+
+/** `node` with `value` at `path`, copied along the path and left alone elsewhere. */
+function withValue(node: unknown, [head, ...rest]: string[], value: unknown): Record<string, unknown> {
+  const base = typeof node === 'object' && node !== null ? (node as Record<string, unknown>) : {};
+  return { ...base, [head!]: rest.length === 0 ? value : withValue(base[head!], rest, value) };
 }
 
 /**
@@ -111,20 +113,10 @@ export function readHostQueueConfig(path = 'host.json', env: Record<string, stri
     throw new Error(`cannot read ${path}: ${err instanceof Error ? err.message : String(err)}`);
   }
   const { raw, from } = withOverrides(fromFile, env);
-  // The host reads AzureFunctionsJobHost__functionTimeout over host.json's, as it does for queues.
-  const timeoutSetting = Object.keys(env).find((name) => name.toLowerCase() === `${HOST_PREFIX}functiontimeout`);
-  const timeoutOverride = timeoutSetting === undefined ? undefined : env[timeoutSetting]?.trim();
-  if (timeoutOverride) {
-    const checked = hostJsonSchema.shape.functionTimeout.safeParse(timeoutOverride);
-    if (!checked.success) throw new Error(`${timeoutSetting}: must be a hh:mm:ss time span or -1`);
-  }
-  const parsed = hostJsonSchema.safeParse(
-    timeoutOverride && typeof raw === 'object' && raw !== null ? { ...raw, functionTimeout: timeoutOverride } : raw,
-  );
+  const parsed = hostJsonSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    const key = issue?.path[2];
-    const setting = typeof key === 'string' ? from.get(key) : undefined;
+    const setting = issue ? from.get(issue.path.join('.')) : undefined;
     if (setting) throw new Error(`${setting}: ${issue?.message ?? 'is invalid'}`);
     throw new Error(`${path}: ${issue?.path.join('.') ?? ''} ${issue?.message ?? 'is invalid'}`.trim());
   }
