@@ -347,19 +347,24 @@ export class Coordinator {
   private async applyRequests(term: TermContext, book: RunBook): Promise<boolean> {
     const { ctx } = this;
     let applied = false;
-    for await (const { key, request } of pendingRequests(ctx.docs, { abortSignal: term.signal })) {
+    for await (const { key, request, madeAt } of pendingRequests(ctx.docs, { abortSignal: term.signal })) {
       if (!request) ctx.log.warn(`ignored malformed request ${key}`);
       else if (request.kind === 'run') {
         const job = ctx.jobs.get(request.job);
         if (job) ctx.log.info(`manual run ${await startManualRun(ctx, term, book, job, request.id)} requested`);
-        else if (this.leaveForAnother(key, `a run request for job ${request.job}, which this leader does not run`)) continue;
+        else if (this.leaveForAnother(key, madeAt, `a run request for job ${request.job}, which this leader does not run`))
+          continue;
       } else {
         // A run of a job this leader does not have is another version's to end, not a run that is gone.
         const found = await book.get(request.runId);
         const elsewhere = found && 'unregistered' in found ? found.unregistered.job : undefined;
         if (
           elsewhere &&
-          this.leaveForAnother(key, `a cancel request for ${request.runId}, of job ${elsewhere}, which this leader does not run`)
+          this.leaveForAnother(
+            key,
+            madeAt,
+            `a cancel request for ${request.runId}, of job ${elsewhere}, which this leader does not run`,
+          )
         )
           continue;
         if (!(await cancelRun(ctx, book, request.runId, request.reason))) {
@@ -375,12 +380,11 @@ export class Coordinator {
   /**
    * Whether to leave a request this leader cannot apply for a leader that can, as the drains
    * leave such results queued: in a rolling deploy the old version may lead while a new job's
-   * first trigger is made. Until it is `REQUEST_WAIT_MS` old (by the time in its name); after
-   * that no version that runs the job is coming, and it is dropped with a warning.
+   * first trigger is made. Until it is `REQUEST_WAIT_MS` old (since `madeAt`, by storage's time);
+   * after that no version that runs the job is coming, and it is dropped with a warning.
    */
-  private leaveForAnother(key: string, what: string): boolean {
-    const made = Date.parse(/^requests\/(\d{4}-\d\d-\d\dT[\d:.]+Z)-/.exec(key)?.[1] ?? '');
-    const age = Number.isNaN(made) ? 0 : this.ctx.clock.date().getTime() - made;
+  private leaveForAnother(key: string, madeAt: Date | undefined, what: string): boolean {
+    const age = madeAt ? this.ctx.clock.date().getTime() - madeAt.getTime() : 0;
     if (age < REQUEST_WAIT_MS) {
       if (!this.leftRequests.has(key)) {
         this.leftRequests.add(key);

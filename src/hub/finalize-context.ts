@@ -5,6 +5,8 @@ import type { FinalizeContext, RunCountersView } from '../jobs/job-definition';
 import { runKeys } from './run-record';
 
 const ATTACHMENT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+/** The attachment `baton start --once` prints under its summary. */
+export const REPORT_ATTACHMENT = 'report.md';
 /** An attachment is for a person to read, not a second output: past this, the job gets an error. */
 export const MAX_ATTACHMENT_BYTES = 1024 * 1024;
 

@@ -61,10 +61,16 @@ async function write(docs: DocumentStore, request: EngineRequest, options: Reque
   await docs.write(key, JSON.stringify(request), { ifNoneMatch: '*' }, { abortSignal });
 }
 
+/** When a request was made, from its name (see `write`); undefined for a name not of that form. */
+function madeAtOf(key: string): Date | undefined {
+  const at = Date.parse(/^requests\/(\d{4}-\d\d-\d\dT[\d:.]+Z)-/.exec(key)?.[1] ?? '');
+  return Number.isNaN(at) ? undefined : new Date(at);
+}
+
 export async function* pendingRequests(
   docs: DocumentStore,
   options: { abortSignal?: AbortSignal } = {},
-): AsyncIterable<{ key: string; request: EngineRequest | undefined }> {
+): AsyncIterable<{ key: string; request: EngineRequest | undefined; madeAt: Date | undefined }> {
   for await (const key of docs.list(PREFIX, options)) {
     const stored = await docs.read(key, options);
     if (!stored) continue;
@@ -75,6 +81,6 @@ export async function* pendingRequests(
     } catch {
       parsed = undefined;
     }
-    yield { key, request: parsed };
+    yield { key, request: parsed, madeAt: madeAtOf(key) };
   }
 }

@@ -12,6 +12,7 @@ import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-
 import { parseLogLevel } from '../app/settings';
 import { redactSecrets } from '../redact';
 import { visible } from '../visible';
+import { REPORT_ATTACHMENT } from '../hub/finalize-context';
 import { startAzurite, type RunningAzurite } from './azurite';
 import { APP_SETTING } from './app-functions';
 import { parseInstanceLine } from './instance-events';
@@ -285,7 +286,7 @@ class Cluster {
   private async summarize(record: RunRecord, output: unknown): Promise<number> {
     const { planned, succeeded, failed, duplicates } = record.counters;
     // A job may attach a readable report to its run (the sample does): show it.
-    const report = await this.docs.read(runKeys.attachment(record.runId, 'report.md')).catch(() => undefined);
+    const report = await this.docs.read(runKeys.attachment(record.runId, REPORT_ATTACHMENT)).catch(() => undefined);
     if (report) this.view.note(`\n${report.body.trimEnd()}\n`);
     this.view.note(
       `run ${record.runId} ${record.state}: ${succeeded} succeeded, ${failed} failed of ${planned} (${duplicates} duplicates ignored)`,
