@@ -1,7 +1,8 @@
 // @ts-check
 /**
- * The lint (`npm test` runs it through `npm run lint`): almost all of Baton is async, so the rules
- * are the ones that catch a promise nobody waits for or whose rejection nobody sees. Formatting is
+ * The lint (`npm run lint` runs it in .ci/typecheck-lint.mjs, with the type-check, on the same
+ * program): almost all of Baton is async, so the rules are the ones that catch a promise nobody
+ * waits for or whose rejection nobody sees. Formatting is
  * prettier's job (`npm run format`), and style rules are left out on purpose.
  *
  * The rules need types, from one program over everything (tsconfig.test.json): whether a value is a
