@@ -2,6 +2,7 @@ import { compareVersions } from '../src/lease/leader-rank';
 import type { FailureEntry } from '../src/hub/fold';
 import type { FailuresManifest, RunOutput } from '../src/hub/run-output';
 import { isTerminal, type RunRecord } from '../src/hub/run-record';
+import { runIndexEntries } from '../src/hub/run-index';
 import type { AuditEntry } from './audit-trail';
 
 /** A run as it stands in storage at the end. */
@@ -63,6 +64,7 @@ export const INVARIANTS = {
   'expected-state': 'every run of a test job ends the way its design says (succeeded), and each job has runs',
   'audit-complete': 'the audit trail holds every write of every run record, so the order checks saw them all',
   readable: 'every run record, output and manifest can be read',
+  'run-indexed': "every run is in the hub's run index and its job's, at its creation time, so a page of runs lists it",
   'fault-effect': 'a run a fault targeted ends the way that fault is documented to end it, and no other run shows its effect',
   'epoch-monotonic':
     'every term of leadership takes a higher epoch than every epoch led with before it, also after the lease record is deleted',
@@ -103,6 +105,8 @@ export interface CheckInput {
   /** When the check runs (ms since the epoch); a run still open before its bound is noted, not a violation. Default now. */
   now?: number;
   unreadable?: ReadonlyArray<{ key: string; reason: string }>;
+  /** Every key under the run index; without it, `run-indexed` is not checked. */
+  indexEntries?: ReadonlySet<string>;
   /** Messages on the queues the snapshot could not see. */
   unseenMessages?: number;
   /**
@@ -196,6 +200,11 @@ async function checkRun(run: CheckedRun, input: CheckInput): Promise<Violation[]
   const v = (rule: InvariantRule, evidence: string) => out.push({ rule, subject: record.runId, evidence });
   const expected = input.runExpectations?.get(record.runId) ?? input.expectations.get(record.job);
   const { planned, succeeded, failed } = record.counters;
+
+  if (input.indexEntries) {
+    const missing = runIndexEntries(record).filter((key) => !input.indexEntries?.has(key));
+    if (missing.length > 0) v('run-indexed', `no index entry ${missing.join(', ')}`);
+  }
 
   const bound = boundOf(record, input);
   if (!isTerminal(record.state)) {

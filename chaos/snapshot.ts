@@ -16,6 +16,8 @@ export interface HubSnapshot {
   /** Run documents that could not be read or parsed, with why. */
   unreadable: Array<{ key: string; reason: string }>;
   leftovers: Leftover[];
+  /** Every key under the run index. */
+  indexEntries: Set<string>;
   /** Messages on the queues that were not seen (hidden by a receive, or past what a peek shows). */
   unseenMessages: number;
   /** Reads a run's failures as the checks go: a manifest only names where they are. */
@@ -60,6 +62,8 @@ export async function readHubSnapshot(
       unreadable.push({ key, reason: err instanceof Error ? err.message.split('\n')[0]! : String(err) });
     }
   }
+  const indexEntries = new Set<string>();
+  for await (const key of docs.list('index/', options)) indexEntries.add(key);
   const leftovers: Leftover[] = [];
   let unseenMessages = 0;
   for (const name of await messageQueuesOf(queues, hub, options)) {
@@ -94,7 +98,7 @@ export async function readHubSnapshot(
   }
   const failuresOf = (manifest: FailuresManifest, onMissing: (key: string) => void) =>
     readFailures(docs, manifest, { abortSignal: options.abortSignal, onMissing });
-  return { runs, unreadable, leftovers, unseenMessages, failuresOf };
+  return { runs, unreadable, indexEntries, leftovers, unseenMessages, failuresOf };
 }
 
 async function readJson<T>(docs: DocumentStore, key: string, options: SnapshotOptions): Promise<T | undefined> {

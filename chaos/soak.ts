@@ -4,12 +4,13 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { hubResources } from '../src/hub/resources';
 import { jobStateKey, jobStateSchema, type JobState } from '../src/hub/job-state';
-import { listRuns, readHubStatus } from '../src/hub/status';
+import { readHubStatus } from '../src/hub/status';
 import { BlobDocumentStore } from '../src/fencing/blob-document-store';
 import { BlobLeaseStore } from '../src/lease/blob-lease-store';
 import { startAzurite, type RunningAzurite } from '../src/local/azurite';
 import { FencedDocuments } from '../src/fencing/fenced-documents';
-import { isTerminal, runKeys, scheduledRunId } from '../src/hub/run-record';
+import { isTerminal, runKeys, runRecordSchema, scheduledRunId, type RunRecord } from '../src/hub/run-record';
+import type { DocumentStore } from '../src/fencing/document-store';
 import { Schedule } from '../src/schedule/schedule';
 import { expectedSynthetic, hangOrderName, type SyntheticJobSpec } from '../functions/synthetic-job';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../src/storage/client-factory';
@@ -518,7 +519,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     await Promise.all(aimed);
     const longest = (options.settleSeconds ?? Math.max(...CHAOS_JOBS.map((j) => j.timeoutSeconds ?? 0)) + 20) * 1000;
     const allEnded = async (createdBy = Infinity): Promise<boolean> => {
-      const runs = await listRuns(docs).catch(() => undefined);
+      const runs = await everyRun(docs).catch(() => undefined);
       return runs !== undefined && runs.filter((r) => Date.parse(r.createdAt) <= createdBy).every((r) => isTerminal(r.state));
     };
     // The processes that lived through the faults must end the runs the faults hit, on their own.
@@ -678,4 +679,16 @@ function sumCounts(proxies: readonly FaultProxy[]): Record<ProxyAction, number> 
   const out: Record<ProxyAction, number> = { latency: 0, unavailable: 0, resetBefore: 0, resetAfter: 0, refused: 0, outage: 0 };
   for (const proxy of proxies) for (const key of Object.keys(out) as ProxyAction[]) out[key] += proxy.counts[key];
   return out;
+}
+
+/** Every run record in the hub (the soak looks at all of them, not a page). */
+async function everyRun(docs: DocumentStore): Promise<RunRecord[]> {
+  const records = new FencedDocuments<RunRecord>(docs, { parse: (v) => runRecordSchema.parse(v) });
+  const runs: RunRecord[] = [];
+  for await (const key of docs.list('runs/')) {
+    if (!key.endsWith('/run.json')) continue;
+    const doc = await records.read(key);
+    if (doc) runs.push(doc.value);
+  }
+  return runs;
 }

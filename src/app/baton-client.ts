@@ -4,7 +4,8 @@ import type { LeaseStore } from '../lease/lease-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import { hubResources } from '../hub/resources';
 import { requestCancel, requestRun } from '../hub/requests';
-import { listRuns, readHubStatus, readRunDetails, type HubStatus, type RunDetails } from '../hub/status';
+import { readHubStatus, readRunDetails, type HubStatus, type RunDetails } from '../hub/status';
+import { listRuns, type RunsPage } from '../hub/run-index';
 import { readFailures } from '../hub/failures-manifest';
 import type { FailureEntry } from '../hub/fold';
 import type { RunRecord } from '../hub/run-record';
@@ -71,9 +72,13 @@ export class BatonClient {
     return readHubStatus(this.docs, this.lease, options);
   }
 
-  /** Runs, newest first: of one job with `job`, at most `limit` (default 20). */
-  runs(options: ClientCallOptions & { job?: string; limit?: number } = {}): Promise<RunRecord[]> {
-    return listRuns(this.docs, { limit: 20, ...options });
+  /**
+   * A page of runs, newest first: of one job with `job`, at most `limit` (default 20, at most
+   * 1000), older than the page whose `next` is `after`. It costs one listing and one read per
+   * run, however many runs the hub holds.
+   */
+  runs(options: ClientCallOptions & { job?: string; limit?: number; after?: string } = {}): Promise<RunsPage> {
+    return listRuns(this.docs, options);
   }
 
   /** One run's record, output and failures manifest; undefined for a run the hub does not have. */

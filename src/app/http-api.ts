@@ -6,7 +6,9 @@ import type { FailureEntry } from '../hub/fold';
 import { FAILURES_LISTED, runView, showView, statusView, type RunsView } from '../hub/read-model';
 import { requestCancel, requestRun, type RequestClock } from '../hub/requests';
 import { isTerminal } from '../hub/run-record';
-import { listJobNames, listRuns, readHubStatus, readRunDetails, readRunFailures } from '../hub/status';
+import { listJobNames, readHubStatus, readRunDetails, readRunFailures } from '../hub/status';
+import { listRuns, type RunsPage } from '../hub/run-index';
+import { InvalidConfigError } from '../errors';
 import { JOB_NAME_PATTERN } from '../jobs/define-job';
 import type { LeaseStore } from '../lease/lease-store';
 import type { HttpRegistration } from './registration-types';
@@ -49,7 +51,7 @@ const pageSize = (fallback: number) =>
 const runsQuery = z.object({
   job: z.string().regex(JOB_NAME_PATTERN, 'must be a job name (1-48 lowercase letters, digits or inner hyphens)').optional(),
   limit: pageSize(DEFAULT_RUNS),
-  /** The `next` of the previous page: only runs created before this run. */
+  /** The `next` of the previous page, from the same `job`: only runs created before that page's. */
   after: z.string().min(1, 'must not be empty').optional(),
 });
 
@@ -152,19 +154,18 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
 
   const runs = guarded(deps, 'runs', async (request) => {
     const query = parse(runsQuery, queryOf(request), 'query');
-    const all = await listRuns(docs, query.job ? { job: query.job } : {});
-    let from = 0;
-    if (query.after) {
-      from = all.findIndex((r) => r.runId === query.after) + 1;
-      if (from === 0) throw new BadRequest(`query after: no run ${query.after}${query.job ? ` of job ${query.job}` : ''}`);
+    let page: RunsPage;
+    try {
+      page = await listRuns(docs, query);
+    } catch (err) {
+      if (err instanceof InvalidConfigError) throw new BadRequest(`query ${err.message}`);
+      throw err;
     }
-    const page = all.slice(from, from + query.limit);
-    const more = from + page.length < all.length;
     const view: RunsView & { next: string | null } = {
       hub: deps.hub,
       job: query.job ?? null,
-      runs: page.map(runView),
-      next: more ? page[page.length - 1]!.runId : null,
+      runs: page.runs.map(runView),
+      next: page.next ?? null,
     };
     return json(200, view);
   });

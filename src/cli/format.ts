@@ -138,8 +138,9 @@ export function renderStatus(view: StatusView, now: Date): string {
   return screen(lines);
 }
 
-export function renderRuns(view: RunsView, now: Date): string {
+export function renderRuns(view: RunsView & { next?: string | null }, now: Date): string {
   if (view.runs.length === 0) return `no runs in hub ${view.hub}${view.job ? ` for job ${view.job}` : ''}\n`;
+  const older = view.next ? `older runs: baton runs${view.job ? ` --job ${view.job}` : ''} --after ${view.next}\n` : '';
   const rows = view.runs.map((r) => [
     r.runId,
     r.state + (r.cancelRequested && !isTerminal(r.state) ? ' (cancelling)' : ''),
@@ -147,7 +148,7 @@ export function renderRuns(view: RunsView, now: Date): string {
     formatTime(r.createdAt, now),
     r.endedAt ? `took ${formatDuration(Date.parse(r.endedAt) - Date.parse(r.createdAt))}` : '',
   ]);
-  return screen(table(['RUN', 'STATE', 'PROGRESS', 'CREATED', ''], rows));
+  return screen(table(['RUN', 'STATE', 'PROGRESS', 'CREATED', ''], rows)) + older;
 }
 
 const FAILURES_SHOWN = 10;

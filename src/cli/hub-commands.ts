@@ -1,7 +1,9 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import { pendingRequests, requestCancel, requestRun } from '../hub/requests';
-import { listJobNames, listRuns, readHubStatus, readRunDetails, readRunFailures, type RunDetails } from '../hub/status';
-import { isTerminal } from '../hub/run-record';
+import { listJobNames, readHubStatus, readRunDetails, readRunFailures, type RunDetails } from '../hub/status';
+import { listRuns, MAX_RUNS_PAGE } from '../hub/run-index';
+import { isTerminal, type RunRecord } from '../hub/run-record';
+import { InvalidConfigError } from '../errors';
 import { firstFailures } from '../hub/failures-manifest';
 import { CliError } from './connection';
 import { withHub, type CliContext } from './context';
@@ -155,15 +157,40 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .description('runs, newest first')
     .option('--job <name>', 'only runs of this job')
     .option('--limit <n>', `at most this many (default ${DEFAULT_LIMIT})`, parseLimit)
+    .option('--after <next>', 'the runs older than a page: the next that page printed (with the same --job)')
     .option('--json', 'print one JSON document')
-    .addHelpText('after', examples('baton runs --job nightly-totals --limit 5', 'baton runs --json'))
-    .action(async (options: { job?: string; limit?: number; json?: boolean }, command: Command) => {
+    .addHelpText(
+      'after',
+      examples('baton runs --job nightly-totals --limit 5', 'baton runs --json', 'baton runs --after <next of the page before>'),
+    )
+    .action(async (options: { job?: string; limit?: number; after?: string; json?: boolean }, command: Command) => {
       await withHub(ctx, command, async (hub) => {
-        const runs = await listRuns(hub.docs, {
-          limit: options.limit ?? DEFAULT_LIMIT,
-          ...(options.job ? { job: options.job } : {}),
-        });
-        const view: RunsView = { hub: hub.hub, job: options.job ?? null, runs: runs.map(runView) };
+        // A page of the index holds at most MAX_RUNS_PAGE runs: a larger --limit reads several.
+        const runs: RunRecord[] = [];
+        let next = options.after;
+        let left = options.limit ?? DEFAULT_LIMIT;
+        do {
+          let page;
+          try {
+            page = await listRuns(hub.docs, {
+              limit: Math.min(left, MAX_RUNS_PAGE),
+              ...(options.job ? { job: options.job } : {}),
+              ...(next === undefined ? {} : { after: next }),
+            });
+          } catch (err) {
+            if (err instanceof InvalidConfigError) throw new CliError(`--${err.message}`, EXIT.usage);
+            throw err;
+          }
+          runs.push(...page.runs);
+          left -= page.runs.length;
+          next = page.next;
+        } while (left > 0 && next !== undefined);
+        const view: RunsView & { next: string | null } = {
+          hub: hub.hub,
+          job: options.job ?? null,
+          runs: runs.map(runView),
+          next: next ?? null,
+        };
         io.out(options.json ? toJson(view) : renderRuns(view, ctx.now?.() ?? hub.clock.date()));
       });
     });

@@ -1,7 +1,14 @@
 import type { StorageRetryOptions } from '@azure/storage-blob';
 import { hubResources } from '../hub/resources';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
-import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition } from '../fencing/document-store';
+import type {
+  DocumentCallOptions,
+  DocumentStore,
+  KeyPage,
+  ListPageOptions,
+  StoredDocument,
+  WriteCondition,
+} from '../fencing/document-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import type {
   BumpOptions,
@@ -145,6 +152,10 @@ export class DeadlineDocumentStore implements DocumentStore {
 
   delete(key: string, options?: DocumentCallOptions): Promise<boolean> {
     return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.delete(key, { abortSignal }));
+  }
+
+  listPage(prefix: string, options: ListPageOptions): Promise<KeyPage> {
+    return withDeadline(this.timeoutMs, options.abortSignal, (abortSignal) => this.inner.listPage(prefix, { ...options, abortSignal }));
   }
 
   async *list(prefix: string, options?: DocumentCallOptions): AsyncIterable<string> {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { FailuresManifest } from '../hub/run-output';
 import { writeFailuresManifest } from '../hub/failures-manifest';
+import { indexRun } from '../hub/run-index';
 import { finalizeContext } from '../hub/finalize-context';
 import { errorText } from '../jobs/error-text';
 import { StaleEpochError } from '../errors';
@@ -128,6 +129,8 @@ export async function endDurableRun(
   const key = runKeys.record(runId);
   const manifest = options.manifest ?? true;
   let ended: RunRecord | undefined;
+  // Only used when there is no record; its entries are skipped by readers if one turns up.
+  if (options.create) await indexRun(deps.docs, DURABLE_EPOCH, options.create, { abortSignal: deps.signal });
   try {
     await runRecords(deps.docs).update(
       key,

@@ -2,6 +2,7 @@ import { randomInt } from 'node:crypto';
 import { ConcurrentUpdateError } from '../errors';
 import { PlanError } from '../jobs/plan-item';
 import { isTerminal, newRunRecord, runKeys, transition, type RunRecord } from '../hub/run-record';
+import { indexRun } from '../hub/run-index';
 import { redactSecrets } from '../redact';
 import { nowOf, signalOf, type DurableActivityDeps } from './activity-deps';
 import { splitInputSchema, type SplitResult } from './contracts';
@@ -40,6 +41,7 @@ export function createSplitActivity(deps: DurableActivityDeps): (input: unknown)
         now: nowOf(deps),
         timeoutSeconds: job.timeoutSeconds,
       });
+      await indexRun(deps.docs, DURABLE_EPOCH, record, { abortSignal: signal });
       try {
         doc = await records.create(key, DURABLE_EPOCH, record, { abortSignal: signal });
       } catch (err) {

@@ -4,6 +4,7 @@ import { ConcurrentUpdateError } from '../errors';
 import type { JobDefinition } from '../jobs/job-definition';
 import { Bitset } from '../hub/bitset';
 import { isTerminal, runKeys, runRecordSchema, type RunRecord } from '../hub/run-record';
+import { indexRun } from '../hub/run-index';
 import type { EngineContext, TermContext } from './engine-context';
 import type { PlanSession } from './plan-session';
 import { PoisonGate } from './poison-gate';
@@ -74,9 +75,13 @@ export class RunBook {
     return run;
   }
 
-  /** Creates a run; false when a run with that id already exists (another tick made it). */
+  /**
+   * Creates a run, its index entries first (see `run-index.ts`); false when a run with that id
+   * already exists (another tick made it).
+   */
   async create(job: JobDefinition, record: RunRecord): Promise<boolean> {
     this.open.add(record.runId);
+    await indexRun(this.ctx.docs, this.term.epoch, record, { abortSignal: this.term.signal });
     try {
       const doc = await this.records.create(runKeys.record(record.runId), this.term.epoch, record, {
         abortSignal: this.term.signal,

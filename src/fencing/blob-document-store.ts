@@ -1,7 +1,7 @@
 import type { ContainerClient } from '@azure/storage-blob';
 import { ConcurrentUpdateError, type StaleEpochError } from '../errors';
 import { storageErrorOf } from '../storage/rest-error';
-import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition } from './document-store';
+import type { DocumentCallOptions, DocumentStore, KeyPage, ListPageOptions, StoredDocument, WriteCondition } from './document-store';
 
 /** A `DocumentStore` on block blobs in one container; the blob ETag is the version tag. */
 export class BlobDocumentStore implements DocumentStore {
@@ -52,6 +52,20 @@ export class BlobDocumentStore implements DocumentStore {
       for await (const blob of this.container.listBlobsFlat({ prefix, abortSignal: options?.abortSignal })) yield blob.name;
     } catch (err) {
       if (storageErrorOf(err)?.status === 404) return; // no container yet: nothing listed
+      throw err;
+    }
+  }
+
+  async listPage(prefix: string, options: ListPageOptions): Promise<KeyPage> {
+    const pages = this.container
+      .listBlobsFlat({ prefix, abortSignal: options.abortSignal })
+      .byPage({ maxPageSize: options.pageSize, ...(options.continuation ? { continuationToken: options.continuation } : {}) });
+    try {
+      const { value } = await pages.next();
+      if (!value) return { keys: [], continuation: undefined };
+      return { keys: value.segment.blobItems.map((blob: { name: string }) => blob.name), continuation: value.continuationToken || undefined };
+    } catch (err) {
+      if (storageErrorOf(err)?.status === 404) return { keys: [], continuation: undefined };
       throw err;
     }
   }

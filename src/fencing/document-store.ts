@@ -20,6 +20,12 @@ export interface DocumentStore {
   /** Keys under `prefix`, in lexical order. */
   list(prefix: string, options?: DocumentCallOptions): AsyncIterable<string>;
   /**
+   * One page of the keys under `prefix`, in lexical order, from where `continuation` (a page's
+   * own) left off: one storage request whatever the number of keys. A page may hold fewer than
+   * `pageSize` keys and still have a continuation; no continuation means the listing is done.
+   */
+  listPage(prefix: string, options: ListPageOptions): Promise<KeyPage>;
+  /**
    * Sabotage for the chaos suite's broken run only: `FencedDocuments` on this store skip the
    * epoch check and write without `If-Match`, as an unfenced coordinator would, so the checker
    * can show it notices. Set through `BlobDocumentStore`'s `unsafeUnfenced`; never in an app.
@@ -44,4 +50,17 @@ export interface StoredDocument {
 
 export interface DocumentCallOptions {
   abortSignal?: AbortSignal;
+}
+
+export interface ListPageOptions extends DocumentCallOptions {
+  /** At most this many keys (1 to 5000). */
+  pageSize: number;
+  /** Where the previous page of the same prefix ended; opaque, from `KeyPage.continuation`. */
+  continuation?: string;
+}
+
+export interface KeyPage {
+  keys: string[];
+  /** Pass it back for the next page; undefined when there is no more. */
+  continuation: string | undefined;
 }

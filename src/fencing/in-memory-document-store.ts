@@ -1,5 +1,5 @@
 import { ConcurrentUpdateError, type StaleEpochError } from '../errors';
-import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition } from './document-store';
+import type { DocumentCallOptions, DocumentStore, KeyPage, ListPageOptions, StoredDocument, WriteCondition } from './document-store';
 
 /** A `DocumentStore` in a `Map`, for fast tests; it passes the same contract as the blob one. */
 export class InMemoryDocumentStore implements DocumentStore {
@@ -39,6 +39,15 @@ export class InMemoryDocumentStore implements DocumentStore {
     options?.abortSignal?.throwIfAborted();
     const keys = [...this.documents.keys()].filter((k) => k.startsWith(prefix)).sort();
     yield* keys;
+  }
+
+  async listPage(prefix: string, options: ListPageOptions): Promise<KeyPage> {
+    options.abortSignal?.throwIfAborted();
+    // The continuation is the last key of the page before, as Azurite's marker is.
+    const from = options.continuation ?? '';
+    const keys = [...this.documents.keys()].filter((k) => k.startsWith(prefix) && k > from).sort();
+    const page = keys.slice(0, options.pageSize);
+    return { keys: page, continuation: keys.length > page.length ? page.at(-1) : undefined };
   }
 
   /** Every key, for inspection in tests. */

@@ -98,22 +98,6 @@ export function readRunFailures(
     : readFailureLog(docs, details.record.failureParts, options);
 }
 
-/** Runs, newest first, optionally of one job. */
-export async function listRuns(
-  docs: DocumentStore,
-  options: { job?: string; limit?: number; abortSignal?: AbortSignal } = {},
-): Promise<RunRecord[]> {
-  const out: RunRecord[] = [];
-  const prefix = options.job ? `runs/${options.job}/` : 'runs/';
-  for await (const key of docs.list(prefix, options)) {
-    if (!key.endsWith('/run.json')) continue;
-    const run = await records(docs).read(key, options);
-    if (run) out.push(run.value);
-  }
-  out.sort((a, b) => b.createdAt.localeCompare(a.createdAt));
-  return options.limit === undefined ? out : out.slice(0, options.limit);
-}
-
 export async function readRunDetails(
   docs: DocumentStore,
   runId: string,

@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { hubResources } from '../hub/resources';
 import { requestRun } from '../hub/requests';
-import { listRuns, readHubStatus, readRunDetails } from '../hub/status';
+import { readHubStatus, readRunDetails } from '../hub/status';
+import { listRuns } from '../hub/run-index';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import { isTerminal, runKeys, type RunRecord } from '../hub/run-record';
@@ -412,7 +413,7 @@ class Cluster {
     const instances = [...this.instances.values()];
     try {
       const [status, recent] = await Promise.all([readHubStatus(this.docs, this.lease), listRuns(this.docs, { limit: 20 })]);
-      this.view.update({ status, instances, finished: recent.filter((r) => isTerminal(r.state)) });
+      this.view.update({ status, instances, finished: recent.runs.filter((r) => isTerminal(r.state)) });
     } catch (err) {
       this.view.update({ status: undefined, instances, finished: [], error: err instanceof Error ? err.message : String(err) });
     }

@@ -63,6 +63,24 @@ export function documentStoreContract(name: string, makeStore: () => Promise<Doc
       await expect(store.read('p/a.json')).resolves.toBeUndefined();
     });
 
+    it('lists by the page: each page in order, none repeated or skipped, and no continuation after the last', async () => {
+      const store = await makeStore();
+      const keys = Array.from({ length: 7 }, (_, i) => `pg/${String(i).padStart(2, '0')}.json`);
+      for (const key of [...keys].reverse()) await store.write(key, '{}', { ifNoneMatch: '*' });
+      await store.write('pgx/outside.json', '{}', { ifNoneMatch: '*' });
+      const pages: string[][] = [];
+      let continuation: string | undefined;
+      do {
+        const page = await store.listPage('pg/', { pageSize: 3, ...(continuation ? { continuation } : {}) });
+        expect(page.keys.length).toBeLessThanOrEqual(3);
+        pages.push(page.keys);
+        continuation = page.continuation;
+      } while (continuation !== undefined && pages.length < 10);
+      expect(pages.flat()).toEqual(keys);
+      expect(pages[0]).toEqual(keys.slice(0, 3));
+      await expect(store.listPage('none/', { pageSize: 3 })).resolves.toEqual({ keys: [], continuation: undefined });
+    });
+
     it('keeps unicode bodies intact', async () => {
       const store = await makeStore();
       const body = JSON.stringify({ name: 'résumé ✓ 日本' });

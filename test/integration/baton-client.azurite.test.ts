@@ -35,7 +35,8 @@ describe('BatonClient', () => {
     expect(client.hub).toBe('test');
 
     const runs = await client.runs({ job: 'squares' });
-    expect(runs.map((r) => [r.runId, r.state])).toEqual([[first.runId, 'succeeded']]);
+    expect(runs.runs.map((r) => [r.runId, r.state])).toEqual([[first.runId, 'succeeded']]);
+    expect(runs.next).toBeUndefined();
     const details = await client.run(first.runId);
     expect(details?.output?.output).toBe(1 + 4 + 16);
     const failures = [];
@@ -51,8 +52,18 @@ describe('BatonClient', () => {
     expect(asked).toMatch(/^squares\/manual-/);
     await runJobOnce(squares, { azurite, env: { BATON_MAX_ATTEMPTS: '1' } });
     const ran = await client.runs({ job: 'squares', limit: 10 });
-    expect(ran.map((r) => r.runId)).toContain(asked);
-    expect(await client.runs({ job: 'squares', limit: 1 })).toHaveLength(1);
+    expect(ran.runs.map((r) => r.runId)).toContain(asked);
+    // A page at a time, one run each, gives the same runs newest first, the first run last.
+    const paged: string[] = [];
+    let after: string | undefined;
+    do {
+      const page = await client.runs({ job: 'squares', limit: 1, ...(after ? { after } : {}) });
+      expect(page.runs.length).toBeLessThanOrEqual(1);
+      paged.push(...page.runs.map((r) => r.runId));
+      after = page.next;
+    } while (after !== undefined && paged.length < 10);
+    expect(paged).toEqual(ran.runs.map((r) => r.runId));
+    expect(paged.at(-1)).toBe(first.runId);
   });
 
   it("reads the leader from the hub's own lease container (BATON_LEASE_CONTAINER)", { timeout: patience(120_000) }, async () => {

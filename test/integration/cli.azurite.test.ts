@@ -153,13 +153,30 @@ describe('baton runs and show', () => {
     expect(all.runs.map((r) => r.runId)).toEqual([seed.activeRunId, seed.finishedRunId]);
     expect(all.runs[1]).toMatchObject({ state: 'succeeded', counters: { planned: 4, succeeded: 3, failed: 1 } });
 
-    const one = json<RunsView>(await cli('runs', '--job', seed.job, '--limit', '1', '--json'));
+    const one = json<RunsView & { next: string }>(await cli('runs', '--job', seed.job, '--limit', '1', '--json'));
     expect(one.runs.map((r) => r.runId)).toEqual([seed.activeRunId]);
+    // The next page starts where that one ended, and is the last.
+    const older = json<RunsView & { next: string | null }>(
+      await cli('runs', '--job', seed.job, '--limit', '1', '--after', one.next, '--json'),
+    );
+    expect(older).toMatchObject({ runs: [{ runId: seed.finishedRunId }], next: null });
     expect(json<RunsView>(await cli('runs', '--job', 'other', '--json')).runs).toEqual([]);
 
     const text = await cli('runs');
     expect(text.out).toContain(seed.activeRunId);
     expect(text.out).toContain(seed.finishedRunId);
+    expect(text.out).not.toContain('older runs');
+    // A page that is not the last says how to read the next.
+    const first = await cli('runs', '--job', seed.job, '--limit', '1');
+    expect(first.out).toContain(`older runs: baton runs --job ${seed.job} --after ${one.next}\n`);
+  });
+
+  it('runs --after that is not a next: exit 2, one line naming it', async () => {
+    const result = await cli('runs', '--after', 'audit/never');
+    expect(result.code).toBe(2);
+    expect(expectOneErrorLine(result)).toBe(
+      'baton: --after: not the next of a page of runs (pass the next value a page returned)',
+    );
   });
 
   it('show --json returns the counters of an open run, and the output and failures of a finished one', async () => {

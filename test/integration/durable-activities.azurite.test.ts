@@ -6,7 +6,8 @@ import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import { defineJob } from '../../src/jobs/define-job';
 import { requestRun } from '../../src/hub/requests';
-import { listRuns, readRunDetails } from '../../src/hub/status';
+import { readRunDetails } from '../../src/hub/status';
+import { listRuns } from '../../src/hub/run-index';
 import { isTerminal, newRunRecord, runKeys, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
 import { createSyntheticJob, expectedSynthetic, hangOrderName, type SyntheticJobSpec } from '../../functions/synthetic-job';
 import {
@@ -69,7 +70,7 @@ describe('durable activities on Azurite', () => {
       chunkItems: 48,
       planChunks: 3,
     });
-    expect((await listRuns(docs)).map((r) => r.runId)).toEqual([run.runId]);
+    expect((await listRuns(docs)).runs.map((r) => r.runId)).toEqual([run.runId]);
     const plan: string[] = [];
     for await (const key of docs.list(`${runKeys.prefix(run.runId)}plan/`)) plan.push(key);
     expect(plan).toEqual([0, 1, 2].map((i) => runKeys.planChunk(run.runId, details!.record.planEpoch!, i)));

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { indexRun } from '../../src/hub/run-index';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
@@ -137,6 +138,7 @@ export async function seedHub(
     outputKey: runKeys.output(finishedRunId),
     manifestKey: runKeys.manifest(finishedRunId),
   };
+  await indexRun(docs, epoch, finished);
   await records.create(runKeys.record(finishedRunId), epoch, finished);
   const output: RunOutput = {
     runId: finishedRunId,
@@ -169,6 +171,7 @@ export async function seedHub(
     counters: { planned: 10, dispatched: 10, succeeded: 6, failed: 1, duplicates: 0, rejected: 0 },
     failureParts: await appendFailures(docs, { runId: activeRunId, epoch, roots: [], failures: activeFailures }),
   };
+  await indexRun(docs, epoch, active);
   await records.create(runKeys.record(activeRunId), epoch, active);
 
   const state: JobState = {

@@ -1,4 +1,11 @@
-import type { DocumentCallOptions, DocumentStore, StoredDocument, WriteCondition } from '../../src/fencing/document-store';
+import type {
+  DocumentCallOptions,
+  DocumentStore,
+  KeyPage,
+  ListPageOptions,
+  StoredDocument,
+  WriteCondition,
+} from '../../src/fencing/document-store';
 
 /** Passes every call to another store; tests extend it to hide or break one kind of document. */
 export class ForwardingDocumentStore implements DocumentStore {
@@ -14,5 +21,8 @@ export class ForwardingDocumentStore implements DocumentStore {
   }
   list(prefix: string, options?: DocumentCallOptions): AsyncIterable<string> {
     return this.inner.list(prefix, options);
+  }
+  listPage(prefix: string, options: ListPageOptions): Promise<KeyPage> {
+    return this.inner.listPage(prefix, options);
   }
 }

@@ -1,4 +1,5 @@
 import { HubQueues } from '../../src/engine/queue-shards';
+import { indexRun } from '../../src/hub/run-index';
 import { InvocationContext } from '@azure/functions';
 import { setMaxListeners } from 'node:events';
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
@@ -174,6 +175,7 @@ export class MalformedHub {
       seen: seen.toBase64(),
     };
     if (state === 'cancelled') record = { ...transition(record, 'cancelled', at, 'cancelled on request'), cancelRequested: true };
+    await indexRun(this.ports.docs, 1, record);
     await this.records.create(runKeys.record(runId), 1, record);
     this.seeded.set(runId, record);
   }

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { runIndexEntries } from '../../src/hub/run-index';
 import type { AuditEntry } from '../../chaos/audit-trail';
 import { faultExpectations, HUNG_HOOK_EFFECT, type FaultTarget } from '../../chaos/fault-effects';
 import {
@@ -99,6 +100,7 @@ describe('the invariant checker', () => {
       leftovers: [],
       expectations: new Map([['sum', { ...expectations.get('sum')!, state: 'succeeded' as const }]]),
       audit: runs.flatMap(auditOf),
+      indexEntries: new Set(runs.flatMap((r) => runIndexEntries(r.record))),
       faultsStoppedAt: T0,
     });
     expect(result.violations).toEqual([]);
@@ -133,6 +135,11 @@ describe('the invariant checker', () => {
 
   const broken = goodRun(0);
   it.each<[string, Partial<CheckInput>, InvariantRule]>([
+    [
+      "a run missing from its job's index",
+      { runs: [goodRun(0)], indexEntries: new Set([runIndexEntries(goodRun(0).record)[0]!]) },
+      'run-indexed',
+    ],
     [
       'a wrong output',
       { runs: [{ ...broken, output: { ...broken.output!, output: { count: 8, sum: 1, squares: 0 } } }] },
