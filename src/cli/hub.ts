@@ -155,7 +155,9 @@ export class DeadlineDocumentStore implements DocumentStore {
   }
 
   listPage(prefix: string, options: ListPageOptions): Promise<KeyPage> {
-    return withDeadline(this.timeoutMs, options.abortSignal, (abortSignal) => this.inner.listPage(prefix, { ...options, abortSignal }));
+    return withDeadline(this.timeoutMs, options.abortSignal, (abortSignal) =>
+      this.inner.listPage(prefix, { ...options, abortSignal }),
+    );
   }
 
   async *list(prefix: string, options?: DocumentCallOptions): AsyncIterable<string> {

@@ -1,7 +1,14 @@
 import type { ContainerClient } from '@azure/storage-blob';
 import { ConcurrentUpdateError, type StaleEpochError } from '../errors';
 import { storageErrorOf } from '../storage/rest-error';
-import type { DocumentCallOptions, DocumentStore, KeyPage, ListPageOptions, StoredDocument, WriteCondition } from './document-store';
+import type {
+  DocumentCallOptions,
+  DocumentStore,
+  KeyPage,
+  ListPageOptions,
+  StoredDocument,
+  WriteCondition,
+} from './document-store';
 
 /** A `DocumentStore` on block blobs in one container; the blob ETag is the version tag. */
 export class BlobDocumentStore implements DocumentStore {
@@ -63,7 +70,10 @@ export class BlobDocumentStore implements DocumentStore {
     try {
       const { value } = await pages.next();
       if (!value) return { keys: [], continuation: undefined };
-      return { keys: value.segment.blobItems.map((blob: { name: string }) => blob.name), continuation: value.continuationToken || undefined };
+      return {
+        keys: value.segment.blobItems.map((blob: { name: string }) => blob.name),
+        continuation: value.continuationToken || undefined,
+      };
     } catch (err) {
       if (storageErrorOf(err)?.status === 404) return { keys: [], continuation: undefined };
       throw err;

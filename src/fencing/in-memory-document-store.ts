@@ -1,5 +1,12 @@
 import { ConcurrentUpdateError, type StaleEpochError } from '../errors';
-import type { DocumentCallOptions, DocumentStore, KeyPage, ListPageOptions, StoredDocument, WriteCondition } from './document-store';
+import type {
+  DocumentCallOptions,
+  DocumentStore,
+  KeyPage,
+  ListPageOptions,
+  StoredDocument,
+  WriteCondition,
+} from './document-store';
 
 /** A `DocumentStore` in a `Map`, for fast tests; it passes the same contract as the blob one. */
 export class InMemoryDocumentStore implements DocumentStore {
