@@ -92,8 +92,11 @@ export class BatonClient {
     if (details?.manifest) yield* readFailures(this.docs, details.manifest, options);
   }
 
-  /** Asks the leader for a run of `job` now; resolves with the id the run will have. */
-  trigger(job: string, options: ClientCallOptions = {}): Promise<string> {
+  /**
+   * Asks the leader for a run of `job` now; resolves with the id the run will have. With `key`,
+   * every trigger of the job with the same key names the same run, and the leader starts it once.
+   */
+  trigger(job: string, options: ClientCallOptions & { key?: string } = {}): Promise<string> {
     return requestRun(this.docs, job, { ...options, clock: this.clock });
   }
 

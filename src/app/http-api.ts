@@ -4,7 +4,7 @@ import type { DocumentStore } from '../fencing/document-store';
 import { firstFailures } from '../hub/failures-manifest';
 import type { FailureEntry } from '../hub/fold';
 import { FAILURES_LISTED, runView, showView, statusView, type RunsView } from '../hub/read-model';
-import { requestCancel, requestRun, type RequestClock } from '../hub/requests';
+import { keyedRunSegment, requestCancel, requestRun, type RequestClock } from '../hub/requests';
 import { isTerminal } from '../hub/run-record';
 import { listJobNames, readHubStatus, readRunDetails, readRunFailures } from '../hub/status';
 import { listRuns, type RunsPage } from '../hub/run-index';
@@ -95,6 +95,9 @@ function jobOf(request: HttpRequest, route: string): string {
 }
 
 /** One segment of a run id after its job: an occurrence's time or `manual-<id>`, never a path. */
+/** The header a client may send its trigger's idempotency key in (as payment APIs take it). */
+const IDEMPOTENCY_HEADER = 'Idempotency-Key';
+
 const RUN_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9:._-]{0,199}$/;
 
 /** A run id is `<job>/<occurrence or manual-id>`; the route carries it as two segments, checked as such. */
@@ -105,6 +108,24 @@ function runIdOf(request: HttpRequest): string {
     throw new BadRequest(`${JSON.stringify(`${job}/${run}`)} is not a run id (<job>/<occurrence or manual-id>)`);
   }
   return `${job}/${run}`;
+}
+
+/** The idempotency key of a trigger: `?key=` or the `Idempotency-Key` header; both must agree. */
+function keyOf(request: HttpRequest): string | undefined {
+  const query = request.query.get('key') ?? undefined;
+  const header = request.headers.get(IDEMPOTENCY_HEADER) ?? undefined;
+  if (query !== undefined && header !== undefined && query !== header) {
+    throw new BadRequest(`the key in the query and the ${IDEMPOTENCY_HEADER} header differ: give one`);
+  }
+  const key = query ?? header;
+  if (key === undefined) return undefined;
+  try {
+    keyedRunSegment(key);
+  } catch (err) {
+    if (err instanceof InvalidConfigError) throw new BadRequest(err.message);
+    throw err;
+  }
+  return key;
 }
 
 async function readJsonBody(request: HttpRequest): Promise<unknown> {
@@ -222,7 +243,8 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
     if (known.length > 0 && !known.includes(job)) {
       throw new NotFound(`hub ${deps.hub} has no job ${job} (known: ${known.join(', ')})`);
     }
-    const runId = await requestRun(docs, job, { clock: deps.clock });
+    const key = keyOf(request);
+    const runId = await requestRun(docs, job, { clock: deps.clock, ...(key === undefined ? {} : { key }) });
     return json(202, { hub: deps.hub, job, runId, requested: true, jobChecked: known.length > 0 });
   });
 

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { pendingRequests, requestCancel, requestRun } from '../hub/requests';
+import { keyedRunSegment, pendingRequests, requestCancel, requestRun } from '../hub/requests';
 import { listJobNames, readHubStatus, readRunDetails, readRunFailures, type RunDetails } from '../hub/status';
 import { listRuns, MAX_RUNS_PAGE } from '../hub/run-index';
 import { isTerminal, type RunRecord } from '../hub/run-record';
@@ -246,12 +246,25 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .description('ask the leader to start a manual run of a job now; prints the run id it will have')
     .argument('<job>', 'the job name')
     .option('--force', 'request it even if no leader has recorded the job yet')
+    .option('--key <key>', 'an idempotency key: every trigger of the job with the same key names the same run, started once')
     .option('--json', 'print one JSON document')
     .addHelpText(
       'after',
-      examples('baton trigger nightly-totals', 'baton trigger new-job --force          # before any leader has recorded the job'),
+      examples(
+        'baton trigger nightly-totals',
+        'baton trigger nightly-totals --key 2026-11-27   # retried, it names the same run and starts nothing new',
+        'baton trigger new-job --force          # before any leader has recorded the job',
+      ),
     )
-    .action(async (job: string, options: { force?: boolean; json?: boolean }, command: Command) => {
+    .action(async (job: string, options: { force?: boolean; key?: string; json?: boolean }, command: Command) => {
+      if (options.key !== undefined) {
+        try {
+          keyedRunSegment(options.key);
+        } catch (err) {
+          if (err instanceof InvalidConfigError) throw new CliError(`--${err.message}`, EXIT.usage);
+          throw err;
+        }
+      }
       await withHub(ctx, command, async (hub) => {
         let checked = false;
         if (!options.force) {
@@ -264,7 +277,10 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
           }
           checked = known.length > 0;
         }
-        const runId = await requestRun(hub.docs, job, { clock: hub.clock });
+        const runId = await requestRun(hub.docs, job, {
+          clock: hub.clock,
+          ...(options.key === undefined ? {} : { key: options.key }),
+        });
         const unchecked = checked
           ? ''
           : `job ${job} was not checked (${options.force ? '--force' : `no leader has recorded the jobs of hub ${hub.hub} yet`}): ` +

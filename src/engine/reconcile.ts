@@ -82,7 +82,11 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
   return starting.map((s) => s.runId);
 }
 
-/** A manual run: its own id, started whatever the overlap policy says. */
+/**
+ * A manual run: its own id, started whatever the overlap policy says. A run with that id that
+ * exists already (a keyed request asked again, or the same request applied twice) is left as it
+ * is: nothing is started or counted again.
+ */
 export async function startManualRun(
   ctx: EngineContext,
   term: TermContext,
@@ -91,6 +95,7 @@ export async function startManualRun(
   requestId: string,
 ): Promise<string> {
   const runId = manualRunId(job.name, requestId || randomUUID());
+  if (await book.get(runId)) return runId;
   const now = ctx.clock.date();
   book.jobStates.delete(job.name);
   await jobStates(ctx).update(

@@ -1,5 +1,6 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { InvalidConfigError } from '../errors';
 import type { DocumentStore } from '../fencing/document-store';
 
 const PREFIX = 'requests/';
@@ -36,9 +37,32 @@ export interface RequestOptions {
 /** Never written: read only for the Date of its answer (a 404). */
 const TIME_PROBE_KEY = 'requests/.time';
 
+/** The longest idempotency key, in characters. */
+export const MAX_RUN_KEY_LENGTH = 200;
+
+/**
+ * The manual id a key names: the same key always names the same run of a job, whoever asks and
+ * however often. Hashed, so that any text can be a key and none shows in storage names.
+ */
+export function keyedRunSegment(key: string): string {
+  if (key.length === 0 || key.length > MAX_RUN_KEY_LENGTH || /[\u0000-\u001f\u007f]/.test(key)) {
+    throw new InvalidConfigError('key', `key: must be 1 to ${MAX_RUN_KEY_LENGTH} characters with no control characters`);
+  }
+  return `k-${createHash('sha256').update(key).digest('base64url').slice(0, 32)}`;
+}
+
+export interface RunRequestOptions extends RequestOptions {
+  /**
+   * An idempotency key: every request with the same key for the same job names the same run,
+   * and the leader starts it at most once (a retried trigger starts nothing new). Without one,
+   * each request is a new run.
+   */
+  key?: string;
+}
+
 /** Asks the leader to start a manual run of `job`; returns the run id it will have. */
-export async function requestRun(docs: DocumentStore, job: string, options: RequestOptions = {}): Promise<string> {
-  const id = randomUUID();
+export async function requestRun(docs: DocumentStore, job: string, options: RunRequestOptions = {}): Promise<string> {
+  const id = options.key === undefined ? randomUUID() : keyedRunSegment(options.key);
   await write(docs, { kind: 'run', job, id }, options);
   return `${job}/manual-${id}`;
 }

@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { resolveConnection } from '../../src/cli/connection';
 import type { RunsView, ShowView, StatusView } from '../../src/hub/read-model';
-import { pendingRequests, type EngineRequest } from '../../src/hub/requests';
+import { pendingRequests, requestRun, type EngineRequest } from '../../src/hub/requests';
 import type { DocumentStore } from '../../src/fencing/document-store';
 import { CLI_CALL_TIMEOUT_MS } from '../../src/cli/hub';
 import { useAzurite } from '../support/azurite';
@@ -246,6 +246,18 @@ describe('baton trigger and cancel', () => {
     const text = await cli('trigger', seed.job);
     expect(text.code).toBe(0);
     expect(text.out).toMatch(new RegExp(`requested run ${seed.job}/manual-[0-9a-f-]{36}`));
+  });
+
+  it('trigger --key names the same run each time, as BatonClient and the API do; a bad key is a usage error', async () => {
+    const first = json<{ runId: string }>(await cli('trigger', seed.job, '--key', 'close-2026-11', '--json'));
+    const again = json<{ runId: string }>(await cli('trigger', seed.job, '--key', 'close-2026-11', '--json'));
+    expect(first.runId).toMatch(new RegExp(`^${seed.job}/manual-k-[A-Za-z0-9_-]{32}$`));
+    expect(again.runId).toBe(first.runId);
+    expect(await requestRun(seed.docs, seed.job, { key: 'close-2026-11' })).toBe(first.runId);
+
+    const bad = await cli('trigger', seed.job, '--key', '');
+    expect(bad.code).toBe(2);
+    expect(expectOneErrorLine(bad)).toBe('baton: --key: must be 1 to 200 characters with no control characters');
   });
 
   it('trigger refuses a job the hub does not know, unless forced', async () => {

@@ -24,11 +24,15 @@ beforeAll(async () => {
 interface Call {
   params?: Record<string, string>;
   query?: Record<string, string>;
+  headers?: Record<string, string>;
   body?: string;
 }
 
 /** Calls a route's handler as the Functions host would, with a real HttpRequest. */
-async function call(name: string, { params = {}, query = {}, body }: Call = {}): Promise<HttpResponseInit & { json: any }> {
+async function call(
+  name: string,
+  { params = {}, query = {}, headers = {}, body }: Call = {},
+): Promise<HttpResponseInit & { json: any }> {
   const registration = api.get(name);
   if (!registration) throw new Error(`no route ${name}`);
   const search = new URLSearchParams(query).toString();
@@ -37,6 +41,7 @@ async function call(name: string, { params = {}, query = {}, body }: Call = {}):
     url: `http://localhost/api/${registration.route}${search ? `?${search}` : ''}`,
     params,
     query,
+    headers,
     ...(body !== undefined ? { body: { string: body } } : {}),
   });
   const response = await registration.handler(request, new InvocationContext({ functionName: registration.name }));
@@ -168,6 +173,31 @@ describe('the HTTP API', () => {
     expect(response.json).toMatchObject({ hub: seed.hub, job: seed.job, requested: true, jobChecked: true });
     expect(response.json.runId).toMatch(/^audit\/manual-[0-9a-f-]{36}$/);
     expect((await requests()).some((r) => r.kind === 'run' && response.json.runId.endsWith(r.id))).toBe(true);
+  });
+
+  it('trigger with a key: ?key= and the Idempotency-Key header name the same run every time; a bad key is a 400', async () => {
+    const params = { job: seed.job };
+    const byQuery = await call('trigger', { params, query: { key: 'invoice-batch-42' } });
+    const byHeader = await call('trigger', { params, headers: { 'Idempotency-Key': 'invoice-batch-42' } });
+    const again = await call('trigger', {
+      params,
+      query: { key: 'invoice-batch-42' },
+      headers: { 'Idempotency-Key': 'invoice-batch-42' },
+    });
+    expect([byQuery.status, byHeader.status, again.status]).toEqual([202, 202, 202]);
+    expect(byQuery.json.runId).toMatch(/^audit\/manual-k-[A-Za-z0-9_-]{32}$/);
+    expect(byHeader.json.runId).toBe(byQuery.json.runId);
+    expect(again.json.runId).toBe(byQuery.json.runId);
+    expect((await call('trigger', { params, query: { key: 'invoice-batch-43' } })).json.runId).not.toBe(byQuery.json.runId);
+
+    const before = (await requests()).length;
+    expectError(
+      await call('trigger', { params, query: { key: 'a' }, headers: { 'Idempotency-Key': 'b' } }),
+      400,
+      /^the key in the query and the Idempotency-Key header differ: give one$/,
+    );
+    expectError(await call('trigger', { params, query: { key: 'x'.repeat(201) } }), 400, /^key: must be 1 to 200 characters/);
+    expect(await requests()).toHaveLength(before);
   });
 
   it('cancel: requests the cancel of an open run with its reason; an ended run is a 409; a bad body a 400', async () => {
