@@ -1,19 +1,17 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { HttpRequest, InvocationContext } from '@azure/functions';
-import { httpApiRegistrations } from '../../src/app/http-api';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { indexRun } from '../../src/hub/run-index';
 import { hubResources } from '../../src/hub/resources';
 import { manualRunId, newRunRecord, runKeys, transition, type RunRecord } from '../../src/hub/run-record';
-import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
 import { startAzurite, type RunningAzurite } from '../../src/local/azurite';
 import { createBlobServiceClient } from '../../src/storage/client-factory';
 import { parseStorageSettings } from '../../src/storage/connection';
 import { StorageRequestCounter } from '../../src/storage/request-counter';
 import { FaultProxy } from '../../chaos/fault-proxy';
+import { runsRoute } from '../../test/support/runs-route';
 import { median, report, type BenchOptions, type BenchResult } from '../lib/report';
 
 /**
@@ -82,23 +80,10 @@ async function measure(azurite: RunningAzurite, runs: number, trials: number): P
   await seed(docs, runs);
   const seedMs = performance.now() - seeded;
 
-  const route = httpApiRegistrations({
-    hub,
-    endpoint: azurite.blobEndpoint,
-    container: hubResources(hub).container,
-    docs,
-    lease: new InMemoryLeaseStore(),
-    clock: { date: () => new Date(), synced: true },
-    log: { warn: () => undefined },
-    appliesRequests: true,
-  }).find((r) => r.name === 'baton-api-runs');
-  if (!route || route.kind !== 'http') throw new Error('history: no runs route');
+  const route = runsRoute(docs, hub);
   const get = async (query: Record<string, string>, expected = PAGE) => {
-    const response = await route.handler(
-      new HttpRequest({ method: 'GET', url: `http://localhost/api/baton/runs?${new URLSearchParams(query)}`, query }),
-      new InvocationContext({ functionName: route.name }),
-    );
-    const body = response.jsonBody as { runs: unknown[]; next: string | null };
+    const response = await route(query);
+    const body = response.body as { runs: unknown[]; next: string | null };
     if (response.status !== 200 || body.runs.length !== expected)
       throw new Error(`history: GET runs answered ${response.status} with ${body.runs?.length} runs`);
     return body;

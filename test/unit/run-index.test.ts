@@ -3,16 +3,13 @@
  * whatever the history, and the listing stays right as runs are created, end, are deleted, and
  * when two leaders race to create the same run.
  */
-import { HttpRequest, InvocationContext } from '@azure/functions';
 import { describe, expect, it } from 'vitest';
-import { httpApiRegistrations } from '../../src/app/http-api';
-import type { HttpRegistration } from '../../src/app/registration-types';
 import type { DocumentCallOptions, KeyPage, ListPageOptions, StoredDocument } from '../../src/fencing/document-store';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
 import { listRuns, parseRunIndexEntry, runIndexEntries, runIndexKeys } from '../../src/hub/run-index';
 import { manualRunId, newRunRecord, runKeys, scheduledRunId, transition, type RunRecord } from '../../src/hub/run-record';
-import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
 import { ForwardingDocumentStore } from '../support/forwarding-document-store';
+import { runsRoute } from '../support/runs-route';
 import { sumJob } from '../support/sample-jobs';
 import { unitEngine, type UnitEngine } from '../support/unit-engine';
 
@@ -59,29 +56,10 @@ async function hubOf(count: number): Promise<{ engine: UnitEngine; ids: string[]
   return { engine, ids };
 }
 
-function runsRoute(docs: CountingStore): HttpRegistration & { kind: 'http' } {
-  const route = httpApiRegistrations({
-    hub: 'test',
-    endpoint: 'http://127.0.0.1/acct',
-    container: 'baton-test',
-    docs,
-    lease: new InMemoryLeaseStore(),
-    clock: { date: () => new Date(), synced: true },
-    log: { warn: () => undefined },
-    appliesRequests: true,
-  }).find((r) => r.name === 'baton-api-runs');
-  if (!route || route.kind !== 'http') throw new Error('no runs route');
-  return route;
-}
-
-async function getRuns(route: HttpRegistration & { kind: 'http' }, query: Record<string, string>) {
-  const search = new URLSearchParams(query).toString();
-  const response = await route.handler(
-    new HttpRequest({ method: 'GET', url: `http://localhost/api/baton/runs?${search}`, query }),
-    new InvocationContext({ functionName: route.name }),
-  );
-  expect(response.status, JSON.stringify(response.jsonBody)).toBe(200);
-  return response.jsonBody as { runs: Array<{ runId: string; state: string }>; next: string | null };
+async function getRuns(get: ReturnType<typeof runsRoute>, query: Record<string, string>) {
+  const { status, body } = await get(query);
+  expect(status, JSON.stringify(body)).toBe(200);
+  return body as { runs: Array<{ runId: string; state: string }>; next: string | null };
 }
 
 describe('a page of runs costs a page', () => {
