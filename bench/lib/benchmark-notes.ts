@@ -230,7 +230,7 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'the page at 10,000 within 1.2 × the page at 100, in latency and in requests.',
     limits:
       '**Requests:** one listing of the run index and one read per run on the page, at any size (a page is 21 ' +
-      "requests). **Latency:** Azurite answers a prefix listing by scanning every blob in the container (its Loki " +
+      'requests). **Latency:** Azurite answers a prefix listing by scanning every blob in the container (its Loki ' +
       'store has no index on names), and the 10,000-run hub holds three blobs per run, so part of what grows here is ' +
       "Azurite's, not Baton's; Azure lists by name from an index. The CLI's time is mostly a Node process starting.",
   },
