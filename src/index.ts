@@ -27,6 +27,7 @@ export { BatonClient } from './app/baton-client';
 export type { BatonClientOptions, ClientCallOptions } from './app/baton-client';
 export type { HubStatus, RunDetails } from './hub/status';
 export type { RunsPage } from './hub/run-index';
+export type { IfActive } from './hub/requests';
 export type { RunOutput, FailuresManifest } from './hub/run-output';
 export type { FailureEntry } from './hub/fold';
 export type { RunRecord, RunState } from './hub/run-record';

@@ -3,7 +3,7 @@ import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type { LeaseStore } from '../lease/lease-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import { hubResources } from '../hub/resources';
-import { requestCancel, requestRun } from '../hub/requests';
+import { requestCancel, requestRun, type IfActive } from '../hub/requests';
 import { readHubStatus, readRunDetails, type HubStatus, type RunDetails } from '../hub/status';
 import { listRuns, type RunsPage } from '../hub/run-index';
 import { readFailures } from '../hub/failures-manifest';
@@ -95,8 +95,10 @@ export class BatonClient {
   /**
    * Asks the leader for a run of `job` now; resolves with the id the run will have. With `key`,
    * every trigger of the job with the same key names the same run, and the leader starts it once.
+   * `ifActive` says what happens while a run of the job is open: `start` another (the default),
+   * `skip` (resolve with the open run's id and ask for nothing), or `wait` until it has ended.
    */
-  trigger(job: string, options: ClientCallOptions & { key?: string } = {}): Promise<string> {
+  trigger(job: string, options: ClientCallOptions & { key?: string; ifActive?: IfActive } = {}): Promise<string> {
     return requestRun(this.docs, job, { ...options, clock: this.clock });
   }
 

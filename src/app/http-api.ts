@@ -4,7 +4,7 @@ import type { DocumentStore } from '../fencing/document-store';
 import { firstFailures } from '../hub/failures-manifest';
 import type { FailureEntry } from '../hub/fold';
 import { FAILURES_LISTED, runView, showView, statusView, type RunsView } from '../hub/read-model';
-import { keyedRunSegment, requestCancel, requestRun, type RequestClock } from '../hub/requests';
+import { IF_ACTIVE, keyedRunSegment, openRunOf, requestCancel, requestRun, type RequestClock } from '../hub/requests';
 import { isTerminal } from '../hub/run-record';
 import { listJobNames, readHubStatus, readRunDetails, readRunFailures } from '../hub/status';
 import { listRuns, type RunsPage } from '../hub/run-index';
@@ -53,6 +53,11 @@ const runsQuery = z.object({
   limit: pageSize(DEFAULT_RUNS),
   /** The `next` of the previous page, from the same `job`: only runs created before that page's. */
   after: z.string().min(1, 'must not be empty').optional(),
+});
+
+const triggerQuery = z.object({
+  /** While a run of the job is open: start another (default), skip (answer with it), or wait. */
+  ifActive: z.enum(IF_ACTIVE, { error: `must be one of ${IF_ACTIVE.join(', ')}` }).optional(),
 });
 
 const failuresQuery = z.object({
@@ -244,7 +249,14 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
       throw new NotFound(`hub ${deps.hub} has no job ${job} (known: ${known.join(', ')})`);
     }
     const key = keyOf(request);
-    const runId = await requestRun(docs, job, { clock: deps.clock, ...(key === undefined ? {} : { key }) });
+    const { ifActive } = parse(triggerQuery, { ifActive: request.query.get('ifActive') ?? undefined }, 'query');
+    const open = ifActive === 'skip' ? await openRunOf(docs, job) : undefined;
+    if (open) return json(200, { hub: deps.hub, job, runId: open, requested: false, skipped: true });
+    const runId = await requestRun(docs, job, {
+      clock: deps.clock,
+      ifActive: ifActive === 'wait' ? 'wait' : 'start',
+      ...(key === undefined ? {} : { key }),
+    });
     return json(202, { hub: deps.hub, job, runId, requested: true, jobChecked: known.length > 0 });
   });
 

@@ -1,5 +1,13 @@
-import { InvalidArgumentError, type Command } from 'commander';
-import { keyedRunSegment, pendingRequests, requestCancel, requestRun } from '../hub/requests';
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import {
+  IF_ACTIVE,
+  keyedRunSegment,
+  openRunOf,
+  pendingRequests,
+  requestCancel,
+  requestRun,
+  type IfActive,
+} from '../hub/requests';
 import { listJobNames, readHubStatus, readRunDetails, readRunFailures, type RunDetails } from '../hub/status';
 import { listRuns, MAX_RUNS_PAGE } from '../hub/run-index';
 import { isTerminal, type RunRecord } from '../hub/run-record';
@@ -247,6 +255,14 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .argument('<job>', 'the job name')
     .option('--force', 'request it even if no leader has recorded the job yet')
     .option('--key <key>', 'an idempotency key: every trigger of the job with the same key names the same run, started once')
+    .addOption(
+      new Option(
+        '--if-active <what>',
+        'while a run of the job is open: start another, skip (print the open run), or wait for it to end',
+      )
+        .choices([...IF_ACTIVE])
+        .default('start'),
+    )
     .option('--json', 'print one JSON document')
     .addHelpText(
       'after',
@@ -256,42 +272,54 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
         'baton trigger new-job --force          # before any leader has recorded the job',
       ),
     )
-    .action(async (job: string, options: { force?: boolean; key?: string; json?: boolean }, command: Command) => {
-      if (options.key !== undefined) {
-        try {
-          keyedRunSegment(options.key);
-        } catch (err) {
-          if (err instanceof InvalidConfigError) throw new CliError(`--${err.message}`, EXIT.usage);
-          throw err;
-        }
-      }
-      await withHub(ctx, command, async (hub) => {
-        let checked = false;
-        if (!options.force) {
-          const known = await listJobNames(hub.docs);
-          // A hub no leader has ticked on yet has no job records; then the request just waits.
-          if (known.length > 0 && !known.includes(job)) {
-            throw new CliError(
-              `hub ${hub.hub} has no job ${job} (known: ${known.join(', ')}); pass --force to request it anyway`,
-            );
+    .action(
+      async (job: string, options: { force?: boolean; key?: string; ifActive: IfActive; json?: boolean }, command: Command) => {
+        if (options.key !== undefined) {
+          try {
+            keyedRunSegment(options.key);
+          } catch (err) {
+            if (err instanceof InvalidConfigError) throw new CliError(`--${err.message}`, EXIT.usage);
+            throw err;
           }
-          checked = known.length > 0;
         }
-        const runId = await requestRun(hub.docs, job, {
-          clock: hub.clock,
-          ...(options.key === undefined ? {} : { key: options.key }),
+        await withHub(ctx, command, async (hub) => {
+          let checked = false;
+          if (!options.force) {
+            const known = await listJobNames(hub.docs);
+            // A hub no leader has ticked on yet has no job records; then the request just waits.
+            if (known.length > 0 && !known.includes(job)) {
+              throw new CliError(
+                `hub ${hub.hub} has no job ${job} (known: ${known.join(', ')}); pass --force to request it anyway`,
+              );
+            }
+            checked = known.length > 0;
+          }
+          const open = options.ifActive === 'skip' ? await openRunOf(hub.docs, job) : undefined;
+          if (open) {
+            io.out(
+              options.json
+                ? toJson({ hub: hub.hub, job, runId: open, requested: false, skipped: true })
+                : `skipped: run ${open} of job ${job} is open, and nothing was requested; follow it with: baton show ${open}\n`,
+            );
+            return;
+          }
+          const runId = await requestRun(hub.docs, job, {
+            clock: hub.clock,
+            ifActive: options.ifActive === 'wait' ? 'wait' : 'start',
+            ...(options.key === undefined ? {} : { key: options.key }),
+          });
+          const unchecked = checked
+            ? ''
+            : `job ${job} was not checked (${options.force ? '--force' : `no leader has recorded the jobs of hub ${hub.hub} yet`}): ` +
+              `a leader that does not run it leaves the request for one that does, for an hour, then drops it (logging "dropped a run request for job ${job}"), and baton show then says so\n`;
+          io.out(
+            options.json
+              ? toJson({ hub: hub.hub, job, runId, requested: true, jobChecked: checked })
+              : `requested run ${runId}\nthe leader starts it ${options.ifActive === 'wait' ? "once the job's open runs have ended" : 'on its next tick'}; follow it with: baton show ${runId}\n${unchecked}`,
+          );
         });
-        const unchecked = checked
-          ? ''
-          : `job ${job} was not checked (${options.force ? '--force' : `no leader has recorded the jobs of hub ${hub.hub} yet`}): ` +
-            `a leader that does not run it leaves the request for one that does, for an hour, then drops it (logging "dropped a run request for job ${job}"), and baton show then says so\n`;
-        io.out(
-          options.json
-            ? toJson({ hub: hub.hub, job, runId, requested: true, jobChecked: checked })
-            : `requested run ${runId}\nthe leader starts it on its next tick; follow it with: baton show ${runId}\n${unchecked}`,
-        );
-      });
-    });
+      },
+    );
 
   program
     .command('cancel')

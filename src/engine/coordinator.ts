@@ -1,13 +1,13 @@
 import { setMaxListeners } from 'node:events';
 import { sleep } from '../clock/clock';
 import type { Leadership } from '../lease/leader-elector';
-import { runKeys, transition } from '../hub/run-record';
+import { manualRunId, runKeys, transition } from '../hub/run-record';
 import { DEFAULT_TUNING, type EngineContext, type EngineTuning, type TermContext } from './engine-context';
 import { dispatchSlice } from './dispatcher';
 import { fenceAtTermEpoch, raiseAboveRefusal } from './epoch-raise';
 import { drainPoison, drainResults, type DrainStats } from './drain';
 import { abortRun, completeEnding, failRun, finalizeRun } from './finalizer';
-import { jobStateSchema, type JobState } from '../hub/job-state';
+import { jobStateKey, jobStateSchema, type JobState } from '../hub/job-state';
 import { planRun } from './planner';
 import { adoptOpenRuns, cancelRun, forgetRun, jobStates, reconcileJob, startManualRun } from './reconcile';
 import { pendingRequests } from '../hub/requests';
@@ -351,6 +351,7 @@ export class Coordinator {
       if (!request) ctx.log.warn(`ignored malformed request ${key}`);
       else if (request.kind === 'run') {
         const job = ctx.jobs.get(request.job);
+        if (job && request.ifActive === 'wait' && (await this.waitsForOpenRun(term, key, job.name, request.id))) continue;
         if (job) ctx.log.info(`manual run ${await startManualRun(ctx, term, book, job, request.id)} requested`);
         else if (this.leaveForAnother(key, madeAt, `a run request for job ${request.job}, which this leader does not run`))
           continue;
@@ -375,6 +376,27 @@ export class Coordinator {
       applied = true;
     }
     return applied;
+  }
+
+  /**
+   * Whether a run request that waits for the job's open runs must wait on: the job state says
+   * which runs are open, and the leader ends them, so the request is applied on the first turn
+   * after the last one ends. Its own run (already started, if a keyed request came twice) does
+   * not count.
+   */
+  private async waitsForOpenRun(term: TermContext, key: string, job: string, requestId: string): Promise<boolean> {
+    const state = await jobStates(this.ctx).read(jobStateKey(job), { abortSignal: term.signal });
+    const own = manualRunId(job, requestId);
+    const open = (state?.value.active ?? []).filter((runId) => runId !== own);
+    if (open.length === 0) {
+      this.leftRequests.delete(key);
+      return false;
+    }
+    if (!this.leftRequests.has(key)) {
+      this.leftRequests.add(key);
+      this.ctx.log.info(`left a run request for job ${job} until ${open.join(', ')} ends`);
+    }
+    return true;
   }
 
   /**

@@ -2,6 +2,9 @@ import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { InvalidConfigError } from '../errors';
 import type { DocumentStore } from '../fencing/document-store';
+import { FencedDocuments } from '../fencing/fenced-documents';
+import { jobStateKey, jobStateSchema, type JobState } from './job-state';
+import { isTerminal, runKeys, runRecordSchema, type RunRecord } from './run-record';
 
 const PREFIX = 'requests/';
 
@@ -11,7 +14,13 @@ const PREFIX = 'requests/';
  * waits for the next leader instead of racing it.
  */
 export const requestSchema = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('run'), job: z.string(), id: z.string() }),
+  z.object({
+    kind: z.literal('run'),
+    job: z.string(),
+    id: z.string(),
+    /** `wait`: the leader applies it only once no other run of the job is open. */
+    ifActive: z.enum(['start', 'wait']).optional(),
+  }),
   z.object({ kind: z.literal('cancel'), runId: z.string(), reason: z.string() }),
 ]);
 export type EngineRequest = z.infer<typeof requestSchema>;
@@ -51,6 +60,14 @@ export function keyedRunSegment(key: string): string {
   return `k-${createHash('sha256').update(key).digest('base64url').slice(0, 32)}`;
 }
 
+/**
+ * What a trigger does while a run of its job is open: `start` another anyway (the default, and
+ * what a manual run always did), `skip` it and answer with the open run's id (decided when asked;
+ * see `openRunOf`), or `wait` for the open runs to end and start then (decided by the leader).
+ */
+export const IF_ACTIVE = ['start', 'skip', 'wait'] as const;
+export type IfActive = (typeof IF_ACTIVE)[number];
+
 export interface RunRequestOptions extends RequestOptions {
   /**
    * An idempotency key: every request with the same key for the same job names the same run,
@@ -58,13 +75,40 @@ export interface RunRequestOptions extends RequestOptions {
    * each request is a new run.
    */
   key?: string;
+  /** While a run of the job is open: see `IfActive`. Default `start`. */
+  ifActive?: IfActive;
 }
 
-/** Asks the leader to start a manual run of `job`; returns the run id it will have. */
+/**
+ * Asks the leader to start a manual run of `job`; returns the run id it will have, or with
+ * `ifActive: 'skip'` and a run of the job open, that run's id (and asks for nothing).
+ */
 export async function requestRun(docs: DocumentStore, job: string, options: RunRequestOptions = {}): Promise<string> {
   const id = options.key === undefined ? randomUUID() : keyedRunSegment(options.key);
-  await write(docs, { kind: 'run', job, id }, options);
+  if (options.ifActive === 'skip') {
+    const open = await openRunOf(docs, job, options);
+    if (open) return open;
+  }
+  await write(docs, { kind: 'run', job, id, ...(options.ifActive === 'wait' ? { ifActive: 'wait' as const } : {}) }, options);
   return `${job}/manual-${id}`;
+}
+
+/** The newest open run of `job` by its leader's job state (its record read to be sure), if any. */
+export async function openRunOf(
+  docs: DocumentStore,
+  job: string,
+  options: { abortSignal?: AbortSignal } = {},
+): Promise<string | undefined> {
+  const state = await new FencedDocuments<JobState>(docs, { parse: (v) => jobStateSchema.parse(v) }).read(
+    jobStateKey(job),
+    options,
+  );
+  const records = new FencedDocuments<RunRecord>(docs, { parse: (v) => runRecordSchema.parse(v) });
+  for (const runId of [...(state?.value.active ?? [])].reverse()) {
+    const run = await records.read(runKeys.record(runId), options);
+    if (run && !isTerminal(run.value.state)) return runId;
+  }
+  return undefined;
 }
 
 /** Asks the leader to cancel a run; its workers then drop the run's messages. */

@@ -248,6 +248,31 @@ describe('baton trigger and cancel', () => {
     expect(text.out).toMatch(new RegExp(`requested run ${seed.job}/manual-[0-9a-f-]{36}`));
   });
 
+  it('trigger --if-active skip prints the open run and asks for nothing; wait asks the leader to wait; a bad value is a usage error', async () => {
+    const before = await requests(seed.docs);
+    const skipped = json<{ runId: string; requested: boolean }>(await cli('trigger', seed.job, '--if-active', 'skip', '--json'));
+    expect(skipped).toMatchObject({ runId: seed.activeRunId, requested: false, skipped: true });
+    expect(await requests(seed.docs)).toEqual(before);
+    const text = await cli('trigger', seed.job, '--if-active', 'skip');
+    expect(text.out).toBe(
+      `skipped: run ${seed.activeRunId} of job ${seed.job} is open, and nothing was requested; follow it with: baton show ${seed.activeRunId}\n`,
+    );
+
+    const waiting = json<{ runId: string }>(await cli('trigger', seed.job, '--if-active', 'wait', '--json'));
+    expect(await requests(seed.docs)).toContainEqual({
+      kind: 'run',
+      job: seed.job,
+      id: waiting.runId.split('/manual-')[1],
+      ifActive: 'wait',
+    });
+
+    const bad = await cli('trigger', seed.job, '--if-active', 'later');
+    expect(bad.code).toBe(2);
+    expect(expectOneErrorLine(bad)).toMatch(
+      /^baton: option '--if-active <what>' argument 'later' is invalid\. Allowed choices are start, skip, wait\.?$/,
+    );
+  });
+
   it('trigger --key names the same run each time, as BatonClient and the API do; a bad key is a usage error', async () => {
     const first = json<{ runId: string }>(await cli('trigger', seed.job, '--key', 'close-2026-11', '--json'));
     const again = json<{ runId: string }>(await cli('trigger', seed.job, '--key', 'close-2026-11', '--json'));

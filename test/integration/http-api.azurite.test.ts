@@ -175,6 +175,29 @@ describe('the HTTP API', () => {
     expect((await requests()).some((r) => r.kind === 'run' && response.json.runId.endsWith(r.id))).toBe(true);
   });
 
+  it('trigger while a run is open: skip answers with it and asks for nothing; wait asks the leader to wait; a bad value is a 400', async () => {
+    const params = { job: seed.job };
+    const before = (await requests()).length;
+    const skipped = await call('trigger', { params, query: { ifActive: 'skip' } });
+    expect(skipped.status).toBe(200);
+    expect(skipped.json).toEqual({ hub: seed.hub, job: seed.job, runId: seed.activeRunId, requested: false, skipped: true });
+    expect(await requests()).toHaveLength(before);
+    expectError(
+      await call('trigger', { params, query: { ifActive: 'later' } }),
+      400,
+      /^query ifActive: must be one of start, skip, wait$/,
+    );
+
+    const waiting = await call('trigger', { params, query: { ifActive: 'wait' } });
+    expect(waiting.status).toBe(202);
+    expect(await requests()).toContainEqual({
+      kind: 'run',
+      job: seed.job,
+      id: waiting.json.runId.split('/manual-')[1],
+      ifActive: 'wait',
+    });
+  });
+
   it('trigger with a key: ?key= and the Idempotency-Key header name the same run every time; a bad key is a 400', async () => {
     const params = { job: seed.job };
     const byQuery = await call('trigger', { params, query: { key: 'invoice-batch-42' } });

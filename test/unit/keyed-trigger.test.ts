@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { jobStateKey } from '../../src/hub/job-state';
 import { listRuns } from '../../src/hub/run-index';
 import { keyedRunSegment, MAX_RUN_KEY_LENGTH, pendingRequests, requestRun } from '../../src/hub/requests';
+import { defineJob } from '../../src/jobs/define-job';
 import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';
 import { expectedSum, sumJob } from '../support/sample-jobs';
@@ -81,5 +82,64 @@ describe('a trigger with a key', () => {
     ['a control character', 'a\nb'],
   ])('refuses a key that is %s, naming the key', (_name, key) => {
     expect(() => keyedRunSegment(key)).toThrow(/^key: must be 1 to 200 characters with no control characters$/);
+  });
+});
+
+/** A job whose items wait for `release()`, so its run stays open as long as the test needs. */
+function gatedJob() {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const base = sumJob({ items: 2, overlap: 'allow' });
+  const job = defineJob({
+    ...base,
+    name: 'gated',
+    async process(item) {
+      await gate;
+      return { v: 2 * item.i };
+    },
+  });
+  return { job, release };
+}
+
+describe('a trigger while a run of its job is open', () => {
+  it('wait: the leader starts it once every open run of the job has ended; start: at once, beside them', async () => {
+    const ports = memoryPorts();
+    const { job, release } = gatedJob();
+    const engine = buildEngine(ports, [job]);
+    const stop = engine.startWorkers(1);
+    const first = await requestRun(ports.docs, 'gated');
+    await engine.leadUntil('leader', async () => (await engine.readRun(first))?.state === 'running', 20_000);
+
+    const waiting = await requestRun(ports.docs, 'gated', { ifActive: 'wait' });
+    const started = await requestRun(ports.docs, 'gated', { ifActive: 'start' });
+    await engine.leadUntil('leader', async () => (await engine.readRun(started))?.state === 'running', 20_000);
+    expect(await engine.readRun(waiting)).toBeUndefined();
+    expect(await requestsLeft(ports)).toBe(1);
+
+    release();
+    await engine.leadUntil('leader', async () => (await engine.readRun(waiting))?.state === 'succeeded', 20_000);
+    await stop();
+    const ends = await Promise.all([first, started].map(async (id) => Date.parse((await engine.readRun(id))!.endedAt!)));
+    expect(Date.parse((await engine.readRun(waiting))!.createdAt)).toBeGreaterThanOrEqual(Math.max(...ends));
+    expect(await requestsLeft(ports)).toBe(0);
+  });
+
+  it('skip: answers with the open run and asks for nothing; with none open, asks as usual', async () => {
+    const ports = memoryPorts();
+    const { job, release } = gatedJob();
+    const engine = buildEngine(ports, [job]);
+    const stop = engine.startWorkers(1);
+    const first = await requestRun(ports.docs, 'gated');
+    await engine.leadUntil('leader', async () => (await engine.readRun(first))?.state === 'running', 20_000);
+
+    expect(await requestRun(ports.docs, 'gated', { ifActive: 'skip', key: 'k' })).toBe(first);
+    expect(await requestsLeft(ports)).toBe(0);
+
+    release();
+    await engine.leadUntil('leader', async () => (await engine.readRun(first))?.state === 'succeeded', 20_000);
+    await stop();
+    const next = await requestRun(ports.docs, 'gated', { ifActive: 'skip' });
+    expect(next).not.toBe(first);
+    expect(await requestsLeft(ports)).toBe(1);
   });
 });
