@@ -447,7 +447,7 @@ describe('renderBenchmarksMarkdown', () => {
     expect(renderBenchmarksMarkdown([...results].reverse(), NOTES)).toBe(md);
   });
 
-  it('has notes for the eight benchmarks', () => {
+  it('has notes for the nine benchmarks', () => {
     expect(Object.keys(BENCHMARK_NOTES)).toEqual([
       'crash-failover',
       'graceful-handover',
@@ -457,6 +457,7 @@ describe('renderBenchmarksMarkdown', () => {
       'leader-memory',
       'scale',
       'dispatch',
+      'history',
     ]);
     for (const note of Object.values(BENCHMARK_NOTES)) {
       expect(note.measures.length).toBeGreaterThan(40);
