@@ -15,6 +15,8 @@ export type FaultTarget =
   /** `started`: the job's state counted the run as started, so it must exist; otherwise only if it does. */
   | { kind: 'hung-hook'; hook: HungHook; run: string; item?: number; started: boolean }
   | { kind: 'lease-delete'; target: LeaseDeleteTarget; holder: string; at: number }
+  /** `runs`: every run id the requests with `key` were answered with (one, if keys hold). */
+  | { kind: 'keyed-trigger'; key: string; clients: number; requests: number; runs: string[] }
   /** `startedAt`: the new version's first instance up; `takeoverAt`: one of them led (null: none did). */
   | { kind: 'rolling-deploy'; version: string; from: string; startedAt: number; takeoverAt: number | null }
   /** The window in which every instance ran with its timers off. */

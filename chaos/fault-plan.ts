@@ -10,6 +10,7 @@ export const FAULT_KINDS = [
   'worker-death',
   'hung-hook',
   'lease-delete',
+  'keyed-trigger',
   'rolling-deploy',
   'frozen-timer',
 ] as const;
@@ -69,6 +70,11 @@ export type FaultStep =
   | { kind: 'hung-hook'; atMs: number; hook: HungHook }
   /** An outside client deletes the lease blob, or the container holding it, under a leader. */
   | { kind: 'lease-delete'; atMs: number; target: LeaseDeleteTarget }
+  /**
+   * `clients` separate clients at once, then each once more (a retry after a timeout), trigger
+   * the same job with the same idempotency key: every answer must name one run, started once.
+   */
+  | { kind: 'keyed-trigger'; atMs: number; clients: number }
   /** Every instance replaced, one at a time, by one of the next app version (start new, SIGTERM old). */
   | { kind: 'rolling-deploy'; atMs: number }
   /** Every instance replaced by one whose timers are off; after `windowMs`, replaced back. */
@@ -105,6 +111,7 @@ function meanBusyMs(kind: FaultKind, leaseSeconds: number): number {
       return 9000;
     case 'lease-break':
     case 'lease-delete':
+    case 'keyed-trigger':
       return 0;
     case 'unreadable-record':
       return 25_000;
@@ -197,6 +204,8 @@ function makeStep(
       return { kind, atMs, hook: choose.hook() };
     case 'lease-delete':
       return { kind, atMs, target: choose.leaseTarget() };
+    case 'keyed-trigger':
+      return { kind, atMs, clients: rng.int(4, 12) };
     case 'rolling-deploy':
       return { kind, atMs };
     case 'frozen-timer':
@@ -225,6 +234,7 @@ export function stepDurationMs(step: FaultStep): number {
     case 'hung-hook':
     case 'lease-break':
     case 'lease-delete':
+    case 'keyed-trigger':
     case 'rolling-deploy':
       return 0;
   }

@@ -64,6 +64,8 @@ export const INVARIANTS = {
   'expected-state': 'every run of a test job ends the way its design says (succeeded), and each job has runs',
   'audit-complete': 'the audit trail holds every write of every run record, so the order checks saw them all',
   readable: 'every run record, output and manifest can be read',
+  'one-run-per-key':
+    'every trigger with one idempotency key, from however many clients at once, named the same run, and that run exists',
   'run-indexed': "every run is in the hub's run index and its job's, at its creation time, so a page of runs lists it",
   'fault-effect': 'a run a fault targeted ends the way that fault is documented to end it, and no other run shows its effect',
   'epoch-monotonic':
@@ -105,6 +107,8 @@ export interface CheckInput {
   /** When the check runs (ms since the epoch); a run still open before its bound is noted, not a violation. Default now. */
   now?: number;
   unreadable?: ReadonlyArray<{ key: string; reason: string }>;
+  /** Triggers made with one key each (the soak's `keyed-trigger` faults), and the run ids they were answered with. */
+  keyedTriggers?: ReadonlyArray<{ key: string; runs: readonly string[] }>;
   /** Every key under the run index; without it, `run-indexed` is not checked. */
   indexEntries?: ReadonlySet<string>;
   /** Messages on the queues the snapshot could not see. */
@@ -141,6 +145,14 @@ export async function checkInvariants(input: CheckInput): Promise<CheckResult> {
     violations.push(...(await checkRun(run, input)));
   }
   for (const { key, reason } of input.unreadable ?? []) violations.push({ rule: 'readable', subject: key, evidence: reason });
+  const runIds = new Set(input.runs.map((r) => r.record.runId));
+  for (const { key, runs } of input.keyedTriggers ?? []) {
+    if (runs.length !== 1)
+      violations.push({ rule: 'one-run-per-key', subject: key, evidence: `its triggers named ${runs.join(', ')}` });
+    for (const runId of runs.filter((id) => !runIds.has(id))) {
+      violations.push({ rule: 'one-run-per-key', subject: key, evidence: `its run ${runId} was never created` });
+    }
+  }
   for (const [job, expected] of input.expectations) {
     if (expected.state && !input.runs.some((r) => r.record.job === job)) {
       violations.push({ rule: 'expected-state', subject: job, evidence: 'no run of this job was found' });

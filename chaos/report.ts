@@ -57,6 +57,11 @@ function describeTarget(target: FaultTarget, report: SoakReport): string {
       );
     case 'lease-delete':
       return `lease-delete: the lease ${target.target} deleted under ${target.holder}`;
+    case 'keyed-trigger':
+      return (
+        `keyed-trigger: ${target.requests} triggers with key ${target.key} from ${target.clients} clients named ` +
+        `${target.runs.length === 1 ? `one run; ${ended(target.runs[0] as string)}` : `${target.runs.length} runs: ${target.runs.join(', ')}`}`
+      );
     case 'rolling-deploy':
       return (
         `rolling-deploy: ${target.from} → ${target.version}; ` +

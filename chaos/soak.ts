@@ -5,6 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { hubResources } from '../src/hub/resources';
 import { jobStateKey, jobStateSchema, type JobState } from '../src/hub/job-state';
 import { readHubStatus } from '../src/hub/status';
+import { requestRun } from '../src/hub/requests';
 import { BlobDocumentStore } from '../src/fencing/blob-document-store';
 import { BlobLeaseStore } from '../src/lease/blob-lease-store';
 import { startAzurite, type RunningAzurite } from '../src/local/azurite';
@@ -256,6 +257,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
 
   const faults = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0])) as Record<FaultKind, number>;
   const targets: FaultTarget[] = [];
+  let keyedTriggers = 0;
   /** When faults that can cut any delivery short were on: kill -9, pause, storage restart. */
   const disturbed: Array<{ from: number; to: number }> = [];
   const disturbing = new Set<FaultKind>(['kill', 'pause', 'storage-restart']);
@@ -447,6 +449,21 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         targets.push({ kind: 'lease-delete', target: step.target, holder, at });
         return true;
       }
+      case 'keyed-trigger': {
+        // Each client its own connection, as separate callers would be; then each retries once.
+        const key = `soak-${options.seed}-${++keyedTriggers}`;
+        const clients = Array.from({ length: step.clients }, () => new BlobDocumentStore(direct().getContainerClient(container)));
+        const job = HUNG_JOB.name;
+        const answered = await Promise.all(clients.map((client) => requestRun(client, job, { key })));
+        await sleep(1000);
+        answered.push(...(await Promise.all(clients.map((client) => requestRun(client, job, { key })))));
+        const runs = [...new Set(answered)];
+        instances.log(
+          `fault: ${answered.length} triggers of ${job} with key ${key} from ${step.clients} clients named ${runs.join(', ')}`,
+        );
+        targets.push({ kind: 'keyed-trigger', key, clients: step.clients, requests: answered.length, runs });
+        return true;
+      }
       case 'rolling-deploy': {
         const from = instances.version;
         const to = `${Number(from.split('.')[0]) + 1}.0.0`;
@@ -608,6 +625,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       ),
       terms: instances.terms,
       leaseDeletions: targets.flatMap((t) => (t.kind === 'lease-delete' ? [t.at] : [])),
+      keyedTriggers: targets.flatMap((t) => (t.kind === 'keyed-trigger' ? [{ key: t.key, runs: t.runs }] : [])),
       deploys: targets.flatMap((t) =>
         t.kind === 'rolling-deploy' ? [{ version: t.version, startedAt: t.startedAt, takeoverAt: t.takeoverAt }] : [],
       ),

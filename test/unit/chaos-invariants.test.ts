@@ -136,6 +136,16 @@ describe('the invariant checker', () => {
   const broken = goodRun(0);
   it.each<[string, Partial<CheckInput>, InvariantRule]>([
     [
+      'two runs named by one idempotency key',
+      { runs: [goodRun(0)], keyedTriggers: [{ key: 'k', runs: [goodRun(0).record.runId, 'sum/manual-other'] }] },
+      'one-run-per-key',
+    ],
+    [
+      'a keyed trigger whose run was never created',
+      { runs: [goodRun(0)], keyedTriggers: [{ key: 'k', runs: ['sum/manual-k-never'] }] },
+      'one-run-per-key',
+    ],
+    [
       "a run missing from its job's index",
       { runs: [goodRun(0)], indexEntries: new Set([runIndexEntries(goodRun(0).record)[0]!]) },
       'run-indexed',
