@@ -646,7 +646,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       targets,
       targetRuns: Object.fromEntries(
         snapshot.runs
-          .filter((r) => targets.some((t) => 'run' in t && t.run === r.record.runId))
+          .filter((r) =>
+            targets.some((t) => ('run' in t && t.run === r.record.runId) || ('runs' in t && t.runs.includes(r.record.runId))),
+          )
           .map(({ record }) => [
             record.runId,
             { state: record.state, endReason: record.endReason, finalizeError: record.finalizeError },

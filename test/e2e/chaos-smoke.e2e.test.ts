@@ -76,6 +76,13 @@ describe('the chaos smoke', () => {
       const hung = report.targets.flatMap((t) => (t.kind === 'hung-hook' && t.started ? [t.run] : []));
       expect(hung.length).toBeGreaterThanOrEqual(1);
       for (const run of hung) expect(report.targetRuns[run], run).toBeDefined();
+      // Every burst of triggers with one key named one run, which ran as its job's runs must.
+      const keyed = report.targets.flatMap((t) => (t.kind === 'keyed-trigger' ? [t] : []));
+      expect(keyed.length).toBeGreaterThanOrEqual(1);
+      for (const { key, runs } of keyed) {
+        expect(runs, key).toHaveLength(1);
+        expect(report.targetRuns[runs[0]!]?.state, key).toBe('succeeded');
+      }
     },
   );
 });
