@@ -85,30 +85,29 @@ describe('a trigger with a key', () => {
   });
 });
 
-/** A job whose items wait for `release()`, so its run stays open as long as the test needs. */
-function gatedJob() {
+/** An engine with one run of a job whose items wait for `release()`, open and running. */
+async function openGatedRun() {
   let release!: () => void;
   const gate = new Promise<void>((resolve) => (release = resolve));
-  const base = sumJob({ items: 2, overlap: 'allow' });
   const job = defineJob({
-    ...base,
+    ...sumJob({ items: 2, overlap: 'allow' }),
     name: 'gated',
     async process(item) {
       await gate;
       return { v: 2 * item.i };
     },
   });
-  return { job, release };
+  const ports = memoryPorts();
+  const engine = buildEngine(ports, [job]);
+  const stop = engine.startWorkers(1);
+  const first = await requestRun(ports.docs, 'gated');
+  await engine.leadUntil('leader', async () => (await engine.readRun(first))?.state === 'running', 20_000);
+  return { ports, engine, stop, first, release };
 }
 
 describe('a trigger while a run of its job is open', () => {
   it('wait: the leader starts it once every open run of the job has ended; start: at once, beside them', async () => {
-    const ports = memoryPorts();
-    const { job, release } = gatedJob();
-    const engine = buildEngine(ports, [job]);
-    const stop = engine.startWorkers(1);
-    const first = await requestRun(ports.docs, 'gated');
-    await engine.leadUntil('leader', async () => (await engine.readRun(first))?.state === 'running', 20_000);
+    const { ports, engine, stop, first, release } = await openGatedRun();
 
     const waiting = await requestRun(ports.docs, 'gated', { ifActive: 'wait' });
     const started = await requestRun(ports.docs, 'gated', { ifActive: 'start' });
@@ -125,12 +124,7 @@ describe('a trigger while a run of its job is open', () => {
   });
 
   it('skip: answers with the open run and asks for nothing; with none open, asks as usual', async () => {
-    const ports = memoryPorts();
-    const { job, release } = gatedJob();
-    const engine = buildEngine(ports, [job]);
-    const stop = engine.startWorkers(1);
-    const first = await requestRun(ports.docs, 'gated');
-    await engine.leadUntil('leader', async () => (await engine.readRun(first))?.state === 'running', 20_000);
+    const { ports, engine, stop, first, release } = await openGatedRun();
 
     expect(await requestRun(ports.docs, 'gated', { ifActive: 'skip', key: 'k' })).toBe(first);
     expect(await requestsLeft(ports)).toBe(0);
