@@ -12,6 +12,7 @@ import { createBlobServiceClient } from '../../src/storage/client-factory';
 import { parseStorageSettings } from '../../src/storage/connection';
 import { StorageRequestCounter } from '../../src/storage/request-counter';
 import { FaultProxy } from '../../chaos/fault-proxy';
+import { azuriteStyleConnection } from '../../test/support/cli-harness';
 import { runsRoute } from '../../test/support/runs-route';
 import { median, report, type BenchOptions, type BenchResult } from '../lib/report';
 
@@ -138,8 +139,7 @@ async function measure(azurite: RunningAzurite, h: Hub, trials: number): Promise
   const blobPort = Number(new URL(azurite.blobEndpoint).port);
   const proxy = await FaultProxy.start({ upstreamHost: '127.0.0.1', upstreamPort: blobPort, seed: 1 });
   const key = /AccountKey=([^;]+)/.exec(azurite.connectionString)?.[1] ?? '';
-  const endpoint = `http://127.0.0.1:${proxy.port}/devstoreaccount1`;
-  const connection = `DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=${key};BlobEndpoint=${endpoint};QueueEndpoint=${endpoint};`;
+  const connection = azuriteStyleConnection(proxy.port, key);
   const cliMs: number[] = [];
   let cliRequests = 0;
   try {

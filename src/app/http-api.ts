@@ -4,7 +4,7 @@ import type { DocumentStore } from '../fencing/document-store';
 import { firstFailures } from '../hub/failures-manifest';
 import type { FailureEntry } from '../hub/fold';
 import { FAILURES_LISTED, runView, showView, statusView, type RunsView } from '../hub/read-model';
-import { IF_ACTIVE, keyedRunSegment, openRunOf, requestCancel, requestRun, type RequestClock } from '../hub/requests';
+import { IF_ACTIVE, keyedRunSegment, requestCancel, triggerRun, type RequestClock } from '../hub/requests';
 import { isTerminal } from '../hub/run-record';
 import { listJobNames, readHubStatus, readRunDetails, readRunFailures } from '../hub/status';
 import { listRuns, type RunsPage } from '../hub/run-index';
@@ -250,13 +250,12 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
     }
     const key = keyOf(request);
     const { ifActive } = parse(triggerQuery, { ifActive: request.query.get('ifActive') ?? undefined }, 'query');
-    const open = ifActive === 'skip' ? await openRunOf(docs, job) : undefined;
-    if (open) return json(200, { hub: deps.hub, job, runId: open, requested: false, skipped: true });
-    const runId = await requestRun(docs, job, {
+    const { runId, requested } = await triggerRun(docs, job, {
       clock: deps.clock,
-      ifActive: ifActive === 'wait' ? 'wait' : 'start',
+      ...(ifActive === undefined ? {} : { ifActive }),
       ...(key === undefined ? {} : { key }),
     });
+    if (!requested) return json(200, { hub: deps.hub, job, runId, requested: false, skipped: true });
     return json(202, { hub: deps.hub, job, runId, requested: true, jobChecked: known.length > 0 });
   });
 

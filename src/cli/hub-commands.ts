@@ -1,13 +1,5 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import {
-  IF_ACTIVE,
-  keyedRunSegment,
-  openRunOf,
-  pendingRequests,
-  requestCancel,
-  requestRun,
-  type IfActive,
-} from '../hub/requests';
+import { IF_ACTIVE, keyedRunSegment, pendingRequests, requestCancel, triggerRun, type IfActive } from '../hub/requests';
 import { listJobNames, readHubStatus, readRunDetails, readRunFailures, type RunDetails } from '../hub/status';
 import { listRuns, MAX_RUNS_PAGE } from '../hub/run-index';
 import { isTerminal, type RunRecord } from '../hub/run-record';
@@ -294,20 +286,19 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
             }
             checked = known.length > 0;
           }
-          const open = options.ifActive === 'skip' ? await openRunOf(hub.docs, job) : undefined;
-          if (open) {
+          const { runId, requested } = await triggerRun(hub.docs, job, {
+            clock: hub.clock,
+            ifActive: options.ifActive,
+            ...(options.key === undefined ? {} : { key: options.key }),
+          });
+          if (!requested) {
             io.out(
               options.json
-                ? toJson({ hub: hub.hub, job, runId: open, requested: false, skipped: true })
-                : `skipped: run ${open} of job ${job} is open, and nothing was requested; follow it with: baton show ${open}\n`,
+                ? toJson({ hub: hub.hub, job, runId, requested: false, skipped: true })
+                : `skipped: run ${runId} of job ${job} is open, and nothing was requested; follow it with: baton show ${runId}\n`,
             );
             return;
           }
-          const runId = await requestRun(hub.docs, job, {
-            clock: hub.clock,
-            ifActive: options.ifActive === 'wait' ? 'wait' : 'start',
-            ...(options.key === undefined ? {} : { key: options.key }),
-          });
           const unchecked = checked
             ? ''
             : `job ${job} was not checked (${options.force ? '--force' : `no leader has recorded the jobs of hub ${hub.hub} yet`}): ` +

@@ -351,7 +351,7 @@ export class Coordinator {
       if (!request) ctx.log.warn(`ignored malformed request ${key}`);
       else if (request.kind === 'run') {
         const job = ctx.jobs.get(request.job);
-        if (job && request.ifActive === 'wait' && (await this.waitsForOpenRun(term, key, job.name, request.id))) continue;
+        if (job && request.ifActive === 'wait' && (await this.waitsForOpenRun(term, book, key, job.name, request.id))) continue;
         if (job) ctx.log.info(`manual run ${await startManualRun(ctx, term, book, job, request.id)} requested`);
         else if (this.leaveForAnother(key, madeAt, `a run request for job ${request.job}, which this leader does not run`))
           continue;
@@ -380,14 +380,16 @@ export class Coordinator {
 
   /**
    * Whether a run request that waits for the job's open runs must wait on: the job state says
-   * which runs are open, and the leader ends them, so the request is applied on the first turn
+   * which runs are open (the leader drops a run from it when it ends the run), and the leader ends them, so the request is applied on the first turn
    * after the last one ends. Its own run (already started, if a keyed request came twice) does
    * not count.
    */
-  private async waitsForOpenRun(term: TermContext, key: string, job: string, requestId: string): Promise<boolean> {
-    const state = await jobStates(this.ctx).read(jobStateKey(job), { abortSignal: term.signal });
+  private async waitsForOpenRun(term: TermContext, book: RunBook, key: string, job: string, requestId: string): Promise<boolean> {
+    // The job state as this term last read or wrote it (each turn's reconcile has), else storage's.
+    const state =
+      book.jobStates.get(job) ?? (await jobStates(this.ctx).read(jobStateKey(job), { abortSignal: term.signal }))?.value;
     const own = manualRunId(job, requestId);
-    const open = (state?.value.active ?? []).filter((runId) => runId !== own);
+    const open = (state?.active ?? []).filter((runId) => runId !== own);
     if (open.length === 0) {
       this.leftRequests.delete(key);
       return false;

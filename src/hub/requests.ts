@@ -84,17 +84,26 @@ export interface RunRequestOptions extends RequestOptions {
  * `ifActive: 'skip'` and a run of the job open, that run's id (and asks for nothing).
  */
 export async function requestRun(docs: DocumentStore, job: string, options: RunRequestOptions = {}): Promise<string> {
+  return (await triggerRun(docs, job, options)).runId;
+}
+
+/** `requestRun`, saying whether it asked: `requested` is false when `ifActive: 'skip'` found a run open. */
+export async function triggerRun(
+  docs: DocumentStore,
+  job: string,
+  options: RunRequestOptions = {},
+): Promise<{ runId: string; requested: boolean }> {
   const id = options.key === undefined ? randomUUID() : keyedRunSegment(options.key);
   if (options.ifActive === 'skip') {
     const open = await openRunOf(docs, job, options);
-    if (open) return open;
+    if (open) return { runId: open, requested: false };
   }
   await write(docs, { kind: 'run', job, id, ...(options.ifActive === 'wait' ? { ifActive: 'wait' as const } : {}) }, options);
-  return `${job}/manual-${id}`;
+  return { runId: `${job}/manual-${id}`, requested: true };
 }
 
 /** The newest open run of `job` by its leader's job state (its record read to be sure), if any. */
-export async function openRunOf(
+async function openRunOf(
   docs: DocumentStore,
   job: string,
   options: { abortSignal?: AbortSignal } = {},
