@@ -160,6 +160,12 @@ export class DeadlineDocumentStore implements DocumentStore {
     );
   }
 
+  listFolders(prefix: string, options: ListPageOptions): Promise<KeyPage> {
+    return withDeadline(this.timeoutMs, options.abortSignal, (abortSignal) =>
+      this.inner.listFolders(prefix, { ...options, abortSignal }),
+    );
+  }
+
   async *list(prefix: string, options?: DocumentCallOptions): AsyncIterable<string> {
     // One signal for the whole listing, aborted when any one step (a page fetch) overruns.
     const { controller, dispose } = linkedController(options?.abortSignal);

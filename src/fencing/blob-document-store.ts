@@ -80,6 +80,23 @@ export class BlobDocumentStore implements DocumentStore {
     }
   }
 
+  async listFolders(prefix: string, options: ListPageOptions): Promise<KeyPage> {
+    const pages = this.container
+      .listBlobsByHierarchy('/', { prefix, abortSignal: options.abortSignal })
+      .byPage({ maxPageSize: options.pageSize, ...(options.continuation ? { continuationToken: options.continuation } : {}) });
+    try {
+      const { value } = await pages.next();
+      if (!value) return { keys: [], continuation: undefined };
+      return {
+        keys: (value.segment.blobPrefixes ?? []).map((folder: { name: string }) => folder.name),
+        continuation: value.continuationToken || undefined,
+      };
+    } catch (err) {
+      if (storageErrorOf(err)?.status === 404) return { keys: [], continuation: undefined };
+      throw err;
+    }
+  }
+
   async write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions): Promise<{ etag: string }> {
     if (!this.containerReady) {
       await this.container.createIfNotExists({ abortSignal: options?.abortSignal });

@@ -26,6 +26,12 @@ export interface DocumentStore {
    */
   listPage(prefix: string, options: ListPageOptions): Promise<KeyPage>;
   /**
+   * One page of the folders directly under `prefix` (each name is the prefix plus one segment
+   * and a `/`), in lexical order: what a delimiter listing returns, one storage request whatever
+   * the number of keys inside them. Same paging rules as `listPage`.
+   */
+  listFolders(prefix: string, options: ListPageOptions): Promise<KeyPage>;
+  /**
    * Sabotage for the chaos suite's broken run only: `FencedDocuments` on this store skip the
    * epoch check and write without `If-Match`, as an unfenced coordinator would, so the checker
    * can show it notices. Set through `BlobDocumentStore`'s `unsafeUnfenced`; never in an app.

@@ -57,6 +57,19 @@ export class InMemoryDocumentStore implements DocumentStore {
     return { keys: page, continuation: keys.length > page.length ? page.at(-1) : undefined };
   }
 
+  async listFolders(prefix: string, options: ListPageOptions): Promise<KeyPage> {
+    options.abortSignal?.throwIfAborted();
+    const from = options.continuation ?? '';
+    const folders = new Set<string>();
+    for (const key of this.documents.keys()) {
+      const slash = key.startsWith(prefix) ? key.indexOf('/', prefix.length) : -1;
+      if (slash >= 0) folders.add(key.slice(0, slash + 1));
+    }
+    const names = [...folders].filter((f) => f > from).sort();
+    const page = names.slice(0, options.pageSize);
+    return { keys: page, continuation: names.length > page.length ? page.at(-1) : undefined };
+  }
+
   /** Every key, for inspection in tests. */
   keys(): string[] {
     return [...this.documents.keys()];

@@ -81,6 +81,21 @@ export function documentStoreContract(name: string, makeStore: () => Promise<Doc
       await expect(store.listPage('none/', { pageSize: 3 })).resolves.toEqual({ keys: [], continuation: undefined });
     });
 
+    it('lists the folders directly under a prefix, by the page, each once', async () => {
+      const store = await makeStore();
+      const keys = ['fd/03/a.json', 'fd/01/a.json', 'fd/01/b.json', 'fd/02/x/y.json', 'fd/top.json', 'fdx/04/a.json'];
+      for (const key of keys) await store.write(key, '{}', { ifNoneMatch: '*' });
+      const pages: string[][] = [];
+      let continuation: string | undefined;
+      do {
+        const page = await store.listFolders('fd/', { pageSize: 2, ...(continuation ? { continuation } : {}) });
+        pages.push(page.keys);
+        continuation = page.continuation;
+      } while (continuation !== undefined && pages.length < 10);
+      expect(pages.flat()).toEqual(['fd/01/', 'fd/02/', 'fd/03/']);
+      await expect(store.listFolders('none/', { pageSize: 2 })).resolves.toEqual({ keys: [], continuation: undefined });
+    });
+
     it('keeps unicode bodies intact', async () => {
       const store = await makeStore();
       const body = JSON.stringify({ name: 'résumé ✓ 日本' });

@@ -25,4 +25,7 @@ export class ForwardingDocumentStore implements DocumentStore {
   listPage(prefix: string, options: ListPageOptions): Promise<KeyPage> {
     return this.inner.listPage(prefix, options);
   }
+  listFolders(prefix: string, options: ListPageOptions): Promise<KeyPage> {
+    return this.inner.listFolders(prefix, options);
+  }
 }
