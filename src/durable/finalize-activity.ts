@@ -92,7 +92,8 @@ export function createFinalizeActivity(deps: DurableActivityDeps): (input: unkno
       manifestKey: runKeys.manifest(record.runId),
       finalizeError,
     });
-    await deleteOtherPlans(deps.docs, record.runId, record.planEpoch, { abortSignal: signal });
+    // Every chunk orchestration has returned before this activity runs: nothing reads the plan again.
+    await deleteOtherPlans(deps.docs, record.runId, null, { abortSignal: signal });
     deps.log?.('info', `run ${record.runId} ${ended.state}: ${succeeded} succeeded, ${failed} failed of ${planned}`);
     return runResultOf(ended);
   };

@@ -29,7 +29,7 @@ export async function deleteOtherPlans(
   keep: number | null,
   options: { abortSignal?: AbortSignal } = {},
 ): Promise<void> {
-  const prefix = `${runKeys.prefix(runId)}plan/`;
+  const prefix = runKeys.planPrefix(runId);
   const kept = keep === null ? undefined : `${prefix}e${keep}/`;
   for await (const key of docs.list(prefix, options)) {
     if (kept && key.startsWith(kept)) continue;

@@ -138,12 +138,10 @@ async function endRun(
   });
   book.jobStates.delete(record.job);
   await forgetRun(ctx, term, record.job, record.runId);
-  // Claims are only needed while the run is open; chunks of abandoned planning attempts never were.
-  const keep = new Set<string>();
-  if (record.planEpoch !== null) for (let c = 0; c < record.planChunks; c++) keep.add(runKeys.planChunkOf(record, c));
-  for (const prefix of [runKeys.claimsPrefix(record.runId), `${runKeys.prefix(record.runId)}plan/`]) {
+  // The plan and the claims are read only to send an open run's work: an ended run's storage is
+  // its record, output and failures. A term cut short here leaves the rest to retention.
+  for (const prefix of [runKeys.claimsPrefix(record.runId), runKeys.planPrefix(record.runId)]) {
     for await (const key of ctx.docs.list(prefix, { abortSignal: term.signal })) {
-      if (keep.has(key)) continue;
       await ctx.docs.delete(key, { abortSignal: term.signal });
     }
   }

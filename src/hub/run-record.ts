@@ -177,6 +177,7 @@ export const runKeys = {
   /** Chunk `chunk` of the run's plan, under the epoch of the segment that holds it. */
   planChunkOf: (record: Pick<RunRecord, 'runId' | 'planSegments' | 'planEpoch'>, chunk: number) =>
     runKeys.planChunk(record.runId, planChunkEpoch(record, chunk), chunk),
+  planPrefix: (runId: string) => `runs/${runId}/plan/`,
   planChunk: (runId: string, epoch: number, chunk: number) =>
     `runs/${runId}/plan/e${epoch}/${String(chunk).padStart(6, '0')}.ndjson`,
   claim: (runId: string, id: string) => `runs/${runId}/claims/${id}.json`,

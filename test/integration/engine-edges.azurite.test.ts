@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { systemClock, type Clock } from '../../src/clock/clock';
+import type { DocumentStore } from '../../src/fencing/document-store';
 import type { FailuresManifest, RunOutput } from '../../src/hub/run-output';
 import { poisonNoteSchema, resultMessageSchema, workMessageSchema, type PoisonNote } from '../../src/engine/messages';
 import { requestCancel, requestRun } from '../../src/hub/requests';
@@ -8,6 +9,7 @@ import type { LeadSummary } from '../../src/engine/coordinator';
 import { MAX_QUEUE_MESSAGE_BYTES } from '../../src/queue/queue-port';
 import { isTerminal, runKeys } from '../../src/hub/run-record';
 import { useAzurite } from '../support/azurite';
+import { keysUnder } from '../support/retention-runs';
 import { azuritePorts } from '../support/azurite-engine';
 import { buildEngine, type Engine } from '../support/engine-harness';
 import {
@@ -33,10 +35,8 @@ function terminal(engine: Engine, runId: string): () => Promise<boolean> {
   };
 }
 
-async function claimKeys(docs: { list(prefix: string): AsyncIterable<string> }, runId: string): Promise<string[]> {
-  const keys: string[] = [];
-  for await (const key of docs.list(runKeys.claimsPrefix(runId))) keys.push(key);
-  return keys;
+function claimKeys(docs: DocumentStore, runId: string): Promise<string[]> {
+  return keysUnder(docs, runKeys.claimsPrefix(runId));
 }
 
 /** One more leader term after the run ended, to drain whatever came in late. */
@@ -245,6 +245,9 @@ describe('job engine edges on Azurite: claim check', () => {
     expect(record?.counters).toMatchObject({ planned: n, succeeded: n, failed: 0 });
     expect(await engine.readJson<RunOutput>(runKeys.output(runId))).toMatchObject({ state: 'succeeded', output: expectedSum(n) });
     expect(await claimKeys(ports.docs, runId)).toEqual([]);
+    // Nothing sends the run's work again once it has ended: its plan goes with the claims.
+    expect(await keysUnder(ports.docs, runKeys.planPrefix(runId))).toEqual([]);
+    expect(record?.planChunks).toBeGreaterThan(0);
   });
 
   it('results over the queue limit travel behind claim checks, fold exactly, and the claims are deleted at the end', async () => {
