@@ -37,6 +37,14 @@ param leaseSeconds int = 15
 @description('BATON_QUEUE_SHARDS: work and results queues each run is spread over (1-16), with a queue trigger per shard. Past 10 shards the hub name must be at most 47 characters. Azure targets 2,000 messages per second per queue. The durable engine refuses more than 1.')
 param queueShards int = 1
 
+@minValue(1)
+@maxValue(36500)
+@description('BATON_RETENTION_DAYS: days a run (its record, failures, manifest, attachments and index entries) is kept after the day it was created; the idle leader deletes older runs in small slices.')
+param retentionDays int = 30
+
+@description('BATON_OUTPUT_RETENTION_DAYS: days a run\'s output is kept, 1-36500, shorter or longer than BATON_RETENTION_DAYS. Empty: as long as the run.')
+param outputRetentionDays string = ''
+
 // Empty means Baton's own default: Baton reads a blank setting as unset, and this one has no
 // fixed default to write (two thirds of the lease).
 @description('BATON_RENEW_DEADLINE_SECONDS: how long after its last successful renewal a leader keeps trying to renew; whole seconds, less than BATON_LEASE_SECONDS and more than 1.2 x a third of it (7-14 with a 15 s lease). Empty: two thirds of the lease.')
@@ -227,6 +235,8 @@ module app 'modules/function-app.bicep' = {
     leaseSeconds: leaseSeconds
     renewDeadlineSeconds: renewDeadlineSeconds
     queueShards: queueShards
+    retentionDays: retentionDays
+    outputRetentionDays: outputRetentionDays
     leaseContainerName: leaseContainerName
     termSeconds: termSeconds
     maxAttempts: maxAttempts

@@ -39,6 +39,8 @@ param renewDeadlineSeconds string
 @minValue(1)
 @maxValue(16)
 param queueShards int
+param retentionDays int
+param outputRetentionDays string
 
 param leaseContainerName string
 param termSeconds int
@@ -183,6 +185,8 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     BATON_LEASE_SECONDS: string(leaseSeconds)
     BATON_RENEW_DEADLINE_SECONDS: renewDeadlineSeconds
     BATON_QUEUE_SHARDS: string(queueShards)
+    BATON_RETENTION_DAYS: string(retentionDays)
+    BATON_OUTPUT_RETENTION_DAYS: outputRetentionDays
     BATON_LEASE_CONTAINER: leaseContainerName
     BATON_TERM_SECONDS: string(termSeconds)
     BATON_MAX_ATTEMPTS: string(maxAttempts)

@@ -259,6 +259,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     log,
     tuning: { maxAttempts: settings.maxAttempts, maxInFlightMessages: settings.maxInFlightMessages },
     telemetry,
+    retention: settings.retention,
   });
   const runs = new RunStateCache(docs, { clock });
   const workers = queues.active.map((shard): WorkerDeps => ({

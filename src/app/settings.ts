@@ -3,6 +3,7 @@ import { isVersion } from '../lease/leader-rank';
 import { InvalidSettingError } from '../errors.js';
 import { defaultRenewDeadlineMs, defaultRenewIntervalMs, RENEW_JITTER_FACTOR } from '../lease/elector-options.js';
 import { MAX_QUEUE_SHARDS, shardQueueNames } from '../hub/resources.js';
+import { DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS, type RetentionPolicy } from '../hub/retention.js';
 import { Schedule } from '../schedule/schedule.js';
 import { parseSetting, readSetting, type Env } from '../storage/setting.js';
 
@@ -31,6 +32,8 @@ export interface BatonSettings {
   appVersion: string | undefined;
   /** Work and results queues the queue engine spreads a hub's messages over (`BATON_QUEUE_SHARDS`). */
   queueShards: number;
+  /** Days runs (`BATON_RETENTION_DAYS`) and their outputs (`BATON_OUTPUT_RETENTION_DAYS`) are kept. */
+  retention: RetentionPolicy;
 }
 
 // The hub names queues (`<hub>-work-poison`, at most 63 characters) and a container
@@ -156,6 +159,14 @@ function optionalSetting<T>(env: Env, name: string, schema: z.ZodType<T, string>
   return value === undefined ? undefined : parseSetting(schema, name, value);
 }
 
+/** `BATON_RETENTION_DAYS` (default 30) and `BATON_OUTPUT_RETENTION_DAYS` (default the same). */
+function parseRetention(env: Env): RetentionPolicy {
+  const days = wholeNumber(1, MAX_RETENTION_DAYS, 'days');
+  const runDays = parseSetting(days, 'BATON_RETENTION_DAYS', readSetting(env, 'BATON_RETENTION_DAYS') ?? String(DEFAULT_RETENTION_DAYS));
+  const outputDays = parseSetting(days, 'BATON_OUTPUT_RETENTION_DAYS', readSetting(env, 'BATON_OUTPUT_RETENTION_DAYS') ?? String(runDays));
+  return { runDays, outputDays };
+}
+
 export function parseBatonSettings(env: Env = process.env): BatonSettings {
   // Parsed in a fixed order so several bad settings still produce one predictable error.
   const hub = parseSetting(hubSchema, 'BATON_HUB', readSetting(env, 'BATON_HUB') ?? 'baton');
@@ -210,7 +221,7 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
     ),
   };
   if (settings.engine === 'durable') checkTaskHubName(hub);
-  return { ...settings, queueShards: parseQueueShards(env, hub, settings.engine) };
+  return { ...settings, queueShards: parseQueueShards(env, hub, settings.engine), retention: parseRetention(env) };
 }
 
 export type LogLevel = 'info' | 'debug';

@@ -174,15 +174,18 @@ export function renderShow(view: ShowView, now: Date): string {
   ];
   if (r.endReason) pairs.push(['reason', r.endReason]);
   if (r.finalizeError) pairs.push(['finalize', `hook failed: ${r.finalizeError}`]);
-  pairs.push(['output', view.outputPath ?? '-']);
+  const pruned = r.pruned;
+  pairs.push(['output', view.outputPath ?? (pruned?.output ? `deleted by retention ${formatTime(pruned.output, now)}` : '-')]);
   const f = view.failures;
   pairs.push([
     'failures',
     f
       ? `${f.failedCount} failed, ${f.missingCount} without an outcome`
-      : isTerminal(r.state)
-        ? 'no manifest'
-        : '- (listed when the run ends)',
+      : pruned?.details
+        ? `${c.failed} failed; the list was deleted by retention ${formatTime(pruned.details, now)}`
+        : isTerminal(r.state)
+          ? 'no manifest'
+          : '- (listed when the run ends)',
   ]);
   const lines = fields(pairs);
   if (f && f.failed.length > 0) {

@@ -12,6 +12,7 @@ import { planRun } from './planner';
 import { adoptOpenRuns, cancelRun, forgetRun, jobStates, reconcileJob, startManualRun } from './reconcile';
 import { pendingRequests } from '../hub/requests';
 import { scheduleOf } from '../hub/occurrence-ledger';
+import { RETENTION_PAUSE_MS, retentionSlice } from '../hub/retention';
 import { retryLater } from './retry-later';
 import { RunBook, type ActiveRun } from './run-book';
 import { moveStrandedWork } from './stranded-work';
@@ -57,6 +58,8 @@ const IDLE_DRAIN_EVERY_MS = 30_000;
  * (a rolling deploy brings one within minutes) before it is dropped.
  */
 export const REQUEST_WAIT_MS = 60 * 60_000;
+/** No retention slice starts this close to an occurrence: a slice may take a second or so. */
+const RETENTION_CLEARANCE_MS = 3000;
 /** A run whose step fails this many times in a row ends failed instead of stalling every turn. */
 const MAX_STEP_FAILURES = 5;
 
@@ -75,6 +78,8 @@ export class Coordinator {
   private deleting: Promise<void> = Promise.resolve();
   /** Requests left for a leader that runs their job, each logged once. */
   private readonly leftRequests = new Set<string>();
+  /** When (monotonic) an idle turn next runs a retention slice; kept across this process's terms. */
+  private nextRetentionAt = Number.NEGATIVE_INFINITY;
 
   constructor(ctx: Omit<EngineContext, 'tuning'> & { tuning?: Partial<EngineTuning> }) {
     this.ctx = { ...ctx, tuning: { ...DEFAULT_TUNING, ...ctx.tuning } };
@@ -224,7 +229,12 @@ export class Coordinator {
         if ('err' in settled) throw settled.err;
         await settle(settled.runId, settled.ok);
       }
-      const idle = book.open.size === 0 && !busy;
+      let idle = book.open.size === 0 && !busy;
+      if (idle && (await this.retentionTurn(term, summary, nextDueAt))) {
+        // More old runs to delete: come back soon rather than backing off.
+        idle = false;
+        busy = true;
+      }
       if (idle && options.returnWhenIdle) return summary;
       if (ctx.clock.now() >= endAt) return summary;
       if (busy) idlePoll = ctx.tuning.idlePollMs;
@@ -237,6 +247,30 @@ export class Coordinator {
         if (idle) idlePoll = Math.min(MAX_IDLE_POLL_MS, idlePoll * 2);
       }
     }
+  }
+
+  /**
+   * One retention slice, when one is due and no occurrence is close; true when it found more to
+   * delete right away. Only an idle leader runs it, so deleting history never delays a run.
+   */
+  private async retentionTurn(term: TermContext, summary: LeadSummary, nextDueAt: number): Promise<boolean> {
+    const { ctx } = this;
+    const policy = ctx.retention;
+    if (!policy || ctx.clock.now() < this.nextRetentionAt || term.leadership.yieldSignal.aborted) return false;
+    if (nextDueAt - ctx.clock.date().getTime() < RETENTION_CLEARANCE_MS) return false;
+    this.nextRetentionAt = ctx.clock.now() + RETENTION_PAUSE_MS;
+    let more = false;
+    await this.guard(term, summary, 'retention', async () => {
+      const slice = await retentionSlice(ctx.docs, { epoch: term.epoch, now: ctx.clock.date(), policy, abortSignal: term.signal });
+      if (slice.deleted.length + slice.pruned.length + slice.strayEntries > 0) {
+        ctx.log.info(
+          `retention: deleted ${slice.deleted.length} run(s), pruned ${slice.pruned.length}, removed ${slice.strayEntries} stray index entr${slice.strayEntries === 1 ? 'y' : 'ies'}${slice.more ? '; more to do' : ''}`,
+        );
+      }
+      more = slice.more;
+    });
+    if (more) this.nextRetentionAt = Number.NEGATIVE_INFINITY;
+    return more;
   }
 
   /** The earliest next occurrence after `now` of the registered jobs' schedules, in wall-time ms. */

@@ -1,5 +1,6 @@
 import type { Clock } from '../clock/clock';
 import type { DocumentStore } from '../fencing/document-store';
+import type { RetentionPolicy } from '../hub/retention';
 import type { JobDefinition } from '../jobs/job-definition';
 import type { Leadership } from '../lease/leader-elector';
 import type { RunTelemetry } from '../telemetry/run-telemetry';
@@ -22,6 +23,8 @@ export interface EngineContext {
   tuning: EngineTuning;
   /** Items folded, runs ended and runs open, for metrics; none when absent. */
   telemetry?: RunTelemetry;
+  /** How long ended runs are kept; an idle leader deletes older ones. None: kept for good. */
+  retention?: RetentionPolicy;
 }
 
 export interface EngineTuning {

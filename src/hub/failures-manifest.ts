@@ -23,7 +23,7 @@ const manifestSchema = z.object({
 /**
  * Writes the run's manifest once (`If-None-Match: *`): whoever ends the run first wins, and a
  * repeat finds it there. `failureParts` are the roots of a failure log; the manifest names
- * them, so they must never be deleted.
+ * them, so only retention deletes them, with the manifest.
  */
 export function writeFailuresManifest(
   docs: DocumentStore,

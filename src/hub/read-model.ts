@@ -97,7 +97,13 @@ export interface RunsView {
 
 export interface ShowView {
   hub: string;
-  run: RunView & { outputKey: string | null; manifestKey: string | null; finalizeError: string | null };
+  run: RunView & {
+    outputKey: string | null;
+    manifestKey: string | null;
+    finalizeError: string | null;
+    /** What retention has deleted of the run so far, and when; null while it has everything. */
+    pruned: RunRecord['pruned'];
+  };
   /** `<container>/<key>` of the output document, once the run has one. */
   outputPath: string | null;
   /** The job's output (from the output document), or null before the run finalizes. */
@@ -205,6 +211,7 @@ export function showView(hub: string, container: string, details: RunDetails, li
       outputKey: record.outputKey,
       manifestKey: record.manifestKey,
       finalizeError: record.finalizeError,
+      pruned: record.pruned,
     },
     outputPath: record.outputKey ? `${container}/${record.outputKey}` : null,
     output: output ? (output.output ?? null) : null,

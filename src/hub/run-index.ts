@@ -22,7 +22,7 @@ import { runKeys, runRecordSchema, type RunRecord } from './run-record';
 
 /** 13 digits of milliseconds, so names sort by time until the year 2286. */
 const LAST_MS = 9_999_999_999_999;
-const DAY_MS = 86_400_000;
+export const DAY_MS = 86_400_000;
 /** 5 digits of days. */
 const LAST_DAY = 99_999;
 const ENTRY = /^(\d{5})\/(\d{13})-([A-Za-z0-9_-]+)\.json$/;
@@ -36,11 +36,21 @@ export const runIndexKeys = {
   /** The entry of a run created at `createdAt` under one of the prefixes above. */
   entry(prefix: string, runId: string, createdAt: string): string {
     const ms = Date.parse(createdAt);
-    const day = String(LAST_DAY - Math.floor(ms / DAY_MS)).padStart(5, '0');
     const time = String(LAST_MS - ms).padStart(13, '0');
-    return `${prefix}${day}/${time}-${Buffer.from(runId).toString('base64url')}.json`;
+    return `${runIndexDayFolder(prefix, Math.floor(ms / DAY_MS))}${time}-${Buffer.from(runId).toString('base64url')}.json`;
   },
 };
+
+/** The folder of `prefix` that holds the entries of runs created on `day` (days since 1970, UTC). */
+export function runIndexDayFolder(prefix: string, day: number): string {
+  return `${prefix}${String(LAST_DAY - day).padStart(5, '0')}/`;
+}
+
+/** The day (days since 1970, UTC) a folder of `prefix` holds, or undefined for another name. */
+export function parseRunIndexDay(prefix: string, folder: string): number | undefined {
+  const match = folder.startsWith(prefix) ? /^(\d{5})\/$/.exec(folder.slice(prefix.length)) : null;
+  return match ? LAST_DAY - Number(match[1]) : undefined;
+}
 
 /** The run and creation time an entry name says, or undefined for a name that is not an entry. */
 export function parseRunIndexEntry(prefix: string, key: string): { runId: string; createdMs: number } | undefined {

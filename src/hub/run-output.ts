@@ -23,7 +23,7 @@ export interface FailuresManifest {
   failedCount: number;
   /**
    * The roots of the run's failure log (`failure-log.ts`): write-once parts and indexes holding
-   * every failed item with its reason, in the order they were counted. Never deleted.
+   * every failed item with its reason, in the order they were counted. Deleted only by retention.
    */
   failureParts?: string[];
   /** Only in manifests written before the failure log: every failure inline, by item. */

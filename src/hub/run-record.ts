@@ -104,6 +104,14 @@ export const runRecordSchema = z.object({
   splitTimeouts: z.number().int().nonnegative().default(0),
   /** Records written before endings were recorded have none. */
   ending: ending.nullable().default(null),
+  /**
+   * What retention has deleted of this ended run, each with when it began (storage time): its
+   * output, its details (failure log, manifest, attachments) or, last, the whole run.
+   */
+  pruned: z
+    .object({ output: z.string().nullable(), details: z.string().nullable(), run: z.string().nullable() })
+    .nullable()
+    .default(null),
 });
 export type RunRecord = z.infer<typeof runRecordSchema>;
 
@@ -145,6 +153,7 @@ export function newRunRecord(input: {
     planCursor: 0,
     splitTimeouts: 0,
     ending: null,
+    pruned: null,
   };
 }
 

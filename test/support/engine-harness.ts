@@ -1,3 +1,4 @@
+import type { RetentionPolicy } from '../../src/hub/retention';
 import { HubQueues, type QueueShard } from '../../src/engine/queue-shards';
 import { LeaseLostError } from '../../src/errors';
 import { systemClock, type Clock } from '../../src/clock/clock';
@@ -39,7 +40,13 @@ export const quietLog = { info: () => undefined, warn: () => undefined };
 export function buildEngine(
   ports: EnginePorts,
   jobs: JobDefinition[],
-  options: { tuning?: Partial<EngineTuning>; clock?: Clock; workerVisibilitySeconds?: number; sharded?: ShardedQueues } = {},
+  options: {
+    tuning?: Partial<EngineTuning>;
+    clock?: Clock;
+    workerVisibilitySeconds?: number;
+    sharded?: ShardedQueues;
+    retention?: RetentionPolicy;
+  } = {},
 ) {
   const clock = options.clock ?? systemClock;
   const jobMap = new Map(jobs.map((j) => [j.name, j]));
@@ -55,6 +62,7 @@ export function buildEngine(
     clock,
     log: quietLog,
     tuning,
+    ...(options.retention ? { retention: options.retention } : {}),
   });
   const records = new FencedDocuments<RunRecord>(ports.docs, { parse: (v) => runRecordSchema.parse(v) });
   const workerDeps = (shard: QueueShard): WorkerDeps => ({

@@ -325,6 +325,31 @@ const rows: Row[] = [
     env: { BATON_MAX_IN_FLIGHT: 'lots' },
     rule: /must be a whole number of messages from 16 to 1000000/,
   },
+  { setting: 'BATON_RETENTION_DAYS', what: 'zero', env: { BATON_RETENTION_DAYS: '0' }, rule: /must be at least 1$/ },
+  {
+    setting: 'BATON_RETENTION_DAYS',
+    what: 'over a century',
+    env: { BATON_RETENTION_DAYS: '36501' },
+    rule: /must be at most 36500$/,
+  },
+  {
+    setting: 'BATON_RETENTION_DAYS',
+    what: 'a duration',
+    env: { BATON_RETENTION_DAYS: '30d' },
+    rule: /must be a whole number of days from 1 to 36500/,
+  },
+  {
+    setting: 'BATON_OUTPUT_RETENTION_DAYS',
+    what: 'zero',
+    env: { BATON_OUTPUT_RETENTION_DAYS: '0' },
+    rule: /must be at least 1$/,
+  },
+  {
+    setting: 'BATON_OUTPUT_RETENTION_DAYS',
+    what: 'negative',
+    env: { BATON_OUTPUT_RETENTION_DAYS: '-1' },
+    rule: /must be a whole number of days from 1 to 36500/,
+  },
   { setting: 'BATON_QUEUE_SHARDS', what: 'zero', env: { BATON_QUEUE_SHARDS: '0' }, rule: /must be at least 1$/ },
   { setting: 'BATON_QUEUE_SHARDS', what: 'seventeen', env: { BATON_QUEUE_SHARDS: '17' }, rule: /must be at most 16$/ },
   {

@@ -63,6 +63,9 @@ const SETTING_DEFAULTS: Record<string, string> = {
   BATON_MAX_IN_FLIGHT: String(defaults.maxInFlightMessages),
   BATON_LOG_LEVEL: `'${parseLogLevel({})}'`,
   BATON_QUEUE_SHARDS: String(defaults.queueShards),
+  BATON_RETENTION_DAYS: String(defaults.retention.runDays),
+  // As long as the run, which Baton works out when the setting is blank.
+  BATON_OUTPUT_RETENTION_DAYS: "''",
   BATON_ENGINE: `'${defaults.engine}'`,
   BATON_METRICS_EXPORTER: "'none'",
   BATON_AUDIT_CONTAINER: `'${DEFAULT_AUDIT_CONTAINER}'`,

@@ -235,7 +235,23 @@ describe('parseBatonSettings', () => {
       queueShards: 1,
       leaderPriority: 0,
       appVersion: undefined,
+      retention: { runDays: 30, outputDays: 30 },
     });
+  });
+
+  it.each<[string, Env, { runDays: number; outputDays: number }]>([
+    ['a longer retention keeps outputs as long', { BATON_RETENTION_DAYS: '90' }, { runDays: 90, outputDays: 90 }],
+    ['outputs kept longer', { BATON_OUTPUT_RETENTION_DAYS: '365' }, { runDays: 30, outputDays: 365 }],
+    ['outputs kept shorter', { BATON_RETENTION_DAYS: '60', BATON_OUTPUT_RETENTION_DAYS: '7' }, { runDays: 60, outputDays: 7 }],
+    ['the shortest', { BATON_RETENTION_DAYS: '1', BATON_OUTPUT_RETENTION_DAYS: '1' }, { runDays: 1, outputDays: 1 }],
+    ['a century', { BATON_RETENTION_DAYS: '36500' }, { runDays: 36_500, outputDays: 36_500 }],
+    [
+      'blank output setting: as long as the run',
+      { BATON_RETENTION_DAYS: '45', BATON_OUTPUT_RETENTION_DAYS: ' ' },
+      { runDays: 45, outputDays: 45 },
+    ],
+  ])('reads retention: %s', (_name, env, retention) => {
+    expect(parseBatonSettings(env).retention).toEqual(retention);
   });
 
   it.each<[string, Env, number]>([
@@ -279,6 +295,8 @@ describe('parseBatonSettings', () => {
       BATON_ENGINE: 'durable',
       BATON_LEADER_PRIORITY: '7',
       BATON_APP_VERSION: '2.1.0-rc.1+build.5d1e',
+      BATON_RETENTION_DAYS: '90',
+      BATON_OUTPUT_RETENTION_DAYS: '400',
     };
     expect(parseBatonSettings(env)).toEqual({
       hub: 'nightly1',
@@ -293,6 +311,7 @@ describe('parseBatonSettings', () => {
       queueShards: 1,
       leaderPriority: 7,
       appVersion: '2.1.0-rc.1+build.5d1e',
+      retention: { runDays: 90, outputDays: 400 },
     });
   });
 
