@@ -4,6 +4,8 @@ import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type {
   DocumentCallOptions,
   DocumentStore,
+  DeleteOptions,
+  FolderPage,
   KeyPage,
   ListPageOptions,
   StoredDocument,
@@ -150,8 +152,8 @@ export class DeadlineDocumentStore implements DocumentStore {
     );
   }
 
-  delete(key: string, options?: DocumentCallOptions): Promise<boolean> {
-    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.delete(key, { abortSignal }));
+  delete(key: string, options?: DeleteOptions): Promise<boolean> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.delete(key, { ...options, abortSignal }));
   }
 
   listPage(prefix: string, options: ListPageOptions): Promise<KeyPage> {
@@ -160,7 +162,7 @@ export class DeadlineDocumentStore implements DocumentStore {
     );
   }
 
-  listFolders(prefix: string, options: ListPageOptions): Promise<KeyPage> {
+  listFolders(prefix: string, options: ListPageOptions): Promise<FolderPage> {
     return withDeadline(this.timeoutMs, options.abortSignal, (abortSignal) =>
       this.inner.listFolders(prefix, { ...options, abortSignal }),
     );

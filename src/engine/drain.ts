@@ -277,7 +277,7 @@ async function drain(
     }
     if (applied === 'stray' || applied === 'unknown') {
       stats.stray += group.messages.length;
-      // No run ever had this id (records are never deleted): made-up input, kept with its reason
+      // No run has this id (made-up input, or a run retention deleted long after it ended): kept with its reason
       // like other malformed messages. A worker's note already has its letter; a second is a no-op.
       if (applied === 'unknown') {
         for (const m of group.messages) await keepDeadLetter(ctx, term, m.queue.name, m.message, `unknown run ${runId}`, runId);

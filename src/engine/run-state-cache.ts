@@ -10,9 +10,16 @@ export interface RunView {
 }
 
 /**
+ * How long a worker trusts an ended run's state without reading it again. Ended states never
+ * change, but retention deletes old runs, and a keyed trigger may then make a new run with the
+ * same id: this is far below `RETENTION_END_GRACE_MS`, so no worker still holds the old state.
+ */
+export const ENDED_RUN_TTL_MS = 10 * 60_000;
+
+/**
  * What workers know of runs: a short-lived cache of run records, so a worker reads a run's
- * record about once per `ttlMs` instead of once per message. Terminal states never change,
- * so they are kept for good. Staleness only delays dropping messages of an ended run.
+ * record about once per `ttlMs` instead of once per message, and an ended run's once per
+ * `ENDED_RUN_TTL_MS`. Staleness only delays dropping messages of an ended run.
  */
 export class RunStateCache {
   private readonly records: FencedDocuments<RunRecord>;
@@ -28,7 +35,8 @@ export class RunStateCache {
 
   async get(runId: string, options: { abortSignal?: AbortSignal } = {}): Promise<RunView | undefined> {
     const cached = this.entries.get(runId);
-    if (cached && (cached.view && isTerminal(cached.view.state) ? true : this.clock.now() - cached.at < this.ttlMs)) {
+    const ttl = cached?.view && isTerminal(cached.view.state) ? ENDED_RUN_TTL_MS : this.ttlMs;
+    if (cached && this.clock.now() - cached.at < ttl) {
       return cached.view;
     }
     const doc = await this.records.read(runKeys.record(runId), options);

@@ -4,6 +4,8 @@ import { storageErrorOf } from '../storage/rest-error';
 import type {
   DocumentCallOptions,
   DocumentStore,
+  DeleteOptions,
+  FolderPage,
   KeyPage,
   ListPageOptions,
   StoredDocument,
@@ -44,12 +46,17 @@ export class BlobDocumentStore implements DocumentStore {
     }
   }
 
-  async delete(key: string, options?: DocumentCallOptions): Promise<boolean> {
+  async delete(key: string, options?: DeleteOptions): Promise<boolean> {
     try {
-      await this.container.getBlockBlobClient(key).delete({ abortSignal: options?.abortSignal });
+      await this.container.getBlockBlobClient(key).delete({
+        abortSignal: options?.abortSignal,
+        ...(options?.ifMatch ? { conditions: { ifMatch: options.ifMatch } } : {}),
+      });
       return true;
     } catch (err) {
-      if (storageErrorOf(err)?.status === 404) return false;
+      const error = storageErrorOf(err);
+      if (error?.status === 404) return false;
+      if (options?.ifMatch && isConcurrentUpdate(error)) throw new ConcurrentUpdateError(key, { cause: err });
       throw err;
     }
   }
@@ -69,30 +76,33 @@ export class BlobDocumentStore implements DocumentStore {
       .byPage({ maxPageSize: options.pageSize, ...(options.continuation ? { continuationToken: options.continuation } : {}) });
     try {
       const { value } = await pages.next();
-      if (!value) return { keys: [], continuation: undefined };
+      if (!value) return { keys: [], etags: [], continuation: undefined };
+      const blobs: Array<{ name: string; properties: { etag?: string } }> = value.segment.blobItems;
       return {
-        keys: value.segment.blobItems.map((blob: { name: string }) => blob.name),
+        keys: blobs.map((blob) => blob.name),
+        // A listing gives tags bare; reads and writes give them quoted, as `ifMatch` sends them.
+        etags: blobs.map((blob) => quotedEtag(blob.properties.etag ?? '')),
         continuation: value.continuationToken || undefined,
       };
     } catch (err) {
-      if (storageErrorOf(err)?.status === 404) return { keys: [], continuation: undefined };
+      if (storageErrorOf(err)?.status === 404) return { keys: [], etags: [], continuation: undefined };
       throw err;
     }
   }
 
-  async listFolders(prefix: string, options: ListPageOptions): Promise<KeyPage> {
+  async listFolders(prefix: string, options: ListPageOptions): Promise<FolderPage> {
     const pages = this.container
       .listBlobsByHierarchy('/', { prefix, abortSignal: options.abortSignal })
       .byPage({ maxPageSize: options.pageSize, ...(options.continuation ? { continuationToken: options.continuation } : {}) });
     try {
       const { value } = await pages.next();
-      if (!value) return { keys: [], continuation: undefined };
+      if (!value) return { folders: [], continuation: undefined };
       return {
-        keys: (value.segment.blobPrefixes ?? []).map((folder: { name: string }) => folder.name),
+        folders: (value.segment.blobPrefixes ?? []).map((folder: { name: string }) => folder.name),
         continuation: value.continuationToken || undefined,
       };
     } catch (err) {
-      if (storageErrorOf(err)?.status === 404) return { keys: [], continuation: undefined };
+      if (storageErrorOf(err)?.status === 404) return { folders: [], continuation: undefined };
       throw err;
     }
   }
@@ -127,6 +137,10 @@ function isConcurrentUpdate(error: { status: number; code: string | undefined } 
   if (error?.status === 409) return error.code === 'BlobAlreadyExists';
   if (error?.status === 412) return error.code === undefined || error.code === 'ConditionNotMet';
   return false;
+}
+
+function quotedEtag(etag: string): string {
+  return etag.startsWith('"') ? etag : `"${etag}"`;
 }
 
 export async function streamToString(stream: NodeJS.ReadableStream | undefined): Promise<string> {

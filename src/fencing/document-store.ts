@@ -15,14 +15,19 @@ import type { StaleEpochError } from '../errors';
 export interface DocumentStore {
   read(key: string, options?: DocumentCallOptions): Promise<StoredDocument | undefined>;
   write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions): Promise<{ etag: string }>;
-  /** Removes the document; false when it was already gone. */
-  delete(key: string, options?: DocumentCallOptions): Promise<boolean>;
+  /**
+   * Removes the document; false when it was already gone. With `ifMatch`, only that version:
+   * `ConcurrentUpdateError` when that is not the current one (another, or none, as HTTP's
+   * If-Match has it), and nothing is removed.
+   */
+  delete(key: string, options?: DeleteOptions): Promise<boolean>;
   /** Keys under `prefix`, in lexical order. */
   list(prefix: string, options?: DocumentCallOptions): AsyncIterable<string>;
   /**
    * One page of the keys under `prefix`, in lexical order, from where `continuation` (a page's
    * own) left off: one storage request whatever the number of keys. A page may hold fewer than
    * `pageSize` keys and still have a continuation; no continuation means the listing is done.
+   * Each key comes with the tag of its current version, for a conditional `delete`.
    */
   listPage(prefix: string, options: ListPageOptions): Promise<KeyPage>;
   /**
@@ -30,7 +35,7 @@ export interface DocumentStore {
    * and a `/`), in lexical order: what a delimiter listing returns, one storage request whatever
    * the number of keys inside them. Same paging rules as `listPage`.
    */
-  listFolders(prefix: string, options: ListPageOptions): Promise<KeyPage>;
+  listFolders(prefix: string, options: ListPageOptions): Promise<FolderPage>;
   /**
    * Sabotage for the chaos suite's broken run only: `FencedDocuments` on this store skip the
    * epoch check and write without `If-Match`, as an unfenced coordinator would, so the checker
@@ -65,8 +70,22 @@ export interface ListPageOptions extends DocumentCallOptions {
   continuation?: string;
 }
 
+export interface DeleteOptions extends DocumentCallOptions {
+  /** Delete only this version (a tag from `read`, `write` or `listPage`). */
+  ifMatch?: string;
+}
+
 export interface KeyPage {
   keys: string[];
+  /** The tag of each key's version when listed, in the same order. */
+  etags: string[];
+  /** Pass it back for the next page; undefined when there is no more. */
+  continuation: string | undefined;
+}
+
+export interface FolderPage {
+  /** Each folder's full name, ending in `/`. */
+  folders: string[];
   /** Pass it back for the next page; undefined when there is no more. */
   continuation: string | undefined;
 }

@@ -2,6 +2,8 @@ import { ConcurrentUpdateError, type StaleEpochError } from '../errors';
 import type {
   DocumentCallOptions,
   DocumentStore,
+  DeleteOptions,
+  FolderPage,
   KeyPage,
   ListPageOptions,
   StoredDocument,
@@ -37,8 +39,10 @@ export class InMemoryDocumentStore implements DocumentStore {
     return { etag };
   }
 
-  async delete(key: string, options?: DocumentCallOptions): Promise<boolean> {
+  async delete(key: string, options?: DeleteOptions): Promise<boolean> {
     options?.abortSignal?.throwIfAborted();
+    const current = this.documents.get(key);
+    if (options?.ifMatch !== undefined && current?.etag !== options.ifMatch) throw new ConcurrentUpdateError(key);
     return this.documents.delete(key);
   }
 
@@ -54,10 +58,14 @@ export class InMemoryDocumentStore implements DocumentStore {
     const from = options.continuation ?? '';
     const keys = [...this.documents.keys()].filter((k) => k.startsWith(prefix) && k > from).sort();
     const page = keys.slice(0, options.pageSize);
-    return { keys: page, continuation: keys.length > page.length ? page.at(-1) : undefined };
+    return {
+      keys: page,
+      etags: page.map((key) => this.documents.get(key)?.etag ?? ''),
+      continuation: keys.length > page.length ? page.at(-1) : undefined,
+    };
   }
 
-  async listFolders(prefix: string, options: ListPageOptions): Promise<KeyPage> {
+  async listFolders(prefix: string, options: ListPageOptions): Promise<FolderPage> {
     options.abortSignal?.throwIfAborted();
     const from = options.continuation ?? '';
     const folders = new Set<string>();
@@ -67,7 +75,7 @@ export class InMemoryDocumentStore implements DocumentStore {
     }
     const names = [...folders].filter((f) => f > from).sort();
     const page = names.slice(0, options.pageSize);
-    return { keys: page, continuation: names.length > page.length ? page.at(-1) : undefined };
+    return { folders: page, continuation: names.length > page.length ? page.at(-1) : undefined };
   }
 
   /** Every key, for inspection in tests. */

@@ -1,3 +1,4 @@
+import { ConcurrentUpdateError, StaleEpochError } from '../errors';
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments, type FencedDocument } from '../fencing/fenced-documents';
 import { DAY_MS, parseRunIndexDay, parseRunIndexEntry, runIndexDayFolder, runIndexKeys } from './run-index';
@@ -16,15 +17,25 @@ import { isTerminal, runKeys, runRecordSchema, type RunRecord } from './run-reco
  *   and output so the run stays listed with its result.
  *
  * What holds:
- * - An open run is never touched, whatever its age (its blobs go once it ends and is old enough).
- * - Every deletion is fenced: it starts with a fenced write to the run's record (`pruned`), so a
- *   leader whose epoch a newer one has overtaken on that run is refused before it deletes.
- * - It is resumable: the record is deleted after every other blob of the run and the index
- *   entries after the record, so a slice cut short leaves what the next slice finds and finishes.
- *   The partial pass keeps its place in one fenced document (`index/retention.json`).
+ * - An open run is never touched, nor one that ended less than `RETENTION_END_GRACE_MS` ago
+ *   (workers and the durable engine may still be looking at it). A run open at the earlier
+ *   horizon keeps that part until the later one.
+ * - Every deletion is fenced: each slice that deletes any of a run first writes the run's record
+ *   (`pruned`) under its epoch, so a leader a newer one has overtaken is refused before it
+ *   deletes. It then lists the run's blobs, checks that the record is still the version it
+ *   wrote (so the listing is of this run, not of a newer run a keyed trigger made under the
+ *   same id once the old one was gone), and deletes each blob only in the version it listed,
+ *   the record last of all only in the version it wrote.
+ * - It is resumable: the record goes after every other blob and the index entries after the
+ *   record (the job's entry before the hub's, which is how the sweep finds a run), so a slice
+ *   cut short leaves what a later one finds and finishes; a part whose deletion began is marked
+ *   `pending` until it is done. The sweep keeps its place in one fenced document
+ *   (`index/retention.json`): the whole pass, once it reaches the newest eligible day, starts
+ *   again from the oldest, so runs it passed by (open, unreadable) are looked at once a pass;
+ *   the partial pass goes over each day once.
  * - Entries with no record (a creation that lost its race, a deletion cut short) are deleted,
- *   and an entry whose record has another creation time (a keyed run id used again after its
- *   run was deleted) goes without touching the newer run.
+ *   and an entry whose record has another creation time (a keyed run id used again) goes
+ *   without touching the newer run.
  */
 
 export interface RetentionPolicy {
@@ -41,6 +52,12 @@ export const MAX_RETENTION_DAYS = 36_500;
 export const RETENTION_PAUSE_MS = 10 * 60_000;
 /** Runs one slice looks at: each costs a handful of storage requests. */
 export const RETENTION_SLICE_RUNS = 10;
+/**
+ * A run is deleted no sooner than this after it ended, whatever its age: longer than a worker
+ * keeps an ended run's state (`RunStateCache`), so a keyed trigger that makes a new run under the
+ * same id is never taken for the old, ended one.
+ */
+export const RETENTION_END_GRACE_MS = 60 * 60_000;
 
 export interface RetentionSliceOptions {
   /** The caller's fencing epoch. */
@@ -58,10 +75,12 @@ export interface RetentionSliceResult {
   deleted: string[];
   /** Runs whose output or details were deleted. */
   pruned: string[];
-  /** Open runs past a horizon, left alone. */
+  /** Runs past a horizon left alone: open, or ended within the grace. */
   open: string[];
   /** Index entries deleted that named no current record. */
   strayEntries: number;
+  /** Runs that could not be dealt with (an unreadable record, a storage error), each with why. */
+  errors: string[];
   /** Whether there is more to do now: call again soon rather than after the usual pause. */
   more: boolean;
 }
@@ -70,21 +89,23 @@ const CURSOR_KEY = 'index/retention.json';
 
 type PartialMode = 'output' | 'details';
 
+/** Where a pass over the index stopped: a day, and where its listing stopped. */
+interface Place {
+  day: number;
+  continuation: string | null;
+}
+
 interface RetentionCursor {
   v: 1;
-  /** Which part the partial pass deletes; a cursor of the other mode starts over. */
-  mode: PartialMode;
-  /** The newest day the partial pass has finished. */
-  doneThrough: number | null;
-  /** A day under way and where its listing stopped. */
-  day: number | null;
-  continuation: string | null;
+  /** The whole-run pass; null: start from the oldest day. */
+  whole: Place | null;
+  /** The partial pass, for one mode (a cursor of the other mode starts over). */
+  partial: (Place & { mode: PartialMode }) | null;
 }
 
 /** One small slice of retention work; see above. */
 export async function retentionSlice(docs: DocumentStore, options: RetentionSliceOptions): Promise<RetentionSliceResult> {
-  const sweep = new Sweep(docs, options);
-  return sweep.run();
+  return new Sweep(docs, options).run();
 }
 
 class Sweep {
@@ -92,7 +113,7 @@ class Sweep {
   private budget: number;
   private readonly at: string;
   private readonly signal: { abortSignal?: AbortSignal };
-  readonly result: RetentionSliceResult = { deleted: [], pruned: [], open: [], strayEntries: 0, more: false };
+  readonly result: RetentionSliceResult = { deleted: [], pruned: [], open: [], strayEntries: 0, errors: [], more: false };
 
   constructor(
     private readonly docs: DocumentStore,
@@ -111,22 +132,28 @@ class Sweep {
     const wholeThrough = today - Math.max(runDays, outputDays) - 1;
     const partialThrough = today - Math.min(runDays, outputDays) - 1;
     const days = await this.days();
-    for (const day of days) {
-      if (day > wholeThrough) break;
-      if (this.budget <= 0) {
-        this.result.more = true;
-        break;
-      }
-      await this.wholeDay(day);
+    const wholeDays = days.filter((day) => day <= wholeThrough);
+    const mode: PartialMode | undefined = runDays === outputDays ? undefined : outputDays < runDays ? 'output' : 'details';
+    const partialDays = mode ? days.filter((day) => day > wholeThrough && day <= partialThrough) : [];
+    if (wholeDays.length === 0 && partialDays.length === 0) return this.result;
+
+    const cursors = new FencedDocuments<RetentionCursor>(this.docs);
+    const stored = await cursors.read(CURSOR_KEY, this.signal);
+    const start: RetentionCursor = stored?.value ?? { v: 1, whole: null, partial: null };
+    // The whole pass goes round: what it passed by (open runs) it looks at again next time. The
+    // partial pass goes once over each day, since the runs it has done stay in the index.
+    const whole = await this.pass(wholeDays, start.whole, (runId, createdMs) => this.deleteRun(runId, createdMs));
+    let partial = start.partial?.mode === mode ? start.partial : null;
+    if (mode && this.budget > 0) {
+      const place = await this.pass(partialDays, partial, (runId, createdMs) => this.prunePart(mode, runId, createdMs));
+      const after = partialDays.at(-1);
+      partial = place ? { ...place, mode } : after === undefined ? partial : { day: after + 1, continuation: null, mode };
     }
-    if (runDays !== outputDays && this.budget > 0) {
-      const mode: PartialMode = outputDays < runDays ? 'output' : 'details';
-      await this.partialPass(
-        mode,
-        days.filter((day) => day > wholeThrough && day <= partialThrough),
-      );
+    const next: RetentionCursor = { v: 1, whole, partial };
+    if (JSON.stringify(next) !== JSON.stringify(start)) {
+      await cursors.update(CURSOR_KEY, this.options.epoch, () => next, this.signal);
     }
-    // Open runs past a horizon are looked at again on every slice: only progress asks for more soon.
+    // Runs left alone are looked at again next pass: only progress asks for more soon.
     const progress = this.result.deleted.length + this.result.pruned.length + this.result.strayEntries > 0;
     this.result.more = this.result.more && progress;
     return this.result;
@@ -142,7 +169,7 @@ class Sweep {
         ...(continuation === undefined ? {} : { continuation }),
         ...this.signal,
       });
-      for (const folder of page.keys) {
+      for (const folder of page.folders) {
         const day = parseRunIndexDay(runIndexKeys.all, folder);
         if (day !== undefined) days.push(day);
       }
@@ -151,48 +178,97 @@ class Sweep {
     return days.sort((a, b) => a - b);
   }
 
-  /** Deletes the runs of `day` whole, as far as the budget goes. */
-  private async wholeDay(day: number): Promise<void> {
-    const folder = runIndexDayFolder(runIndexKeys.all, day);
-    let continuation: string | undefined;
-    do {
-      const page = await this.docs.listPage(folder, {
-        pageSize: this.budget,
-        ...(continuation === undefined ? {} : { continuation }),
-        ...this.signal,
-      });
-      for (const key of page.keys) {
-        const entry = parseRunIndexEntry(runIndexKeys.all, key);
-        if (!entry) continue;
-        this.budget--;
-        await this.deleteRun(entry.runId, entry.createdMs);
-      }
-      continuation = page.continuation;
-      if (this.budget <= 0) {
-        this.result.more = this.result.more || continuation !== undefined;
-        return;
-      }
-    } while (continuation !== undefined);
+  /**
+   * Goes over the entries of `days` (oldest first) from `from`, handling each, as far as the
+   * budget goes. Returns where to go on from, or null once the last day is done.
+   */
+  private async pass(
+    days: number[],
+    from: Place | null,
+    handle: (runId: string, createdMs: number) => Promise<void>,
+  ): Promise<Place | null> {
+    for (const day of days) {
+      if (from && day < from.day) continue;
+      let continuation = from && day === from.day ? from.continuation : null;
+      do {
+        if (this.budget <= 0) {
+          this.result.more = true;
+          return { day, continuation };
+        }
+        const page = await this.docs.listPage(runIndexDayFolder(runIndexKeys.all, day), {
+          pageSize: this.budget,
+          ...(continuation === null ? {} : { continuation }),
+          ...this.signal,
+        });
+        for (const key of page.keys) {
+          const entry = parseRunIndexEntry(runIndexKeys.all, key);
+          if (!entry) continue;
+          this.budget--;
+          // A failed request: this page again next slice, after the pause (what it did is done).
+          if (!(await this.guarded(entry.runId, () => handle(entry.runId, entry.createdMs)))) return { day, continuation };
+        }
+        continuation = page.continuation ?? null;
+      } while (continuation !== null);
+    }
+    return null;
+  }
+
+  /** Runs `work` for one run; a failed request is noted and ends the pass for this slice (false). */
+  private async guarded(runId: string, work: () => Promise<void>): Promise<boolean> {
+    try {
+      await work();
+      return true;
+    } catch (err) {
+      // A newer leader, or the end of the term: the slice stops.
+      if (err instanceof StaleEpochError || this.options.abortSignal?.aborted) throw err;
+      this.result.errors.push(`${runId}: ${err instanceof Error ? err.message : String(err)}`);
+      this.result.more = false;
+      return false;
+    }
+  }
+
+  /**
+   * The record, if it is the run the entry names and may be pruned now; undefined, noting why,
+   * if it is not; 'stray' if there is no such run.
+   */
+  private async prunable(runId: string, createdMs: number): Promise<FencedDocument<RunRecord> | 'stray' | undefined> {
+    const key = runKeys.record(runId);
+    let doc: FencedDocument<RunRecord> | undefined;
+    try {
+      doc = await this.records.read(key, this.signal);
+    } catch (err) {
+      // A body that is there and is not a run record stays so: noted and passed by every pass,
+      // where a failed request is tried again.
+      if (this.options.abortSignal?.aborted || !(await this.docs.read(key, this.signal))) throw err;
+      this.result.errors.push(`${runId}: ${err instanceof Error ? err.message : String(err)}`);
+      return undefined;
+    }
+    if (!doc || Date.parse(doc.value.createdAt) !== createdMs) return 'stray';
+    const ended = doc.value.endedAt === null ? Number.NaN : Date.parse(doc.value.endedAt);
+    if (!isTerminal(doc.value.state) || !(this.options.now.getTime() - ended >= RETENTION_END_GRACE_MS)) {
+      this.result.open.push(runId);
+      return undefined;
+    }
+    return doc;
   }
 
   private async deleteRun(runId: string, createdMs: number): Promise<void> {
-    const key = runKeys.record(runId);
-    const doc = await this.records.read(key, this.signal);
-    if (!doc || Date.parse(doc.value.createdAt) !== createdMs) {
+    const doc = await this.prunable(runId, createdMs);
+    if (doc === 'stray') {
       await this.deleteEntries(runId, createdMs);
       this.result.strayEntries++;
       return;
     }
-    if (!isTerminal(doc.value.state)) {
-      this.result.open.push(runId);
-      return;
+    if (!doc) return;
+    const marked = await this.mark(doc, { run: doc.value.pruned?.run ?? this.at });
+    if (!(await this.deleteBlobs(marked, () => true))) return;
+    try {
+      await this.docs.delete(runKeys.record(runId), { ifMatch: marked.etag, ...this.signal });
+    } catch (err) {
+      // Another leader took the run over since: its sweep, not this one, ends the deletion.
+      if (err instanceof ConcurrentUpdateError) return;
+      throw err;
     }
-    if (!doc.value.pruned?.run) await this.mark(doc, { run: this.at });
-    const prefix = runKeys.prefix(runId);
-    for await (const blob of this.docs.list(prefix, this.signal)) {
-      if (blob !== key) await this.docs.delete(blob, this.signal);
-    }
-    await this.docs.delete(key, this.signal);
     await this.deleteEntries(runId, createdMs);
     this.result.deleted.push(runId);
   }
@@ -207,80 +283,67 @@ class Sweep {
     }
   }
 
-  /**
-   * Deletes one part (`mode`) of each run on `days` (oldest first) that the pass has not done,
-   * from where the cursor left off, as far as the budget goes.
-   */
-  private async partialPass(mode: PartialMode, days: number[]): Promise<void> {
-    const cursors = new FencedDocuments<RetentionCursor>(this.docs);
-    const stored = await cursors.read(CURSOR_KEY, this.signal);
-    const fresh: RetentionCursor = { v: 1, mode, doneThrough: null, day: null, continuation: null };
-    let cursor = stored && stored.value.mode === mode ? stored.value : fresh;
-    const start = cursor;
-    for (const day of days) {
-      if (cursor.doneThrough !== null && day <= cursor.doneThrough) continue;
-      if (this.budget <= 0) {
-        this.result.more = true;
-        break;
-      }
-      const page = await this.docs.listPage(runIndexDayFolder(runIndexKeys.all, day), {
-        pageSize: this.budget,
-        ...(cursor.day === day && cursor.continuation !== null ? { continuation: cursor.continuation } : {}),
-        ...this.signal,
-      });
-      for (const key of page.keys) {
-        const entry = parseRunIndexEntry(runIndexKeys.all, key);
-        if (!entry) continue;
-        this.budget--;
-        await this.prunePart(mode, entry.runId, entry.createdMs);
-      }
-      cursor =
-        page.continuation === undefined
-          ? { ...cursor, doneThrough: day, day: null, continuation: null }
-          : { ...cursor, day, continuation: page.continuation };
-      if (page.continuation !== undefined) {
-        this.result.more = true;
-        break;
-      }
-    }
-    if (cursor !== start) {
-      const next = cursor;
-      await cursors.update(CURSOR_KEY, this.options.epoch, () => next, this.signal);
-    }
-  }
-
+  /** Deletes one part (`mode`) of an ended run past the earlier horizon; again if a slice was cut short. */
   private async prunePart(mode: PartialMode, runId: string, createdMs: number): Promise<void> {
-    const key = runKeys.record(runId);
-    const doc = await this.records.read(key, this.signal);
+    const doc = await this.prunable(runId, createdMs);
     // No record, or another run's: the whole pass deals with the entry when its day comes.
-    if (!doc || Date.parse(doc.value.createdAt) !== createdMs) return;
-    if (!isTerminal(doc.value.state)) {
-      this.result.open.push(runId);
-      return;
-    }
-    if (doc.value.pruned?.[mode]) return;
-    if (mode === 'output') {
-      await this.mark(doc, { output: this.at }, { outputKey: null });
-      await this.docs.delete(runKeys.output(runId), this.signal);
-    } else {
-      // The record keeps its counts and its output; what the failure log held goes with it.
-      await this.mark(doc, { details: this.at }, { manifestKey: null, failureParts: [], seen: null });
-      const keep = new Set([key, runKeys.output(runId)]);
-      for await (const blob of this.docs.list(runKeys.prefix(runId), this.signal)) {
-        if (!keep.has(blob)) await this.docs.delete(blob, this.signal);
-      }
-    }
+    if (doc === 'stray' || !doc) return;
+    const pruned = doc.value.pruned;
+    if (pruned?.[mode] && pruned.pending !== mode) return;
+    const output = runKeys.output(runId);
+    const at = pruned?.[mode] ?? this.at;
+    const marked =
+      mode === 'output'
+        ? await this.mark(doc, { output: at, pending: mode }, { outputKey: null })
+        : // The record keeps its counts and its output; what the failure log held goes.
+          await this.mark(doc, { details: at, pending: mode }, { manifestKey: null, failureParts: [], seen: null });
+    const gone = mode === 'output' ? (key: string) => key === output : (key: string) => key !== output;
+    if (!(await this.deleteBlobs(marked, gone))) return;
+    await this.mark(marked, { pending: null });
     this.result.pruned.push(runId);
   }
 
-  /** The fenced write that comes before a deletion: it names what goes, and when. */
+  /**
+   * Deletes the blobs of the marked run that `which` picks (never the record), each in the
+   * version listed, if the record is still the version marked once they are listed. False when
+   * it is not: another leader took the run over, or deleted it.
+   */
+  private async deleteBlobs(marked: FencedDocument<RunRecord>, which: (key: string) => boolean): Promise<boolean> {
+    const record = runKeys.record(marked.value.runId);
+    const listed: Array<{ key: string; etag: string }> = [];
+    let continuation: string | undefined;
+    do {
+      const page = await this.docs.listPage(runKeys.prefix(marked.value.runId), {
+        pageSize: 5000,
+        ...(continuation === undefined ? {} : { continuation }),
+        ...this.signal,
+      });
+      page.keys.forEach((key, k) => {
+        if (key !== record && which(key)) listed.push({ key, etag: page.etags[k] as string });
+      });
+      continuation = page.continuation;
+    } while (continuation !== undefined);
+    // While the record stays as marked no other run can have this id, so the listing is this run's.
+    if ((await this.docs.read(record, this.signal))?.etag !== marked.etag) return false;
+    for (const { key, etag } of listed) {
+      try {
+        await this.docs.delete(key, { ifMatch: etag, ...this.signal });
+      } catch (err) {
+        // Rewritten since it was listed: not the version this run left, so not this sweep's.
+        if (!(err instanceof ConcurrentUpdateError)) throw err;
+      }
+    }
+    return true;
+  }
+
+  /** The fenced write that comes before every deletion: it names what goes, and since when. */
   private async mark(
     doc: FencedDocument<RunRecord>,
     part: Partial<NonNullable<RunRecord['pruned']>>,
     fields: Partial<RunRecord> = {},
-  ): Promise<void> {
-    const pruned = { output: null, details: null, run: null, ...doc.value.pruned, ...part };
-    await this.records.replace(
+  ): Promise<FencedDocument<RunRecord>> {
+    const pruned = { output: null, details: null, run: null, pending: null, ...doc.value.pruned, ...part };
+    return this.records.replace(
       runKeys.record(doc.value.runId),
       this.options.epoch,
       doc,

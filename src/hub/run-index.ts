@@ -68,7 +68,8 @@ export function runIndexEntries(record: Pick<RunRecord, 'runId' | 'job' | 'creat
 
 /**
  * Writes both entries of a run about to be created, under the writer's epoch. An entry that
- * exists already (a retried creation at the same time) is left as it is.
+ * exists already (a retried creation at the same time) is left as it is. The hub's entry goes
+ * first: it is how retention finds a run, so no job entry is ever left that it cannot find.
  */
 export async function indexRun(
   docs: DocumentStore,
@@ -77,13 +78,11 @@ export async function indexRun(
   options: { abortSignal?: AbortSignal } = {},
 ): Promise<void> {
   const entries = new FencedDocuments<Record<string, never>>(docs);
-  await Promise.all(
-    runIndexEntries(record).map((key) =>
-      entries.create(key, epoch, {}, options).catch((err: unknown) => {
-        if (!(err instanceof ConcurrentUpdateError)) throw err;
-      }),
-    ),
-  );
+  for (const key of runIndexEntries(record)) {
+    await entries.create(key, epoch, {}, options).catch((err: unknown) => {
+      if (!(err instanceof ConcurrentUpdateError)) throw err;
+    });
+  }
 }
 
 export interface RunsPage {

@@ -106,10 +106,16 @@ export const runRecordSchema = z.object({
   ending: ending.nullable().default(null),
   /**
    * What retention has deleted of this ended run, each with when it began (storage time): its
-   * output, its details (failure log, manifest, attachments) or, last, the whole run.
+   * output, its details (failure log, manifest, attachments) or, last, the whole run. `pending`
+   * names a part whose deletion began and has not been seen through.
    */
   pruned: z
-    .object({ output: z.string().nullable(), details: z.string().nullable(), run: z.string().nullable() })
+    .object({
+      output: z.string().nullable(),
+      details: z.string().nullable(),
+      run: z.string().nullable(),
+      pending: z.enum(['output', 'details']).nullable().default(null),
+    })
     .nullable()
     .default(null),
 });

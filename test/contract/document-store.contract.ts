@@ -78,7 +78,20 @@ export function documentStoreContract(name: string, makeStore: () => Promise<Doc
       } while (continuation !== undefined && pages.length < 10);
       expect(pages.flat()).toEqual(keys);
       expect(pages[0]).toEqual(keys.slice(0, 3));
-      await expect(store.listPage('none/', { pageSize: 3 })).resolves.toEqual({ keys: [], continuation: undefined });
+      await expect(store.listPage('none/', { pageSize: 3 })).resolves.toEqual({ keys: [], etags: [], continuation: undefined });
+    });
+
+    it('lists each key with the tag of its version, and deletes only the version a condition names', async () => {
+      const store = await makeStore();
+      const first = await store.write('cd/a.json', 'v1', { ifNoneMatch: '*' });
+      const listed = await store.listPage('cd/', { pageSize: 5 });
+      expect(listed).toEqual({ keys: ['cd/a.json'], etags: [first.etag], continuation: undefined });
+      const second = await store.write('cd/a.json', 'v2', { ifMatch: first.etag });
+      await expect(store.delete('cd/a.json', { ifMatch: first.etag })).rejects.toBeInstanceOf(ConcurrentUpdateError);
+      expect((await store.read('cd/a.json'))?.body).toBe('v2');
+      expect(await store.delete('cd/a.json', { ifMatch: second.etag })).toBe(true);
+      await expect(store.delete('cd/a.json', { ifMatch: second.etag })).rejects.toBeInstanceOf(ConcurrentUpdateError);
+      expect(await store.delete('cd/a.json')).toBe(false);
     });
 
     it('lists the folders directly under a prefix, by the page, each once', async () => {
@@ -89,11 +102,11 @@ export function documentStoreContract(name: string, makeStore: () => Promise<Doc
       let continuation: string | undefined;
       do {
         const page = await store.listFolders('fd/', { pageSize: 2, ...(continuation ? { continuation } : {}) });
-        pages.push(page.keys);
+        pages.push(page.folders);
         continuation = page.continuation;
       } while (continuation !== undefined && pages.length < 10);
       expect(pages.flat()).toEqual(['fd/01/', 'fd/02/', 'fd/03/']);
-      await expect(store.listFolders('none/', { pageSize: 2 })).resolves.toEqual({ keys: [], continuation: undefined });
+      await expect(store.listFolders('none/', { pageSize: 2 })).resolves.toEqual({ folders: [], continuation: undefined });
     });
 
     it('keeps unicode bodies intact', async () => {

@@ -1,6 +1,8 @@
 import type {
   DocumentCallOptions,
   DocumentStore,
+  DeleteOptions,
+  FolderPage,
   KeyPage,
   ListPageOptions,
   StoredDocument,
@@ -16,7 +18,7 @@ export class ForwardingDocumentStore implements DocumentStore {
   write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions): Promise<{ etag: string }> {
     return this.inner.write(key, body, condition, options);
   }
-  delete(key: string, options?: DocumentCallOptions): Promise<boolean> {
+  delete(key: string, options?: DeleteOptions): Promise<boolean> {
     return this.inner.delete(key, options);
   }
   list(prefix: string, options?: DocumentCallOptions): AsyncIterable<string> {
@@ -25,7 +27,7 @@ export class ForwardingDocumentStore implements DocumentStore {
   listPage(prefix: string, options: ListPageOptions): Promise<KeyPage> {
     return this.inner.listPage(prefix, options);
   }
-  listFolders(prefix: string, options: ListPageOptions): Promise<KeyPage> {
+  listFolders(prefix: string, options: ListPageOptions): Promise<FolderPage> {
     return this.inner.listFolders(prefix, options);
   }
 }
