@@ -71,7 +71,9 @@ export function durableRegistrations(runtime: BatonRuntime): Registration[] {
           );
           if (slice.more) nextRetentionAt = Number.NEGATIVE_INFINITY;
           if (slice.deleted.length + slice.pruned.length > 0) {
-            log.info(`retention: deleted ${slice.deleted.length} run(s), pruned ${slice.pruned.length}${slice.more ? '; more to do' : ''}`);
+            log.info(
+              `retention: deleted ${slice.deleted.length} run(s), pruned ${slice.pruned.length}${slice.more ? '; more to do' : ''}`,
+            );
           }
         } catch (err) {
           if (leadership.signal.aborted) throw err;

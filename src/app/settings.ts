@@ -162,8 +162,16 @@ function optionalSetting<T>(env: Env, name: string, schema: z.ZodType<T, string>
 /** `BATON_RETENTION_DAYS` (default 30) and `BATON_OUTPUT_RETENTION_DAYS` (default the same). */
 function parseRetention(env: Env): RetentionPolicy {
   const days = wholeNumber(1, MAX_RETENTION_DAYS, 'days');
-  const runDays = parseSetting(days, 'BATON_RETENTION_DAYS', readSetting(env, 'BATON_RETENTION_DAYS') ?? String(DEFAULT_RETENTION_DAYS));
-  const outputDays = parseSetting(days, 'BATON_OUTPUT_RETENTION_DAYS', readSetting(env, 'BATON_OUTPUT_RETENTION_DAYS') ?? String(runDays));
+  const runDays = parseSetting(
+    days,
+    'BATON_RETENTION_DAYS',
+    readSetting(env, 'BATON_RETENTION_DAYS') ?? String(DEFAULT_RETENTION_DAYS),
+  );
+  const outputDays = parseSetting(
+    days,
+    'BATON_OUTPUT_RETENTION_DAYS',
+    readSetting(env, 'BATON_OUTPUT_RETENTION_DAYS') ?? String(runDays),
+  );
   return { runDays, outputDays };
 }
 

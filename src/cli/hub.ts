@@ -153,7 +153,9 @@ export class DeadlineDocumentStore implements DocumentStore {
   }
 
   delete(key: string, options?: DeleteOptions): Promise<boolean> {
-    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.delete(key, { ...options, abortSignal }));
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
+      this.inner.delete(key, { ...options, abortSignal }),
+    );
   }
 
   listPage(prefix: string, options: ListPageOptions): Promise<KeyPage> {

@@ -261,7 +261,12 @@ export class Coordinator {
     this.nextRetentionAt = ctx.clock.now() + RETENTION_PAUSE_MS;
     let more = false;
     await this.guard(term, summary, 'retention', async () => {
-      const slice = await retentionSlice(ctx.docs, { epoch: term.epoch, now: ctx.clock.date(), policy, abortSignal: term.signal });
+      const slice = await retentionSlice(ctx.docs, {
+        epoch: term.epoch,
+        now: ctx.clock.date(),
+        policy,
+        abortSignal: term.signal,
+      });
       if (slice.deleted.length + slice.pruned.length + slice.strayEntries > 0) {
         ctx.log.info(
           `retention: deleted ${slice.deleted.length} run(s), pruned ${slice.pruned.length}, removed ${slice.strayEntries} stray index entr${slice.strayEntries === 1 ? 'y' : 'ies'}${slice.more ? '; more to do' : ''}`,
