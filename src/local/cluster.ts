@@ -74,6 +74,8 @@ interface Instance extends InstanceView {
 }
 
 const STOP_GRACE_MS = 8000;
+/** How long a forced stop waits for the instances it killed to be gone. */
+const KILL_WAIT_MS = 5000;
 /**
  * Azurite's receive and delete slow down as a queue grows (320 messages/s with an empty queue,
  * 41 with 2,000 waiting), so the local cluster keeps a run's queue short: 256 messages in
@@ -106,9 +108,9 @@ export async function runCluster(options: ClusterOptions): Promise<number> {
       return;
     }
     view.note(`${signal} again: killing every instance now`);
-    cluster.killAll();
-    // Forced: the process exits when the close ends, failed or not, so no error is left to report.
-    void azurite.close().finally(() => process.exit(130));
+    // Forced: the process exits when the instances are gone and Azurite is closed, failed or
+    // not, so no error is left to report and no instance outlives the command.
+    void Promise.allSettled([cluster.killAll(), azurite.close()]).finally(() => process.exit(130));
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
@@ -155,10 +157,18 @@ class Cluster {
     this.stopping.abort();
   }
 
-  /** SIGKILL for every instance still alive: the forced way out. */
-  killAll(): void {
+  /**
+   * SIGKILL for every instance still alive, the forced way out; resolves once each has exited
+   * (a loaded machine takes a moment to tear a process down), or after `KILL_WAIT_MS`.
+   */
+  async killAll(): Promise<void> {
     this.forced = true;
-    for (const instance of this.instances.values()) if (instance.alive) instance.proc.kill('SIGKILL');
+    const alive = [...this.instances.values()].filter((i) => i.alive);
+    for (const instance of alive) instance.proc.kill('SIGKILL');
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, KILL_WAIT_MS)));
+    await Promise.race([Promise.all(alive.map((i) => i.exited)), bound]);
+    clearTimeout(timer);
   }
 
   async run(): Promise<number> {
