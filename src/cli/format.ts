@@ -118,13 +118,14 @@ export function renderStatus(view: StatusView, now: Date): string {
     lines.push(
       ...indent(
         table(
-          ['JOB', 'LAST CHECKED', 'ACTIVE', 'SKIPPED', 'MISSED'],
+          ['JOB', 'LAST CHECKED', 'ACTIVE', 'SKIPPED', 'MISSED', 'START LAG (LAST, MAX)'],
           view.jobs.map((j) => [
             j.job,
             formatTime(j.lastChecked, now),
             String(j.active.length),
             String(j.recent.skipped),
             String(j.recent.missed),
+            formatLags(j.occurrences),
           ]),
         ),
       ),
@@ -136,6 +137,20 @@ export function renderStatus(view: StatusView, now: Date): string {
     }
   }
   return screen(lines);
+}
+
+/** A lag as people read it: milliseconds under a second, then seconds, then longer units. */
+export function formatLag(ms: number): string {
+  if (ms < 1000) return `${Math.max(0, Math.round(ms))} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  return formatDuration(ms);
+}
+
+/** The newest start's lag and the largest among the job's listed starts. */
+function formatLags(occurrences: StatusView['jobs'][number]['occurrences']): string {
+  const lags = occurrences.flatMap((o) => (o.startLagMs === null ? [] : [o.startLagMs]));
+  if (lags.length === 0) return '-';
+  return `${formatLag(lags[0] as number)}, ${formatLag(Math.max(...lags))}`;
 }
 
 export function renderRuns(view: RunsView & { next?: string | null }, now: Date): string {
@@ -172,6 +187,13 @@ export function renderShow(view: ShowView, now: Date): string {
       isTerminal(r.state) ? formatTime(r.endedAt, now) : formatTime(r.deadlineAt, now),
     ],
   ];
+  const lags = [
+    r.startLagMs === null ? undefined : `start ${formatLag(r.startLagMs)} after its occurrence`,
+    r.firstItemLagMs === null
+      ? undefined
+      : `first item counted ${formatLag(r.firstItemLagMs)} after ${r.occurrence ? 'it' : 'creation'}`,
+  ].filter((lag) => lag !== undefined);
+  if (lags.length > 0) pairs.push(['lag', lags.join('; ')]);
   if (r.endReason) pairs.push(['reason', r.endReason]);
   if (r.finalizeError) pairs.push(['finalize', `hook failed: ${r.finalizeError}`]);
   const pruned = r.pruned;

@@ -44,6 +44,7 @@ export function createSplitActivity(deps: DurableActivityDeps): (input: unknown)
       await indexRun(deps.docs, DURABLE_EPOCH, record, { abortSignal: signal });
       try {
         doc = await records.create(key, DURABLE_EPOCH, record, { abortSignal: signal });
+        deps.telemetry?.runStarted(record);
       } catch (err) {
         if (!(err instanceof ConcurrentUpdateError)) throw err;
         doc = await records.read(key, { abortSignal: signal });

@@ -340,6 +340,8 @@ async function applyToRun(
         )
       : record.failureParts;
     const seen = run.seen.toCheckpoint();
+    const at = ctx.clock.date().toISOString();
+    const counted = counters.succeeded + counters.failed > 0;
     // The dispatch of this run may checkpoint its cursor meanwhile: only the fold's fields are set.
     await book.update(run, (current) => ({
       ...current,
@@ -353,7 +355,8 @@ async function applyToRun(
       },
       seen,
       failureParts,
-      updatedAt: ctx.clock.date().toISOString(),
+      firstItemAt: current.firstItemAt ?? (counted ? at : null),
+      updatedAt: at,
     }));
   } catch (err) {
     run.seen = before; // the checkpoint did not land; neither did these items

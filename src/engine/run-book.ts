@@ -87,6 +87,7 @@ export class RunBook {
         abortSignal: this.term.signal,
       });
       this.active.set(record.runId, { job, doc, seen: undefined });
+      this.ctx.telemetry?.runStarted(record);
       return true;
     } catch (err) {
       if (err instanceof ConcurrentUpdateError) return false;
@@ -102,12 +103,14 @@ export class RunBook {
    */
   async save(run: ActiveRun, next: RunRecord): Promise<void> {
     const key = runKeys.record(next.runId);
+    const before = run.doc.value;
     try {
       run.doc = await this.records.replace(key, this.term.epoch, run.doc, next, { abortSignal: this.term.signal });
     } catch (err) {
       this.active.delete(next.runId);
       throw err;
     }
+    if (before.firstItemAt === null && next.firstItemAt !== null) this.ctx.telemetry?.firstItemCounted(next);
     for (const wake of this.saveWaiters.get(next.runId) ?? []) wake();
     if (isTerminal(next.state)) {
       this.active.delete(next.runId);

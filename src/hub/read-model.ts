@@ -1,7 +1,7 @@
 import type { FailureEntry } from './fold';
 import type { JobState } from './job-state';
 import type { HubStatus, RunDetails } from './status';
-import type { RunRecord } from './run-record';
+import { firstItemLagMs, startLagMs, type RunRecord } from './run-record';
 
 /**
  * The read model: what `baton … --json` prints and the HTTP API returns, one shape for both.
@@ -24,7 +24,25 @@ export interface RunView {
   endedAt: string | null;
   endReason: string | null;
   cancelRequested: boolean;
+  /** A scheduled run's start lag: from its occurrence to its creation (storage time); null for a manual run. */
+  startLagMs: number | null;
+  /** When the leader first counted one of its items, and how long after the occurrence (or creation). */
+  firstItemAt: string | null;
+  firstItemLagMs: number | null;
 }
+
+/** One scheduled occurrence of a job as its state recorded it: started (with its lag), skipped or missed. */
+export interface OccurrenceView {
+  occurrence: string;
+  outcome: 'started' | 'skipped' | 'missed';
+  /** Started: from the occurrence to when the leader started it (storage time). */
+  startLagMs: number | null;
+  runId: string | null;
+  reason: string | null;
+}
+
+/** Occurrences a job view lists, newest first. */
+export const OCCURRENCES_SHOWN = 20;
 
 export interface LeaderView {
   identity: string | null;
@@ -69,6 +87,8 @@ export interface JobView {
   /** The newest skip or miss, with its reason, if any. */
   lastSkipOrMiss: { at: string; outcome: 'skipped' | 'missed'; occurrence: string | null; reason: string | null } | null;
   totals: JobState['totals'];
+  /** Its latest scheduled occurrences (up to `OCCURRENCES_SHOWN`), newest first: each start's lag, each skip and miss. */
+  occurrences: OccurrenceView[];
 }
 
 export interface StatusView {
@@ -146,7 +166,27 @@ export function runView(record: RunRecord): RunView {
     endedAt: record.endedAt,
     endReason: record.endReason,
     cancelRequested: record.cancelRequested,
+    startLagMs: startLagMs(record),
+    firstItemAt: record.firstItemAt,
+    firstItemLagMs: firstItemLagMs(record),
   };
+}
+
+/** The job's recent scheduled occurrences, newest first (manual runs and cancels are not occurrences). */
+function occurrenceViews(state: JobState): OccurrenceView[] {
+  const views: OccurrenceView[] = [];
+  for (const event of [...state.recent].reverse()) {
+    if (event.occurrence === null || event.outcome === 'cancelled') continue;
+    views.push({
+      occurrence: event.occurrence,
+      outcome: event.outcome,
+      startLagMs: event.outcome === 'started' ? Date.parse(event.at) - Date.parse(event.occurrence) : null,
+      runId: event.runId ?? null,
+      reason: event.reason ?? null,
+    });
+    if (views.length === OCCURRENCES_SHOWN) break;
+  }
+  return views;
 }
 
 export function jobView(state: JobState): JobView {
@@ -161,6 +201,7 @@ export function jobView(state: JobState): JobView {
       ? { at: last.at, outcome: last.outcome as 'skipped' | 'missed', occurrence: last.occurrence, reason: last.reason ?? null }
       : null,
     totals: { ...state.totals },
+    occurrences: occurrenceViews(state),
   };
 }
 

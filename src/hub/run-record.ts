@@ -105,6 +105,11 @@ export const runRecordSchema = z.object({
   /** Records written before endings were recorded have none. */
   ending: ending.nullable().default(null),
   /**
+   * When (storage time) the leader's checkpoint first counted an item of the run, succeeded or
+   * failed: with `occurrence`, how late the run's work began (its first-item lag).
+   */
+  firstItemAt: z.string().nullable().default(null),
+  /**
    * What retention has deleted of this ended run, each with when it began (storage time): its
    * output, its details (failure log, manifest, attachments) or, last, the whole run. `pending`
    * names a part whose deletion began and has not been seen through.
@@ -159,6 +164,7 @@ export function newRunRecord(input: {
     planCursor: 0,
     splitTimeouts: 0,
     ending: null,
+    firstItemAt: null,
     pruned: null,
   };
 }
@@ -174,6 +180,23 @@ export function transition(record: RunRecord, to: RunState, now: Date, endReason
     endedAt: isTerminal(to) ? at : record.endedAt,
     endReason: endReason ?? record.endReason,
   };
+}
+
+/**
+ * How late a scheduled run was created: from its occurrence to its creation, both storage time
+ * (the leader's clock follows storage's). Null for a manual run, which has no occurrence.
+ */
+export function startLagMs(record: Pick<RunRecord, 'occurrence' | 'createdAt'>): number | null {
+  return record.occurrence === null ? null : Date.parse(record.createdAt) - Date.parse(record.occurrence);
+}
+
+/**
+ * How late a run's work began: from its occurrence (a manual run: its creation) to the first
+ * item the leader counted. Null until an item is counted.
+ */
+export function firstItemLagMs(record: Pick<RunRecord, 'occurrence' | 'createdAt' | 'firstItemAt'>): number | null {
+  if (record.firstItemAt === null) return null;
+  return Date.parse(record.firstItemAt) - Date.parse(record.occurrence ?? record.createdAt);
 }
 
 /** Run ids: the job name plus the scheduled occurrence, so one occurrence can only ever be one run. */

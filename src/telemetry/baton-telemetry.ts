@@ -8,7 +8,7 @@ import {
   type MeterProvider,
 } from '@opentelemetry/api';
 import { logs, SeverityNumber, type Logger, type LoggerProvider } from '@opentelemetry/api-logs';
-import { isTerminal, type RunRecord } from '../hub/run-record';
+import { firstItemLagMs, isTerminal, startLagMs, type RunRecord } from '../hub/run-record';
 import type { LeaderEvent } from '../lease/leader-events';
 import { redactSecrets } from '../redact';
 import type { StorageRequestCounter } from '../storage/request-counter';
@@ -30,6 +30,8 @@ export const METRIC_NAMES = {
   runDuration: 'baton.run.duration',
   openRuns: 'baton.run.open',
   storageRequests: 'baton.storage.requests',
+  startLag: 'baton.schedule.start_lag',
+  firstItemLag: 'baton.schedule.first_item_lag',
 } as const;
 
 export const EVENT_NAMES = {
@@ -46,6 +48,8 @@ export const CUSTOM_EVENT_NAME_ATTRIBUTE = 'microsoft.custom_event.name';
 
 /** Runs last seconds to hours: the default buckets (up to 10 s) would put nearly all in the last. */
 const RUN_DURATION_BUCKETS_MS = [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21_600, 43_200, 86_400].map((s) => s * 1000);
+/** Lags run from tens of milliseconds (on time) to a lease or more (a failover) and hours (a stall). */
+const LAG_BUCKETS_MS = [25, 50, 100, 250, 500, 1000, 2000, 5000, 10_000, 30_000, 60_000, 300_000, 900_000, 3_600_000];
 /** A renewal is one storage round trip; past a few seconds it is close to the renew deadline. */
 const RENEW_BUCKETS_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000];
 
@@ -74,6 +78,8 @@ export class BatonTelemetry implements RunTelemetry {
   private readonly refusals: Counter;
   private readonly items: Counter;
   private readonly runDuration: Histogram;
+  private readonly startLag: Histogram;
+  private readonly firstItemLag: Histogram;
   private readonly events: Logger;
   /** The epoch of the term this instance holds, while it holds one. */
   private term: { epoch: number } | undefined;
@@ -108,6 +114,18 @@ export class BatonTelemetry implements RunTelemetry {
       description: 'From the creation of a run to its end, recorded once as it ends',
       unit: 'ms',
       advice: { explicitBucketBoundaries: RUN_DURATION_BUCKETS_MS },
+    });
+    this.startLag = meter.createHistogram(METRIC_NAMES.startLag, {
+      description:
+        'From a scheduled occurrence to the creation of its run, by storage time; recorded once, as the run is created',
+      unit: 'ms',
+      advice: { explicitBucketBoundaries: LAG_BUCKETS_MS },
+    });
+    this.firstItemLag = meter.createHistogram(METRIC_NAMES.firstItemLag, {
+      description:
+        "From a scheduled occurrence to the leader's first count of one of its run's items, by storage time; recorded once",
+      unit: 'ms',
+      advice: { explicitBucketBoundaries: LAG_BUCKETS_MS },
     });
     meter
       .createObservableGauge(METRIC_NAMES.isLeader, {
@@ -174,6 +192,17 @@ export class BatonTelemetry implements RunTelemetry {
     }
     if (succeeded > 0) this.items.add(succeeded, attributes.succeeded);
     if (failed > 0) this.items.add(failed, attributes.failed);
+  }
+
+  runStarted(record: RunRecord): void {
+    const lag = startLagMs(record);
+    if (lag !== null && Number.isFinite(lag)) this.startLag.record(Math.max(0, lag), { job: record.job });
+  }
+
+  firstItemCounted(record: RunRecord): void {
+    // Scheduled runs only, as the start lag: a manual run has no occurrence to be late for.
+    const lag = record.occurrence === null ? null : firstItemLagMs(record);
+    if (lag !== null && Number.isFinite(lag)) this.firstItemLag.record(Math.max(0, lag), { job: record.job });
   }
 
   runEnded(record: RunRecord): void {

@@ -10,6 +10,10 @@ import type { RunRecord } from '../hub/run-record';
  * write that made its record terminal.
  */
 export interface RunTelemetry {
+  /** `record` as the write that created the run made it: its start lag, for a scheduled run. */
+  runStarted(record: RunRecord): void;
+  /** `record` as the checkpoint that first counted one of its items left it (`firstItemAt` set). */
+  firstItemCounted(record: RunRecord): void;
   /** Items a checkpoint of the leader's fold counted into a run of `job`: new items only, never duplicates. */
   itemsFolded(job: string, succeeded: number, failed: number): void;
   /** `record` as the write that ended the run left it (terminal state, `endedAt`). */
@@ -22,4 +26,4 @@ export interface RunTelemetry {
 }
 
 /** The part of `RunTelemetry` an engine that has no leader's fold or book reports (the durable engine). */
-export type RunEndTelemetry = Pick<RunTelemetry, 'runEnded'>;
+export type RunEndTelemetry = Pick<RunTelemetry, 'runEnded' | 'runStarted'>;

@@ -1,3 +1,4 @@
+import type { RunTelemetry } from '../../src/telemetry/run-telemetry';
 import type { RetentionPolicy } from '../../src/hub/retention';
 import { HubQueues, type QueueShard } from '../../src/engine/queue-shards';
 import { LeaseLostError } from '../../src/errors';
@@ -46,6 +47,7 @@ export function buildEngine(
     workerVisibilitySeconds?: number;
     sharded?: ShardedQueues;
     retention?: RetentionPolicy;
+    telemetry?: RunTelemetry;
   } = {},
 ) {
   const clock = options.clock ?? systemClock;
@@ -63,6 +65,7 @@ export function buildEngine(
     log: quietLog,
     tuning,
     ...(options.retention ? { retention: options.retention } : {}),
+    ...(options.telemetry ? { telemetry: options.telemetry } : {}),
   });
   const records = new FencedDocuments<RunRecord>(ports.docs, { parse: (v) => runRecordSchema.parse(v) });
   const workerDeps = (shard: QueueShard): WorkerDeps => ({

@@ -1,9 +1,9 @@
 import * as df from 'durable-functions';
 import { describe, expect, it } from 'vitest';
-import { createFinalizeActivity, DURABLE_EPOCH, runInstanceId, startDueRuns } from '../../src/durable';
+import { createFinalizeActivity, createSplitActivity, DURABLE_EPOCH, runInstanceId, startDueRuns } from '../../src/durable';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
-import { newRunRecord, runKeys, scheduledRunId, transition, type RunRecord } from '../../src/hub/run-record';
+import { newRunRecord, runKeys, scheduledRunId, startLagMs, transition, type RunRecord } from '../../src/hub/run-record';
 import type { RunEndTelemetry } from '../../src/telemetry/run-telemetry';
 import { useFakeDurable } from '../support/durable-extension';
 import { withMerge } from '../support/durable-jobs';
@@ -19,9 +19,10 @@ const T0 = new Date('2026-03-01T02:00:30.000Z');
 const T1 = new Date('2026-03-01T02:01:10.000Z');
 const RUN = scheduledRunId('nightly', new Date('2026-03-01T02:01:00.000Z'));
 
-function recorder(): RunEndTelemetry & { ended: RunRecord[] } {
+function recorder(): RunEndTelemetry & { ended: RunRecord[]; started: RunRecord[] } {
   const ended: RunRecord[] = [];
-  return { ended, runEnded: (record) => ended.push(record) };
+  const started: RunRecord[] = [];
+  return { ended, started, runEnded: (record) => ended.push(record), runStarted: (record) => started.push(record) };
 }
 
 /** A record as the split activity and the orchestration leave it: running, at the durable engine's epoch. */
@@ -62,6 +63,18 @@ describe('durable run ends reach telemetry as the queue engine reports them', ()
       endedAt: T1.toISOString(),
       counters: { planned: 4, succeeded: 3, failed: 1 },
     });
+  });
+
+  it('the split activity reports the run it creates once, with its start lag; a repeat reports nothing', async () => {
+    const docs = new InMemoryDocumentStore();
+    const telemetry = recorder();
+    const jobs = new Map([['nightly', withMerge(sumJob({ name: 'nightly', items: 4 }), merge)]]);
+    const split = createSplitActivity({ jobs, docs, clock: { date: () => T1 }, telemetry });
+    const input = { runId: RUN, job: 'nightly', occurrence: '2026-03-01T02:01:00.000Z', trigger: 'schedule', chunkItems: 500 };
+    await split(input);
+    await split(input);
+    expect(telemetry.started).toEqual([expect.objectContaining({ runId: RUN, createdAt: T1.toISOString() })]);
+    expect(startLagMs(telemetry.started[0]!)).toBe(10_000);
   });
 
   it('the starter reports a run it times out once, and nothing on the ticks after', async () => {

@@ -107,6 +107,34 @@ describe('Baton telemetry', () => {
     expect(events.getFinishedLogRecords()[0]?.spanContext).toBeUndefined();
   });
 
+  it("records a scheduled run's start lag and first-item lag by job; a manual run has neither", async () => {
+    const { telemetry, collect } = harness();
+    const scheduled = newRunRecord({
+      runId: 'nightly/2026-03-01T02:00:00.000Z',
+      job: 'nightly',
+      trigger: 'schedule',
+      occurrence: new Date('2026-03-01T02:00:00.000Z'),
+      now: new Date('2026-03-01T02:00:00.180Z'),
+      timeoutSeconds: 600,
+    });
+    telemetry.runStarted(scheduled);
+    telemetry.firstItemCounted({ ...scheduled, firstItemAt: '2026-03-01T02:00:01.430Z' });
+    const manual = newRunRecord({
+      runId: 'nightly/manual-1',
+      job: 'nightly',
+      trigger: 'manual',
+      occurrence: undefined,
+      now: new Date('2026-03-01T03:00:00.000Z'),
+      timeoutSeconds: 600,
+    });
+    telemetry.runStarted(manual);
+    telemetry.firstItemCounted({ ...manual, firstItemAt: '2026-03-01T03:00:02.000Z' });
+    const metrics = await collect();
+    expect(metrics.get(METRIC_NAMES.startLag)?.descriptor.unit).toBe('ms');
+    expect(pointOf(metrics.get(METRIC_NAMES.startLag), { job: 'nightly' })?.value).toMatchObject({ count: 1, sum: 180 });
+    expect(pointOf(metrics.get(METRIC_NAMES.firstItemLag), { job: 'nightly' })?.value).toMatchObject({ count: 1, sum: 1430 });
+  });
+
   it('counts folded items by job and outcome, and a run once as it ends', async () => {
     const { telemetry, collect, value, emitted } = harness();
     telemetry.itemsFolded('nightly', 30, 2);

@@ -138,6 +138,7 @@ describe('newRunRecord', () => {
       planCursor: 0,
       splitTimeouts: 0,
       ending: null,
+      firstItemAt: null,
       pruned: null,
     });
     expect(runRecordSchema.parse(r)).toEqual(r);
