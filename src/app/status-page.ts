@@ -53,6 +53,11 @@ const PAGE = `<!doctype html>
   #error { color: var(--bad); }
   tr.clickable { cursor: pointer; } tr.clickable:hover { background: #f6f8fa; }
   code { font-size: 12px; }
+  .occs { display: flex; gap: 3px; flex-wrap: wrap; }
+  .occ { width: 14px; height: 14px; border-radius: 3px; display: inline-block; }
+  .occ-started { background: var(--ok); } .occ-late { background: var(--warn); }
+  .occ-skipped { background: repeating-linear-gradient(135deg, #d0d7de 0 3px, #fff 3px 6px); border: 1px solid #afb8c1; }
+  .occ-missed { background: var(--bad); }
 </style>
 </head>
 <body>
@@ -77,6 +82,12 @@ const PAGE = `<!doctype html>
     <h2>Open runs</h2>
     <div id="open-runs"></div>
     <div class="muted" id="open-empty">no run is open</div>
+  </section>
+  <section class="wide">
+    <h2>Schedules</h2>
+    <table><thead><tr><th>job</th><th>recent occurrences, oldest to newest</th><th>start lag: last</th><th>max</th></tr></thead><tbody id="schedules"></tbody></table>
+    <div class="muted" id="schedules-empty">no scheduled occurrence recorded yet</div>
+    <div class="muted">green: started within a second of its time; amber: later; striped: skipped; red: missed. Hover for when and why.</div>
   </section>
   <section class="wide">
     <h2>Recent runs</h2>
@@ -111,6 +122,9 @@ const PAGE = `<!doctype html>
     return Math.floor(m / 60) + ' h ' + (m % 60) + ' min';
   };
   const time = (iso) => iso ? new Date(iso).toLocaleTimeString() : '—';
+  const lag = (ms) => ms == null ? '—' : ms < 1000 ? Math.max(0, Math.round(ms)) + ' ms' : ms < 60000 ? (ms / 1000).toFixed(1) + ' s' : duration(ms);
+  /** A start later than this is shown as late. */
+  const LATE_MS = 1000;
   /** Samples of each open run's done count, for items/s over the last 15 s. */
   const samples = new Map();
   let selected = null;
@@ -175,6 +189,25 @@ const PAGE = `<!doctype html>
     $('open-empty').hidden = open.length > 0;
   }
 
+  /** Each job's recent occurrences as a strip a person reads at a glance, with its lags. */
+  function renderSchedules(status) {
+    const jobs = status.jobs.filter((j) => j.occurrences.length > 0);
+    $('schedules').replaceChildren(...jobs.map((j) => {
+      const strip = el('div', undefined, 'occs');
+      strip.dataset.job = j.job;
+      for (const o of [...j.occurrences].reverse()) {
+        const late = o.outcome === 'started' && o.startLagMs > LATE_MS;
+        const box = el('span', undefined, 'occ occ-' + (late ? 'late' : o.outcome));
+        box.dataset.outcome = o.outcome;
+        box.title = time(o.occurrence) + ' · ' + (o.outcome === 'started' ? 'started ' + lag(o.startLagMs) + ' after its time' : o.outcome + (o.reason ? ': ' + o.reason : ''));
+        strip.append(box);
+      }
+      const lags = j.occurrences.filter((o) => o.startLagMs !== null).map((o) => o.startLagMs);
+      return row([j.job, strip, el('span', lags.length ? lag(lags[0]) : '—', 'last-lag'), lags.length ? lag(Math.max(...lags)) : '—']);
+    }));
+    $('schedules-empty').hidden = jobs.length > 0;
+  }
+
   /** The last page of recent runs; open ones are shown with the status's fresher counters. */
   let recent = [];
   function renderRecent(active) {
@@ -219,6 +252,7 @@ const PAGE = `<!doctype html>
       $('hub').textContent = status.hub;
       renderLeader(status);
       renderOpen(status, now);
+      renderSchedules(status);
       // Listing runs reads every run record: less often than the status, and at once when a run opens or ends.
       const open = status.activeRuns.map((r) => r.runId).join(' ');
       if (now - lastRuns >= Math.max(every, 5000) || open !== lastOpen) {

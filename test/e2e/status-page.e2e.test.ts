@@ -42,9 +42,13 @@ afterAll(async () => {
 
 /**
  * Slow items, so the run is still open when the leader is killed 4 s in and when its successor
- * takes over once the lease expires (15 s), and goes on after.
+ * takes over once the lease expires (15 s), and goes on after. Beside it, a one-item job due
+ * every 2 s, whose occurrences the page's schedule strip shows.
  */
-const SLOW_JOB = JSON.stringify([{ name: 'slow', items: 3000, slowEvery: 1, slowMs: 200 }]);
+const SLOW_JOB = JSON.stringify([
+  { name: 'slow', items: 3000, slowEvery: 1, slowMs: 200 },
+  { name: 'tick', items: 1, schedule: '*/2 * * * * *' },
+]);
 
 /** What the page's table rows are, in a test compiled without the DOM types. */
 interface TableRow {
@@ -150,6 +154,20 @@ describe.skipIf(!CHROMIUM)('the status page in headless Chromium', () => {
         })
         .toBe(true);
       expect(await page.locator('#open-runs .rate').count()).toBeGreaterThan(0);
+
+      // The schedule strip: the tick job's occurrences, each started one with its lag on hover.
+      const started = () =>
+        page
+          .locator('.occs[data-job="tick"] .occ[data-outcome="started"]')
+          .evaluateAll((boxes) => boxes.map((box) => (box as unknown as { title: string }).title));
+      await expect
+        .poll(async () => (await started()).length, { timeout: patience(60_000), interval: 250 })
+        .toBeGreaterThanOrEqual(2);
+      for (const title of await started()) expect(title).toMatch(/ · started (\d+ ms|\d+\.\d s|.+) after its time$/);
+      expect(await page.locator('#schedules tr', { hasText: 'tick' }).locator('.last-lag').textContent()).toMatch(
+        /^(\d+ ms|\d+\.\d s|.+)$/,
+      );
+      expect(await page.locator('#schedules-empty').isHidden()).toBe(true);
 
       // A run's failures open under it: this run has none, and says so.
       await page.locator('#open-runs .run').first().click();
