@@ -1,7 +1,7 @@
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments, refuseStale } from '../fencing/fenced-documents';
 import { jobStateKey, jobStateSchema, newJobState, type JobEvent, type JobState } from '../hub/job-state';
-import { checkSchedule, recordCheck } from '../hub/occurrence-ledger';
+import { checkSchedule, recordCheck, recordedOccurrences } from '../hub/occurrence-ledger';
 import { LeaseLostError, StaleEpochError } from '../errors';
 import type { JobDefinition } from '../jobs/job-definition';
 import { scheduledRunId, type TerminalRunState } from '../hub/run-record';
@@ -292,20 +292,25 @@ async function startJob(
   // check covers the longer window just the same) and save a write on every idle tick.
   if (events.length === 0 && sameActive && current.lastChecked !== null && !startError) return;
   const checkedUntil = startError ? current.lastChecked : plan.checkedUntil.toISOString();
-  await states.update(
+  let before: JobState | undefined;
+  const written = await states.update(
     key,
     deps.epoch,
-    (latest) =>
-      recordCheck(latest, job.name, {
+    (latest) => {
+      before = latest;
+      return recordCheck(latest, job.name, {
         readFrom: current,
         checkedUntil,
         events,
         missedCount: startError ? 0 : plan.missedCount,
         leaves,
         watch: runs.watch,
-      }),
+      });
+    },
     options,
   );
+  // The last call of the change is the one whose write landed.
+  if (written) deps.telemetry?.occurrencesRecorded(job.name, recordedOccurrences(before, written.value));
   if (startError) {
     const { runId, err } = startError;
     throw new Error(`start of run ${runId} failed: ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`, {

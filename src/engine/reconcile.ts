@@ -5,7 +5,7 @@ import { manualRunId, newRunRecord, scheduledRunId } from '../hub/run-record';
 import { decideOverlap } from '../schedule/schedule';
 import type { EngineContext, TermContext } from './engine-context';
 import { jobStateKey, jobStateSchema, newJobState, withEvents, type JobEvent, type JobState } from '../hub/job-state';
-import { checkSchedule, recordCheck } from '../hub/occurrence-ledger';
+import { checkSchedule, recordCheck, recordedOccurrences } from '../hub/occurrence-ledger';
 import type { RunBook } from './run-book';
 
 export function jobStates(ctx: EngineContext): FencedDocuments<JobState> {
@@ -53,21 +53,28 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
   const nothingNew = events.length === 0 && starting.length === 0 && ended.size === 0 && current.lastChecked !== null;
   if (nothingNew) return [];
   book.jobStates.delete(job.name);
+  let before: JobState | undefined;
   const written = await states.update(
     key,
     term.epoch,
-    (latest) =>
-      recordCheck(latest, job.name, {
+    (latest) => {
+      before = latest;
+      return recordCheck(latest, job.name, {
         readFrom: current,
         checkedUntil,
         events,
         missedCount: plan.missedCount,
         leaves: (id) => ended.has(id),
         watch: starting.map((s) => s.runId),
-      }),
+      });
+    },
     { abortSignal: term.signal },
   );
-  if (written) book.jobStates.set(job.name, written.value);
+  if (written) {
+    book.jobStates.set(job.name, written.value);
+    // The last call of the change is the one whose write landed.
+    ctx.telemetry?.occurrencesRecorded(job.name, recordedOccurrences(before, written.value));
+  }
   for (const { runId, occurrence } of starting) {
     const record = newRunRecord({
       runId,

@@ -60,6 +60,27 @@ export interface ScheduleCheck {
  * it already recorded is not recorded again (by run id, among the recent events). The window
  * never moves back, and totals count the events recorded.
  */
+/** What one write of a job's state recorded: how many occurrences it counted, and the skips and misses it listed. */
+export interface RecordedOccurrences {
+  started: number;
+  skipped: number;
+  missed: number;
+  /** The skipped and missed occurrences the write listed (a long outage's misses may be counted, not listed). */
+  events: JobEvent[];
+}
+
+/** Compares a job's state before and after one write (`after` made from `before` by `recordCheck`). */
+export function recordedOccurrences(before: JobState | undefined, after: JobState): RecordedOccurrences {
+  const was = before?.totals ?? { started: 0, skipped: 0, missed: 0 };
+  const old = new Set(before?.recent ?? []);
+  return {
+    started: after.totals.started - was.started,
+    skipped: after.totals.skipped - was.skipped,
+    missed: after.totals.missed - was.missed,
+    events: after.recent.filter((e) => !old.has(e) && (e.outcome === 'skipped' || e.outcome === 'missed')),
+  };
+}
+
 export function recordCheck(latest: JobState | undefined, job: string, check: ScheduleCheck): JobState {
   const base = latest ?? newJobState(job);
   const raced = base.lastChecked !== check.readFrom.lastChecked;

@@ -8,6 +8,7 @@ import {
   type MeterProvider,
 } from '@opentelemetry/api';
 import { logs, SeverityNumber, type Logger, type LoggerProvider } from '@opentelemetry/api-logs';
+import type { RecordedOccurrences } from '../hub/occurrence-ledger';
 import { firstItemLagMs, isTerminal, startLagMs, type RunRecord } from '../hub/run-record';
 import type { LeaderEvent } from '../lease/leader-events';
 import { redactSecrets } from '../redact';
@@ -32,11 +33,13 @@ export const METRIC_NAMES = {
   storageRequests: 'baton.storage.requests',
   startLag: 'baton.schedule.start_lag',
   firstItemLag: 'baton.schedule.first_item_lag',
+  occurrences: 'baton.schedule.occurrences',
 } as const;
 
 export const EVENT_NAMES = {
   leadershipChanged: 'baton.leadership.changed',
   runEnded: 'baton.run.ended',
+  occurrenceNotRun: 'baton.schedule.not_run',
 } as const;
 
 /**
@@ -80,6 +83,7 @@ export class BatonTelemetry implements RunTelemetry {
   private readonly runDuration: Histogram;
   private readonly startLag: Histogram;
   private readonly firstItemLag: Histogram;
+  private readonly occurrences: Counter;
   private readonly events: Logger;
   /** The epoch of the term this instance holds, while it holds one. */
   private term: { epoch: number } | undefined;
@@ -126,6 +130,11 @@ export class BatonTelemetry implements RunTelemetry {
         "From a scheduled occurrence to the leader's first count of one of its run's items, by storage time; recorded once",
       unit: 'ms',
       advice: { explicitBucketBoundaries: LAG_BUCKETS_MS },
+    });
+    this.occurrences = meter.createCounter(METRIC_NAMES.occurrences, {
+      description: 'Scheduled occurrences the leader recorded, by job and outcome (started, skipped, missed); each once',
+      unit: '{occurrence}',
+      valueType: ValueType.INT,
     });
     meter
       .createObservableGauge(METRIC_NAMES.isLeader, {
@@ -192,6 +201,20 @@ export class BatonTelemetry implements RunTelemetry {
     }
     if (succeeded > 0) this.items.add(succeeded, attributes.succeeded);
     if (failed > 0) this.items.add(failed, attributes.failed);
+  }
+
+  occurrencesRecorded(job: string, recorded: RecordedOccurrences): void {
+    for (const outcome of ['started', 'skipped', 'missed'] as const) {
+      if (recorded[outcome] > 0) this.occurrences.add(recorded[outcome], { job, outcome });
+    }
+    for (const event of recorded.events) {
+      this.emit(EVENT_NAMES.occurrenceNotRun, {
+        job,
+        occurrence: event.occurrence ?? '',
+        outcome: event.outcome,
+        reason: redactSecrets(event.reason ?? ''),
+      });
+    }
   }
 
   runStarted(record: RunRecord): void {

@@ -1,3 +1,4 @@
+import type { RecordedOccurrences } from '../hub/occurrence-ledger';
 import type { RunRecord } from '../hub/run-record';
 
 /**
@@ -10,6 +11,8 @@ import type { RunRecord } from '../hub/run-record';
  * write that made its record terminal.
  */
 export interface RunTelemetry {
+  /** What a write of `job`'s state recorded about its schedule: occurrences started, skipped, missed. */
+  occurrencesRecorded(job: string, recorded: RecordedOccurrences): void;
   /** `record` as the write that created the run made it: its start lag, for a scheduled run. */
   runStarted(record: RunRecord): void;
   /** `record` as the checkpoint that first counted one of its items left it (`firstItemAt` set). */
@@ -26,4 +29,4 @@ export interface RunTelemetry {
 }
 
 /** The part of `RunTelemetry` an engine that has no leader's fold or book reports (the durable engine). */
-export type RunEndTelemetry = Pick<RunTelemetry, 'runEnded' | 'runStarted'>;
+export type RunEndTelemetry = Pick<RunTelemetry, 'runEnded' | 'runStarted' | 'occurrencesRecorded'>;

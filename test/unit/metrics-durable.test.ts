@@ -22,7 +22,13 @@ const RUN = scheduledRunId('nightly', new Date('2026-03-01T02:01:00.000Z'));
 function recorder(): RunEndTelemetry & { ended: RunRecord[]; started: RunRecord[] } {
   const ended: RunRecord[] = [];
   const started: RunRecord[] = [];
-  return { ended, started, runEnded: (record) => ended.push(record), runStarted: (record) => started.push(record) };
+  return {
+    ended,
+    started,
+    runEnded: (record) => ended.push(record),
+    runStarted: (record) => started.push(record),
+    occurrencesRecorded: () => undefined,
+  };
 }
 
 /** A record as the split activity and the orchestration leave it: running, at the durable engine's epoch. */

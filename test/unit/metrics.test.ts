@@ -135,6 +135,39 @@ describe('Baton telemetry', () => {
     expect(pointOf(metrics.get(METRIC_NAMES.firstItemLag), { job: 'nightly' })?.value).toMatchObject({ count: 1, sum: 1430 });
   });
 
+  it('counts occurrences by outcome, and sends each listed skip or miss as an event', async () => {
+    const { telemetry, value, emitted } = harness();
+    telemetry.occurrencesRecorded('nightly', {
+      started: 1,
+      skipped: 1,
+      missed: 3,
+      events: [
+        { at: 't', occurrence: '2026-03-01T02:00:00.000Z', outcome: 'skipped', reason: 'overlap: skip; AccountKey=abc123' },
+        { at: 't', occurrence: '2026-03-01T01:00:00.000Z', outcome: 'missed', reason: 'past its starting deadline' },
+      ],
+    });
+    telemetry.occurrencesRecorded('nightly', { started: 2, skipped: 0, missed: 0, events: [] });
+    expect(await value(METRIC_NAMES.occurrences, { job: 'nightly', outcome: 'started' })).toBe(3);
+    expect(await value(METRIC_NAMES.occurrences, { job: 'nightly', outcome: 'skipped' })).toBe(1);
+    expect(await value(METRIC_NAMES.occurrences, { job: 'nightly', outcome: 'missed' })).toBe(3);
+    expect(emitted()).toEqual([
+      {
+        [CUSTOM_EVENT_NAME_ATTRIBUTE]: EVENT_NAMES.occurrenceNotRun,
+        job: 'nightly',
+        occurrence: '2026-03-01T02:00:00.000Z',
+        outcome: 'skipped',
+        reason: 'overlap: skip; AccountKey=***',
+      },
+      {
+        [CUSTOM_EVENT_NAME_ATTRIBUTE]: EVENT_NAMES.occurrenceNotRun,
+        job: 'nightly',
+        occurrence: '2026-03-01T01:00:00.000Z',
+        outcome: 'missed',
+        reason: 'past its starting deadline',
+      },
+    ]);
+  });
+
   it('counts folded items by job and outcome, and a run once as it ends', async () => {
     const { telemetry, collect, value, emitted } = harness();
     telemetry.itemsFolded('nightly', 30, 2);

@@ -10,6 +10,13 @@ import { jobStateKey, jobStateSchema, type JobState } from '../../src/hub/job-st
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { firstItemLagMs, isTerminal, newRunRecord, startLagMs, type RunRecord } from '../../src/hub/run-record';
 import type { RunTelemetry } from '../../src/telemetry/run-telemetry';
+import type { RecordedOccurrences } from '../../src/hub/occurrence-ledger';
+import { reconcileJob } from '../../src/engine/reconcile';
+import { defineJob } from '../../src/jobs/define-job';
+import { ForwardingDocumentStore } from '../support/forwarding-document-store';
+import { unitEngine } from '../support/unit-engine';
+import { ConcurrentUpdateError } from '../../src/errors';
+import type { DocumentCallOptions, WriteCondition } from '../../src/fencing/document-store';
 import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';
 import { sumJob } from '../support/sample-jobs';
@@ -26,6 +33,10 @@ class RecordingTelemetry implements RunTelemetry {
   }
   runEnded(record: RunRecord): void {
     this.ended.push(record);
+  }
+  occurrences: Array<{ job: string } & RecordedOccurrences> = [];
+  occurrencesRecorded(job: string, recorded: RecordedOccurrences): void {
+    this.occurrences.push({ job, ...recorded });
   }
   itemsFolded(): void {}
   trackOpenRuns(): () => void {
@@ -82,6 +93,47 @@ describe('start lag', () => {
     // Newest first.
     const listed = view.occurrences.map((o) => Date.parse(o.occurrence));
     expect(listed).toEqual([...listed].sort((a, b) => b - a));
+  });
+
+  it('each occurrence started, skipped or missed reaches telemetry once, with the skips and misses listed', async () => {
+    const START = new Date('2026-01-01T00:00:00.000Z');
+    const tick = defineJob<number, number, number>({
+      name: 'tick',
+      schedule: '*/10 * * * * *',
+      overlap: 'skip',
+      split: () => [1],
+      process: (n) => n,
+      aggregate: { initial: () => 0, add: (a, r) => a + r },
+    });
+    const engine = unitEngine([tick], START);
+    const telemetry = new RecordingTelemetry();
+    // The first write of each job state is refused once, as a racing leader's would be: the
+    // change runs twice and must still be told once.
+    let refuse = true;
+    const racing = new (class extends ForwardingDocumentStore {
+      override write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions) {
+        if (refuse && key === 'jobs/tick.json' && 'ifMatch' in condition) {
+          refuse = false;
+          return Promise.reject(new ConcurrentUpdateError(key));
+        }
+        return super.write(key, body, condition, options);
+      }
+    })(engine.docs);
+    const ctx = { ...engine.ctx, docs: racing, telemetry };
+    const reconcile = async () => {
+      const { book, term } = engine.book(1);
+      return reconcileJob(ctx, term, book, tick);
+    };
+    await reconcile();
+    await engine.clock.advance(11_000);
+    expect(await reconcile()).toHaveLength(1); // 00:00:10 starts and stays open
+    await engine.clock.advance(10_000);
+    expect(await reconcile()).toEqual([]); // 00:00:20 is skipped: 00:00:10 is still open
+    const total = (key: 'started' | 'skipped' | 'missed') => telemetry.occurrences.reduce((n, o) => n + o[key], 0);
+    expect([total('started'), total('skipped'), total('missed')]).toEqual([1, 1, 0]);
+    const events = telemetry.occurrences.flatMap((o) => o.events);
+    expect(events).toEqual([expect.objectContaining({ occurrence: '2026-01-01T00:00:20.000Z', outcome: 'skipped' })]);
+    expect(events[0]?.reason).toMatch(/^run tick\/2026-01-01T00:00:10.000Z is /);
   });
 
   it('a manual run has no start lag; its first-item lag counts from its creation', () => {
