@@ -119,7 +119,11 @@ param sharedStorageAccountName string = ''
 @description('Resource group of sharedStorageAccountName, in this subscription. Empty means this deployment\'s resource group.')
 param sharedStorageResourceGroupName string = ''
 
-@description('E-mail address that the three alerts notify. Empty: the alerts fire in Azure Monitor without notifying anyone; attach your own action group to them.')
+@minValue(1)
+@description('Start lag, in milliseconds, above which the start-lag alert fires (how late after its time a scheduled run may be created). Default 60 s: past a leader change by lease expiry.')
+param startLagAlertMs int = 60000
+
+@description('E-mail address that the alerts notify. Empty: the alerts fire in Azure Monitor without notifying anyone; attach your own action group to them.')
 param alertEmail string = ''
 
 @description('Whether to create the no-leader alert. Turn it off in an app that shares its hub with another app: it sees only its own instances, and the other app may hold the lease for long stretches.')
@@ -261,6 +265,7 @@ module alerts 'modules/alerts.bicep' = {
     hubName: hubName
     alertEmail: alertEmail
     noLeaderAlert: noLeaderAlert
+    startLagAlertMs: startLagAlertMs
   }
 }
 

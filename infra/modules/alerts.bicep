@@ -1,4 +1,4 @@
-// Three alerts and a workbook over the telemetry Baton exports with OpenTelemetry to Application
+// Five alerts and a workbook over the telemetry Baton exports with OpenTelemetry to Application
 // Insights: metrics land in customMetrics (name = the instrument, attributes in customDimensions),
 // leadership changes and run ends in customEvents, which sampling never drops.
 //
@@ -21,6 +21,9 @@ param alertEmail string
 
 @description('Whether to create the no-leader alert (off in an app that shares its hub with another app).')
 param noLeaderAlert bool
+
+@description('Start lag, in milliseconds, above which the start-lag alert fires: how late after its time a scheduled run may be created.')
+param startLagAlertMs int
 
 resource appInsights 'Microsoft.Insights/components@2020-02-02' existing = {
   name: appInsightsName
@@ -136,6 +139,107 @@ customEvents
           ]
           operator: 'GreaterThan'
           threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: actionGroups
+    }
+  }
+}
+
+// A schedule also fails by not running: each occurrence a job's state lists as skipped or missed
+// is one event, so the alert fires per job on the first, with the occurrence and reason in it.
+resource notRun 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'baton-not-run-${appInsightsName}'
+  location: location
+  tags: tags
+  properties: {
+    displayName: 'Baton ${hubName}: a scheduled occurrence was skipped or missed'
+    description: 'A baton.schedule.not_run event: an occurrence of a job did not run (skipped by its overlap policy, or missed while nobody led or past its starting deadline). One alert per job; the occurrence and reason are in the event.'
+    severity: 2
+    enabled: true
+    scopes: [
+      appInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT10M'
+    criteria: {
+      allOf: [
+        {
+          query: '''
+customEvents
+| where name == "baton.schedule.not_run"
+| project timestamp, job = tostring(customDimensions.job), occurrence = tostring(customDimensions.occurrence), outcome = tostring(customDimensions.outcome), reason = tostring(customDimensions.reason)
+'''
+          timeAggregation: 'Count'
+          dimensions: [
+            {
+              name: 'job'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    autoMitigate: true
+    actions: {
+      actionGroups: actionGroups
+    }
+  }
+}
+
+// The largest start lag any instance recorded for a job in the window, against a threshold the
+// deployer sets: a run created late is a schedule that did not keep time, whoever led.
+resource startLag 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+  name: 'baton-start-lag-${appInsightsName}'
+  location: location
+  tags: tags
+  properties: {
+    displayName: 'Baton ${hubName}: a scheduled run started late'
+    description: 'baton.schedule.start_lag went above ${startLagAlertMs} ms: a scheduled run was created that long after its time. One alert per job.'
+    severity: 3
+    enabled: true
+    scopes: [
+      appInsights.id
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT10M'
+    criteria: {
+      allOf: [
+        {
+          query: '''
+customMetrics
+| where name == "baton.schedule.start_lag"
+| project timestamp, job = tostring(customDimensions.job), lag = valueMax
+'''
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'lag'
+          dimensions: [
+            {
+              name: 'job'
+              operator: 'Include'
+              values: [
+                '*'
+              ]
+            }
+          ]
+          operator: 'GreaterThan'
+          threshold: startLagAlertMs
           failingPeriods: {
             numberOfEvaluationPeriods: 1
             minFailingPeriodsToAlert: 1

@@ -796,8 +796,9 @@ export function lintBatonSettings(files: InfraFiles, expect: Pick<InfraExpectati
 // --- alerts and workbook --------------------------------------------------------------------
 
 /**
- * The three alerts (no leader, a run failed or timed out, fencing refusals) and the workbook,
- * all on the Application Insights component, none with a fixed address to notify.
+ * The five alerts (no leader, a run failed or timed out, fencing refusals, a scheduled occurrence
+ * not run, a scheduled run started late) and the workbook, all on the Application Insights
+ * component, none with a fixed address to notify.
  */
 export function lintMonitoring(files: Record<string, string>): string[] {
   const problems: string[] = [];
@@ -813,7 +814,7 @@ export function lintMonitoring(files: Record<string, string>): string[] {
   const field = (body: string, key: string) => new RegExp(`\\b${key}\\s*:\\s*'([^']*)'`).exec(body)?.[1];
 
   const rules = all.filter(({ resource }) => resource.type === 'Microsoft.Insights/scheduledQueryRules');
-  if (rules.length !== 3) report('alerts', ALL_BICEP, `expected three scheduled query rules, found ${rules.length}`);
+  if (rules.length !== 5) report('alerts', ALL_BICEP, `expected five scheduled query rules, found ${rules.length}`);
   const find = (signal: string) => rules.filter(({ resource }) => resource.body.includes(`"${signal}"`));
   const expected = [
     {
@@ -824,6 +825,8 @@ export function lintMonitoring(files: Record<string, string>): string[] {
     },
     { what: 'a run failed or timed out', signal: 'baton.run.ended', table: 'customEvents', must: ['"failed"', '"timed-out"'] },
     { what: 'fencing refusals', signal: 'baton.fencing.refusals', table: 'customMetrics', must: ['valueSum'] },
+    { what: 'an occurrence not run', signal: 'baton.schedule.not_run', table: 'customEvents', must: ['customDimensions.job'] },
+    { what: 'a run started late', signal: 'baton.schedule.start_lag', table: 'customMetrics', must: ['valueMax'] },
   ];
   for (const { what, signal, table, must } of expected) {
     const found = find(signal);
@@ -866,8 +869,18 @@ export function lintMonitoring(files: Record<string, string>): string[] {
     }
     // The criterion's operator, not a dimension's (Include or Exclude).
     const operator = /\boperator\s*:\s*'(?!Include'|Exclude')([^']*)'/.exec(body)?.[1];
-    const threshold = /\bthreshold\s*:\s*([\d.]+)/.exec(body)?.[1];
-    if (operator !== 'GreaterThan' || threshold !== '0') {
+    const threshold = /\bthreshold\s*:\s*([\w.]+)/.exec(body)?.[1];
+    if (signal === 'baton.schedule.start_lag') {
+      // The one alert on a level: the deployer says how late is too late.
+      const fromParameter = file.params.some((p) => p.name === threshold);
+      if (operator !== 'GreaterThan' || !fromParameter || field(body, 'timeAggregation') !== 'Maximum') {
+        report(
+          'alerts-condition',
+          file.path,
+          `${resource.symbol} (${what}) must fire when the largest lag is above a threshold from a parameter (Maximum, GreaterThan)`,
+        );
+      }
+    } else if (operator !== 'GreaterThan' || threshold !== '0') {
       report(
         'alerts-condition',
         file.path,

@@ -377,6 +377,22 @@ const breakages: [string, string, Mutate][] = [
       );
     },
   ],
+  [
+    'skips and misses do not alert',
+    'alerts',
+    replace(ALERTS, 'name == "baton.schedule.not_run"', 'name == "baton.schedule.skipped"'),
+  ],
+  [
+    'the start-lag alert on a fixed threshold',
+    'alerts-condition',
+    replace(ALERTS, 'threshold: startLagAlertMs', 'threshold: 60000'),
+  ],
+  [
+    'the start-lag alert on the mean lag',
+    'alerts-condition',
+    replace(ALERTS, "timeAggregation: 'Maximum'", "timeAggregation: 'Average'"),
+  ],
+  ['the start-lag alert reads the mean', 'alerts-query', replace(ALERTS, 'lag = valueMax', 'lag = value')],
   ['timeouts do not alert', 'alerts-query', replace(ALERTS, 'state in ("failed", "timed-out")', 'state in ("failed")')],
   [
     'no leader ignores the leader gauge',
