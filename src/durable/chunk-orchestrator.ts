@@ -37,6 +37,11 @@ export function createChunkOrchestrator(jobs: ReadonlyMap<string, JobDefinition>
     const { settings } = input;
     const messages = messagesOf(input);
     const outcomes: ItemOutcome[][] = messages.map(() => []);
+    let firstDoneAt: string | undefined;
+    const noteDone = (result: unknown): void => {
+      const doneAt = processOutputSchema.safeParse(result).data?.doneAt;
+      if (doneAt !== undefined && (firstDoneAt === undefined || doneAt < firstDoneAt)) firstDoneAt = doneAt;
+    };
 
     let last = messages.map((_, index) => index);
     if (settings.maxAttempts > 1) {
@@ -46,8 +51,10 @@ export function createChunkOrchestrator(jobs: ReadonlyMap<string, JobDefinition>
       );
       const failing: number[] = [];
       yield* settleAll(context.df, tasks, (index, outcome) => {
-        if (outcome.ok) outcomes[index] = accepted(messages[index]!, outcome.result, settings.maxAttempts);
-        else failing.push(index);
+        if (outcome.ok) {
+          outcomes[index] = accepted(messages[index]!, outcome.result, settings.maxAttempts);
+          noteDone(outcome.result);
+        } else failing.push(index);
       });
       last = failing;
     }
@@ -63,6 +70,7 @@ export function createChunkOrchestrator(jobs: ReadonlyMap<string, JobDefinition>
     yield* settleAll(context.df, finals, (at, outcome) => {
       const index = last[at]!;
       const message = messages[index]!;
+      if (outcome.ok) noteDone(outcome.result);
       outcomes[index] = outcome.ok
         ? accepted(message, outcome.result, settings.maxAttempts)
         : failedAll(
@@ -80,7 +88,13 @@ export function createChunkOrchestrator(jobs: ReadonlyMap<string, JobDefinition>
       { acc: job.aggregate.initial(), seen: Bitset.empty(input.first + input.count), counters },
       outcomes.flat(),
     );
-    return { acc: folded.acc, succeeded: folded.counters.succeeded, failed: folded.counters.failed, failures: folded.failures };
+    return {
+      acc: folded.acc,
+      succeeded: folded.counters.succeeded,
+      failed: folded.counters.failed,
+      failures: folded.failures,
+      ...(firstDoneAt === undefined ? {} : { firstDoneAt }),
+    };
   };
 }
 

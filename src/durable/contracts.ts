@@ -97,6 +97,8 @@ export const chunkResultSchema = z.object({
   succeeded: z.number().int().nonnegative(),
   failed: z.number().int().nonnegative(),
   failures: z.array(failureEntrySchema),
+  /** The earliest `doneAt` of the chunk's activities: when its first items had outcomes. */
+  firstDoneAt: z.string().optional(),
 });
 export type ChunkResult = z.infer<typeof chunkResultSchema>;
 
@@ -124,7 +126,11 @@ export const itemOutcomeSchema = z.discriminatedUnion('ok', [
   z.object({ i: z.number().int().nonnegative(), ok: z.literal(true), r: z.unknown() }),
   z.object({ i: z.number().int().nonnegative(), ok: z.literal(false), e: z.string(), a: z.number().int().positive() }),
 ]);
-export const processOutputSchema = z.object({ outcomes: z.array(itemOutcomeSchema) });
+export const processOutputSchema = z.object({
+  outcomes: z.array(itemOutcomeSchema),
+  /** When the activity had its items' outcomes (storage time); absent from an older version's. */
+  doneAt: z.string().optional(),
+});
 export type ProcessOutput = z.infer<typeof processOutputSchema>;
 
 export const finalizeInputSchema = z.discriminatedUnion('kind', [
@@ -136,6 +142,8 @@ export const finalizeInputSchema = z.discriminatedUnion('kind', [
     acc: z.unknown(),
     counts,
     failures: z.array(failureEntrySchema),
+    /** The earliest of the chunks' `firstDoneAt`: the run's first-item time. */
+    firstItemAt: z.string().optional(),
   }),
   /** The run cannot go on (its split activity kept failing): end it failed with the reason. */
   z.object({ kind: z.literal('abort'), runId: z.string().min(1), job: z.string().min(1), reason: z.string() }),

@@ -91,6 +91,7 @@ export function createFinalizeActivity(deps: DurableActivityDeps): (input: unkno
       outputKey: runKeys.output(record.runId),
       manifestKey: runKeys.manifest(record.runId),
       finalizeError,
+      firstItemAt: record.firstItemAt ?? input.firstItemAt ?? null,
     });
     // Every chunk orchestration has returned before this activity runs: nothing reads the plan again.
     await deleteOtherPlans(deps.docs, record.runId, null, { abortSignal: signal });
@@ -142,7 +143,9 @@ async function end(
   deps: DurableActivityDeps,
   runId: string,
   state: TerminalRunState,
-  fields: Partial<Pick<RunRecord, 'counters' | 'acc' | 'outputKey' | 'manifestKey' | 'finalizeError' | 'endReason'>>,
+  fields: Partial<
+    Pick<RunRecord, 'counters' | 'acc' | 'outputKey' | 'manifestKey' | 'finalizeError' | 'endReason' | 'firstItemAt'>
+  >,
 ): Promise<RunRecord> {
   // `update` may call the change more than once; the last call says whether this write ended it.
   let ended = false;
@@ -162,6 +165,7 @@ async function end(
   );
   if (!written) throw new Error(`run ${runId} disappeared while ending`);
   // A repeat of the activity finds the run ended and reports nothing.
+  if (ended && written.value.firstItemAt !== null) deps.telemetry?.firstItemCounted(written.value);
   if (ended) deps.telemetry?.runEnded(written.value);
   return written.value;
 }

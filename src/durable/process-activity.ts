@@ -1,7 +1,7 @@
 import type { ItemOutcome } from '../jobs/item-outcome';
 import { processItem } from '../jobs/process-item';
 import { runKeys } from '../hub/run-record';
-import { signalOf, type DurableActivityDeps } from './activity-deps';
+import { nowOf, signalOf, type DurableActivityDeps } from './activity-deps';
 import { processInputSchema, type ProcessOutput } from './contracts';
 import { requireJob } from './jobs';
 import { PlanCache } from './plan-cache';
@@ -54,6 +54,6 @@ export function createProcessActivity(
       const first = failed[0] as Extract<ItemOutcome, { ok: false }>;
       throw new ItemsFailedError(`${failed.length} of ${input.count} item(s) failed; item ${first.i}: ${first.e}`);
     }
-    return { outcomes };
+    return { outcomes, doneAt: nowOf(deps).toISOString() };
   };
 }

@@ -97,6 +97,7 @@ export function createRunOrchestrator(jobs: ReadonlyMap<string, JobDefinition>):
 
     let acc = job.aggregate.initial();
     let succeeded = 0;
+    let firstItemAt: string | undefined;
     const failures: FailureEntry[] = [];
     // Chunks are taken in chunk order, so the merge order never depends on which finished first.
     yield* settleAll(context.df, tasks, (index, outcome) => {
@@ -122,6 +123,8 @@ export function createRunOrchestrator(jobs: ReadonlyMap<string, JobDefinition>):
           acc = merged.acc;
           succeeded += result.data.succeeded;
           failures.push(...result.data.failures);
+          const first = result.data.firstDoneAt;
+          if (first !== undefined && (firstItemAt === undefined || first < firstItemAt)) firstItemAt = first;
           progress.failed += result.data.failed;
         }
       }
@@ -136,6 +139,7 @@ export function createRunOrchestrator(jobs: ReadonlyMap<string, JobDefinition>):
       acc,
       counts: { planned: split.planned, succeeded, failed: split.planned - succeeded },
       failures,
+      ...(firstItemAt === undefined ? {} : { firstItemAt }),
     });
   };
 }

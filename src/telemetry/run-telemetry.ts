@@ -29,4 +29,4 @@ export interface RunTelemetry {
 }
 
 /** The part of `RunTelemetry` an engine that has no leader's fold or book reports (the durable engine). */
-export type RunEndTelemetry = Pick<RunTelemetry, 'runEnded' | 'runStarted' | 'occurrencesRecorded'>;
+export type RunEndTelemetry = Pick<RunTelemetry, 'runEnded' | 'runStarted' | 'occurrencesRecorded' | 'firstItemCounted'>;

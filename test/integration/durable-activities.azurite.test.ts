@@ -59,6 +59,12 @@ describe('durable activities on Azurite', () => {
     expect(details?.output?.output).toEqual(expectedSynthetic(spec).output);
     expect((await failuresOf(docs, details?.manifest)).map((f) => f.item)).toEqual(expectedSynthetic(spec).failed);
     expect(await comparableRun(docs, details)).toEqual(await comparableRun(ports.docs, queue));
+    // Both engines say when the run's first item had its outcome, between its creation and end.
+    for (const record of [details!.record, queue!.record]) {
+      expect(record.firstItemAt).not.toBeNull();
+      expect(Date.parse(record.firstItemAt!)).toBeGreaterThanOrEqual(Date.parse(record.createdAt));
+      expect(Date.parse(record.firstItemAt!)).toBeLessThanOrEqual(Date.parse(record.endedAt!));
+    }
     expect(details?.record).toMatchObject({
       runId: run.runId,
       job: 'audit',
@@ -146,12 +152,14 @@ describe('durable activities on Azurite', () => {
         { i: 2, ok: true, r: { v: 4 } },
         { i: 3, ok: false, e: 'Error: synthetic item 3 fails by design', a: 5 },
       ],
+      doneAt: expect.any(String),
     });
     await expect(process({ ...message, first: 8, count: 2, final: false })).resolves.toEqual({
       outcomes: [
         { i: 8, ok: true, r: { v: 16 } },
         { i: 9, ok: true, r: { v: 18 } },
       ],
+      doneAt: expect.any(String),
     });
 
     const acc = { count: 8, sum: 70, squares: 908 }; // items 0..9 but 3 and 7, results 2i

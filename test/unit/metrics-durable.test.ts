@@ -19,14 +19,17 @@ const T0 = new Date('2026-03-01T02:00:30.000Z');
 const T1 = new Date('2026-03-01T02:01:10.000Z');
 const RUN = scheduledRunId('nightly', new Date('2026-03-01T02:01:00.000Z'));
 
-function recorder(): RunEndTelemetry & { ended: RunRecord[]; started: RunRecord[] } {
+function recorder(): RunEndTelemetry & { ended: RunRecord[]; started: RunRecord[]; firstItems: RunRecord[] } {
   const ended: RunRecord[] = [];
   const started: RunRecord[] = [];
+  const firstItems: RunRecord[] = [];
   return {
     ended,
     started,
+    firstItems,
     runEnded: (record) => ended.push(record),
     runStarted: (record) => started.push(record),
+    firstItemCounted: (record) => firstItems.push(record),
     occurrencesRecorded: () => undefined,
   };
 }
@@ -55,12 +58,16 @@ describe('durable run ends reach telemetry as the queue engine reports them', ()
       acc: { count: 3, sum: 6, squares: 14 },
       counts: { planned: 4, succeeded: 3, failed: 1 },
       failures: [{ item: 2, reason: 'cursed', attempts: 3 }],
+      // The earliest time a chunk's activity had outcomes, as the orchestrations pass it on.
+      firstItemAt: '2026-03-01T02:00:31.250Z',
     };
     // Two executions at once (Durable can run an activity again before the first one returns),
     // then a repeat: one end, reported once.
     await Promise.all([finalize(input), finalize(input)]);
     await finalize(input);
     expect(telemetry.ended).toHaveLength(1);
+    expect(telemetry.ended[0]?.firstItemAt).toBe('2026-03-01T02:00:31.250Z');
+    expect(telemetry.firstItems).toEqual([expect.objectContaining({ runId, firstItemAt: '2026-03-01T02:00:31.250Z' })]);
     expect(telemetry.ended[0]).toMatchObject({
       runId,
       job: 'sum',
