@@ -191,7 +191,8 @@ const PAGE = `<!doctype html>
 
   /** Each job's recent occurrences as a strip a person reads at a glance, with its lags. */
   function renderSchedules(status) {
-    const jobs = status.jobs.filter((j) => j.occurrences.length > 0);
+    // An instance of an older version (a rolling deploy) may answer the poll without occurrences.
+    const jobs = status.jobs.filter((j) => Array.isArray(j.occurrences) && j.occurrences.length > 0);
     $('schedules').replaceChildren(...jobs.map((j) => {
       const strip = el('div', undefined, 'occs');
       strip.dataset.job = j.job;

@@ -342,6 +342,9 @@ async function applyToRun(
     const seen = run.seen.toCheckpoint();
     const at = ctx.clock.date().toISOString();
     const counted = counters.succeeded + counters.failed > 0;
+    // Only the checkpoint that counts a run's first items says when: a run already counting
+    // without the field (written by an earlier version mid-run) stays without it rather than
+    // taking a later checkpoint's time, and is never reported twice.
     // The dispatch of this run may checkpoint its cursor meanwhile: only the fold's fields are set.
     await book.update(run, (current) => ({
       ...current,
@@ -355,7 +358,7 @@ async function applyToRun(
       },
       seen,
       failureParts,
-      firstItemAt: current.firstItemAt ?? (counted ? at : null),
+      firstItemAt: current.firstItemAt ?? (counted && current.counters.succeeded + current.counters.failed === 0 ? at : null),
       updatedAt: at,
     }));
   } catch (err) {

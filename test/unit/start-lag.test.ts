@@ -20,6 +20,7 @@ import type { DocumentCallOptions, WriteCondition } from '../../src/fencing/docu
 import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';
 import { sumJob } from '../support/sample-jobs';
+import { requestRun } from '../../src/hub/requests';
 
 class RecordingTelemetry implements RunTelemetry {
   started: RunRecord[] = [];
@@ -134,6 +135,37 @@ describe('start lag', () => {
     const events = telemetry.occurrences.flatMap((o) => o.events);
     expect(events).toEqual([expect.objectContaining({ occurrence: '2026-01-01T00:00:20.000Z', outcome: 'skipped' })]);
     expect(events[0]?.reason).toMatch(/^run tick\/2026-01-01T00:00:10.000Z is /);
+  });
+
+  it('a run counted by a leader that does not keep firstItemAt gets none later, and is reported at most once', async () => {
+    // Every write of a run record loses firstItemAt, as an older version's leader would write it.
+    const ports = memoryPorts();
+    const older = new (class extends ForwardingDocumentStore {
+      override write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions) {
+        if (!key.endsWith('/run.json')) return super.write(key, body, condition, options);
+        const doc = JSON.parse(body) as { value: Record<string, unknown> };
+        delete doc.value.firstItemAt;
+        return super.write(key, JSON.stringify(doc), condition, options);
+      }
+    })(ports.docs);
+    const telemetry = new RecordingTelemetry();
+    const engine = buildEngine({ ...ports, docs: older }, [sumJob({ items: 60, slowMs: 100 })], { telemetry });
+    const stop = engine.startWorkers(1);
+    const runId = await requestRun(older, 'sum');
+    try {
+      // Short terms, so later checkpoints come from leaders that read the record afresh.
+      const elector = engine.elector('leader');
+      for (let i = 0; i < 500 && !isTerminal((await engine.readRun(runId))?.state ?? 'planning'); i++) {
+        await elector
+          .runIfLeader((l) => engine.coordinator.lead(l, { termMs: 150, returnWhenIdle: true }))
+          .catch(() => undefined);
+      }
+    } finally {
+      await stop();
+    }
+    expect((await engine.readRun(runId))?.state).toBe('succeeded');
+    expect(telemetry.firstItems.filter((r) => r.runId === runId).length).toBeLessThanOrEqual(1);
+    expect((await engine.readRun(runId))?.firstItemAt).toBeNull();
   });
 
   it('a manual run has no start lag; its first-item lag counts from its creation', () => {
