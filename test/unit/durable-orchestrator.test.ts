@@ -165,6 +165,19 @@ describe('run orchestrator, replayed by durable-functions', () => {
     expect(episode).toMatchObject({ done: true, output: result });
   });
 
+  it("passes finalize the earliest of the chunks' first-item times, whichever chunk had it", async () => {
+    const results = [
+      { ...chunkResult(0, 500), firstDoneAt: '2026-03-01T02:00:05.000Z' },
+      { ...chunkResult(500, 500), firstDoneAt: '2026-03-01T02:00:03.500Z' },
+      // A chunk from an older version reports no time.
+      chunkResult(1000, 200),
+    ];
+    const history = planned();
+    history.subCompleted(3, results[2]).subCompleted(1, results[0]).subCompleted(2, results[1]);
+    const episode = await replay(runOrchestrator, { instanceId: INSTANCE, history: history.events, input: runInput });
+    expect(episode.actions[4]?.input).toMatchObject({ kind: 'complete', firstItemAt: '2026-03-01T02:00:03.500Z' });
+  });
+
   it('gives finalize the same input whatever order the chunks finish in', async () => {
     const results = [chunkResult(0, 500, [1]), chunkResult(500, 500), chunkResult(1000, 200, [1199])];
     const finalizeInputs: unknown[] = [];
@@ -288,6 +301,18 @@ describe('chunk orchestrator, replayed by durable-functions', () => {
         2,
       ]),
     );
+  });
+
+  it('reports the earliest time one of its activities had outcomes', async () => {
+    const history = start();
+    [0, 1, 2].forEach((id) => history.scheduled(id, DURABLE_NAMES.process));
+    history
+      .nextEpisode()
+      .completed(2, { ...ok(4), doneAt: '2026-03-01T02:00:09.000Z' })
+      .completed(0, { ...ok(0, 1), doneAt: '2026-03-01T02:00:04.000Z' })
+      .completed(1, ok(2, 3));
+    const episode = await play(history);
+    expect(episode).toMatchObject({ done: true, output: { succeeded: 5, firstDoneAt: '2026-03-01T02:00:04.000Z' } });
   });
 
   it('folds the outcomes with aggregate.add from aggregate.initial()', async () => {
