@@ -10,7 +10,7 @@ import {
   durableFunctions,
   startDueRuns,
 } from '../durable';
-import { RETENTION_PAUSE_MS, retentionSlice } from '../hub/retention';
+import { describeRetentionSlice, RetentionPace, retentionSlice } from '../hub/retention';
 import { redactSecrets } from '../redact';
 import { withEpochRaises } from '../lease/epoch-refusal';
 import { createCoordinatorTick } from './coordinator-tick';
@@ -25,7 +25,7 @@ import type { BatonRuntime } from './runtime';
  */
 export function durableRegistrations(runtime: BatonRuntime): Registration[] {
   const { jobs, docs } = runtime.coordinator.ctx;
-  let nextRetentionAt = Number.NEGATIVE_INFINITY;
+  const retention = new RetentionPace(runtime.clock);
   const log = runtime.log;
   const activityDeps = {
     jobs,
@@ -58,8 +58,8 @@ export function durableRegistrations(runtime: BatonRuntime): Registration[] {
         );
         if (summary.started.length) log.info(`started ${summary.started.length} orchestration(s): ${summary.started.join(', ')}`);
         // Retention, a slice a tick: orchestrations do the runs' work, so the leader is idle here.
-        if (runtime.clock.now() < nextRetentionAt) return;
-        nextRetentionAt = runtime.clock.now() + RETENTION_PAUSE_MS;
+        if (!retention.due) return;
+        retention.started();
         try {
           const slice = await withEpochRaises(leadership, (epoch) =>
             retentionSlice(docs, {
@@ -69,12 +69,9 @@ export function durableRegistrations(runtime: BatonRuntime): Registration[] {
               abortSignal: leadership.signal,
             }),
           );
-          if (slice.more) nextRetentionAt = Number.NEGATIVE_INFINITY;
-          if (slice.deleted.length + slice.pruned.length > 0) {
-            log.info(
-              `retention: deleted ${slice.deleted.length} run(s), pruned ${slice.pruned.length}${slice.more ? '; more to do' : ''}`,
-            );
-          }
+          retention.ran(slice);
+          const line = describeRetentionSlice(slice);
+          if (line) log.info(line);
         } catch (err) {
           if (leadership.signal.aborted) throw err;
           log.warn(`retention slice failed, will retry: ${redactSecrets(err instanceof Error ? err.message : String(err))}`);

@@ -12,7 +12,7 @@ import { planRun } from './planner';
 import { adoptOpenRuns, cancelRun, forgetRun, jobStates, reconcileJob, startManualRun } from './reconcile';
 import { pendingRequests } from '../hub/requests';
 import { scheduleOf } from '../hub/occurrence-ledger';
-import { RETENTION_PAUSE_MS, retentionSlice } from '../hub/retention';
+import { describeRetentionSlice, RetentionPace, retentionSlice } from '../hub/retention';
 import { retryLater } from './retry-later';
 import { RunBook, type ActiveRun } from './run-book';
 import { moveStrandedWork } from './stranded-work';
@@ -78,11 +78,12 @@ export class Coordinator {
   private deleting: Promise<void> = Promise.resolve();
   /** Requests left for a leader that runs their job, each logged once. */
   private readonly leftRequests = new Set<string>();
-  /** When (monotonic) an idle turn next runs a retention slice; kept across this process's terms. */
-  private nextRetentionAt = Number.NEGATIVE_INFINITY;
+  /** When an idle turn next runs a retention slice; kept across this process's terms. */
+  private readonly retention: RetentionPace;
 
   constructor(ctx: Omit<EngineContext, 'tuning'> & { tuning?: Partial<EngineTuning> }) {
     this.ctx = { ...ctx, tuning: { ...DEFAULT_TUNING, ...ctx.tuning } };
+    this.retention = new RetentionPace(ctx.clock);
   }
 
   async lead(leadership: Leadership, options: LeadOptions): Promise<LeadSummary> {
@@ -256,9 +257,9 @@ export class Coordinator {
   private async retentionTurn(term: TermContext, summary: LeadSummary, nextDueAt: number): Promise<boolean> {
     const { ctx } = this;
     const policy = ctx.retention;
-    if (!policy || ctx.clock.now() < this.nextRetentionAt || term.leadership.yieldSignal.aborted) return false;
+    if (!policy || !this.retention.due || term.leadership.yieldSignal.aborted) return false;
     if (nextDueAt - ctx.clock.date().getTime() < RETENTION_CLEARANCE_MS) return false;
-    this.nextRetentionAt = ctx.clock.now() + RETENTION_PAUSE_MS;
+    this.retention.started();
     let more = false;
     await this.guard(term, summary, 'retention', async () => {
       const slice = await retentionSlice(ctx.docs, {
@@ -267,14 +268,11 @@ export class Coordinator {
         policy,
         abortSignal: term.signal,
       });
-      if (slice.deleted.length + slice.pruned.length + slice.strayEntries > 0) {
-        ctx.log.info(
-          `retention: deleted ${slice.deleted.length} run(s), pruned ${slice.pruned.length}, removed ${slice.strayEntries} stray index entr${slice.strayEntries === 1 ? 'y' : 'ies'}${slice.more ? '; more to do' : ''}`,
-        );
-      }
+      const line = describeRetentionSlice(slice);
+      if (line) ctx.log.info(line);
+      this.retention.ran(slice);
       more = slice.more;
     });
-    if (more) this.nextRetentionAt = Number.NEGATIVE_INFINITY;
     return more;
   }
 

@@ -71,40 +71,25 @@ export class BlobDocumentStore implements DocumentStore {
   }
 
   async listPage(prefix: string, options: ListPageOptions): Promise<KeyPage> {
-    const pages = this.container
-      .listBlobsFlat({ prefix, abortSignal: options.abortSignal })
-      .byPage({ maxPageSize: options.pageSize, ...(options.continuation ? { continuationToken: options.continuation } : {}) });
-    try {
-      const { value } = await pages.next();
-      if (!value) return { keys: [], etags: [], continuation: undefined };
-      const blobs: Array<{ name: string; properties: { etag?: string } }> = value.segment.blobItems;
-      return {
-        keys: blobs.map((blob) => blob.name),
-        // A listing gives tags bare; reads and writes give them quoted, as `ifMatch` sends them.
-        etags: blobs.map((blob) => quotedEtag(blob.properties.etag ?? '')),
-        continuation: value.continuationToken || undefined,
-      };
-    } catch (err) {
-      if (storageErrorOf(err)?.status === 404) return { keys: [], etags: [], continuation: undefined };
-      throw err;
-    }
+    const value = await firstPage(this.container.listBlobsFlat({ prefix, abortSignal: options.abortSignal }), options);
+    const blobs: Array<{ name: string; properties: { etag?: string } }> = value?.segment.blobItems ?? [];
+    return {
+      keys: blobs.map((blob) => blob.name),
+      // A listing gives tags bare; reads and writes give them quoted, as `ifMatch` sends them.
+      etags: blobs.map((blob) => quotedEtag(blob.properties.etag ?? '')),
+      continuation: value?.continuationToken || undefined,
+    };
   }
 
   async listFolders(prefix: string, options: ListPageOptions): Promise<FolderPage> {
-    const pages = this.container
-      .listBlobsByHierarchy('/', { prefix, abortSignal: options.abortSignal })
-      .byPage({ maxPageSize: options.pageSize, ...(options.continuation ? { continuationToken: options.continuation } : {}) });
-    try {
-      const { value } = await pages.next();
-      if (!value) return { folders: [], continuation: undefined };
-      return {
-        folders: (value.segment.blobPrefixes ?? []).map((folder: { name: string }) => folder.name),
-        continuation: value.continuationToken || undefined,
-      };
-    } catch (err) {
-      if (storageErrorOf(err)?.status === 404) return { folders: [], continuation: undefined };
-      throw err;
-    }
+    const value = await firstPage(
+      this.container.listBlobsByHierarchy('/', { prefix, abortSignal: options.abortSignal }),
+      options,
+    );
+    return {
+      folders: (value?.segment.blobPrefixes ?? []).map((folder: { name: string }) => folder.name),
+      continuation: value?.continuationToken || undefined,
+    };
   }
 
   async write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions): Promise<{ etag: string }> {
@@ -137,6 +122,23 @@ function isConcurrentUpdate(error: { status: number; code: string | undefined } 
   if (error?.status === 409) return error.code === 'BlobAlreadyExists';
   if (error?.status === 412) return error.code === undefined || error.code === 'ConditionNotMet';
   return false;
+}
+
+/** The page a listing's `byPage` gives from `options.continuation`; undefined when the container does not exist yet. */
+async function firstPage<P>(
+  listing: { byPage(settings: { maxPageSize: number; continuationToken?: string }): AsyncIterator<P> },
+  options: ListPageOptions,
+): Promise<P | undefined> {
+  const pages = listing.byPage({
+    maxPageSize: options.pageSize,
+    ...(options.continuation ? { continuationToken: options.continuation } : {}),
+  });
+  try {
+    return (await pages.next()).value ?? undefined;
+  } catch (err) {
+    if (storageErrorOf(err)?.status === 404) return undefined;
+    throw err;
+  }
 }
 
 function quotedEtag(etag: string): string {

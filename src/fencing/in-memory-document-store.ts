@@ -54,32 +54,34 @@ export class InMemoryDocumentStore implements DocumentStore {
 
   async listPage(prefix: string, options: ListPageOptions): Promise<KeyPage> {
     options.abortSignal?.throwIfAborted();
-    // The continuation is the last key of the page before, as Azurite's marker is.
-    const from = options.continuation ?? '';
-    const keys = [...this.documents.keys()].filter((k) => k.startsWith(prefix) && k > from).sort();
-    const page = keys.slice(0, options.pageSize);
-    return {
-      keys: page,
-      etags: page.map((key) => this.documents.get(key)?.etag ?? ''),
-      continuation: keys.length > page.length ? page.at(-1) : undefined,
-    };
+    const { names, continuation } = pageOf(
+      [...this.documents.keys()].filter((k) => k.startsWith(prefix)),
+      options,
+    );
+    return { keys: names, etags: names.map((key) => this.documents.get(key)?.etag ?? ''), continuation };
   }
 
   async listFolders(prefix: string, options: ListPageOptions): Promise<FolderPage> {
     options.abortSignal?.throwIfAborted();
-    const from = options.continuation ?? '';
     const folders = new Set<string>();
     for (const key of this.documents.keys()) {
       const slash = key.startsWith(prefix) ? key.indexOf('/', prefix.length) : -1;
       if (slash >= 0) folders.add(key.slice(0, slash + 1));
     }
-    const names = [...folders].filter((f) => f > from).sort();
-    const page = names.slice(0, options.pageSize);
-    return { folders: page, continuation: names.length > page.length ? page.at(-1) : undefined };
+    const { names, continuation } = pageOf([...folders], options);
+    return { folders: names, continuation };
   }
 
   /** Every key, for inspection in tests. */
   keys(): string[] {
     return [...this.documents.keys()];
   }
+}
+
+/** One page of `names` in lexical order; the continuation is the page's last name, as Azurite's marker is. */
+function pageOf(names: string[], options: ListPageOptions): { names: string[]; continuation: string | undefined } {
+  const from = options.continuation ?? '';
+  const after = names.filter((name) => name > from).sort();
+  const page = after.slice(0, options.pageSize);
+  return { names: page, continuation: after.length > page.length ? page.at(-1) : undefined };
 }

@@ -1,3 +1,4 @@
+import type { Clock } from '../clock/clock';
 import { ConcurrentUpdateError, StaleEpochError } from '../errors';
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments, type FencedDocument } from '../fencing/fenced-documents';
@@ -101,6 +102,38 @@ interface RetentionCursor {
   whole: Place | null;
   /** The partial pass, for one mode (a cursor of the other mode starts over). */
   partial: (Place & { mode: PartialMode }) | null;
+}
+
+/**
+ * When an idle leader runs its next slice: once every `RETENTION_PAUSE_MS`, and again at once
+ * while the last one found more. A slice that fails waits out the pause. One per process, so it
+ * outlives the leader's terms.
+ */
+export class RetentionPace {
+  private nextAt = Number.NEGATIVE_INFINITY;
+
+  constructor(private readonly clock: Pick<Clock, 'now'>) {}
+
+  /** Whether a slice is due now. */
+  get due(): boolean {
+    return this.clock.now() >= this.nextAt;
+  }
+
+  /** A slice starts: the next waits out the pause unless `ran` says there is more. */
+  started(): void {
+    this.nextAt = this.clock.now() + RETENTION_PAUSE_MS;
+  }
+
+  ran(slice: Pick<RetentionSliceResult, 'more'>): void {
+    if (slice.more) this.nextAt = Number.NEGATIVE_INFINITY;
+  }
+}
+
+/** The log line for a slice that deleted anything, or undefined for one that did not. */
+export function describeRetentionSlice(slice: RetentionSliceResult): string | undefined {
+  if (slice.deleted.length + slice.pruned.length + slice.strayEntries === 0) return undefined;
+  const stray = `${slice.strayEntries} stray index entr${slice.strayEntries === 1 ? 'y' : 'ies'}`;
+  return `retention: deleted ${slice.deleted.length} run(s), pruned ${slice.pruned.length}, removed ${stray}${slice.more ? '; more to do' : ''}`;
 }
 
 /** One small slice of retention work; see above. */
