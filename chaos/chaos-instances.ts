@@ -162,13 +162,13 @@ export class ChaosInstances {
     }
   }
 
-  /** SIGTERM to every live instance, then SIGKILL for any still alive after `graceMs`. */
+  /** SIGINT (the whole cluster's stop) to every live instance, then SIGKILL for any still alive after `graceMs`. */
   async stopAll(graceMs = 10_000): Promise<void> {
     const live = this.alive;
     for (const instance of live) {
       // A paused instance cannot act on SIGTERM until it runs again.
       instance.proc.kill('SIGCONT');
-      instance.proc.kill('SIGTERM');
+      instance.proc.kill('SIGINT');
     }
     const timer = new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref());
     await Promise.race([Promise.all(live.map((i) => i.exited)), timer]);

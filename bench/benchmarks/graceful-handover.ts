@@ -21,14 +21,19 @@ import { median, report, type BenchOptions, type BenchResult } from '../lib/repo
 
 /**
  * graceful-handover: SIGTERM the leading instance of a local cluster (three real instance
- * processes, one in-process Azurite) and time until the next leader's task runs (its `acquired`
- * event). On SIGTERM the instance aborts its runtime: the leader's task stops, the lease is
- * released, and the other instances take it on their next coordinator tick (`runIfLeader`: one
- * read per tick, an acquire only if the lease is free). The headline runs the local cluster's
+ * processes, one in-process Azurite) and time the **leaderless gap**: from the old leader's last
+ * act (its `released` event, after its task stopped and the lease was released) to the new
+ * leader's first (its `acquired` event, just before its task runs). On SIGTERM the leader hands
+ * over make-before-break (`LeaderElector.handOver`): it marks the lease as leaving, surfaces its
+ * tick beacon, and leads on until another instance asks for the lease on its next look; then it
+ * stops at a safe point, reserves the lease for the requester and releases, and the requester,
+ * polling every `pollMs` (100 ms on a 1 s tick), takes it. The headline runs the local cluster's
  * default coordinator schedule (`DEFAULT_CLUSTER`: every second). Ten trials back to back on one
  * cluster, a replacement started after each; the SIGTERMs are spread over the tick cycle (one per
- * tenth, random within it, shuffled), since where the release falls in that cycle decides the
- * wait.
+ * tenth, random within it, shuffled).
+ *
+ * SIGTERM → the successor's `acquired` stays in the report as a diagnostic (`delayMs`): with
+ * make-before-break it is how long the old leader leads on, not a time without a leader.
  *
  * There is no SDK floor for "a leader hands over to another process", so the floor is the
  * plain @azure/storage-blob time for the same storage event: one client releases a blob lease
@@ -36,19 +41,19 @@ import { median, report, type BenchOptions, type BenchResult } from '../lib/repo
  * run on the same Azurite (while the cluster idles on it), from just before releaseLease to the
  * second client's successful acquire. Floor = p95 of those trials.
  *
- * Ours = p95 of the handovers. The goal is absolute, p95 ≤ 1 s; expressed as a ratio to the
- * floor it is ours/floor ≤ 1000/floor, so `met` ⇔ p95 ≤ 1000 ms whatever the floor measured.
+ * Ours = p95 of the gaps. The goal is absolute, p95 ≤ 200 ms; expressed as a ratio to the floor
+ * it is ours/floor ≤ 200/floor, so `met` ⇔ p95 ≤ 200 ms whatever the floor measured.
  *
- * Diagnostic (not the headline): the same trials on a second cluster ticking every 2 s (the
- * local default before it became every second), to show how the tick interval bounds the
- * handover. Each arm also measures its cost: how often an idle follower reads the lease.
+ * Diagnostic (not the headline): the same trials on a second cluster ticking every 2 s, to show
+ * what the tick interval still decides (how long the leader leads on before a successor asks).
+ * Each arm also measures its cost: how often an idle follower reads the lease.
  */
 export const name = 'graceful-handover';
 
 const LEASE_SECONDS = 15;
 const LEASE_MS = LEASE_SECONDS * 1000;
 const INSTANCES = 3;
-const GOAL_MS = 1000;
+const GOAL_MS = 200;
 const FLOOR_POLL_MS = 50;
 const FLOOR_CONTAINER = 'failover-floor';
 const VERBOSE = process.env.BENCH_VERBOSE === '1';
@@ -69,7 +74,13 @@ interface Sample {
   victim: string;
   successor: string;
   newEpoch: number;
-  /** SIGTERM sent → the successor's `acquired` event, ms. */
+  /** The headline: the victim's `released` event (or its exit, when it did not release) → the successor's `acquired`. */
+  gapMs: number;
+  /** The instance the victim reserved the lease for, when one asked in time. */
+  handedTo: string | null;
+  /** SIGTERM → the successor's `handover-asked` event: when a successor learned the leader was leaving. */
+  askedAfterMs: number | null;
+  /** SIGTERM sent → the successor's `acquired` event, ms (diagnostic: the leader leads on meanwhile). */
   delayMs: number;
   /** Where the SIGTERM fell: ms since the last tick boundary (1 s: whole seconds; 2 s: even seconds). */
   sigtermTickPhaseMs: number;
@@ -231,6 +242,7 @@ async function handoverTrials(
       );
       const exitedAt = await exited;
       const releasedAt = lastLeaderEvent(victim, 'released', t0);
+      const askedAt = lastLeaderEvent(next.instance, 'handover-asked', t0);
       const delayMs = next.at - t0;
       const acquiredTick = tickAtOrBefore(grid, next.at);
       const sample: Sample = {
@@ -240,6 +252,9 @@ async function handoverTrials(
         victim: victim.name,
         successor: next.instance.name,
         newEpoch: next.epoch,
+        gapMs: next.at - (releasedAt ?? exitedAt),
+        handedTo: handedTo(victim, t0) ?? null,
+        askedAfterMs: askedAt === undefined ? null : askedAt - t0,
         delayMs,
         sigtermTickPhaseMs: phaseOf(t0 - grid.offsetMs, tickMs),
         releasedAfterMs: releasedAt === undefined ? null : releasedAt - t0,
@@ -258,14 +273,29 @@ async function handoverTrials(
   return { samples, cost };
 }
 
+/** Whom the victim's last release since `since` named (its `released` event's `to`). */
+function handedTo(victim: BenchInstance, since: number): string | undefined {
+  for (let i = victim.events.length - 1; i >= 0; i--) {
+    const e = victim.events[i] as { kind?: string; type?: string; at: number; to?: string } | undefined;
+    if (e?.kind === 'leader' && e.type === 'released' && e.at >= since) return e.to;
+  }
+  return undefined;
+}
+
 function armSummary(arm: Sample['arm'], samples: readonly Sample[], cost: Cost) {
   const present = (values: (number | null)[]) => values.filter((v): v is number => v !== null);
   return {
     coordinatorSchedule: ARMS[arm].schedule,
     tickMs: tickGrid(ARMS[arm].schedule).periodMs,
     cost,
+    gapMs: stats(samples.map((s) => s.gapMs)),
+    handedOver: samples.filter((s) => s.handedTo !== null && s.handedTo === s.successor).length,
+    askedAfterMs: stats(present(samples.map((s) => s.askedAfterMs))),
     delayMs: stats(samples.map((s) => s.delayMs)),
     perTrial: samples.map((s) => ({
+      gapMs: s.gapMs,
+      handedTo: s.handedTo,
+      askedAfterMs: s.askedAfterMs,
       delayMs: s.delayMs,
       sigtermTickPhaseMs: s.sigtermTickPhaseMs,
       releasedAfterMs: s.releasedAfterMs,
@@ -296,11 +326,11 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
   const headlineTickMs = tickGrid(ARMS.headline.schedule).periodMs;
   const diagnosticTickMs = tickGrid(ARMS.diagnostic.schedule).periodMs;
   const floorStats = stats(floorSamples.map((s) => s.ms));
-  const ours = stats(headline.samples.map((s) => s.delayMs)).p95;
+  const ours = stats(headline.samples.map((s) => s.gapMs)).p95;
   const floor = floorStats.p95;
   const goalRatio = GOAL_MS / floor;
   const summary = {
-    what: 'SIGTERM to the leading instance → the first `acquired` event of another instance (emitted just before its leader task runs), on one machine clock',
+    what: "the leaderless gap of a graceful handover: the SIGTERMed leader's `released` event (its last act as leader) → the first `acquired` event of another instance (emitted just before its leader task runs), on one machine clock. SIGTERM → acquired is delayMs, a diagnostic",
     cluster: `${INSTANCES} real instance processes (dist/src/local/instance-main.js), one in-process Azurite in memory; a replacement started after each trial`,
     trials,
     leaseSeconds: LEASE_SECONDS,
@@ -319,12 +349,12 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
       figure: 'floor = p95 of these trials',
     },
     goal: {
-      what: `absolute: p95 handover ≤ ${GOAL_MS} ms. As a ratio to the floor: ours/floor ≤ ${GOAL_MS}/floor, so met ⇔ p95 ≤ ${GOAL_MS} ms (the result's goal.ratio is ${GOAL_MS}/floor rounded up to 4 decimals, which moves the limit by under a ms)`,
+      what: `absolute: p95 leaderless gap ≤ ${GOAL_MS} ms. As a ratio to the floor: ours/floor ≤ ${GOAL_MS}/floor, so met ⇔ p95 ≤ ${GOAL_MS} ms (the result's goal.ratio is ${GOAL_MS}/floor rounded up to 4 decimals, which moves the limit by under a ms)`,
       exactRatio: goalRatio,
       p95Ms: ours,
       met: ours <= GOAL_MS,
     },
-    boundBy: `the followers' coordinator tick. A follower tries to lead only when its timer fires (runIfLeader: one lease read, an acquire only if free); every instance fires on the same tick boundaries, so after the release the next leader waits for the next boundary: 0 to one tick (tickWaitMs), then the timer firing, the read, the acquire and the epoch bump (acquireMs). elector.acquireRetryMs (runWhenLeader's retry, default 2 s) is not involved: the coordinator does not use runWhenLeader. With the ${headlineTickMs} ms tick the wait is uniform over 0–${headlineTickMs} ms, so p95 ≈ ${Math.round(0.95 * headlineTickMs)} ms + acquireMs: only a few tens of ms under the 1 s goal: with the SIGTERMs spread over the cycle, the trial of the first tenth (released just after a tick) decides the p95, and one released within acquireMs after a tick takes over 1 s, so the goal can be missed by chance. The ${diagnosticTickMs} ms diagnostic arm doubles the wait; the Azure default schedule (every 10 s) makes it 0–10 s. releasedAfterMs is the leader shutdown's share`,
+    boundBy: `the successor's poll. On SIGTERM the leader marks the lease as leaving and surfaces its tick beacon; the followers see the mark on their next tick (0 to one tick, askedAfterMs) and one asks; the leader, reading the request every pollMs (100 ms on a ${headlineTickMs} ms tick) while it leaves, yields at the coordinator's next safe point, reserves the lease for the requester and releases. The requester reads the lease every pollMs while its request stands, so it takes the lease 0 to pollMs after the release, plus the read, the acquire and the epoch bump: that is the gap. The tick decides only delayMs (how long the old leader leads on), and costs nothing at shutdown: no follower reads more often while idle`,
     cost: `the price of the ${headlineTickMs} ms tick: every follower reads the lease once per tick, so one lease read (blob.head) per second per follower, against one per ${diagnosticTickMs / 1000} s on the ${diagnosticTickMs} ms schedule (measured per arm over ${COST_WINDOW_TICKS} idle ticks before its trials: headline.cost, diagnostic2sTick.cost). Each of these reads is a billed storage transaction on Azure`,
     diagnostic2sTick: diagnosticArm
       ? {

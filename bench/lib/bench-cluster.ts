@@ -249,7 +249,8 @@ export class BenchCluster {
   /** SIGTERM to every instance, then SIGKILL after `graceMs`; closes Azurite. */
   async stop(graceMs = 10_000): Promise<void> {
     for (const i of this.instances) if (i.alive) i.proc.kill('SIGCONT');
-    for (const i of this.instances) if (i.alive) i.proc.kill('SIGTERM');
+    // SIGINT, the whole cluster's stop: a leader has nobody to hand over to.
+    for (const i of this.instances) if (i.alive) i.proc.kill('SIGINT');
     const all = Promise.all(this.instances.map((i) => i.exited));
     const timer = setTimeout(() => {
       for (const i of this.instances) if (i.alive) i.proc.kill('SIGKILL');

@@ -52,37 +52,28 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
   },
   'graceful-handover': {
     measures:
-      'How long the cluster is without a leader when the leader leaves cleanly. A local cluster of three real ' +
-      'instance processes ticking every second; the leading process gets SIGTERM, stops its leader task and releases its ' +
-      "lease (within ~10 ms), and each trial times the signal until the next leader's task runs. Ten trials, spread over " +
-      'the tick cycle; ours is the p95. The floor is the same storage event with the plain SDK on the same Azurite: one ' +
-      'client releases a blob lease while a second, polling `acquireLease` every 50 ms, takes it (p95). The goal is ' +
-      'absolute, p95 ≤ 1 s, written as a ratio to the floor, which is why its ratio is not a round number. A ' +
-      'diagnostic arm repeats the trials on a 2 s tick. This is where the handover figure is held: the racing-electors ' +
-      'test (`test/integration/leader-election.azurite.test.ts`) asserts only that the handover goes through the ' +
-      'release and comes well inside the lease.',
+      'The **leaderless gap** when the leader leaves cleanly: from its last act as leader (its lease released) to the ' +
+      "next leader's first (its `acquired` event, just before its task runs). A local cluster of three real instance " +
+      'processes ticking every second; the leading process gets SIGTERM and hands over make-before-break: it marks the ' +
+      'lease as leaving, surfaces its tick beacon and leads on until another instance asks for the lease; then it stops ' +
+      'at its next safe point, reserves the lease for the requester and releases it, and the requester takes it. Ten ' +
+      'trials, the SIGTERMs spread over the tick cycle; ours is the p95 of the gaps. SIGTERM → the next `acquired` stays ' +
+      'in the results as a diagnostic (`delayMs`): the old leader leads during it. The floor is the same storage event ' +
+      'with the plain SDK on the same Azurite: one client releases a blob lease while a second, polling `acquireLease` ' +
+      'every 50 ms, takes it (p95). The goal is absolute, p95 ≤ 200 ms, written as a ratio to the floor, which is why ' +
+      'its ratio is not a round number. A diagnostic arm repeats the trials on a 2 s tick. The fake-clock tests in ' +
+      '`test/unit/leader-leaving.test.ts` hold the protocol (a successor in time, nobody in time, the leader dying ' +
+      'mid-handover, two successors); this is where its timing is held.',
     limits:
-      '**How often followers check the lease.** A released lease is free at once, but followers only try to take it on ' +
-      'their coordinator tick, so the handover is up to one tick after the release (half a tick on average) plus a ' +
-      'read, the acquire and the epoch bump (~40 ms). With the 1 s tick the p95 sits just under 1 s and a run can miss ' +
-      'the goal by chance; the 2 s diagnostic shows p95 ≈ 1.9 s. The tick is the fix and the cost: each idle follower ' +
-      'reads the lease once per tick, one read per second here (86,400 a day) against one per 2 s. On Azure the default ' +
-      '`BATON_COORDINATOR_SCHEDULE` ticks every 10 s (handover up to 10 s); set `* * * * * *` for a 1 s handover at that ' +
-      'price. Ten trials spread evenly over the tick put the p95 (the largest, by nearest rank) within a few ms of 1 s ' +
-      'either way. Real margin needs more looks, and each costs the same: a second lease read half-way through ' +
-      'each tick (two reads a second per follower), or followers at staggered phases, which would undo the crash ' +
-      'alignment above. A notice on a queue would not be faster: the queue trigger polls an idle queue every `maxPollingInterval` ' +
-      '(2 s here), and faster polling costs the same requests as faster ticks. The leader does send one: its tick beacon ' +
-      'surfaces on shard 0’s work queue when it releases, which is what wakes a successor when no timer fires (on Azure a timer ' +
-      'runs on one instance at a time); here the 1 s timer is usually first. **A p95 of 500 ms does not fit the idle ' +
-      'goal.** With the SIGTERMs spread over the tick, the p95 of ten trials is the longest gap between two looks at the ' +
-      'lease by any follower, plus the release and the acquire (~25 ms measured), so the followers must look at least ' +
-      'three times a second between them, evenly spaced. Their tick reads fall on the same instant (every timer fires on ' +
-      'the whole second) and count as one look. A second read half-way through each tick leaves 500 ms gaps (p95 ≈ 530 ms) ' +
-      'for about 2.4 requests per tick per instance; three spaced looks cost 1.5 reads a second per follower at phases the ' +
-      'followers would have to agree through storage (at least 2.07 requests per tick per instance, before the writes ' +
-      'that agree them), or three reads a tick each without agreeing (about 3.1). The idle goal is 2; today is 1.74, with ' +
-      'the handover check and the beacon.',
+      "**The successor's poll, then the epoch bump.** The requester reads the lease every 50 ms while a leaving holder " +
+      'hands over (`LEAVING_POLL_MS`), so it sees the release 0 to 50 ms after it; then one acquire and the epoch bump ' +
+      '(a read of the lease, the epoch mark read and written, the lease metadata written) before its task may run: ' +
+      'about 60 ms on this Azurite, the larger part of the gap. The fencing epoch is what makes the new leader safe, ' +
+      'so that part stays. The tick no longer decides the gap, only how long the old leader leads on (`delayMs`: the ' +
+      "followers see the leaving mark on their next tick or the beacon's wake, 0 to one tick), and it costs nothing while " +
+      'idle: no follower looks more often. **When nobody asks.** A leader whose successors are gone too (every instance ' +
+      'stopped at once, as a Recreate deploy does on Azure) waits up to half the shutdown grace (5 s by default) and then ' +
+      'releases plainly; a successor then takes the lease on its next tick, as before make-before-break.',
   },
   throughput: {
     measures:

@@ -10,8 +10,8 @@ export type LeaderWork = (leadership: Leadership, context: InvocationContext) =>
 
 export type TickOutcome =
   | { led: true; epoch: number }
-  /** `epoch`: the holder's, when the lease is held. */
-  | { led: false; holder: string | undefined; epoch?: number }
+  /** `epoch`: the holder's, when the lease is held; `stopping`: this instance is shutting down and did not look. */
+  | { led: false; holder: string | undefined; epoch?: number; stopping?: true }
   | { led: 'lost'; reason: string };
 
 /**
@@ -23,10 +23,11 @@ export function createCoordinatorTick(runtime: BatonRuntime, work: LeaderWork) {
   return async (timer: Timer, context: InvocationContext): Promise<TickOutcome> => {
     if (timer.isPastDue) context.info('coordinator tick is past due; leading once for it');
     try {
-      if (runtime.shutdownSignal.aborted) return { led: false, holder: undefined };
+      if (runtime.shutdownSignal.aborted) return { led: false, holder: undefined, stopping: true };
       const before = runtime.storageRequests.total;
+      // Not the shutdown signal: at shutdown a leader leads on until its successor has asked.
       const result = await runtime.elector.runIfLeader((leadership) => work(leadership, context), {
-        signal: runtime.shutdownSignal,
+        signal: runtime.stepDownSignal,
       });
       if (result.led) {
         // The cost metric, once per term: every storage request this instance sent meanwhile, its worker's too.
@@ -83,6 +84,11 @@ export function createTickMessageHandler(
       );
     }
     if (outcome?.led === true) return outcome;
+    // This instance is stopping and may still poll the queue: a second later another takes it.
+    if (outcome?.led === false && outcome.stopping) {
+      await beacon.resend(message, 1);
+      return outcome;
+    }
     if (outcome?.led === false && outcome.epoch !== undefined) {
       if (outcome.epoch === message.epoch) await beacon.resend(message, beacon.hiddenSeconds);
       return outcome;

@@ -29,6 +29,11 @@ export interface LocalHostBridge {
    * starts): no wake tick is sent.
    */
   readonly inspectOnly?: boolean;
+  /**
+   * Whether the whole local cluster is stopping (Ctrl-C), not this instance alone: there is then
+   * no successor to hand the lease to, and the shutdown hook releases it at once.
+   */
+  readonly stoppingWithCluster?: () => boolean;
   /** Told what `registerBaton` made, once per call. */
   attach(made: { runtime: BatonRuntime; jobs: readonly JobDefinition[] }): void;
 }

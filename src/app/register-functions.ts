@@ -34,7 +34,9 @@ export interface RegisterBatonOptions {
   logger?: LeaderLogger & EngineLogger;
   /**
    * How long the shutdown hook waits for a running term to end and release the lease, and then
-   * for telemetry to flush, each. Default 10,000 ms: the host's grace for hooks is short.
+   * for telemetry to flush, each. Default 10,000 ms: the host's grace for hooks is short. A
+   * leader leads on for up to half of it until a successor asks for the lease (make-before-break),
+   * and then hands it over.
    */
   shutdownGraceMs?: number;
 }
@@ -42,8 +44,9 @@ export interface RegisterBatonOptions {
 export interface RegisteredBaton {
   readonly runtime: BatonRuntime;
   /**
-   * What the `appTerminate` hook runs: ends the term (a leader releases its lease, so a
-   * successor takes over at its next tick instead of waiting out the lease), waits for the
+   * What the `appTerminate` hook runs: hands the term over (a leader wakes the other instances,
+   * leads on until one asks for the lease, then reserves it for that one and releases, so the
+   * successor starts at once instead of at its next tick or after the lease), waits for the
    * invocations in flight, then flushes telemetry. Resolves within twice `shutdownGraceMs`.
    */
   shutdown(): Promise<void>;
@@ -109,8 +112,9 @@ export function registerBaton(app: FunctionsApp, options: RegisterBatonOptions):
   let stopping: Promise<void> | undefined;
   const shutdown = (): Promise<void> =>
     (stopping ??= (async () => {
-      runtime.shutdown();
-      await settleWithin([...inFlight], graceMs);
+      const alone = !host?.stoppingWithCluster?.();
+      const handingOver = runtime.shutdown({ handoverWaitMs: alone ? graceMs / 2 : 0 });
+      await settleWithin([handingOver, ...inFlight], graceMs);
       // The tick that ended released the lease; its wake for the successor goes out before we do.
       await settleWithin([runtime.ticks.settled()], graceMs);
       await telemetry.shutdown({ signal: AbortSignal.timeout(graceMs) }).catch((err: unknown) => {

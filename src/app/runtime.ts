@@ -86,9 +86,17 @@ function assertHostAgrees(host: HostQueueConfig, settings: BatonSettings): void 
 /** What one Functions worker process shares across invocations. */
 export interface BatonRuntime {
   settings: BatonSettings;
-  /** Aborted by `shutdown()`: a leading tick then stops its work and releases the lease. */
+  /** Aborted when `shutdown()` begins: no tick makes an attempt to lead after it. */
   readonly shutdownSignal: AbortSignal;
-  shutdown(): void;
+  /** Aborted once `shutdown()` has handed over: a tick still leading then ends its term and releases. */
+  readonly stepDownSignal: AbortSignal;
+  /**
+   * Stops this instance's part in leadership: no new attempts, then a term it holds is handed
+   * over make-before-break (`LeaderElector.handOver`): it leads on until a successor asks, for up
+   * to `handoverWaitMs` (default 0: the term ends at once). Resolves once the term has ended, or
+   * at once when this instance does not lead. Never rejects; a second call waits for the first.
+   */
+  shutdown(options?: { handoverWaitMs?: number }): Promise<void>;
   elector: LeaderElector;
   coordinator: Coordinator;
   /** One worker per queue shard: shard k's trigger sends its results and notes to shard k's queues. */
@@ -251,6 +259,20 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     },
   });
   const stopping = new AbortController();
+  const steppingDown = new AbortController();
+  let shuttingDown: Promise<void> | undefined;
+  const shutdown = (handoverWaitMs: number): Promise<void> =>
+    (shuttingDown ??= (async () => {
+      stopping.abort();
+      if (handoverWaitMs > 0) {
+        const handed = await elector.handOver({ waitMs: handoverWaitMs });
+        if (handed.led) {
+          const to = handed.to ? `handed over to ${handed.to}` : 'no successor asked; released';
+          log.info(`shutting down: epoch ${handed.epoch} ${to} after ${Math.round(handed.waitedMs)} ms`);
+        }
+      }
+      steppingDown.abort();
+    })());
   const coordinator = new Coordinator({
     jobs: jobMap,
     docs,
@@ -283,7 +305,8 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     clock,
     telemetry,
     shutdownSignal: stopping.signal,
-    shutdown: () => stopping.abort(),
+    stepDownSignal: steppingDown.signal,
+    shutdown: (options) => shutdown(options?.handoverWaitMs ?? 0),
     ticks: {
       hiddenSeconds: beacon.hiddenSeconds,
       retrySeconds: Math.max(1, Math.round((handoverTimingFor(settings.coordinatorSchedule).checkMs ?? 10_000) / 1000)),

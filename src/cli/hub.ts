@@ -238,6 +238,10 @@ export class DeadlineLeaseStore implements LeaseStore {
     );
   }
 
+  markLeaving(leaseId: string, options?: LeaseCallOptions): Promise<void> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.markLeaving(leaseId, { abortSignal }));
+  }
+
   readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {
     return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.readRequest({ abortSignal }));
   }

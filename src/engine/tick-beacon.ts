@@ -19,6 +19,9 @@ export interface TickBeaconOptions {
  * a host that stopped scheduling).
  * - When a term begins, the beacon is sent, hidden until just after the lease would expire.
  * - Each renewal postpones it again: while the leader lives it never surfaces.
+ * - When the leader says it is leaving (a shutdown's make-before-break handover), it surfaces at
+ *   once: whichever instance receives it runs the coordinator tick, sees the leader leaving and
+ *   asks for the lease, so a successor is waiting before the leader stops.
  * - When the term ends with a release (term over, shutdown, handover) it surfaces at once, and
  *   whichever instance receives it runs the coordinator tick: the wake for a successor.
  * - When the leader dies it surfaces once its lease has expired, and wakes a successor then.
@@ -43,6 +46,8 @@ export class TickBeacon {
         return this.then(() => this.send(event.epoch, this.hiddenSeconds));
       case 'renewed':
         return this.then(() => this.move(event.epoch, this.hiddenSeconds));
+      case 'leaving':
+        return this.then(() => this.move(event.epoch, 0));
       case 'released':
         return this.then(() => this.move(event.epoch, 0).then(() => (this.sent = undefined)));
       case 'lost':

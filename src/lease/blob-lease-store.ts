@@ -32,6 +32,8 @@ const META_RESERVED = 'batonreservedfor';
  */
 const META_RANK_OF = 'batonrankof';
 const META_RESERVED_OF = 'batonreservedof';
+/** The acquisition whose holder said it is leaving (see `markLeaving`); like the two above, it counts for that one only. */
+const META_LEAVING_OF = 'batonleavingof';
 const META_REQUESTER = 'batonrequester';
 const META_TTL = 'batonttlms';
 /** Metadata is at most 8 KiB per blob; the history gives up its oldest entries to stay well inside. */
@@ -147,6 +149,7 @@ export class BlobLeaseStore implements LeaseStore {
           // A reservation is for the next holder only: this one.
           [META_RESERVED]: undefined,
           [META_RESERVED_OF]: undefined,
+          [META_LEAVING_OF]: undefined,
         };
       },
     );
@@ -158,17 +161,31 @@ export class BlobLeaseStore implements LeaseStore {
   }
 
   async reserve(leaseId: string, reservation: HandoverClaim, options?: LeaseCallOptions): Promise<void> {
-    const action = 'reserve the lease';
+    const values = { [META_RESERVED]: encodeURIComponent(encodeClaim(reservation)) };
+    await this.stampUnderLease(leaseId, 'reserve the lease', values, META_RESERVED_OF, options);
+  }
+
+  /**
+   * Writes `values` into the metadata under the lease, with `stampKey` set to this acquisition's
+   * time: what they say then holds for this holder only, and the next bump leaves it behind.
+   */
+  private async stampUnderLease(
+    leaseId: string,
+    action: string,
+    values: Record<string, string>,
+    stampKey: string,
+    options: LeaseCallOptions | undefined,
+  ): Promise<void> {
     const abortSignal = options?.abortSignal;
     const props = await this.underLease(action, () => this.blob.getProperties({ abortSignal, conditions: { leaseId } }));
-    const metadata = {
-      ...props.metadata,
-      [META_RESERVED]: encodeURIComponent(encodeClaim(reservation)),
-      [META_RESERVED_OF]: props.metadata?.[META_ACQUIRED] ?? '',
-    };
+    const metadata = { ...props.metadata, ...values, [stampKey]: props.metadata?.[META_ACQUIRED] ?? '' };
     await this.underLease(action, () =>
       this.blob.setMetadata(metadata, { abortSignal, conditions: { leaseId, ifMatch: props.etag } }),
     );
+  }
+
+  async markLeaving(leaseId: string, options?: LeaseCallOptions): Promise<void> {
+    await this.stampUnderLease(leaseId, 'mark the lease as leaving', {}, META_LEAVING_OF, options);
   }
 
   async readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {
@@ -313,6 +330,7 @@ function parseMetadata(where: string, metadata: Record<string, string> | undefin
     acquiredAt: acquired ? new Date(acquired) : undefined,
     changes: decodeChanges(metadata?.[META_CHANGES]),
     ...(ours(metadata?.[META_RESERVED_OF]) ? reservationOf(metadata?.[META_RESERVED]) : {}),
+    ...(ours(metadata?.[META_LEAVING_OF]) ? { leaving: true } : {}),
   };
 }
 

@@ -26,6 +26,12 @@ export interface HandoverTiming {
 
 /** After the wall-clock grid instant the others tick on, the holder looks this much later. */
 export const CHECK_LAG_MS = 250;
+/**
+ * How often a requester reads the lease while a leaving holder hands over (at most; `pollMs` when
+ * shorter). Its wait after the release is the leaderless gap, and it lasts only until the holder's
+ * bound (a few seconds), so it polls faster than a requester that outranks a holder staying on.
+ */
+export const LEAVING_POLL_MS = 50;
 /** A request the holder did not answer is not repeated to the same term for this many TTLs. */
 const UNANSWERED_BACKOFF_TTLS = 5;
 
@@ -48,11 +54,15 @@ export class HandoverPolicy {
     private readonly clock: Clock,
   ) {}
 
-  /** Whether this candidate should ask the holder of `record` (leased) to hand over. */
+  /**
+   * Whether this candidate should ask the holder of `record` (leased) to hand over: it outranks
+   * the holder, or the holder said it is leaving (then any candidate may be its successor).
+   */
   shouldAsk(record: LeaseRecord): boolean {
     if (!record.leased || record.holder === undefined || record.holder === this.identity) return false;
     // A holder that gave no rank cannot be compared, and may not know about requests at all.
-    if (!record.holderRank || compareRanks(this.rank, record.holderRank) <= 0) return false;
+    const outranks = record.holderRank !== undefined && compareRanks(this.rank, record.holderRank) > 0;
+    if (!outranks && !record.leaving) return false;
     const quiet = this.unanswered;
     return !(quiet && quiet.epoch === record.epoch && this.clock.now() < quiet.until);
   }
@@ -97,17 +107,23 @@ export class HandoverPolicy {
     }
     // A holder whose term ended just as the request came released without naming anyone; the
     // request still says who should lead next, so a candidate it outranks leaves the lease to it.
-    if (this.honours(request)) return { kind: 'asked', claim: { requester: request.requester, rank: request.rank } };
+    // So does one whose holder was leaving: it would have handed over to any candidate that asked.
+    if (this.honours(request, record.leaving === true)) {
+      return { kind: 'asked', claim: { requester: request.requester, rank: request.rank } };
+    }
     return undefined;
   }
 
-  /** Whether the holder should yield to `request`. */
-  honours(request: StoredHandoverRequest | undefined): request is StoredHandoverRequest {
+  /**
+   * Whether the holder should yield to `request`: one that outranks it, or, once the holder is
+   * `leaving`, any candidate's.
+   */
+  honours(request: StoredHandoverRequest | undefined, leaving = false): request is StoredHandoverRequest {
     return (
       request !== undefined &&
       requestStands(request) &&
       request.requester !== this.identity &&
-      compareRanks(request.rank, this.rank) > 0
+      (leaving || compareRanks(request.rank, this.rank) > 0)
     );
   }
 

@@ -39,6 +39,7 @@ export class InMemoryLeaseStore implements LeaseStore {
   private released = false;
   private changes: LeadershipChange[] = [];
   private reservedFor: HandoverClaim | undefined;
+  private leaving = false;
   private request: { value: HandoverRequest; writtenAt: number; version: string } | undefined;
   private versions = 0;
 
@@ -90,6 +91,7 @@ export class InMemoryLeaseStore implements LeaseStore {
       ...(leased ? {} : { freedAs: this.freedAs() }),
       changes: this.changes.map((c) => ({ ...c, at: new Date(c.at) })),
       ...(this.reservedFor ? { reservedFor: claimCopy(this.reservedFor) } : {}),
+      ...(this.leaving ? { leaving: true } : {}),
     };
   }
 
@@ -105,6 +107,7 @@ export class InMemoryLeaseStore implements LeaseStore {
     this.holder = holder;
     this.holderRank = options?.rank ? { ...options.rank } : undefined;
     this.reservedFor = undefined;
+    this.leaving = false;
     return this.epoch;
   }
 
@@ -113,6 +116,13 @@ export class InMemoryLeaseStore implements LeaseStore {
     this.checkHolder(leaseId, 'reserve the lease');
     if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot reserve the lease: the lease has expired');
     this.reservedFor = claimCopy(reservation);
+  }
+
+  async markLeaving(leaseId: string, options?: LeaseCallOptions): Promise<void> {
+    options?.abortSignal?.throwIfAborted();
+    this.checkHolder(leaseId, 'mark the lease as leaving');
+    if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot mark the lease as leaving: the lease has expired');
+    this.leaving = true;
   }
 
   async readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {
@@ -164,6 +174,7 @@ export class InMemoryLeaseStore implements LeaseStore {
     this.acquiredAt = undefined;
     this.changes = [];
     this.reservedFor = undefined;
+    this.leaving = false;
   }
 
   private freedAs(): LeaseFreedAs | undefined {

@@ -4,7 +4,7 @@ import { sleep, timeoutSignal, type TimerHandle } from '../clock/clock';
 import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError, TaskAbandonedError, type LeaseLossReason } from '../errors';
 import { resolveElectorOptions, type LeaderElectorOptions, type ResolvedElectorOptions } from './elector-options';
 import { describeLeaderEvent, type LeaderEvent } from './leader-events';
-import { HandoverPolicy, watchForRequests } from './handover';
+import { HandoverPolicy, LEAVING_POLL_MS, watchForRequests } from './handover';
 import {
   checkRaiseAbove,
   type HandoverClaim,
@@ -55,6 +55,22 @@ export interface LeaderInfo {
 
 export type RunIfLeaderResult<T> = { led: true; value: T; epoch: number } | { led: false; holder: LeaderInfo | undefined };
 
+/** What `handOver` did: whether this candidate led, and whom it handed the lease to. */
+export type HandOverResult =
+  | { led: false }
+  /** `to`: the successor the lease was reserved for; undefined when nobody asked in time (a plain release). */
+  | { led: true; epoch: number; to: string | undefined; waitedMs: number };
+
+export interface HandOverOptions {
+  /**
+   * How long to lead on while waiting for a candidate to ask, and then for the task to reach a
+   * safe point; fit it inside the host's shutdown grace. Past it the term ends as an abort would.
+   */
+  waitMs: number;
+  /** Aborting ends the wait: the term then ends at once, as with nobody asking. */
+  signal?: AbortSignal;
+}
+
 export interface RunOptions {
   /** Aborting ends the task's leadership (its signal aborts), waits for it, then releases. */
   signal?: AbortSignal;
@@ -103,6 +119,10 @@ export class LeaderElector {
   private readonly policy: HandoverPolicy | undefined;
   /** The free-lease claim this candidate last said it defers to, so it says so once. */
   private deferredTo: string | undefined;
+  /** This elector's own term while it leads, and what settles when that term has ended. */
+  private active: { term: ActiveTerm; ended: Promise<void> } | undefined;
+  /** The handover under way, so a second call waits for the first. */
+  private leaving: Promise<HandOverResult> | undefined;
 
   constructor(options: LeaderElectorOptions) {
     this.options = resolveElectorOptions(options);
@@ -146,6 +166,76 @@ export class LeaderElector {
       }
       if (term) return this.lead(term, task, options.signal);
       await sleep(clock, acquireRetryMs * (0.75 + 0.25 * random()), options.signal);
+    }
+  }
+
+  /**
+   * Make-before-break, for a candidate about to stop (a shutdown, a deploy): it says in the lease
+   * that it is leaving and goes on leading while it waits. The first candidate to ask (any rank,
+   * on its next look at the lease) is yielded to as a higher-ranked one would be: the task
+   * returns at its next safe point (`yieldSignal`), the lease is reserved for the requester and
+   * released, and the requester, polling every `pollMs`, takes it. Nobody asks within `waitMs`
+   * (or `signal` aborts) → the term ends as a caller's abort ends it, with a plain release.
+   * Resolves once the term has ended; at once with `{ led: false }` when this candidate does not
+   * lead. Never rejects. A candidate without a rank cannot say it is leaving: its term just ends.
+   */
+  handOver(options: HandOverOptions): Promise<HandOverResult> {
+    const active = this.active;
+    if (!active) return Promise.resolve({ led: false });
+    this.leaving ??= this.leave(active, options).finally(() => (this.leaving = undefined));
+    return this.leaving;
+  }
+
+  private async leave(active: { term: ActiveTerm; ended: Promise<void> }, options: HandOverOptions): Promise<HandOverResult> {
+    const { clock, store, identity } = this.options;
+    const { term } = active;
+    const startedAt = clock.now();
+    const left = (): number => options.waitMs - (clock.now() - startedAt);
+    const epoch = term.epoch;
+    // Aborted by the caller or when the wait is over; the term's own end stops it too.
+    const waiting = timeoutSignal(clock, Math.max(1, options.waitMs), options.signal);
+    const stop = AbortSignal.any([waiting.signal, term.stopSignal]);
+    try {
+      if (this.policy && !stop.aborted) {
+        this.emit({ type: 'leaving', identity, epoch, waitMs: options.waitMs });
+        const marked = await this.bounded((abortSignal) => store.markLeaving(term.leaseId, { abortSignal }), stop).then(
+          () => true,
+          () => false,
+        );
+        if (marked) await this.awaitSuccessor(term, stop);
+      }
+      // Asked: the task returns at its next safe point, within what is left of the wait.
+      if (term.handoverTo && left() > 0)
+        await Promise.race([active.ended, sleep(clock, left(), options.signal).catch(() => undefined)]);
+    } finally {
+      waiting.dispose();
+    }
+    term.end(new DOMException(term.handoverTo ? 'handed over' : 'leaving', 'AbortError'));
+    await active.ended;
+    return { led: true, epoch, to: term.handoverTo?.requester, waitedMs: clock.now() - startedAt };
+  }
+
+  /** Reads the handover request every `pollMs` until one stands (then yields to it) or `stop` aborts. */
+  private async awaitSuccessor(term: ActiveTerm, stop: AbortSignal): Promise<void> {
+    const { clock, store, identity, handover } = this.options;
+    for (;;) {
+      let request: StoredHandoverRequest | undefined;
+      try {
+        request = await this.bounded((abortSignal) => store.readRequest({ abortSignal }), stop);
+      } catch {
+        // A failed read is tried again; only the wait's end stops the looking.
+      }
+      if (stop.aborted) return;
+      if (this.policy?.honours(request, true)) {
+        this.emit({ type: 'handover-requested', identity, epoch: term.epoch, requester: request.requester });
+        term.yieldTo(request);
+        return;
+      }
+      try {
+        await sleep(clock, handover.pollMs, stop);
+      } catch {
+        return;
+      }
     }
   }
 
@@ -280,8 +370,9 @@ export class LeaderElector {
     }
     this.emit({ type: 'handover-asked', identity, holder: record.holder ?? '', epoch: record.epoch });
     const askedAt = clock.now();
+    const pollMs = record.leaving ? Math.min(handover.pollMs, LEAVING_POLL_MS) : handover.pollMs;
     while (clock.now() - askedAt < handover.requestTtlMs) {
-      await sleep(clock, handover.pollMs, signal);
+      await sleep(clock, pollMs, signal);
       let now: LeaseRecord;
       try {
         now = await this.boundedRead(signal);
@@ -336,6 +427,8 @@ export class LeaderElector {
     // `current` was set when the term was won (see readThenAcquire); it is cleared below.
     const leadership = new ActiveTerm(term, this.options, (self) => this.lose(self, 'deadline'));
     const onCallerAbort = (): void => leadership.end(callerSignal?.reason);
+    let ended!: () => void;
+    this.active = { term: leadership, ended: new Promise<void>((resolve) => (ended = resolve)) };
     try {
       // The caller may have aborted after the lease was taken: hand it back without running.
       if (callerSignal?.aborted) {
@@ -375,6 +468,8 @@ export class LeaderElector {
       leadership.end(undefined);
       callerSignal?.removeEventListener('abort', onCallerAbort);
       this.current = undefined;
+      this.active = undefined;
+      ended();
     }
   }
 

@@ -14,7 +14,12 @@ export type LeaderEvent =
   | { type: 'acquire-failed'; identity: string; error: unknown }
   /** This candidate outranks the holder and asked it to hand over. */
   | { type: 'handover-asked'; identity: string; holder: string; epoch: number }
-  /** The holder saw a request from a higher-ranked candidate and yields at its task's next safe point. */
+  /**
+   * The holder is leaving (`handOver`): it said so in the lease and waits up to `waitMs` for a
+   * candidate to ask, leading meanwhile.
+   */
+  | { type: 'leaving'; identity: string; epoch: number; waitMs: number }
+  /** The holder saw a request from a higher-ranked candidate (any, once leaving) and yields at its task's next safe point. */
   | { type: 'handover-requested'; identity: string; epoch: number; requester: string }
   /** This candidate leaves a free lease to `to` for up to `forMs`: reserved for it, or its last, higher-ranked holder. */
   | { type: 'deferred'; identity: string; to: string; reserved: boolean; forMs: number }
@@ -45,6 +50,11 @@ export function describeLeaderEvent(event: LeaderEvent): { level: 'info' | 'warn
       };
     case 'handover-asked':
       return { level: 'info', message: `handover asked: ${who} of holder=${event.holder} epoch=${event.epoch}` };
+    case 'leaving':
+      return {
+        level: 'info',
+        message: `leaving: ${who} epoch=${event.epoch}; leading until a successor asks, for up to ${Math.round(event.waitMs)} ms`,
+      };
     case 'handover-requested':
       return {
         level: 'info',

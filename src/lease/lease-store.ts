@@ -25,6 +25,7 @@ import type { LeaderRank } from './leader-rank';
  *   out is never handed out again, even after the lease record was deleted under its holder: each
  *   bump or raise goes above every earlier one.
  * - `reserve` succeeds only while `leaseId` holds the lease; `bumpEpoch` clears the reservation.
+ * - `markLeaving` likewise succeeds only while `leaseId` holds the lease, and `bumpEpoch` clears it.
  * - A handover request is created only when none exists and replaced only at the version read,
  *   so of two candidates writing at once exactly one succeeds.
  * - Any other failure (timeouts, 5xx, aborts) is thrown as is; callers treat it as transient.
@@ -50,6 +51,12 @@ export interface LeaseStore {
    * every candidate reads (`LeaseRecord.reservedFor`). The next `bumpEpoch` clears it.
    */
   reserve(leaseId: string, reservation: HandoverClaim, options?: LeaseCallOptions): Promise<void>;
+  /**
+   * Under the lease: says in the record that every candidate reads (`LeaseRecord.leaving`) that
+   * the holder is about to stop and hands over to the first candidate that asks, whatever its
+   * rank. The next `bumpEpoch` clears it.
+   */
+  markLeaving(leaseId: string, options?: LeaseCallOptions): Promise<void>;
   /**
    * The handover request stored beside the lease (the lease record itself cannot be written
    * without the lease id), or undefined when there is none. Its age is measured by the store's
@@ -147,6 +154,8 @@ export interface LeaseRecord {
   changes?: readonly LeadershipChange[];
   /** The candidate the last holder handed the lease to, until the next holder bumps the epoch. */
   reservedFor?: HandoverClaim | undefined;
+  /** The holder said it is leaving (`markLeaving`), until the next holder bumps the epoch. */
+  leaving?: boolean;
 }
 
 /** Refuses a bad `above` for `raiseEpoch`: a caller's bug, refused before any storage call. */

@@ -196,7 +196,7 @@ class Cluster {
   }
 
   /**
-   * Stops every instance: SIGTERM, a grace period, then SIGKILL. The instances are signalled
+   * Stops every instance: SIGINT, a grace period, then SIGKILL. The instances are signalled
    * before the view's last refresh is awaited: on a busy machine that read alone can take
    * seconds, and the grace is theirs.
    */
@@ -204,7 +204,8 @@ class Cluster {
     // Also ends the refresh loop when run() threw instead of returning.
     this.stopping.abort();
     const all = [...this.instances.values()].filter((i) => i.alive);
-    for (const instance of all) instance.proc.kill(this.forced ? 'SIGKILL' : 'SIGTERM');
+    // SIGINT: every instance stops, so a leader has nobody to hand over to and releases at once.
+    for (const instance of all) instance.proc.kill(this.forced ? 'SIGKILL' : 'SIGINT');
     const grace = new Promise<void>((resolve) => setTimeout(resolve, STOP_GRACE_MS).unref());
     await Promise.race([Promise.all(all.map((i) => i.exited)), grace]);
     for (const instance of all) if (instance.alive) instance.proc.kill('SIGKILL');

@@ -9,6 +9,8 @@ export const instanceEventSchema = z.discriminatedUnion('kind', [
     epoch: z.number().optional(),
     reason: z.string().optional(),
     latencyMs: z.number().optional(),
+    /** On `released`: the candidate the lease was handed over to, when one asked. */
+    to: z.string().optional(),
   }),
   z.object({ kind: z.literal('worked'), items: z.number() }),
   /** The loopback port on which it serves the app's http functions (the cluster's front door forwards there). */

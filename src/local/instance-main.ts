@@ -22,7 +22,8 @@ import { emit } from './instance-events';
 /**
  * One instance of the local cluster: the app's registration list on a `LocalHost`, as one
  * Functions instance would run it. It reports what happens as JSON lines on stdout for the
- * cluster's live view, and stops cleanly on SIGTERM/SIGINT or when its parent goes away.
+ * cluster's live view, and stops cleanly on SIGTERM (alone: a leader hands over to a successor
+ * first), SIGINT (with the whole cluster: a leader just releases) or when its parent goes away.
  */
 /**
  * How long the local host hides a message it is running, renewed at half-time (the Functions host
@@ -63,8 +64,11 @@ async function main(): Promise<void> {
     } else if (logLevel === 'debug') emit({ kind: 'log', level: 'info', message: redactSecrets(message) });
   };
   let runtime: BatonRuntime | undefined;
+  // SIGINT is the whole cluster stopping (Ctrl-C); SIGTERM this instance alone (a deploy, a scale-in).
+  let withCluster = false;
   setLocalHostBridge({
     identity: instance,
+    stoppingWithCluster: () => withCluster,
     hostJson: hostJson.path,
     logger: {
       info: (message) => emit({ kind: 'log', level: 'info', message }),
@@ -88,6 +92,7 @@ async function main(): Promise<void> {
         ...(event.type === 'lost' ? { reason: event.reason } : {}),
         // When the renewal started, so a watcher knows when this lease would expire.
         ...(event.type === 'renewed' ? { latencyMs: event.latencyMs } : {}),
+        ...(event.type === 'released' && event.to ? { to: event.to } : {}),
       });
     },
     attach: (made) => {
@@ -137,9 +142,15 @@ async function main(): Promise<void> {
       process.exit(0);
     })());
   process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGINT', () => {
+    withCluster = true;
+    void stop('SIGINT');
+  });
   // The cluster holds our stdin open; when it is gone, so are we.
-  process.stdin.on('end', () => void stop('parent exited'));
+  process.stdin.on('end', () => {
+    withCluster = true;
+    void stop('parent exited');
+  });
   process.stdin.resume();
   await app.start();
   // registerBaton has sent its wake tick: a leader starts even before the first timer.

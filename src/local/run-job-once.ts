@@ -126,7 +126,7 @@ export async function runJobOnce<Output>(
     if (!deadline.aborted) throw err;
     throw new Error(`runJobOnce: job ${job.name} did not end within ${timeoutMs} ms`, { cause: err });
   } finally {
-    runtime.shutdown();
+    void runtime.shutdown();
     // An item still running (a test that gave up on a hung one) is left behind after a grace.
     let grace: NodeJS.Timeout | undefined;
     // Then the wake the released lease sends (storage retries for seconds if Azurite closes under it).

@@ -300,6 +300,30 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       expect(after).toMatchObject({ holder: claim.requester, holderRank: claim.rank, epoch: 2 });
     });
 
+    it('says the holder is leaving, under the lease only, until the next bump', async () => {
+      const { store } = await makeHarness();
+      const a = id();
+      await store.acquire(a, 15);
+      await store.bumpEpoch(a, 'a', { rank: { version: '1.0.0', priority: 0 } });
+      expect((await store.read()).leaving).toBeUndefined();
+      await expect(store.markLeaving(id())).rejects.toBeInstanceOf(LeaseLostError);
+      expect((await store.read()).leaving).toBeUndefined();
+      await store.markLeaving(a);
+      expect(await store.read()).toMatchObject({ leased: true, holder: 'a', epoch: 1, leaving: true });
+      // A reservation written after it keeps it, and the other way round.
+      const claim = { requester: 'b', rank: { version: '1.0.0', priority: 0 } };
+      await store.reserve(a, claim);
+      expect(await store.read()).toMatchObject({ leaving: true, reservedFor: claim });
+      await store.release(a);
+      await expect(store.markLeaving(a)).rejects.toBeInstanceOf(LeaseLostError);
+      const b = id();
+      await store.acquire(b, 15);
+      await store.bumpEpoch(b, 'b', { freedAs: 'released' });
+      const after = await store.read();
+      expect(after.leaving).toBeUndefined();
+      expect(after).toMatchObject({ holder: 'b', epoch: 2 });
+    });
+
     it('keeps one handover request: created once, replaced and deleted only at the version read', async () => {
       const { store } = await makeHarness();
       expect(await store.readRequest()).toBeUndefined();
@@ -347,12 +371,14 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       await expect(store.release(a, opts)).rejects.toThrow();
       await expect(store.read(opts)).rejects.toThrow();
       await expect(store.reserve(a, { requester: 'b', rank: { version: '1', priority: 0 } }, opts)).rejects.toThrow();
+      await expect(store.markLeaving(a, opts)).rejects.toThrow();
       await expect(
         store.writeRequest({ requester: 'b', rank: { version: '1', priority: 0 }, ttlMs: 1000 }, opts),
       ).rejects.toThrow();
       await expect(store.readRequest(opts)).rejects.toThrow();
       expect(await store.read()).toMatchObject({ leased: true, epoch: 1, holder: 'a' });
       expect((await store.read()).reservedFor).toBeUndefined();
+      expect((await store.read()).leaving).toBeUndefined();
       expect(await store.readRequest()).toBeUndefined();
     });
   });

@@ -365,8 +365,8 @@ describe('metrics and events during a real run on Azurite', () => {
     }
     // Each instance counts its own clients only.
     expect(await b.byAttribute(METRIC_NAMES.storageRequests, 'operation')).toEqual(runtimeB.storageRequests.snapshot());
-    runtimeA.shutdown();
-    runtimeB.shutdown();
+    await runtimeA.shutdown();
+    await runtimeB.shutdown();
   });
 });
 

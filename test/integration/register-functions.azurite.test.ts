@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { InvocationContext, type Timer } from '@azure/functions';
 import { registerBaton, type FunctionsApp } from '../../src/functions';
+import { LeaderElector } from '../../src/lease/leader-elector';
 import { useAzurite } from '../support/azurite';
 import { sumJob } from '../support/sample-jobs';
 import { patience } from '../support/slowdown';
@@ -66,7 +67,7 @@ afterAll(async () => {
 });
 
 describe('registerBaton on a Functions app', () => {
-  it('registers the timer, the worker and the API, and one appTerminate hook', () => {
+  it('registers the timer, the worker and the API, and one appTerminate hook', async () => {
     const { app, recorded } = recordingApp();
     const hub = fixture.uniqueName('register');
     const { runtime } = registerBaton(app, {
@@ -75,7 +76,7 @@ describe('registerBaton on a Functions app', () => {
       hostJson: join(__dirname, '..', '..', 'functions', 'host.json'),
       logger: { info: () => undefined, warn: () => undefined },
     });
-    runtime.shutdown();
+    await runtime.shutdown();
     expect(recorded.calls.map((c) => `${c.method}:${c.name}`)).toEqual([
       'timer:baton-coordinator',
       'storageQueue:baton-worker',
@@ -157,10 +158,71 @@ describe('registerBaton on a Functions app', () => {
       expect(ticks).toContainEqual(expect.objectContaining({ t: 'tick', epoch }));
       expect(posted).toContain('/v1/metrics');
       expect(warnings).toEqual([]);
-      // Well inside the two graces (10 s each): it waited for the term, not for a timer.
+      // Nobody asked for the lease, so it led on for the handover's wait (half the 10 s grace),
+      // and returned well inside the two graces: it waited for the term, not for a timer.
+      expect(tookMs).toBeGreaterThanOrEqual(4900);
       expect(tookMs).toBeLessThan(patience(20_000));
       // A second call (the host may call hooks again) does the same work once.
       await recorded.terminate[0]!();
+    },
+  );
+
+  it(
+    'the appTerminate hook hands the lease to a successor that asks, make-before-break',
+    { timeout: patience(90_000) },
+    async () => {
+      const { app, recorded } = recordingApp();
+      const hub = fixture.uniqueName('handover');
+      const { runtime } = registerBaton(app, {
+        jobs: [sumJob({ items: 10 })],
+        env: { AzureWebJobsStorage: fixture.azurite.connectionString, BATON_HUB: hub, BATON_TERM_SECONDS: '590' },
+        hostJson: join(__dirname, '..', '..', 'functions', 'host.json'),
+        logger: { info: () => undefined, warn: () => undefined },
+      });
+      const coordinator = recorded.calls.find((c) => c.method === 'timer')!.options.handler as (
+        timer: Timer,
+        context: InvocationContext,
+      ) => Promise<unknown>;
+      const invocation = coordinator(timer, new InvocationContext({ functionName: 'baton-coordinator' }));
+      const lease = runtime.reads.lease;
+      await expect
+        .poll(async () => (await lease.read()).epoch > 0 && (await lease.read()).leased, {
+          timeout: patience(30_000),
+          interval: 100,
+        })
+        .toBe(true);
+      const { epoch, holder } = await lease.read();
+
+      // Another instance of the same version: it never asks a leader of its own rank, only a leaving one.
+      const successor = new LeaderElector({
+        store: lease,
+        identity: 'successor',
+        rank: { version: '0.0.1', priority: 0 },
+        handover: { checkMs: 1000, pollMs: 100 },
+      });
+      expect(await successor.runIfLeader(() => 'too early')).toMatchObject({ led: false });
+
+      const started = Date.now();
+      const terminating = recorded.terminate[0]!();
+      await expect.poll(async () => (await lease.read()).leaving, { timeout: patience(10_000), interval: 20 }).toBe(true);
+      // Its next look at the lease: it asks, and leads once the holder has reached a safe point.
+      let succeededAt = 0;
+      const next = await successor.runIfLeader((leadership) => {
+        succeededAt = Date.now();
+        return leadership.epoch;
+      });
+      expect(next).toMatchObject({ led: true, value: epoch + 1 });
+      await terminating;
+      await invocation;
+      // Handed over, not left to expire or to the bound: well before the 5 s wait ran out.
+      expect(succeededAt - started).toBeLessThan(patience(4000));
+      const after = await lease.read();
+      expect(after.changes?.at(-1)).toMatchObject({
+        holder: 'successor',
+        previous: holder,
+        reason: 'released',
+        epoch: epoch + 1,
+      });
     },
   );
 });

@@ -66,7 +66,7 @@ describe('text from storage on a terminal', () => {
     expect(JSON.stringify(show)).toContain(JSON.stringify(forged.failureReason).slice(1, -1));
   });
 
-  it("the app's log lines carry no control character either", () => {
+  it("the app's log lines carry no control character either", async () => {
     const lines: string[] = [];
     const runtime = createBatonRuntime(
       { AzureWebJobsStorage: azurite.azurite.connectionString, BATON_HUB: seed.hub },
@@ -76,7 +76,7 @@ describe('text from storage on a terminal', () => {
     expect(lines).toEqual([`run x: finalize hook failed: ${visible(forged.failureReason)}`]);
     expect(lines[0]).not.toMatch(CONTROL);
     expect(lines[0]).not.toContain('\n');
-    runtime.shutdown();
+    await runtime.shutdown();
   });
 });
 

@@ -17,6 +17,7 @@ type Operation =
   | 'bumpEpoch'
   | 'raiseEpoch'
   | 'reserve'
+  | 'markLeaving'
   | 'readRequest'
   | 'writeRequest'
   | 'deleteRequest';
@@ -83,6 +84,10 @@ export class ScriptedLeaseStore implements LeaseStore {
 
   reserve(leaseId: string, reservation: HandoverClaim, options?: LeaseCallOptions): Promise<void> {
     return this.run('reserve', options, () => this.inner.reserve(leaseId, reservation, options));
+  }
+
+  markLeaving(leaseId: string, options?: LeaseCallOptions): Promise<void> {
+    return this.run('markLeaving', options, () => this.inner.markLeaving(leaseId, options));
   }
 
   readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {

@@ -52,6 +52,21 @@ describe('TickBeacon: one delayed tick per term', () => {
     expect(queue.peekAll()).toHaveLength(2);
   });
 
+  it('surfaces at once when the leader says it is leaving, and again at its release if it was taken meanwhile', async () => {
+    const { clock, queue, feed, surfaced } = setup();
+    await feed({ type: 'acquired', identity, epoch: 7, leaseId: 'l' });
+    await clock.advance(3000);
+    expect(await surfaced()).toEqual([]);
+    await feed({ type: 'leaving', identity, epoch: 7, waitMs: 5000 });
+    // The wake that brings a successor to ask, while the leader still leads.
+    const [woken] = await queue.receive(1, 60);
+    expect(JSON.parse(woken!.text)).toEqual({ v: 1, t: 'tick', epoch: 7 });
+    await queue.delete(woken!);
+    // Its receiver dealt with it; the release sends another, the usual wake for a successor.
+    await feed({ type: 'released', identity, epoch: 7, ledMs: 4000, to: 'b' });
+    expect(await surfaced()).toEqual([{ v: 1, t: 'tick', epoch: 7 }]);
+  });
+
   it('keeps the chain when its beacon went missing (received early): the next renewal sends another', async () => {
     const { clock, queue, feed } = setup();
     await feed({ type: 'acquired', identity, epoch: 7, leaseId: 'l' });
@@ -90,9 +105,14 @@ describe("a tick message's receiver", () => {
       outcome: { led: false, holder: 'a', epoch: 5 },
       resent: 17,
     },
-    { name: 'nobody holds it: again after a tick', outcome: { led: false, holder: undefined }, resent: 1 },
-    { name: 'this instance lost its term meanwhile', outcome: { led: 'lost', reason: 'broken' }, resent: 1 },
-    { name: 'the tick failed: again after a tick, not thrown', outcome: new Error('storage is down'), resent: 1 },
+    { name: 'nobody holds it: again after a tick', outcome: { led: false, holder: undefined }, resent: 10 },
+    { name: 'this instance lost its term meanwhile', outcome: { led: 'lost', reason: 'broken' }, resent: 10 },
+    { name: 'the tick failed: again after a tick, not thrown', outcome: new Error('storage is down'), resent: 10 },
+    {
+      name: 'this instance is stopping and did not look: on to another instance a second later',
+      outcome: { led: false, holder: undefined, stopping: true },
+      resent: 1,
+    },
   ])('$name', async ({ outcome, resent }) => {
     const sends: Array<{ message: TickMessage; seconds: number }> = [];
     const handler = createTickMessageHandler(
@@ -101,7 +121,7 @@ describe("a tick message's receiver", () => {
         if (outcome instanceof Error) throw outcome;
         return outcome;
       },
-      { hiddenSeconds: 17, retrySeconds: 1, resend: async (m, seconds) => void sends.push({ message: m, seconds }) },
+      { hiddenSeconds: 17, retrySeconds: 10, resend: async (m, seconds) => void sends.push({ message: m, seconds }) },
     );
     await handler(message, new InvocationContext({ functionName: 'baton-worker', invocationId: 'x' }));
     expect(sends).toEqual(resent === undefined ? [] : [{ message, seconds: resent }]);
