@@ -86,6 +86,14 @@ export function formatCheck(check: CheckResult): string[] {
         `${check.audit.refused} refused by a version check`,
     );
   }
+  if (check.occurrences) {
+    const o = check.occurrences;
+    lines.push(
+      `occurrences due while the faults ran: ${o.due}; ${o.onTime} started within the SIGKILL bound, ` +
+        `${o.lateButExplained} later but within it of a fault's end, ${o.skipped} skipped (overlap), ${o.missed} missed during a fault` +
+        (o.unchecked ? `, ${o.unchecked} not run and past the job states' recent events` : ''),
+    );
+  }
   lines.push('', '| invariant | violations |', '|---|---|');
   for (const [rule, text] of Object.entries(INVARIANTS)) {
     lines.push(`| ${text} | ${check.violations.filter((v) => v.rule === rule).length} |`);

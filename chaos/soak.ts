@@ -21,7 +21,7 @@ import { ChaosInstances } from './chaos-instances';
 import { faultExpectations, jobExpectation, type FaultTarget } from './fault-effects';
 import { FAULT_KINDS, planFaults, type FaultKind, type FaultStep, type HungHook } from './fault-plan';
 import { FaultProxy, type ProxyAction } from './fault-proxy';
-import { checkInvariants, type CheckResult, type Expectation } from './invariants';
+import { checkInvariants, DEPLOY_TAKEOVER_MS, type CheckResult, type Expectation } from './invariants';
 import { SeededRandom } from './rng';
 import { isTickMessage, messageQueuesOf, readHubSnapshot } from './snapshot';
 
@@ -261,6 +261,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   /** When faults that can cut any delivery short were on: kill -9, pause, storage restart. */
   const disturbed: Array<{ from: number; to: number }> = [];
   const disturbing = new Set<FaultKind>(['kill', 'pause', 'storage-restart']);
+  /** Every fault injected, from its start to its end: what may explain a late or missed occurrence. */
+  const faultWindows: Array<{ kind: FaultKind; from: number; to: number }> = [];
   const rng = new SeededRandom(options.seed ^ 0x5eed);
   /**
    * Orders the hook of the job's next run to hang. With overlap `skip`, an occurrence that comes
@@ -529,6 +531,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       if (injected === true) faults[step.kind]++;
       lastEnd = Date.now();
       if (injected && disturbing.has(step.kind)) disturbed.push({ from, to: lastEnd });
+      if (injected) faultWindows.push({ kind: step.kind, from, to: lastEnd });
       const note = injected === 'later' ? ' (aimed)' : injected ? '' : ' (not injected)';
       options.log(`  ${((lastEnd - start) / 1000).toFixed(0).padStart(4)} s  ${step.kind}${note}`);
     }
@@ -629,6 +632,18 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       deploys: targets.flatMap((t) =>
         t.kind === 'rolling-deploy' ? [{ version: t.version, startedAt: t.startedAt, takeoverAt: t.takeoverAt }] : [],
       ),
+      deployTakeoverMs: patient(DEPLOY_TAKEOVER_MS),
+      occurrences: {
+        jobs: CHAOS_JOBS.map((job) => ({ name: job.name, schedule: job.schedule! })),
+        from: start,
+        to: faultsStoppedAt,
+        faults: faultWindows,
+        // The SIGKILL bound: a successor leads within the lease and a tick or two of its expiry.
+        boundMs: patient((LEASE_SECONDS + 2) * 1000),
+        recent: new Map(
+          await Promise.all(CHAOS_JOBS.map(async (job) => [job.name, (await jobStateOf(job.name))?.recent ?? []] as const)),
+        ),
+      },
       frozenTimers: {
         windows: targets.flatMap((t) => (t.kind === 'frozen-timer' ? [{ from: t.from, to: t.to }] : [])),
         periodMs: FROZEN_CHECK_PERIOD_MS,
