@@ -36,7 +36,7 @@ export interface RegisterBatonOptions {
    * How long the shutdown hook waits for a running term to end and release the lease, and then
    * for telemetry to flush, each. Default 10,000 ms: the host's grace for hooks is short. A
    * leader leads on for up to half of it until a successor asks for the lease (make-before-break),
-   * and then hands it over.
+   * and its work then has the other half to reach a safe point before the lease is handed over.
    */
   shutdownGraceMs?: number;
 }

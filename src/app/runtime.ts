@@ -267,7 +267,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
       if (handoverWaitMs > 0) {
         const handed = await elector.handOver({ waitMs: handoverWaitMs });
         if (handed.led) {
-          const to = handed.to ? `handed over to ${handed.to}` : 'no successor asked; released';
+          const to = handed.to ? `reserved the lease for ${handed.to}` : 'no successor asked in time';
           log.info(`shutting down: epoch ${handed.epoch} ${to} after ${Math.round(handed.waitedMs)} ms`);
         }
       }

@@ -32,6 +32,8 @@ export class TickBeacon {
   /** How long a beacon stays hidden: past the lease's expiry. */
   readonly hiddenSeconds: number;
   private sent: { epoch: number; receipt: MessageReceipt } | undefined;
+  /** The term whose leader said it is leaving: its renewals must not hide the wake again. */
+  private leavingEpoch: number | undefined;
   /** The beacon's calls, one at a time and in the order of the events. */
   private chain: Promise<void> = Promise.resolve();
 
@@ -45,8 +47,10 @@ export class TickBeacon {
       case 'acquired':
         return this.then(() => this.send(event.epoch, this.hiddenSeconds));
       case 'renewed':
+        if (event.epoch === this.leavingEpoch) return;
         return this.then(() => this.move(event.epoch, this.hiddenSeconds));
       case 'leaving':
+        this.leavingEpoch = event.epoch;
         return this.then(() => this.move(event.epoch, 0));
       case 'released':
         return this.then(() => this.move(event.epoch, 0).then(() => (this.sent = undefined)));

@@ -27,9 +27,10 @@ export interface HandoverTiming {
 /** After the wall-clock grid instant the others tick on, the holder looks this much later. */
 export const CHECK_LAG_MS = 250;
 /**
- * How often a requester reads the lease while a leaving holder hands over (at most; `pollMs` when
- * shorter). Its wait after the release is the leaderless gap, and it lasts only until the holder's
- * bound (a few seconds), so it polls faster than a requester that outranks a holder staying on.
+ * How often a requester reads the lease once its holder is leaving (at most; `pollMs` when
+ * shorter): its wait after the release is the leaderless gap. It polls this fast only while a
+ * holder that said it is leaving still holds the lease: until the holder releases, a few seconds,
+ * or until its lease expires if it died meanwhile (300 reads at most on a 15 s lease).
  */
 export const LEAVING_POLL_MS = 50;
 /** A request the holder did not answer is not repeated to the same term for this many TTLs. */
@@ -107,10 +108,7 @@ export class HandoverPolicy {
     }
     // A holder whose term ended just as the request came released without naming anyone; the
     // request still says who should lead next, so a candidate it outranks leaves the lease to it.
-    // So does one whose holder was leaving: it would have handed over to any candidate that asked.
-    if (this.honours(request, record.leaving === true)) {
-      return { kind: 'asked', claim: { requester: request.requester, rank: request.rank } };
-    }
+    if (this.honours(request)) return { kind: 'asked', claim: { requester: request.requester, rank: request.rank } };
     return undefined;
   }
 

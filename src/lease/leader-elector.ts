@@ -173,11 +173,14 @@ export class LeaderElector {
    * Make-before-break, for a candidate about to stop (a shutdown, a deploy): it says in the lease
    * that it is leaving and goes on leading while it waits. The first candidate to ask (any rank,
    * on its next look at the lease) is yielded to as a higher-ranked one would be: the task
-   * returns at its next safe point (`yieldSignal`), the lease is reserved for the requester and
-   * released, and the requester, polling every `pollMs`, takes it. Nobody asks within `waitMs`
-   * (or `signal` aborts) → the term ends as a caller's abort ends it, with a plain release.
-   * Resolves once the term has ended; at once with `{ led: false }` when this candidate does not
-   * lead. Never rejects. A candidate without a rank cannot say it is leaving: its term just ends.
+   * returns at its next safe point (`yieldSignal`; it gets up to `waitMs` more to reach it), the
+   * lease is reserved for the requester and released, and the requester, polling, takes it.
+   * Nobody asks within `waitMs` (or `signal` aborts) → the term ends as a caller's abort ends it,
+   * with a plain release. Resolves once the term has ended, within twice `waitMs` and the task's
+   * abandonment bound; at once with `{ led: false }` when this candidate does not lead (also while
+   * it is still acquiring: that term is then ended by the caller's abort). Never rejects. A
+   * candidate without a rank cannot say it is leaving: its term just ends. `to` names whom the
+   * lease was reserved for; the reservation is a hint, and a failed one leaves the release plain.
    */
   handOver(options: HandOverOptions): Promise<HandOverResult> {
     const active = this.active;
@@ -190,7 +193,6 @@ export class LeaderElector {
     const { clock, store, identity } = this.options;
     const { term } = active;
     const startedAt = clock.now();
-    const left = (): number => options.waitMs - (clock.now() - startedAt);
     const epoch = term.epoch;
     // Aborted by the caller or when the wait is over; the term's own end stops it too.
     const waiting = timeoutSignal(clock, Math.max(1, options.waitMs), options.signal);
@@ -204,9 +206,11 @@ export class LeaderElector {
         );
         if (marked) await this.awaitSuccessor(term, stop);
       }
-      // Asked: the task returns at its next safe point, within what is left of the wait.
-      if (term.handoverTo && left() > 0)
-        await Promise.race([active.ended, sleep(clock, left(), options.signal).catch(() => undefined)]);
+      // Asked: the task returns at its next safe point, and gets as long again as the wait to
+      // reach it, however late in the wait the request came.
+      if (term.handoverTo) {
+        await Promise.race([active.ended, sleep(clock, options.waitMs, options.signal).catch(() => undefined)]);
+      }
     } finally {
       waiting.dispose();
     }
@@ -369,10 +373,29 @@ export class LeaderElector {
       return undefined;
     }
     this.emit({ type: 'handover-asked', identity, holder: record.holder ?? '', epoch: record.epoch });
+    try {
+      return await this.awaitHandover(policy, record, signal);
+    } finally {
+      // Taken, given up or stopped: a request left standing would keep others deferring to a
+      // candidate that is not waiting. Not with the caller's signal, which may be what stopped it.
+      await this.bounded((abortSignal) => store.deleteRequest(version, { abortSignal }), undefined).catch(() => undefined);
+    }
+  }
+
+  /**
+   * Reads the lease every `pollMs` (every `LEAVING_POLL_MS` while its holder is leaving) while this
+   * candidate's request stands, and takes it once it is free and not left to someone else.
+   */
+  private async awaitHandover(
+    policy: HandoverPolicy,
+    record: LeaseRecord,
+    signal: AbortSignal | undefined,
+  ): Promise<Term | undefined> {
+    const { clock, handover } = this.options;
     const askedAt = clock.now();
-    const pollMs = record.leaving ? Math.min(handover.pollMs, LEAVING_POLL_MS) : handover.pollMs;
+    let leaving = record.leaving === true;
     while (clock.now() - askedAt < handover.requestTtlMs) {
-      await sleep(clock, pollMs, signal);
+      await sleep(clock, leaving ? Math.min(handover.pollMs, LEAVING_POLL_MS) : handover.pollMs, signal);
       let now: LeaseRecord;
       try {
         now = await this.boundedRead(signal);
@@ -383,14 +406,13 @@ export class LeaderElector {
       if (now.leased) {
         // Someone else took over meanwhile: ask again on a later tick if this one still outranks it.
         if (now.epoch !== record.epoch) return undefined;
+        // A holder asked by a higher rank may start leaving meanwhile (a deploy drains it).
+        leaving ||= now.leaving === true;
         continue;
       }
       if (this.deferring(now)) return undefined;
-      const term = await this.tryAcquire(signal, now.freedAs);
-      if (!term) return undefined;
-      // Ours now; the request has done its work.
-      await bounded((abortSignal) => store.deleteRequest(version, { abortSignal })).catch(() => undefined);
-      return term;
+      // Ours now, if the acquire wins; the request has done its work either way.
+      return await this.tryAcquire(signal, now.freedAs);
     }
     policy.unansweredBy(record.epoch);
     return undefined;

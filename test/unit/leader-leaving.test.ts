@@ -117,7 +117,6 @@ describe('make-before-break handover, on a fake clock', () => {
     const gap = of('b', 'acquired')[0]!.at - of('a', 'released')[0]!.at;
     expect(gap).toBeGreaterThanOrEqual(0);
     expect(gap).toBeLessThanOrEqual(LEAVING_POLL_MS);
-    expect(LEAVING_POLL_MS).toBeLessThan(POLL_MS);
     // The next holder's bump cleared the mark.
     expect((await memory.read()).leaving).toBeUndefined();
     expect((await memory.read()).changes?.at(-1)).toMatchObject({ holder: 'b', previous: 'a', reason: 'released' });
@@ -189,7 +188,7 @@ describe('make-before-break handover, on a fake clock', () => {
   });
 
   it('with two successors asking, exactly one leads and the other leaves the reserved lease alone', async () => {
-    const { clock, memory, candidate, of, calls } = setup();
+    const { clock, memory, candidate, of, calls, stores } = setup();
     const a = candidate('a');
     const b = candidate('b');
     const c = candidate('c');
@@ -197,35 +196,107 @@ describe('make-before-break handover, on a fake clock', () => {
     await clock.advance(1000);
     const handing = a.handOver({ waitMs: WAIT_MS });
     await clock.advance(10);
-    // Both tick at the same instant and see a leaving; the one that leads goes on leading.
+    // b's acquire is slow, so the lease stays free, reserved for b, while c looks at it.
+    stores.get('b')!.inject('acquire', { kind: 'delay', ms: 400, clock });
+    // Both tick at the same instant and see a leaving; b's request is written first, c's is refused.
     const bAsks = b.runIfLeader(steppingTask(clock, [], 'b'));
     const cAsks = c.runIfLeader(steppingTask(clock, [], 'c'));
-    await clock.advance(3000);
-    const handed = await handing;
-    expect(handed).toMatchObject({ led: true, to: expect.stringMatching(/^[bc]$/) });
-    const winner = handed.led ? handed.to! : '';
-    const loser = winner === 'b' ? 'c' : 'b';
-    const [winning, lost] = winner === 'b' ? [bAsks, await cAsks] : [cAsks, await bAsks];
-    expect(lost).toMatchObject({ led: false });
-    expect(await memory.read()).toMatchObject({ leased: true, holder: winner, epoch: 2 });
-    expect(of(loser, 'acquired')).toEqual([]);
-    // Both wrote at once; the store took one request, and the other's write was refused.
-    expect(calls(winner, 'writeRequest')).toBe(1);
-    expect(of(winner, 'handover-asked')).toHaveLength(1);
-    expect(of(loser, 'handover-asked')).toEqual([]);
-    expect((await memory.read()).holder).toBe(winner);
-    // Ticking on, the other never takes the lease from the new holder.
+    expect(await cAsks.then((r) => r)).toMatchObject({ led: false });
+    expect(calls('b', 'writeRequest')).toBe(1);
+    expect(of('b', 'handover-asked')).toHaveLength(1);
+    expect(of('c', 'handover-asked')).toEqual([]);
+    // a yields to b at its next checkpoint and releases, naming b.
+    let released = false;
+    while (!released) {
+      await clock.advance(50);
+      released = of('a', 'released').length > 0;
+    }
+    expect(await memory.read()).toMatchObject({ leased: false, reservedFor: { requester: 'b' } });
+    // c's next look finds the lease free and reserved for b: it leaves it alone.
+    expect(await c.runIfLeader(async () => 'c')).toMatchObject({ led: false });
+    expect(of('c', 'deferred')).toEqual([expect.objectContaining({ to: 'b', reserved: true })]);
+    await clock.advance(1000);
+    expect(await handing).toMatchObject({ led: true, to: 'b' });
+    expect(await memory.read()).toMatchObject({ leased: true, holder: 'b', epoch: 2 });
+    // Ticking on, c never takes the lease from the new holder.
     for (let i = 0; i < 5; i++) {
       await clock.advance(1000);
-      expect(await (loser === 'b' ? b : c).runIfLeader(async () => loser)).toMatchObject({ led: false });
+      expect(await c.runIfLeader(async () => 'c')).toMatchObject({ led: false });
     }
-    expect(of(loser, 'acquired')).toEqual([]);
-    expect(of(winner, 'acquired')).toEqual([expect.objectContaining({ epoch: 2 })]);
-    const stopping = (winner === 'b' ? b : c).handOver({ waitMs: 1 });
+    expect(of('c', 'acquired')).toEqual([]);
+    const stopping = b.handOver({ waitMs: 1 });
     await clock.advance(1000);
     await stopping;
-    expect(await winning).toMatchObject({ led: true, epoch: 2 });
+    expect(await bAsks).toMatchObject({ led: true, epoch: 2 });
     await leading;
+  });
+
+  it('a successor that stops while it waits withdraws its request, and the leader hands over to the next', async () => {
+    const { clock, memory, candidate, of } = setup();
+    const a = candidate('a');
+    const b = candidate('b');
+    const c = candidate('c');
+    // a's steps are long: b asks, then stops before a reaches its safe point.
+    const leading = a.runIfLeader(async (leadership) => {
+      while (!leadership.yieldSignal.aborted && !leadership.signal.aborted) {
+        leadership.heartbeat();
+        await sleep(clock, 3000);
+      }
+      return 'a done';
+    });
+    await clock.advance(1000);
+    const handing = a.handOver({ waitMs: WAIT_MS });
+    await clock.advance(10);
+    const stopB = new AbortController();
+    const bAsks = b.runIfLeader(async () => 'b', { signal: stopB.signal }).catch((err: unknown) => err);
+    await clock.advance(10);
+    expect((await memory.readRequest())?.requester).toBe('b');
+    stopB.abort(new Error('b is shutting down'));
+    await clock.advance(10);
+    expect(await bAsks).toBeInstanceOf(Error);
+    // Its request went with it, so it keeps nobody waiting for b.
+    expect(await memory.readRequest()).toBeUndefined();
+    // a, reading requests every 100 ms, never saw b's; c asks next, and a hands over to c.
+    const cAsks = c.runIfLeader(async (l) => `c at ${l.epoch}`);
+    await clock.advance(5000);
+    expect(await handing).toMatchObject({ led: true, to: 'c' });
+    expect(await cAsks).toEqual({ led: true, value: 'c at 2', epoch: 2 });
+    expect(of('a', 'handover-requested')).toEqual([expect.objectContaining({ requester: 'c' })]);
+    expect(of('b', 'acquired')).toEqual([]);
+    expect(await leading).toMatchObject({ led: true, value: 'a done' });
+  });
+
+  it('a request late in the wait still gets the leader’s next safe point, not a cut mid-step', async () => {
+    const { clock, candidate, of } = setup();
+    const a = candidate('a');
+    const b = candidate('b');
+    const log: string[] = [];
+    // Steps of 2 s that stop when the term's signal ends them: a request 4.9 s into a 5 s wait
+    // lands mid-step, and ending the term then would cut that step short.
+    const leading = a.runIfLeader(async (leadership) => {
+      for (let step = 0; ; step++) {
+        if (leadership.yieldSignal.aborted) return `yielded after ${step} steps`;
+        leadership.heartbeat();
+        log.push(`start ${step}`);
+        const cut = await sleep(clock, 2000, leadership.signal).then(
+          () => false,
+          () => true,
+        );
+        if (cut) return `cut in step ${step}`;
+        log.push(`checkpoint ${step}`);
+      }
+    });
+    await clock.advance(500);
+    const handing = a.handOver({ waitMs: WAIT_MS });
+    await clock.advance(4800);
+    const succeeding = b.runIfLeader(async () => 'b');
+    await clock.advance(6000);
+    expect(await handing).toMatchObject({ led: true, to: 'b' });
+    expect(await leading).toMatchObject({ led: true, value: expect.stringMatching(/^yielded after/) });
+    expect(await succeeding).toMatchObject({ led: true, value: 'b', epoch: 2 });
+    const starts = log.filter((l) => l.startsWith('start')).length;
+    expect(log.filter((l) => l.startsWith('checkpoint'))).toHaveLength(starts);
+    expect(of('a', 'released')).toEqual([expect.objectContaining({ to: 'b' })]);
   });
 
   it('a candidate without a rank cannot say it is leaving: its term just ends', async () => {

@@ -58,6 +58,9 @@ describe('TickBeacon: one delayed tick per term', () => {
     await clock.advance(3000);
     expect(await surfaced()).toEqual([]);
     await feed({ type: 'leaving', identity, epoch: 7, waitMs: 5000 });
+    // A renewal while it waits for a successor leaves the wake visible.
+    await clock.advance(2000);
+    await feed({ type: 'renewed', identity, epoch: 7, latencyMs: 5 });
     // The wake that brings a successor to ask, while the leader still leads.
     const [woken] = await queue.receive(1, 60);
     expect(JSON.parse(woken!.text)).toEqual({ v: 1, t: 'tick', epoch: 7 });
