@@ -49,6 +49,7 @@ export function accountForOccurrences(input: OccurrenceAccountInput): Occurrence
     violations: [],
   };
   const runs = new Map(input.runs.filter((r) => r.occurrence !== null).map((r) => [`${r.job}|${r.occurrence}`, r]));
+  const byId = new Map(input.runs.map((r) => [r.runId, r]));
   /**
    * The latest end of a fault that can explain what became of an occurrence due at `due`: one that
    * began before `before` (the run's creation, or the bound after `due` for one that never ran) and
@@ -85,12 +86,8 @@ export function accountForOccurrences(input: OccurrenceAccountInput): Occurrence
       const event = recent.find((e) => e.occurrence === occurrence && (e.outcome === 'skipped' || e.outcome === 'missed'));
       if (event?.outcome === 'skipped') {
         account.skipped++;
-        if (!/overlap/.test(event.reason ?? ''))
-          account.violations.push({
-            rule: 'occurrences-accounted',
-            subject,
-            evidence: `skipped for ${JSON.stringify(event.reason)}, not for an overlap`,
-          });
+        const evidence = overlapDoubt(event.reason, due.getTime(), byId);
+        if (evidence) account.violations.push({ rule: 'occurrences-accounted', subject, evidence });
       } else if (event?.outcome === 'missed') {
         account.missed++;
         if (faultEndAround(due.getTime(), due.getTime() + input.boundMs) === undefined)
@@ -111,4 +108,27 @@ export function accountForOccurrences(input: OccurrenceAccountInput): Occurrence
     }
   }
   return account;
+}
+
+/** The overlap skip's reason as the scheduler words it: the runs of the job still active. */
+const STILL_ACTIVE = /^runs? (.+) (?:is|are) still active$/;
+/** Storage stamps and the leader's clock may differ by this much. */
+const CLOCK_SLACK_MS = 1000;
+
+/**
+ * Why a skip is not explained by an overlap, or undefined when it is: its reason names runs of
+ * the job that had begun before the occurrence was due and had not ended by then.
+ */
+function overlapDoubt(reason: string | undefined, due: number, byId: ReadonlyMap<string, RunRecord>): string | undefined {
+  const named = STILL_ACTIVE.exec(reason ?? '')?.[1]?.split(', ');
+  if (!named) return `skipped for ${JSON.stringify(reason)}, not for an overlap`;
+  for (const id of named) {
+    const run = byId.get(id);
+    if (!run) return `skipped for ${id}, which has no run record`;
+    if (Date.parse(run.createdAt) > due + CLOCK_SLACK_MS) return `skipped for ${id}, which began after it was due`;
+    if (run.endedAt !== null && Date.parse(run.endedAt) < due - CLOCK_SLACK_MS) {
+      return `skipped for ${id}, which had ended at ${run.endedAt}, before it was due`;
+    }
+  }
+  return undefined;
 }

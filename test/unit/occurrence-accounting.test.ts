@@ -26,6 +26,7 @@ const event = (dueS: number, outcome: JobEvent['outcome'], reason?: string): Job
   ...(reason ? { reason } : {}),
 });
 const started = (dueS: number): JobEvent => event(dueS, 'started');
+const runId = (dueS: number) => scheduledRunId(JOB.name, at(dueS));
 
 function input(over: Partial<OccurrenceAccountInput>): OccurrenceAccountInput {
   return {
@@ -72,12 +73,38 @@ describe('accounting for every occurrence due while the faults ran', () => {
       evidence: /no fault was under way/,
     },
     {
-      name: 'one skipped for an overlap',
+      name: 'one skipped while the run before it was still open',
       over: {
         runs: [0, 20, 60, 80, 100].map((s) => run(s, 50)),
-        recent: new Map([[JOB.name, [started(0), started(20), event(40, 'skipped', 'overlap'), started(60)]]]),
+        recent: new Map([
+          [JOB.name, [started(0), started(20), event(40, 'skipped', `run ${runId(20)} is still active`), started(60)]],
+        ]),
       },
       tally: { onTime: 5, skipped: 1 },
+    },
+    {
+      name: 'one skipped for a run that had ended before it was due',
+      over: {
+        runs: [0, 60, 80, 100]
+          .map((s) => run(s, 50))
+          .concat({ ...run(20, 50), endedAt: at(30).toISOString(), state: 'succeeded' }),
+        recent: new Map([
+          [JOB.name, [started(0), started(20), event(40, 'skipped', `run ${runId(20)} is still active`), started(60)]],
+        ]),
+      },
+      tally: { skipped: 1 },
+      evidence: /skipped for chaos-sum\/2026-11-27T10:00:20.000Z, which had ended at 2026-11-27T10:00:30.000Z, before it was due/,
+    },
+    {
+      name: 'one skipped for a run that does not exist',
+      over: {
+        runs: [0, 20, 60, 80, 100].map((s) => run(s, 50)),
+        recent: new Map([
+          [JOB.name, [started(0), event(40, 'skipped', `runs ${runId(20)}, ${JOB.name}/nowhere are still active`)]],
+        ]),
+      },
+      tally: { skipped: 1 },
+      evidence: /skipped for chaos-sum\/nowhere, which has no run record/,
     },
     {
       name: 'one skipped for another reason',
