@@ -5,45 +5,21 @@
  */
 import { describe, expect, it } from 'vitest';
 import { sleep } from '../../src/clock/clock';
-import { FakeClock } from '../../src/clock/fake-clock';
-import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
-import type { LeaderEvent } from '../../src/lease/leader-events';
+import type { FakeClock } from '../../src/clock/fake-clock';
 import { LEAVING_POLL_MS } from '../../src/lease/handover';
-import { LeaderElector, type Leadership } from '../../src/lease/leader-elector';
+import type { LeaderElector, Leadership } from '../../src/lease/leader-elector';
 import type { LeaderRank } from '../../src/lease/leader-rank';
-import { ScriptedLeaseStore } from '../support/scripted-lease-store';
+import { candidatesOnOneLease, expectTakenOnExpiry } from '../support/lease-candidates';
 
 const V1: LeaderRank = { version: '1.0.0', priority: 0 };
 const POLL_MS = 100;
 const TIMING = { checkMs: 1000, pollMs: POLL_MS, deferMs: 3000 };
 const WAIT_MS = 5000;
 
-type Seen = LeaderEvent & { at: number };
-
+/** Candidates on one lease and one fake clock, of version 1 unless `null` (no rank) is given. */
 function setup() {
-  const clock = new FakeClock();
-  const memory = new InMemoryLeaseStore({ clock });
-  const events: Seen[] = [];
-  const stores = new Map<string, ScriptedLeaseStore>();
-  /** `null`: a candidate without a rank. */
-  const candidate = (identity: string, rank: LeaderRank | null = V1) => {
-    const store = new ScriptedLeaseStore(memory);
-    stores.set(identity, store);
-    return new LeaderElector({
-      store,
-      identity,
-      clock,
-      random: () => 0.5,
-      handover: TIMING,
-      ...(rank ? { rank } : {}),
-      onEvent: (event) => events.push({ ...event, at: clock.now() }),
-    });
-  };
-  const of = (identity: string, type?: LeaderEvent['type']) =>
-    events.filter((e) => e.identity === identity && (type === undefined || e.type === type));
-  const calls = (identity: string, operation: Parameters<ScriptedLeaseStore['count']>[0]) =>
-    stores.get(identity)?.count(operation) ?? 0;
-  return { clock, memory, stores, candidate, of, calls };
+  const on = candidatesOnOneLease(TIMING);
+  return { ...on, candidate: (identity: string, rank: LeaderRank | null = V1) => on.candidate(identity, rank ?? undefined) };
 }
 
 /** Steps of 700 ms, each ending in a checkpoint; `yieldSignal` is looked at only between steps. */
@@ -164,7 +140,8 @@ describe('make-before-break handover, on a fake clock', () => {
   });
 
   it('survives a leader that dies while it waits: the successor leads once the lease expires', async () => {
-    const { clock, memory, candidate, of, stores } = setup();
+    const on = setup();
+    const { clock, memory, candidate, stores } = on;
     const a = candidate('a');
     const b = candidate('b');
     const leading = a.runIfLeader(steppingTask(clock, []));
@@ -178,11 +155,7 @@ describe('make-before-break handover, on a fake clock', () => {
     }
     const result = await tickUntilLed(clock, b, async () => 'b');
     expect(result).toMatchObject({ led: true, epoch: 2 });
-    const acquiredAt = of('b', 'acquired')[0]!.at;
-    const lastRenew = Math.max(0, ...of('a', 'renewed').map((e) => e.at));
-    // Not before a's lease could have expired: one holder at a time.
-    expect(acquiredAt).toBeGreaterThanOrEqual(lastRenew + 15_000);
-    expect((await memory.read()).changes?.at(-1)).toMatchObject({ holder: 'b', previous: 'a', reason: 'expired' });
+    await expectTakenOnExpiry(on, 'a', 'b');
     await clock.advance(30_000);
     void leading;
   });
