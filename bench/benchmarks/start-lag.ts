@@ -296,9 +296,11 @@ async function tally(
  */
 async function timerFloor(start: number, end: number): Promise<number[]> {
   const lateness: number[] = [];
+  // Sub-millisecond: Date.now() would round a timer that fires on time down to a floor of 0.
+  const now = () => performance.timeOrigin + performance.now();
   for (let due = Math.ceil(start / 1000) * 1000; due < end; due += 1000) {
-    await new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, due - Date.now())));
-    lateness.push(Date.now() - due);
+    await new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, due - now())));
+    lateness.push(Math.round((now() - due) * 1000) / 1000);
   }
   return lateness;
 }
