@@ -447,10 +447,11 @@ describe('renderBenchmarksMarkdown', () => {
     expect(renderBenchmarksMarkdown([...results].reverse(), NOTES)).toBe(md);
   });
 
-  it('has notes for the nine benchmarks', () => {
+  it('has notes for the ten benchmarks', () => {
     expect(Object.keys(BENCHMARK_NOTES)).toEqual([
       'crash-failover',
       'graceful-handover',
+      'start-lag',
       'throughput',
       'sharded-throughput',
       'transactions',
