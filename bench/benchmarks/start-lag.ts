@@ -1,12 +1,12 @@
 import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Cron } from 'croner';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { jobStateKey, type JobState } from '../../src/hub/job-state';
 import { firstItemLagMs, startLagMs, type RunRecord } from '../../src/hub/run-record';
 import { DEFAULT_CLUSTER } from '../../src/local/cluster';
+import { Schedule } from '../../src/schedule/schedule';
 import type { SyntheticJobSpec } from '../../functions/synthetic-job';
-import { BenchCluster, type BenchInstance } from '../lib/bench-cluster';
+import { BenchCluster } from '../lib/bench-cluster';
 import { percentile, printableGoalRatio, tickGrid } from '../lib/failover-trials';
 import { formatLine, report, type BenchOptions, type BenchResult, type Goal } from '../lib/report';
 
@@ -104,8 +104,6 @@ function lagStats(values: readonly number[]): LagStats {
   };
 }
 
-const leaderOf = (cluster: BenchCluster): BenchInstance | undefined => cluster.leader();
-
 /** Until `at` (ms since epoch), or at once if it has passed. */
 async function until(at: number): Promise<void> {
   const left = at - Date.now();
@@ -119,7 +117,7 @@ function strikeLeader(signal: NodeJS.Signals, everyMs: number) {
     // The first strike half-way into the first period, or into the window when it is shorter.
     for (let at = start + Math.min(everyMs, end - start) / 2; at < end; at += everyMs) {
       await until(at);
-      const leader = await cluster.waitFor(() => leaderOf(cluster), LEASE_SECONDS * 1000 + 30_000, 'a leader to strike');
+      const leader = await cluster.waitFor(() => cluster.leader(), LEASE_SECONDS * 1000 + 30_000, 'a leader to strike');
       leader.proc.kill(signal);
       cluster.spawn();
       strikes++;
@@ -180,12 +178,10 @@ const SCENARIOS: Scenario[] = [
 
 /** The occurrences of `spec` in [start, end). */
 function dueIn(spec: SyntheticJobSpec, start: number, end: number): string[] {
-  const cron = new Cron(spec.schedule!, { timezone: 'UTC', paused: true });
+  const schedule = Schedule.parse(spec.schedule!, `${spec.name}.schedule`);
   const found: string[] = [];
-  let next = cron.nextRun(new Date(start - 1));
-  while (next && next.getTime() < end) {
+  for (let next = schedule.next(new Date(start - 1)); next && next.getTime() < end; next = schedule.next(next)) {
     found.push(next.toISOString());
-    next = cron.nextRun(next);
   }
   return found;
 }
@@ -205,7 +201,7 @@ async function measureScenario(
     ...(scenario.env ? { env: scenario.env } : {}),
   });
   try {
-    await cluster.waitFor(() => leaderOf(cluster), 60_000, 'a leader');
+    await cluster.waitFor(() => cluster.leader(), 60_000, 'a leader');
     // Warm: one run of any job created and ended, so every instance's queues and clients are up.
     const warmFrom = Date.now();
     await cluster.waitFor(

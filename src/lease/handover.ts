@@ -137,24 +137,24 @@ function claimOn(record: LeaseRecord): HandoverClaim | undefined {
 }
 
 /**
- * The holder's side: reads the request every `checkMs` (on a wall-clock grid, just after the
- * instants the other candidates tick on, when there is one) until `stop` aborts, and calls
- * `onRequest` once for the first request the holder should honour. A failed read is tried again
- * at the next check: a request is a wish, never a reason to end the term.
+ * The holder's side: reads the request every `cadence.everyMs` (on a wall-clock grid, just after
+ * the instants the other candidates tick on, when there is one) until `stop` aborts, and calls
+ * `onRequest` once for the first request the holder should honour (any candidate's once it is
+ * `leaving`). A failed read is tried again at the next check: a request is a wish, never a
+ * reason to end the term.
  */
 export async function watchForRequests(
   store: LeaseStore,
   policy: HandoverPolicy,
   clock: Clock,
-  grid: { periodMs: number; offsetMs: number } | undefined,
+  cadence: { everyMs: number; grid?: { periodMs: number; offsetMs: number } | undefined; leaving?: boolean },
   stop: AbortSignal,
   boundMs: () => number,
   onRequest: (request: StoredHandoverRequest) => void,
 ): Promise<void> {
-  const { checkMs } = policy.timing;
   for (;;) {
     try {
-      await sleep(clock, nextCheckDelay(clock.date().getTime(), checkMs, grid), stop);
+      await sleep(clock, nextCheckDelay(clock.date().getTime(), cadence.everyMs, cadence.grid), stop);
     } catch {
       return;
     }
@@ -169,7 +169,7 @@ export async function watchForRequests(
       bound.dispose();
     }
     if (stop.aborted) return;
-    if (policy.honours(request)) {
+    if (policy.honours(request, cadence.leaving)) {
       onRequest(request);
       return;
     }

@@ -204,7 +204,7 @@ export class LeaderElector {
           () => true,
           () => false,
         );
-        if (marked) await this.awaitSuccessor(term, stop);
+        if (marked) await this.watchRequests(term, stop, { everyMs: this.options.handover.pollMs, leaving: true });
       }
       // Asked: the task returns at its next safe point, and gets as long again as the wait to
       // reach it, however late in the wait the request came.
@@ -217,30 +217,6 @@ export class LeaderElector {
     term.end(new DOMException(term.handoverTo ? 'handed over' : 'leaving', 'AbortError'));
     await active.ended;
     return { led: true, epoch, to: term.handoverTo?.requester, waitedMs: clock.now() - startedAt };
-  }
-
-  /** Reads the handover request every `pollMs` until one stands (then yields to it) or `stop` aborts. */
-  private async awaitSuccessor(term: ActiveTerm, stop: AbortSignal): Promise<void> {
-    const { clock, store, identity, handover } = this.options;
-    for (;;) {
-      let request: StoredHandoverRequest | undefined;
-      try {
-        request = await this.bounded((abortSignal) => store.readRequest({ abortSignal }), stop);
-      } catch {
-        // A failed read is tried again; only the wait's end stops the looking.
-      }
-      if (stop.aborted) return;
-      if (this.policy?.honours(request, true)) {
-        this.emit({ type: 'handover-requested', identity, epoch: term.epoch, requester: request.requester });
-        term.yieldTo(request);
-        return;
-      }
-      try {
-        await sleep(clock, handover.pollMs, stop);
-      } catch {
-        return;
-      }
-    }
   }
 
   /** The current holder, or undefined when nobody holds the lease. */
@@ -495,11 +471,20 @@ export class LeaderElector {
     }
   }
 
-  /** The holder's side of handover: looks for requests until the term stops (a no-op without a rank). */
-  private async watchRequests(term: ActiveTerm): Promise<void> {
+  /**
+   * The holder's side of handover: looks for requests until `stop` aborts (a no-op without a
+   * rank), and yields to the first it should honour. By default once per handover check, on the
+   * followers' grid, for the whole term; while leaving, every `pollMs`, for any candidate.
+   */
+  private async watchRequests(
+    term: ActiveTerm,
+    stop: AbortSignal = term.stopSignal,
+    cadence: { everyMs: number; leaving?: boolean } = { everyMs: this.options.handover.checkMs },
+  ): Promise<void> {
     const { store, clock, expiryAlignment, identity } = this.options;
     if (!this.policy) return;
-    await watchForRequests(store, this.policy, clock, expiryAlignment, term.stopSignal, term.view.remainingMs, (request) => {
+    const grid = cadence.leaving ? undefined : expiryAlignment;
+    await watchForRequests(store, this.policy, clock, { ...cadence, grid }, stop, term.view.remainingMs, (request) => {
       this.emit({ type: 'handover-requested', identity, epoch: term.epoch, requester: request.requester });
       term.yieldTo(request);
     });

@@ -45,6 +45,15 @@ function recordingApp(): { app: FunctionsApp; recorded: Recorded } {
   return { app, recorded };
 }
 
+/** Runs the registered coordinator timer once, as the host's invocation would. */
+function timerInvocation(recorded: Recorded): () => Promise<unknown> {
+  const handler = recorded.calls.find((c) => c.method === 'timer')!.options.handler as (
+    timer: Timer,
+    context: InvocationContext,
+  ) => Promise<unknown>;
+  return () => handler(timer, new InvocationContext({ functionName: 'baton-coordinator' }));
+}
+
 /** An OTLP/HTTP receiver: the paths posted to, in order. */
 let otlp: Server;
 const posted: string[] = [];
@@ -119,15 +128,9 @@ describe('registerBaton on a Functions app', () => {
         hostJson: join(__dirname, '..', '..', 'functions', 'host.json'),
         logger: { info: () => undefined, warn: (message) => warnings.push(message) },
       });
-      const coordinator = recorded.calls.find((c) => c.method === 'timer')!.options.handler as (
-        timer: Timer,
-        context: InvocationContext,
-      ) => Promise<unknown>;
       // The host's timer invocation, which holds the term.
       let invocationEnded = false;
-      const invocation = coordinator(timer, new InvocationContext({ functionName: 'baton-coordinator' })).finally(
-        () => (invocationEnded = true),
-      );
+      const invocation = timerInvocation(recorded)().finally(() => (invocationEnded = true));
       const lease = runtime.reads.lease;
       // Leading: the lease taken and the term's epoch recorded with it (the blob is leased a
       // moment before the epoch is written, and a term stopped in between is not yet one).
@@ -179,11 +182,7 @@ describe('registerBaton on a Functions app', () => {
         hostJson: join(__dirname, '..', '..', 'functions', 'host.json'),
         logger: { info: () => undefined, warn: () => undefined },
       });
-      const coordinator = recorded.calls.find((c) => c.method === 'timer')!.options.handler as (
-        timer: Timer,
-        context: InvocationContext,
-      ) => Promise<unknown>;
-      const invocation = coordinator(timer, new InvocationContext({ functionName: 'baton-coordinator' }));
+      const invocation = timerInvocation(recorded)();
       const lease = runtime.reads.lease;
       await expect
         .poll(async () => (await lease.read()).epoch > 0 && (await lease.read()).leased, {
