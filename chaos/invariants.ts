@@ -260,7 +260,13 @@ async function checkRun(run: CheckedRun, input: CheckInput): Promise<Violation[]
     v('terminal-in-time', `${record.state} at ${record.endedAt}, later than ${new Date(bound).toISOString()}`);
   }
   if (expected?.state && record.state !== expected.state) {
-    v('expected-state', `${record.state}, expected ${expected.state}${record.endReason ? `: ${record.endReason}` : ''}`);
+    // The counters say where a run stuck: planning, dispatch, or items never counted.
+    const c = record.counters;
+    const where = `planned ${c.planned}, dispatched ${c.dispatched}, succeeded ${c.succeeded}, failed ${c.failed}, duplicates ${c.duplicates}`;
+    v(
+      'expected-state',
+      `${record.state}, expected ${expected.state}${record.endReason ? `: ${record.endReason}` : ''} (${where})`,
+    );
   }
   if (expected) out.push(...checkFaultEffect(run, expected));
 

@@ -542,9 +542,28 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       const runs = await everyRun(docs).catch(() => undefined);
       return runs !== undefined && runs.filter((r) => Date.parse(r.createdAt) <= createdBy).every((r) => isTerminal(r.state));
     };
+    // The occurrence account judges every occurrence due before the faults stopped, and one due
+    // under the last fault (a leader killed just before it) is decided only once a successor
+    // leads, a lease later: the schedules stay on until each job's state is checked past it.
+    const lastDue = (job: SyntheticJobSpec, by: number): number => {
+      const schedule = Schedule.parse(job.schedule as string);
+      let last = 0;
+      for (let due = schedule.next(new Date(start)); due && due.getTime() <= by; due = schedule.next(due)) last = due.getTime();
+      return last;
+    };
+    const checkedPast = async (at: number): Promise<boolean> =>
+      (
+        await Promise.all(
+          CHAOS_JOBS.map(async (job) => {
+            const checked = (await jobStateOf(job.name))?.lastChecked;
+            return checked != null && Date.parse(checked) >= lastDue(job, at);
+          }),
+        )
+      ).every(Boolean);
     // The processes that lived through the faults must end the runs the faults hit, on their own.
     options.log('soak: faults stopped; waiting for the runs they hit to end');
-    while (Date.now() < faultsStoppedAt + longest && !(await allEnded(faultsStoppedAt))) await sleep(1000);
+    while (Date.now() < faultsStoppedAt + longest && !((await allEnded(faultsStoppedAt)) && (await checkedPast(faultsStoppedAt))))
+      await sleep(1000);
     const settledAt = Date.now();
     // Then a deploy with the schedules off, so the runs started since can end and none begins.
     options.log('soak: redeploying with the schedules off so the runs started since can end');

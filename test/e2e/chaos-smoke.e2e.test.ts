@@ -10,6 +10,7 @@
  * (`rolling-deploy`, `frozen-timer`) and to the soak.
  */
 import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FAULT_KINDS, type FaultKind } from '../../chaos/fault-plan';
 
@@ -29,6 +30,28 @@ function withoutFencingSwitch(): NodeJS.ProcessEnv {
   const env = { ...process.env };
   delete env.BATON_UNSAFE_DISABLE_FENCING;
   return env;
+}
+
+/**
+ * For a violation, the instance log lines that tell its story: the faults, every leadership
+ * change and each line naming a violating run. CI keeps only the end of a failed run's output,
+ * where the assertion message is, so the story goes there rather than in a dump above it.
+ */
+function violationContext(report: SoakReport, data: string): string {
+  if (report.check.violations.length === 0) return 'no violation';
+  const runs = report.check.violations.map((v) => v.subject.replace(/ at /, '/'));
+  let lines: string[] = [];
+  try {
+    lines = readFileSync(join(data, 'instances.log'), 'utf8').split('\n');
+  } catch (err) {
+    return `(no instances.log: ${String(err)})`;
+  }
+  const telling = lines.filter(
+    (line) =>
+      / fault: | leadership (acquired|lost) | started \(pid | exited /.test(line) || runs.some((run) => line.includes(run)),
+  );
+  const shown = telling.length > 80 ? [...telling.slice(0, 40), '…', ...telling.slice(-40)] : telling;
+  return `the violations, and the instance log lines about them:\n${shown.map((l) => l.slice(0, 240)).join('\n')}\n`;
 }
 
 describe('the chaos smoke', () => {
@@ -55,7 +78,7 @@ describe('the chaos smoke', () => {
       const report = JSON.parse(chaos.lines.map((l) => l.text).join('\n')) as SoakReport;
 
       for (const kind of SMOKE_KINDS) expect(report.faults[kind], kind).toBeGreaterThanOrEqual(1);
-      expect(report.check.violations).toEqual([]);
+      expect(report.check.violations, violationContext(report, data)).toEqual([]);
       expect(exit.code).toBe(0);
       // Runs of both test jobs, each one checked to the item.
       expect(report.check.runsChecked).toBeGreaterThanOrEqual(3);
