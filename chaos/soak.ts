@@ -193,6 +193,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     .replace(/BlobEndpoint=http:\/\/[^/]+/, `BlobEndpoint=http://127.0.0.1:${blobProxy.port}`)
     .replace(/QueueEndpoint=http:\/\/[^/]+/, `QueueEndpoint=http://127.0.0.1:${queueProxy.port}`);
   let jobs: SyntheticJobSpec[] = CHAOS_JOBS.map((job) => ({ ...job, hangOrders }));
+  /** The app's default while the faults run; off for the final redeploy (see there). */
+  let restWhenIdle = true;
   const instances = new ChaosInstances(
     () => ({
       ...inheritedEnv(),
@@ -209,6 +211,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       BATON_LOCAL_VISIBILITY_SECONDS: String(LOCAL_VISIBILITY_SECONDS),
       BATON_SYNTHETIC_JOBS: JSON.stringify(jobs),
       BATON_CHAOS_DIE_AFTER_SENDING: dieAfterSending,
+      BATON_REST_WHEN_IDLE: String(restWhenIdle),
     }),
     join(data, 'instances.log'),
   );
@@ -570,6 +573,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     await instances.stopAll();
     // Hang orders stay: a hung run still open must keep meeting its hang, as its documented end needs.
     jobs = jobs.map((job) => ({ ...job, schedule: '0 0 0 1 1 *' }));
+    // With nothing due, a resting leader would sweep the late duplicates of ended runs only when
+    // its rest ends, minutes on: the queues are checked drained, so this leader stands.
+    restWhenIdle = false;
     for (let i = 0; i < options.instances; i++) instances.spawn();
     const redeployedAt = Date.now();
     while (Date.now() < redeployedAt + longest && !(await allEnded())) await sleep(1000);

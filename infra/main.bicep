@@ -60,6 +60,9 @@ param leaseContainerName string = 'leases'
 @description('BATON_TERM_SECONDS: longest a leader keeps the lease in one coordinator tick (it returns sooner when idle).')
 param termSeconds int = 60
 
+@description('BATON_REST_WHEN_IDLE: whether a leader with nothing open returns between occurrences and leaves the lease resting until the next one (or a trigger) needs a leader, instead of holding a coordinator invocation open, and billed, for its whole term.')
+param restWhenIdle bool = true
+
 @minValue(1)
 @maxValue(100)
 @description('BATON_MAX_ATTEMPTS: deliveries of a work message before its failures are final. The queue trigger\'s maxDequeueCount is set to the same value; Baton refuses to start if host.json disagrees.')
@@ -243,6 +246,7 @@ module app 'modules/function-app.bicep' = {
     outputRetentionDays: outputRetentionDays
     leaseContainerName: leaseContainerName
     termSeconds: termSeconds
+    restWhenIdle: restWhenIdle
     maxAttempts: maxAttempts
     maxInFlight: maxInFlight
     logLevel: logLevel

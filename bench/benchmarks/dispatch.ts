@@ -180,6 +180,7 @@ function handTerm(epoch: number): TermContext {
     heartbeat() {},
     remainingMs: () => 1e9,
     raiseEpoch: noLeaseToRaise,
+    restUntil: () => undefined,
   };
   return { leadership, epoch, signal: controller.signal };
 }

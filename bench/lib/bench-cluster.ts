@@ -13,7 +13,9 @@ import { DEFAULT_CLUSTER, LOCAL_MAX_IN_FLIGHT } from '../../src/local/cluster';
 import { parseInstanceLine, type InstanceEvent } from '../../src/local/instance-events';
 import { isTerminal, type RunRecord } from '../../src/hub/run-record';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
-import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../../src/storage/client-factory';
+import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../../src/storage/client-factory';
+import { AzureQueue } from '../../src/queue/azure-queue';
+import { wakeHub } from '../../src/hub/wake';
 import { sumRequestCounts } from '../../src/storage/request-counter';
 import type { SyntheticJobSpec } from '../../functions/synthetic-job';
 import { describePatience, patience } from '../../test/support/slowdown';
@@ -32,6 +34,13 @@ export interface BenchClusterOptions {
   /** Default: the local cluster's (`baton start`). */
   coordinatorSchedule?: string;
   leaseSeconds?: number;
+  /**
+   * Let an idle leader rest the lease between occurrences, as the app does by default
+   * (`BATON_REST_WHEN_IDLE`). Default false here: the benchmarks of throughput, memory and
+   * failover measure a leader that stands, and an idle cluster's leader would rest until its
+   * run is triggered; idle-cost and start-lag measure the app's default.
+   */
+  restWhenIdle?: boolean;
   /** More app settings for every instance. */
   env?: Record<string, string>;
 }
@@ -60,6 +69,7 @@ export class BenchCluster {
   readonly instances: BenchInstance[] = [];
   readonly docs: BlobDocumentStore;
   private readonly lease: BlobLeaseStore;
+  private readonly wakeQueue: AzureQueue;
   private next = 1;
   private waiters: (() => void)[] = [];
 
@@ -70,6 +80,7 @@ export class BenchCluster {
     const settings = { kind: 'connectionString', connectionString: azurite.connectionString } as const;
     this.docs = new BlobDocumentStore(createBlobServiceClient(settings).getContainerClient(hubResources(this.hub).container));
     this.lease = new BlobLeaseStore(createBlobServiceClient(settings, { retryOptions: LEASE_RETRY_OPTIONS }), this.hub);
+    this.wakeQueue = new AzureQueue(createQueueServiceClient(settings), hubResources(this.hub).workQueue);
   }
 
   static async start(options: BenchClusterOptions): Promise<BenchCluster> {
@@ -101,6 +112,7 @@ export class BenchCluster {
         BATON_MAX_IN_FLIGHT: LOCAL_MAX_IN_FLIGHT,
         ...(this.options.leaseSeconds ? { BATON_LEASE_SECONDS: String(this.options.leaseSeconds) } : {}),
         ...(this.options.jobs ? { BATON_SYNTHETIC_JOBS: JSON.stringify(this.options.jobs) } : {}),
+        BATON_REST_WHEN_IDLE: String(this.options.restWhenIdle === true),
         ...this.options.env,
         ...env,
       },
@@ -196,7 +208,7 @@ export class BenchCluster {
   }
 
   async trigger(job: string): Promise<string> {
-    return requestRun(this.docs, job);
+    return requestRun(this.docs, job, { wake: (call) => wakeHub(this.wakeQueue, call).catch(() => undefined) });
   }
 
   /** Every run record of `job` that can be read now, in occurrence order (manual runs first). */
@@ -266,7 +278,7 @@ export class BenchCluster {
       .map((i) => {
         // The per-second request and memory samples would fill the tail; they hold no error text.
         const events = i.events
-          .filter((e) => e.kind !== 'requests' && e.kind !== 'memory')
+          .filter((e) => e.kind !== 'requests' && e.kind !== 'memory' && e.kind !== 'invocations')
           .slice(-40)
           .map((e) => `${new Date(e.at).toISOString()} ${JSON.stringify(e)}`);
         return (

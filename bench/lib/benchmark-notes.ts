@@ -128,6 +128,25 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       ];
     },
   },
+  'idle-cost': {
+    measures:
+      'What an idle hub keeps executing, as Flex Consumption bills it (an instance is billed while an invocation ' +
+      'runs). A local cluster of three real instance processes ticking every second, with one one-item job due every ' +
+      "minute, runs for 300 s; each instance's local host sums how long its coordinator invocations took (its timer, " +
+      'and tick messages on the work queue), and the figure is their sum over all instances, as a share of wall time ' +
+      'and as invocation-seconds per hour. Two scenarios on fresh clusters: `resting`, the default, where an idle ' +
+      'leader returns and leaves the lease resting until the next occurrence; and `held` ' +
+      '(`BATON_REST_WHEN_IDLE=false`, over 60 s), where an idle leader holds each 60 s term, as before. The start lag ' +
+      "of the job's runs in the resting window is reported beside it. The floor is the least a follower's tick can " +
+      'cost: one read of the lease blob with the plain SDK, timed in the same run on the same Azurite, once a second ' +
+      'per instance. The goal is absolute (≤ 3 % of wall time), written as a ratio to the floor.',
+    limits:
+      '**What is left is ticks and runs.** While the lease rests, a tick is one lease read and returns; the leader is ' +
+      'back for each occurrence (on the tick at its own instant, half a second ahead at most) and leaves once its run ' +
+      "has ended, so each minute costs about one run's leadership: plan, dispatch, a worker's poll and the fold. " +
+      "**Local figures only.** A Functions host adds its own overhead to every invocation, and on Azure one instance's " +
+      'timer fires per tick (the host holds a lock), every 10 s by default: there, ticks cost less and runs more.',
+  },
   throughput: {
     measures:
       'Items per second through a whole run of N = 2,000 items with a trivial `process`, one item per message, on a local ' +

@@ -52,15 +52,17 @@ var actionGroups = notify ? [actionGroup.id] : []
 
 // An idle leader holds a term only for a moment in each coordinator tick, so the gauge sampled at
 // export time is usually 0 even while the hub is led: every acquired transition counts as well.
-// The query returns a row only when neither signal came from any instance in the last 5 minutes,
-// so the rule does not depend on how an empty result is counted.
+// Between occurrences an idle leader returns and leaves the lease resting (up to 10 minutes), and
+// every tick that finds it so counts baton.leader.resting_ticks: idle by design, not leaderless.
+// The query returns a row only when no signal came from any instance in the last 5 minutes, so
+// the rule does not depend on how an empty result is counted.
 resource noLeader 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = if (noLeaderAlert) {
   name: 'baton-no-leader-${appInsightsName}'
   location: location
   tags: tags
   properties: {
     displayName: 'Baton ${hubName}: no leader for 5 minutes'
-    description: 'No instance acquired the lease of hub ${hubName} and none reported holding it (baton.leader.transitions with reason acquired, or baton.leader.is_leader = 1) for 5 minutes: scheduled runs are not starting and open runs are not being aggregated.'
+    description: 'No instance acquired the lease of hub ${hubName}, none reported holding it, and none found it resting between occurrences (baton.leader.transitions with reason acquired, baton.leader.is_leader = 1, baton.leader.resting_ticks) for 5 minutes: scheduled runs are not starting and open runs are not being aggregated.'
     severity: 1
     enabled: true
     scopes: [
@@ -80,8 +82,12 @@ let leading = toscalar(customMetrics
     | where timestamp > ago(5m)
     | where name == "baton.leader.is_leader"
     | summarize max(value));
-print timestamp = now(), acquired = coalesce(acquired, 0.0), leading = coalesce(leading, 0.0)
-| where acquired == 0 and leading < 1
+let resting = toscalar(customMetrics
+    | where timestamp > ago(5m)
+    | where name == "baton.leader.resting_ticks"
+    | summarize sum(valueSum));
+print timestamp = now(), acquired = coalesce(acquired, 0.0), leading = coalesce(leading, 0.0), resting = coalesce(resting, 0.0)
+| where acquired == 0 and leading < 1 and resting == 0
 '''
           timeAggregation: 'Count'
           operator: 'GreaterThan'

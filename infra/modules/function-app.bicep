@@ -44,6 +44,7 @@ param outputRetentionDays string
 
 param leaseContainerName string
 param termSeconds int
+param restWhenIdle bool
 param maxAttempts int
 param maxInFlight int
 
@@ -189,6 +190,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     BATON_OUTPUT_RETENTION_DAYS: outputRetentionDays
     BATON_LEASE_CONTAINER: leaseContainerName
     BATON_TERM_SECONDS: string(termSeconds)
+    BATON_REST_WHEN_IDLE: string(restWhenIdle)
     BATON_MAX_ATTEMPTS: string(maxAttempts)
     // The host's own retry count follows Baton's, so the worker's last attempt is the host's last delivery.
     AzureFunctionsJobHost__extensions__queues__maxDequeueCount: string(maxAttempts)

@@ -9,7 +9,9 @@ import { listRuns, type RunsPage } from '../hub/run-index';
 import { readFailures } from '../hub/failures-manifest';
 import type { FailureEntry } from '../hub/fold';
 import type { RunRecord } from '../hub/run-record';
-import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
+import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
+import { AzureQueue } from '../queue/azure-queue';
+import { wakeHub } from '../hub/wake';
 import { StorageTimeClock } from '../clock/storage-time-clock';
 import { systemClock } from '../clock/clock';
 import { parseStorageSettings } from '../storage/connection';
@@ -36,7 +38,8 @@ export interface ClientCallOptions {
 /**
  * Reads and steers one hub from the app's own code (an HTTP function of its own, a script): what
  * `baton status`, `runs`, `show`, `trigger` and `cancel` do, as calls. It talks to storage only;
- * a trigger or a cancel is a request the leader applies at its next tick.
+ * a trigger or a cancel is a request the leader applies at its next tick (a trigger also wakes
+ * a leader that rests between occurrences, with a message on the hub's work queue).
  *
  *     const baton = new BatonClient();
  *     const runId = await baton.trigger('nightly-totals');
@@ -50,6 +53,8 @@ export class BatonClient {
   /** Storage's time, from its answers: what requests are named by. */
   private readonly clock = new StorageTimeClock(systemClock);
   private readonly lease: LeaseStore;
+  /** Where a trigger wakes a resting leader (`wakeHub`). */
+  private readonly wakeQueue: AzureQueue;
 
   constructor(options: BatonClientOptions = {}) {
     const env = options.env ?? process.env;
@@ -63,6 +68,7 @@ export class BatonClient {
     const storage = parseStorageSettings(env);
     const blobs = createBlobServiceClient(storage, { storageTime: this.clock });
     this.docs = new BlobDocumentStore(blobs.getContainerClient(hubResources(hub).container));
+    this.wakeQueue = new AzureQueue(createQueueServiceClient(storage), hubResources(hub).workQueue);
     const leaseBlobs = createBlobServiceClient(storage, { retryOptions: LEASE_RETRY_OPTIONS });
     this.lease = new BlobLeaseStore(leaseBlobs, hub, { containerName: leaseContainer });
   }
@@ -99,7 +105,10 @@ export class BatonClient {
    * `skip` (resolve with the open run's id and ask for nothing), or `wait` until it has ended.
    */
   trigger(job: string, options: ClientCallOptions & { key?: string; ifActive?: IfActive } = {}): Promise<string> {
-    return requestRun(this.docs, job, { ...options, clock: this.clock });
+    const wake = (call: { abortSignal?: AbortSignal }) =>
+      // The request stands either way: a lost wake only starts the run when the rest ends (10 minutes at most).
+      wakeHub(this.wakeQueue, call).catch(() => undefined);
+    return requestRun(this.docs, job, { ...options, clock: this.clock, wake });
   }
 
   /** Asks the leader to cancel a run; its workers then drop its messages. */

@@ -10,8 +10,12 @@ export type LeaderWork = (leadership: Leadership, context: InvocationContext) =>
 
 export type TickOutcome =
   | { led: true; epoch: number }
-  /** `epoch`: the holder's, when the lease is held; `stopping`: this instance is shutting down and did not look. */
-  | { led: false; holder: string | undefined; epoch?: number; stopping?: true }
+  /**
+   * `epoch`: the holder's, when the lease is held; `stopping`: this instance is shutting down and
+   * did not look; `restingUntil`: nobody holds the lease, and its last leader said nothing needs
+   * one before then.
+   */
+  | { led: false; holder: string | undefined; epoch?: number; stopping?: true; restingUntil?: Date }
   | { led: 'lost'; reason: string };
 
 /**
@@ -20,7 +24,8 @@ export type TickOutcome =
  * instance still leading, returns after one storage read.
  */
 export function createCoordinatorTick(runtime: BatonRuntime, work: LeaderWork) {
-  return async (timer: Timer, context: InvocationContext): Promise<TickOutcome> => {
+  /** `wake`: lead even while the lease rests (a wake tick: a request came). */
+  return async (timer: Timer, context: InvocationContext, options: { wake?: boolean } = {}): Promise<TickOutcome> => {
     if (timer.isPastDue) context.info('coordinator tick is past due; leading once for it');
     try {
       if (runtime.shutdownSignal.aborted) return { led: false, holder: undefined, stopping: true };
@@ -28,6 +33,7 @@ export function createCoordinatorTick(runtime: BatonRuntime, work: LeaderWork) {
       // Not the shutdown signal: at shutdown a leader leads on until its successor has asked.
       const result = await runtime.elector.runIfLeader((leadership) => work(leadership, context), {
         signal: runtime.stepDownSignal,
+        ...(options.wake ? { wake: true } : {}),
       });
       if (result.led) {
         // The cost metric, once per term: every storage request this instance sent meanwhile, its worker's too.
@@ -37,8 +43,19 @@ export function createCoordinatorTick(runtime: BatonRuntime, work: LeaderWork) {
         return { led: true, epoch: result.epoch };
       }
       const holder = result.holder?.identity;
-      context.debug(`not leading this tick: ${result.holder ? `held by ${holder ?? 'another candidate'}` : 'the lease is free'}`);
-      return { led: false, holder, ...(result.holder ? { epoch: result.holder.epoch } : {}) };
+      const why = result.holder
+        ? `held by ${holder ?? 'another candidate'}`
+        : result.restingUntil
+          ? `the lease rests until ${result.restingUntil.toISOString()}`
+          : 'the lease is free';
+      context.debug(`not leading this tick: ${why}`);
+      if (result.restingUntil) runtime.telemetry.restingTick();
+      return {
+        led: false,
+        holder,
+        ...(result.holder ? { epoch: result.holder.epoch } : {}),
+        ...(result.restingUntil ? { restingUntil: result.restingUntil } : {}),
+      };
     } catch (err) {
       // A lost lease is the elector doing its job, not a function failure to retry.
       if (err instanceof LeaseLostError) {
@@ -66,18 +83,25 @@ const BEACON_TIMER: Timer = {
  * - this instance led, or a newer term holds the lease: that term has its own beacon; done;
  * - the lease is still held by the term that sent it: that leader lives (the beacon surfaced
  *   before its renewal postponed it): hide a copy until its lease could have expired;
+ * - the lease rests (its idle leader said nothing needs one before some time): hide it until
+ *   then, when it wakes the next leader; a wake tick (`wake`) leads through the rest instead;
  * - nobody holds the lease (deferring to a reserved candidate, a lost race, a failed tick):
  *   tick again after `retrySeconds`, until someone leads.
  * A failed tick is not rethrown: the host would retry the message and finally poison it.
  */
 export function createTickMessageHandler(
-  tick: (timer: Timer, context: InvocationContext) => Promise<TickOutcome>,
-  beacon: { resend(message: TickMessage, seconds: number): Promise<void>; hiddenSeconds: number; retrySeconds: number },
+  tick: (timer: Timer, context: InvocationContext, options?: { wake?: boolean }) => Promise<TickOutcome>,
+  beacon: {
+    resend(message: TickMessage, seconds: number): Promise<void>;
+    hiddenSeconds: number;
+    retrySeconds: number;
+    secondsUntil(at: Date): number;
+  },
 ) {
   return async (message: TickMessage, context: InvocationContext): Promise<TickOutcome | undefined> => {
     let outcome: TickOutcome | undefined;
     try {
-      outcome = await tick(BEACON_TIMER, context);
+      outcome = await tick(BEACON_TIMER, context, message.wake ? { wake: true } : {});
     } catch (err) {
       context.warn(
         `tick from a message failed, ticking again in ${beacon.retrySeconds} s: ${err instanceof Error ? err.message : String(err)}`,
@@ -91,6 +115,12 @@ export function createTickMessageHandler(
     }
     if (outcome?.led === false && outcome.epoch !== undefined) {
       if (outcome.epoch === message.epoch) await beacon.resend(message, beacon.hiddenSeconds);
+      return outcome;
+    }
+    // One beacon for the rest's end is enough, so a resent copy is a plain tick.
+    if (outcome?.led === false && outcome.restingUntil) {
+      const { wake: _wake, ...tickOnly } = message;
+      await beacon.resend(tickOnly, Math.max(1, beacon.secondsUntil(outcome.restingUntil)));
       return outcome;
     }
     await beacon.resend(message, beacon.retrySeconds);

@@ -27,6 +27,8 @@ export interface HttpApiDeps {
   log: { warn(message: string): void };
   /** The engine applies trigger and cancel requests (the durable engine does not yet). */
   appliesRequests: boolean;
+  /** Wakes a leader that rests between occurrences after a trigger (never rejects). */
+  wake?: (options: { abortSignal?: AbortSignal }) => Promise<void>;
 }
 
 /** Routes live under the host's prefix (`/api` by default): `/api/baton/status`, … */
@@ -252,6 +254,7 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
     const { ifActive } = parse(triggerQuery, { ifActive: request.query.get('ifActive') ?? undefined }, 'query');
     const { runId, requested } = await triggerRun(docs, job, {
       clock: deps.clock,
+      ...(deps.wake ? { wake: deps.wake } : {}),
       ...(ifActive === undefined ? {} : { ifActive }),
       ...(key === undefined ? {} : { key }),
     });

@@ -22,11 +22,13 @@ export function batonRegistrations(runtime: BatonRuntime): Registration[] {
     clock: runtime.clock,
     log: runtime.log,
     appliesRequests: runtime.settings.engine !== 'durable',
+    wake: (options) => runtime.ticks.wake(options),
   });
   if (runtime.settings.engine === 'durable') return [...durableRegistrations(runtime), ...api];
   const termMs = runtime.settings.termSeconds * 1000;
+  const rest = runtime.rest;
   const tick = createCoordinatorTick(runtime, (leadership) =>
-    runtime.coordinator.lead(leadership, { termMs }).then(() => undefined),
+    runtime.coordinator.lead(leadership, { termMs, ...(rest ? { restWhenIdle: rest } : {}) }).then(() => undefined),
   );
   const onTick = createTickMessageHandler(tick, runtime.ticks);
   return [

@@ -5,7 +5,9 @@ import { SKEW_REPORT_THRESHOLD_MS, StorageTimeClock } from '../clock/storage-tim
 import { Coordinator } from '../engine/coordinator';
 import type { EngineLogger } from '../engine/engine-context';
 import { RunStateCache } from '../engine/run-state-cache';
-import { TickBeacon } from '../engine/tick-beacon';
+import { secondsUntil, TickBeacon } from '../engine/tick-beacon';
+import { wakeHub } from '../hub/wake';
+import { restWakeFor } from './rest-wake';
 import type { TickMessage } from '../engine/messages';
 import type { WorkerDeps } from '../engine/worker';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
@@ -123,12 +125,21 @@ export interface BatonRuntime {
    * The second tick source (see `TickBeacon`): what a tick message's handler needs, and a wake
    * for start-up, so leadership begins even if no timer ever fires.
    */
+  /**
+   * When an idle leader may rest (`BATON_REST_WHEN_IDLE`, the queue engine): when a resting lease
+   * must end for an occurrence (see `restWakeFor`). Undefined: an idle leader holds its term.
+   */
+  rest: { wakeAt(dueAt: number): number; aheadMs: number } | undefined;
   ticks: {
     hiddenSeconds: number;
     retrySeconds: number;
     resend(message: TickMessage, seconds: number): Promise<void>;
     /** Sends one tick that any instance may take: call once when the app starts. Never rejects. */
     wakeOnStart(): Promise<void>;
+    /** Wakes a resting leader for a request it must apply (`wakeHub`). Never rejects: a failure is logged. */
+    wake(options?: { abortSignal?: AbortSignal }): Promise<void>;
+    /** Whole seconds from now (storage's time) until `at`, rounded up: a delayed tick surfaces no earlier. */
+    secondsUntil(at: Date): number;
     /**
      * Settles once the beacon's calls started so far have. At shutdown, the last is the wake a
      * released lease sends its successor: a process that exits before it leaves the successor
@@ -235,6 +246,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   const tickQueue = queues.active[0]!.work;
   const beacon = new TickBeacon({
     queue: tickQueue,
+    clock,
     leaseMs: settings.leaseDurationSeconds * 1000,
     log: (message) => logger?.debug?.(message),
   });
@@ -307,12 +319,24 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     shutdownSignal: stopping.signal,
     stepDownSignal: steppingDown.signal,
     shutdown: (options) => shutdown(options?.handoverWaitMs ?? 0),
+    rest:
+      settings.restWhenIdle && settings.engine === 'queue'
+        ? restWakeFor(settings.coordinatorSchedule, options.hostQueueConfig?.maxPollingIntervalMs ?? HOST_MAX_POLLING_MS)
+        : undefined,
     ticks: {
       hiddenSeconds: beacon.hiddenSeconds,
       retrySeconds: Math.max(1, Math.round((handoverTimingFor(settings.coordinatorSchedule).checkMs ?? 10_000) / 1000)),
       settled: () => beacon.idle(),
       resend: async (message, seconds) => {
         await tickQueue.send(JSON.stringify(message), { visibilityTimeoutSeconds: seconds });
+      },
+      secondsUntil: (at) => secondsUntil(clock, at),
+      wake: async (options) => {
+        await wakeHub(tickQueue, options).catch((err: unknown) => {
+          log.warn(
+            `could not wake a resting leader (the request stands; it is applied when the rest ends): ${redactSecrets(err instanceof Error ? err.message : String(err))}`,
+          );
+        });
       },
       wakeOnStart: async () => {
         if (settings.engine === 'durable') return;
@@ -325,6 +349,9 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     },
   };
 }
+
+/** The Functions host's queue polling when host.json does not say (`maxPollingInterval`). */
+const HOST_MAX_POLLING_MS = 60_000;
 
 function reportSkew(log: { info(message: string): void; warn(message: string): void }, skewMs: number): void {
   const seconds = (Math.abs(skewMs) / 1000).toFixed(1);

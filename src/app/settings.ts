@@ -20,6 +20,12 @@ export interface BatonSettings {
   coordinatorSchedule: string;
   /** Longest a leader keeps the lease in one tick before handing it back. */
   termSeconds: number;
+  /**
+   * `BATON_REST_WHEN_IDLE` (default `true`): a leader with nothing open returns between
+   * occurrences, and says in the lease when a leader is next needed, instead of holding an
+   * invocation open for its whole term.
+   */
+  restWhenIdle: boolean;
   /** Deliveries of a work message before its failures are final; equals host.json maxDequeueCount. */
   maxAttempts: number;
   /** Most work messages of one run the leader lets be in flight (sent, not yet counted). */
@@ -197,6 +203,15 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
       wholeNumber(5, 3600, 'seconds'),
       'BATON_TERM_SECONDS',
       readSetting(env, 'BATON_TERM_SECONDS') ?? '60',
+    ),
+    restWhenIdle: parseSetting(
+      z
+        .string()
+        .transform((v) => v.toLowerCase())
+        .pipe(z.enum(['true', 'false'], { error: 'must be true or false' }))
+        .transform((v) => v === 'true'),
+      'BATON_REST_WHEN_IDLE',
+      readSetting(env, 'BATON_REST_WHEN_IDLE') ?? 'true',
     ),
     maxAttempts: parseSetting(
       wholeNumber(1, 100, 'attempts'),

@@ -150,6 +150,10 @@ const PAGE = `<!doctype html>
       $('leader').textContent = leader.identity || 'unnamed holder';
       const since = leader.since || leader.acquiredAt;
       $('leader-detail').textContent = 'epoch ' + leader.epoch + rankText(leader) + ' · leading for ' + duration(since ? Date.now() - Date.parse(since) : leader.ledForMs);
+    } else if (status.restingUntil) {
+      // An idle leader returned until it is next needed: not a missing leader.
+      $('leader').textContent = 'resting';
+      $('leader-detail').textContent = 'until ' + new Date(status.restingUntil).toLocaleTimeString() + ' · nothing open or due before then; a trigger wakes it' + (status.lastLeader ? ' · last ' + status.lastLeader.identity + ', epoch ' + status.lastLeader.epoch : '');
     } else if (status.lastLeader) {
       $('leader').textContent = status.lastLeader.identity;
       $('leader-detail').textContent = 'epoch ' + status.lastLeader.epoch + rankText(status.lastLeader) + ' · between terms (an idle leader frees the lease until the next tick)';

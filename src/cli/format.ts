@@ -69,10 +69,13 @@ export function renderStatus(view: StatusView, now: Date): string {
     ? `${view.leader.identity ?? '(unknown identity)'}  epoch ${view.leader.epoch}` +
       (view.leader.version !== null ? `  v${view.leader.version} priority ${view.leader.priority ?? 0}` : '') +
       (ledMs !== null && ledMs !== undefined ? `  leading for ${formatDuration(ledMs)}` : '')
-    : 'none (no instance holds the lease)' +
-      (view.lastLeader
-        ? `; last ${view.lastLeader.identity} epoch ${view.lastLeader.epoch} (idle leaders free it between ticks)`
-        : '');
+    : view.restingUntil !== null
+      ? `resting until ${formatTime(view.restingUntil, now)} (nothing open or due before then; a trigger wakes it)` +
+        (view.lastLeader ? `; last ${view.lastLeader.identity} epoch ${view.lastLeader.epoch}` : '')
+      : 'none (no instance holds the lease)' +
+        (view.lastLeader
+          ? `; last ${view.lastLeader.identity} epoch ${view.lastLeader.epoch} (idle leaders free it between ticks)`
+          : '');
   lines.push(
     ...fields([
       ['hub', `${view.hub}  (${view.endpoint})`],

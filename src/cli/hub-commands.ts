@@ -290,6 +290,15 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
             clock: hub.clock,
             ifActive: options.ifActive,
             ...(options.key === undefined ? {} : { key: options.key }),
+            // The request stands whatever happens to the wake: say so, and go on.
+            wake: (call) =>
+              hub
+                .wake(call)
+                .catch((err: unknown) =>
+                  io.err(
+                    `note: could not wake a resting leader (${describeFailure(err).line}); the run starts when its rest ends, within 10 minutes\n`,
+                  ),
+                ),
           });
           if (!requested) {
             io.out(

@@ -21,7 +21,9 @@ import type {
   LeaseStore,
   StoredHandoverRequest,
 } from '../lease/lease-store';
-import { createBlobServiceClient, publicEndpoint } from '../storage/client-factory';
+import { createBlobServiceClient, createQueueServiceClient, publicEndpoint } from '../storage/client-factory';
+import { AzureQueue } from '../queue/azure-queue';
+import { wakeHub } from '../hub/wake';
 import { StorageTimeClock } from '../clock/storage-time-clock';
 import { systemClock } from '../clock/clock';
 import type { ConnectionSource, ResolvedConnection } from './connection';
@@ -68,6 +70,8 @@ export interface HubHandle {
    * minutes". Before any answer, this machine's clock.
    */
   readonly clock: StorageTimeClock;
+  /** Wakes a resting leader after a trigger (`wakeHub`); rejects when the message could not be sent. */
+  wake(options?: { abortSignal?: AbortSignal }): Promise<void>;
 }
 
 export function openHub(connection: ResolvedConnection, options: { callTimeoutMs?: number } = {}): HubHandle {
@@ -76,6 +80,7 @@ export function openHub(connection: ResolvedConnection, options: { callTimeoutMs
   const blobService = createBlobServiceClient(connection.storage, { retryOptions: CLI_RETRY_OPTIONS, storageTime: clock });
   const resources = hubResources(connection.hub);
   const endpoint = publicEndpoint(blobService);
+  let wakeQueue: AzureQueue | undefined;
   const docs = new DeadlineDocumentStore(new BlobDocumentStore(blobService.getContainerClient(resources.container)), timeoutMs);
   return {
     hub: connection.hub,
@@ -88,6 +93,15 @@ export function openHub(connection: ResolvedConnection, options: { callTimeoutMs
       timeoutMs,
     ),
     clock,
+    wake: (options) => {
+      // Made on first use: only a trigger sends a message, and the other commands load no queue client.
+      wakeQueue ??= new AzureQueue(
+        createQueueServiceClient(connection.storage, { retryOptions: CLI_RETRY_OPTIONS }),
+        resources.workQueue,
+      );
+      const queue = wakeQueue;
+      return withDeadline(timeoutMs, options?.abortSignal, (abortSignal) => wakeHub(queue, { abortSignal }));
+    },
   };
 }
 
@@ -240,6 +254,12 @@ export class DeadlineLeaseStore implements LeaseStore {
 
   markLeaving(leaseId: string, options?: LeaseCallOptions): Promise<void> {
     return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.markLeaving(leaseId, { abortSignal }));
+  }
+
+  markResting(leaseId: string, until: Date, options?: LeaseCallOptions): Promise<void> {
+    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
+      this.inner.markResting(leaseId, until, { abortSignal }),
+    );
   }
 
   readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {

@@ -26,6 +26,14 @@ export interface LeadOptions {
    * less and less often while idle.
    */
   returnWhenIdle?: boolean;
+  /**
+   * Return when nothing is open and no occurrence is due for a while, having said in the lease
+   * when a leader is next needed (`Leadership.restUntil`), so an idle hub runs no coordinator
+   * invocation between occurrences; candidates lead again from then, or when woken. `wakeAt`
+   * maps the next occurrence (wall-time ms) to when a leader must be back for it: early enough
+   * for the tick source that brings one. Default: an idle leader holds the lease for the term.
+   */
+  restWhenIdle?: { wakeAt(dueAt: number): number };
 }
 
 export interface LeadSummary {
@@ -60,6 +68,17 @@ const IDLE_DRAIN_EVERY_MS = 30_000;
 export const REQUEST_WAIT_MS = 60 * 60_000;
 /** No retention slice starts this close to an occurrence: a slice may take a second or so. */
 const RETENTION_CLEARANCE_MS = 3000;
+/**
+ * The shortest rest. Each one costs an election when it ends (a few storage requests, two
+ * leadership events), so a hub whose occurrences come every few seconds keeps its leader, and
+ * one that rests does so at most twice a minute.
+ */
+export const MIN_REST_MS = 30_000;
+/**
+ * The longest rest: the chores of an idle leader (late duplicates and poison to clear, retention
+ * slices, new queue shards) come round at least this often.
+ */
+export const MAX_REST_MS = 10 * 60_000;
 /** A run whose step fails this many times in a row ends failed instead of stalling every turn. */
 const MAX_STEP_FAILURES = 5;
 
@@ -140,6 +159,7 @@ export class Coordinator {
       leadership.heartbeat();
       if (term.epoch !== fencedAt) fencedAt = await fence();
       summary.turns++;
+      const errorsBefore = summary.stepErrors;
       let busy = false;
       const every = (ms: number) => Math.max(ms, idlePoll);
       if (ctx.clock.now() - lastReconcile >= every(RECONCILE_EVERY_MS) || ctx.clock.date().getTime() >= nextDueAt) {
@@ -237,6 +257,10 @@ export class Coordinator {
         busy = true;
       }
       if (idle && options.returnWhenIdle) return summary;
+      // A turn with a failed step may have left a due run unstarted or a request unread: no rest.
+      if (idle && options.restWhenIdle && summary.stepErrors === errorsBefore) {
+        if (this.rest(leadership, options.restWhenIdle, nextDueAt)) return summary;
+      }
       if (ctx.clock.now() >= endAt) return summary;
       if (busy) idlePoll = ctx.tuning.idlePollMs;
       else {
@@ -274,6 +298,16 @@ export class Coordinator {
       more = slice.more;
     });
     return more;
+  }
+
+  /** Says in the lease until when nothing needs a leader, when that is worth a rest; true when it did. */
+  private rest(leadership: Leadership, rest: { wakeAt(dueAt: number): number }, nextDueAt: number): boolean {
+    const now = this.ctx.clock.date().getTime();
+    const wakeAt = Math.min(Number.isFinite(nextDueAt) ? rest.wakeAt(nextDueAt) : Infinity, now + MAX_REST_MS);
+    if (!(wakeAt - now >= MIN_REST_MS)) return false;
+    // The elector's release says so in the log (`restingUntil=`).
+    leadership.restUntil(new Date(wakeAt));
+    return true;
   }
 
   /** The earliest next occurrence after `now` of the registered jobs' schedules, in wall-time ms. */

@@ -72,6 +72,8 @@ export const tickMessageSchema = z.object({
   v: z.literal(1),
   t: z.literal('tick'),
   epoch: z.number().int().nonnegative(),
+  /** Lead even while the lease rests: a request came that a leader must apply (`WAKE_TICK`). */
+  wake: z.literal(true).optional(),
 });
 export type TickMessage = z.infer<typeof tickMessageSchema>;
 

@@ -1,3 +1,4 @@
+import type { Clock } from '../clock/clock';
 import type { LeaderEvent } from '../lease/leader-events';
 import type { MessageReceipt, QueuePort } from '../queue/queue-port';
 import type { TickMessage } from './messages';
@@ -5,6 +6,8 @@ import type { TickMessage } from './messages';
 export interface TickBeaconOptions {
   /** Shard 0's work queue: every instance polls it. */
   queue: QueuePort;
+  /** Storage's time, for a rest's end (`released` with `restingUntil`). */
+  clock: Clock;
   /** The lease's duration: the beacon surfaces only after the lease could have expired. */
   leaseMs: number;
   /** How long after that. Default 2,000 ms. */
@@ -24,6 +27,8 @@ export interface TickBeaconOptions {
  *   asks for the lease, so a successor is waiting before the leader stops.
  * - When the term ends with a release (term over, shutdown, handover) it surfaces at once, and
  *   whichever instance receives it runs the coordinator tick: the wake for a successor.
+ * - When the release leaves the lease resting (an idle leader, `Leadership.restUntil`), it
+ *   surfaces when the rest ends instead: the wake for the next occurrence, timers or not.
  * - When the leader dies it surfaces once its lease has expired, and wakes a successor then.
  * A tick from the timer and one from the beacon can only ever start a run once: runs are keyed
  * by occurrence. Its cost per term: a send, one update per renewal, and one more to surface it.
@@ -52,8 +57,10 @@ export class TickBeacon {
       case 'leaving':
         this.leavingEpoch = event.epoch;
         return this.then(() => this.move(event.epoch, 0));
-      case 'released':
-        return this.then(() => this.move(event.epoch, 0).then(() => (this.sent = undefined)));
+      case 'released': {
+        const seconds = event.restingUntil ? secondsUntil(this.options.clock, event.restingUntil) : 0;
+        return this.then(() => this.move(event.epoch, seconds).then(() => (this.sent = undefined)));
+      }
       case 'lost':
         // Someone else holds the lease now, or it expired: the beacon surfaces at its time, and
         // its receiver sees whether anyone leads.
@@ -96,4 +103,9 @@ export class TickBeacon {
     // Received by someone already (it surfaced early): a new one keeps the chain.
     else await this.send(sent.epoch, seconds);
   }
+}
+
+/** Whole seconds from `clock`'s date until `at`, rounded up (a delayed message surfaces no earlier); at least 0. */
+export function secondsUntil(clock: Pick<Clock, 'date'>, at: Date): number {
+  return Math.max(0, Math.ceil((at.getTime() - clock.date().getTime()) / 1000));
 }

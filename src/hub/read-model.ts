@@ -103,6 +103,8 @@ export interface StatusView {
     version: string | null;
     priority: number | null;
   } | null;
+  /** While the lease rests (its idle leader returned until it is next needed): until when. */
+  restingUntil: string | null;
   /** Newest first; the lease record keeps the last ten. */
   leadershipChanges: LeadershipChangeView[];
   activeRuns: RunView[];
@@ -230,6 +232,7 @@ export function statusView(hub: string, endpoint: string, status: HubStatus): St
           priority: status.lastLeader.rank?.priority ?? null,
         }
       : null,
+    restingUntil: status.restingUntil ?? null,
     leadershipChanges: status.leadershipChanges.map((c) => ({
       at: c.at.toISOString(),
       epoch: c.epoch,

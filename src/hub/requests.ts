@@ -77,6 +77,12 @@ export interface RunRequestOptions extends RequestOptions {
   key?: string;
   /** While a run of the job is open: see `IfActive`. Default `start`. */
   ifActive?: IfActive;
+  /**
+   * Called once the request is written, to wake a leader that rests until the next occurrence
+   * (`wakeHub`). It must not reject: the request stands either way, and the run then starts when
+   * the rest ends.
+   */
+  wake?: (options: { abortSignal?: AbortSignal }) => Promise<void>;
 }
 
 /**
@@ -99,6 +105,7 @@ export async function triggerRun(
     if (open) return { runId: open, requested: false };
   }
   await write(docs, { kind: 'run', job, id, ...(options.ifActive === 'wait' ? { ifActive: 'wait' as const } : {}) }, options);
+  await options.wake?.(options.abortSignal ? { abortSignal: options.abortSignal } : {});
   return { runId: `${job}/manual-${id}`, requested: true };
 }
 

@@ -25,6 +25,12 @@ export interface HubStatus {
     | undefined;
   /** The last holder while nobody holds the lease (an idle hub frees it between ticks). */
   lastLeader: { identity: string; epoch: number; acquiredAt: string | undefined; rank: LeaderRank | undefined } | undefined;
+  /**
+   * While nobody holds the lease because its idle leader returned until it is next needed (the
+   * next occurrence, or a trigger's wake): until when. Undefined while a leader holds it, or
+   * once that time has passed.
+   */
+  restingUntil: string | undefined;
   /** Changes of holder, newest first, as the lease record keeps them. */
   leadershipChanges: LeadershipChange[];
   jobs: JobState[];
@@ -63,6 +69,10 @@ export async function readHubStatus(
     !held.leased && held.holder !== undefined
       ? { identity: held.holder, epoch: held.epoch, acquiredAt: held.acquiredAt?.toISOString(), rank: held.holderRank }
       : undefined;
+  const restingUntil =
+    !held.leased && held.restingUntil && held.restingUntil.getTime() > now.getTime()
+      ? held.restingUntil.toISOString()
+      : undefined;
   const states = new FencedDocuments<JobState>(docs, { parse: (v) => jobStateSchema.parse(v) });
   const jobs: JobState[] = [];
   for await (const key of docs.list('jobs/', options)) {
@@ -74,7 +84,7 @@ export async function readHubStatus(
     const run = await records(docs).read(runKeys.record(runId), options);
     if (run && !isTerminal(run.value.state)) activeRuns.push(run.value);
   }
-  return { leader, lastLeader, leadershipChanges, jobs, activeRuns };
+  return { leader, lastLeader, restingUntil, leadershipChanges, jobs, activeRuns };
 }
 
 /** The jobs leaders have recorded in the hub (each has a job state), sorted. */

@@ -34,6 +34,9 @@ const META_RANK_OF = 'batonrankof';
 const META_RESERVED_OF = 'batonreservedof';
 /** The acquisition whose holder said it is leaving (see `markLeaving`); like the two above, it counts for that one only. */
 const META_LEAVING_OF = 'batonleavingof';
+/** Until when the holder said nothing needs a leader (see `markResting`), and the acquisition that said it. */
+const META_REST_UNTIL = 'batonrestuntil';
+const META_REST_OF = 'batonrestof';
 const META_REQUESTER = 'batonrequester';
 const META_TTL = 'batonttlms';
 /** Metadata is at most 8 KiB per blob; the history gives up its oldest entries to stay well inside. */
@@ -150,6 +153,8 @@ export class BlobLeaseStore implements LeaseStore {
           [META_RESERVED]: undefined,
           [META_RESERVED_OF]: undefined,
           [META_LEAVING_OF]: undefined,
+          [META_REST_UNTIL]: undefined,
+          [META_REST_OF]: undefined,
         };
       },
     );
@@ -186,6 +191,11 @@ export class BlobLeaseStore implements LeaseStore {
 
   async markLeaving(leaseId: string, options?: LeaseCallOptions): Promise<void> {
     await this.stampUnderLease(leaseId, 'mark the lease as leaving', {}, META_LEAVING_OF, options);
+  }
+
+  async markResting(leaseId: string, until: Date, options?: LeaseCallOptions): Promise<void> {
+    const values = { [META_REST_UNTIL]: until.toISOString() };
+    await this.stampUnderLease(leaseId, 'mark the lease as resting', values, META_REST_OF, options);
   }
 
   async readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {
@@ -331,7 +341,14 @@ function parseMetadata(where: string, metadata: Record<string, string> | undefin
     changes: decodeChanges(metadata?.[META_CHANGES]),
     ...(ours(metadata?.[META_RESERVED_OF]) ? reservationOf(metadata?.[META_RESERVED]) : {}),
     ...(ours(metadata?.[META_LEAVING_OF]) ? { leaving: true } : {}),
+    ...(ours(metadata?.[META_REST_OF]) ? restOf(metadata?.[META_REST_UNTIL]) : {}),
   };
+}
+
+/** A damaged rest mark is no rest: it must never keep candidates away. */
+function restOf(raw: string | undefined): { restingUntil?: Date } {
+  const at = raw ? new Date(raw) : undefined;
+  return at && Number.isFinite(at.getTime()) ? { restingUntil: at } : {};
 }
 
 function reservationOf(raw: string | undefined): { reservedFor?: HandoverClaim } {

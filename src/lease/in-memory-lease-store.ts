@@ -40,6 +40,7 @@ export class InMemoryLeaseStore implements LeaseStore {
   private changes: LeadershipChange[] = [];
   private reservedFor: HandoverClaim | undefined;
   private leaving = false;
+  private restingUntil: Date | undefined;
   private request: { value: HandoverRequest; writtenAt: number; version: string } | undefined;
   private versions = 0;
 
@@ -92,6 +93,7 @@ export class InMemoryLeaseStore implements LeaseStore {
       changes: this.changes.map((c) => ({ ...c, at: new Date(c.at) })),
       ...(this.reservedFor ? { reservedFor: claimCopy(this.reservedFor) } : {}),
       ...(this.leaving ? { leaving: true } : {}),
+      ...(this.restingUntil ? { restingUntil: new Date(this.restingUntil) } : {}),
     };
   }
 
@@ -108,6 +110,7 @@ export class InMemoryLeaseStore implements LeaseStore {
     this.holderRank = options?.rank ? { ...options.rank } : undefined;
     this.reservedFor = undefined;
     this.leaving = false;
+    this.restingUntil = undefined;
     return this.epoch;
   }
 
@@ -123,6 +126,13 @@ export class InMemoryLeaseStore implements LeaseStore {
     this.checkHolder(leaseId, 'mark the lease as leaving');
     if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot mark the lease as leaving: the lease has expired');
     this.leaving = true;
+  }
+
+  async markResting(leaseId: string, until: Date, options?: LeaseCallOptions): Promise<void> {
+    options?.abortSignal?.throwIfAborted();
+    this.checkHolder(leaseId, 'mark the lease as resting');
+    if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot mark the lease as resting: the lease has expired');
+    this.restingUntil = new Date(until);
   }
 
   async readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {
@@ -175,6 +185,7 @@ export class InMemoryLeaseStore implements LeaseStore {
     this.changes = [];
     this.reservedFor = undefined;
     this.leaving = false;
+    this.restingUntil = undefined;
   }
 
   private freedAs(): LeaseFreedAs | undefined {

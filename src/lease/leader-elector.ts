@@ -45,6 +45,15 @@ export interface Leadership {
    * term's lease no longer holds: a stale leader cannot raise.
    */
   raiseEpoch(above: number): Promise<number>;
+  /**
+   * Says that nothing needs a leader before `at` (by the elector clock's `date()`); undefined
+   * takes it back. When the task then returns, the elector writes it into the lease before
+   * releasing, and candidates leave the free lease alone until then (`runIfLeader` answers
+   * `restingUntil`) unless they are woken (`RunOptions.wake`). So an idle leader can return
+   * between occurrences without every tick electing a leader with nothing to do. It has no
+   * effect on a term that hands over, is lost, or ends with `at` already past.
+   */
+  restUntil(at: Date | undefined): void;
 }
 
 export interface LeaderInfo {
@@ -53,7 +62,10 @@ export interface LeaderInfo {
   acquiredAt: Date | undefined;
 }
 
-export type RunIfLeaderResult<T> = { led: true; value: T; epoch: number } | { led: false; holder: LeaderInfo | undefined };
+export type RunIfLeaderResult<T> =
+  | { led: true; value: T; epoch: number }
+  /** `restingUntil`: the lease is free, and its last holder said nobody needs to lead before then. */
+  | { led: false; holder: LeaderInfo | undefined; restingUntil?: Date };
 
 /** What `handOver` did: whether this candidate led, and whom it handed the lease to. */
 export type HandOverResult =
@@ -74,6 +86,8 @@ export interface HandOverOptions {
 export interface RunOptions {
   /** Aborting ends the task's leadership (its signal aborts), waits for it, then releases. */
   signal?: AbortSignal;
+  /** Lead even if the last holder said the lease rests (`Leadership.restUntil`): something came up. */
+  wake?: boolean;
 }
 
 type Task<T> = (leadership: Leadership) => Promise<T> | T;
@@ -143,8 +157,10 @@ export class LeaderElector {
    * Leadership lost while the task ran → throws `LeaseLostError` once the task has settled.
    */
   async runIfLeader<T>(task: Task<T>, options: RunOptions = {}): Promise<RunIfLeaderResult<T>> {
-    const attempt = await this.acquireIfFree(options.signal);
-    if (!attempt.term) return { led: false, holder: attempt.holder };
+    const attempt = await this.acquireIfFree(options.signal, options.wake);
+    if (!attempt.term) {
+      return { led: false, holder: attempt.holder, ...(attempt.restingUntil ? { restingUntil: attempt.restingUntil } : {}) };
+    }
     const value = await this.lead(attempt.term, task, options.signal);
     return { led: true, value, epoch: attempt.term.epoch };
   }
@@ -159,7 +175,7 @@ export class LeaderElector {
     for (;;) {
       let term: Term | undefined;
       try {
-        term = (await this.acquireIfFree(options.signal)).term;
+        term = (await this.acquireIfFree(options.signal, true)).term;
       } catch (error) {
         if (options.signal?.aborted) throw options.signal.reason;
         this.emit({ type: 'acquire-failed', identity: this.identity, error });
@@ -243,11 +259,11 @@ export class LeaderElector {
    * Reads first, so a tick that finds the lease held costs one read and makes no 409 noise;
    * only a free lease is worth an acquire.
    */
-  private async acquireIfFree(signal: AbortSignal | undefined): Promise<{ term?: Term; holder?: LeaderInfo }> {
+  private async acquireIfFree(signal: AbortSignal | undefined, wake = false): Promise<Attempt> {
     signal?.throwIfAborted();
     if (this.attempt) await (signal ? untilAborted(this.attempt, signal) : this.attempt);
     if (this.current) return { holder: { ...this.current } };
-    const attempt = this.readThenAcquire(signal);
+    const attempt = this.readThenAcquire(signal, wake);
     const settled = attempt.then(
       () => undefined,
       () => undefined,
@@ -260,13 +276,15 @@ export class LeaderElector {
     }
   }
 
-  private async readThenAcquire(signal: AbortSignal | undefined): Promise<{ term?: Term; holder?: LeaderInfo }> {
+  private async readThenAcquire(signal: AbortSignal | undefined, wake: boolean): Promise<Attempt> {
     const record = await this.boundedRead(signal);
     let term: Term | undefined;
     if (record.leased) {
       term = this.policy?.shouldAsk(record) ? await this.askForLease(this.policy, record, signal) : undefined;
       if (!term) return { holder: holderOf(record) };
     } else {
+      const resting = record.restingUntil;
+      if (!wake && resting && this.options.clock.date().getTime() < resting.getTime()) return { restingUntil: resting };
       if (this.deferring(record, await this.standingRequest(signal))) return {};
       term = await this.tryAcquire(signal, record.freedAs);
     }
@@ -274,7 +292,7 @@ export class LeaderElector {
     return this.won(term);
   }
 
-  private won(term: Term): { term: Term } {
+  private won(term: Term): Attempt {
     // Known before the attempt settles, so a call waiting on it sees this term, not a free lease.
     // The epoch is read through, as the term may raise it.
     this.current = {
@@ -448,12 +466,21 @@ export class LeaderElector {
         // Asked for and not lost: name the requester, so the others leave the lease to it.
         const to = loss === undefined ? leadership.handoverTo : undefined;
         if (to) await this.reserveQuietly(leadership, to);
+        const rest = loss === undefined && !to ? leadership.restingUntil : undefined;
+        const restingUntil = rest && rest.getTime() > clock.date().getTime() && (await this.markRestingQuietly(leadership, rest));
         // After a deadline or stall loss the lease may still be ours; giving it back lets the
         // next leader start now instead of after expiry.
         const released = await this.releaseQuietly(term.leaseId, term.epoch);
         if (released) {
           const ledMs = clock.now() - term.startedAt;
-          this.emit({ type: 'released', identity, epoch: term.epoch, ledMs, ...(to ? { to: to.requester } : {}) });
+          this.emit({
+            type: 'released',
+            identity,
+            epoch: term.epoch,
+            ledMs,
+            ...(to ? { to: to.requester } : {}),
+            ...(restingUntil ? { restingUntil: rest } : {}),
+          });
         }
       }
       if (loss !== undefined) {
@@ -500,6 +527,21 @@ export class LeaderElector {
       await untilAborted(store.reserve(term.leaseId, to, { abortSignal: bound.signal }), bound.signal);
     } catch {
       // The release still lets the requester, polling, take the lease; it only races the others.
+    } finally {
+      bound.dispose();
+    }
+  }
+
+  /** Writes the term's rest mark before its release; false when it could not (the release is then plain). */
+  private async markRestingQuietly(term: ActiveTerm, until: Date): Promise<boolean> {
+    const { store, clock, renewDeadlineMs } = this.options;
+    const bound = timeoutSignal(clock, Math.min(renewDeadlineMs, Math.max(1, term.deadline - clock.now())));
+    try {
+      await untilAborted(store.markResting(term.leaseId, until, { abortSignal: bound.signal }), bound.signal);
+      return true;
+    } catch {
+      // Candidates then find the lease free and lead at their next tick: more churn, no harm.
+      return false;
     } finally {
       bound.dispose();
     }
@@ -634,6 +676,13 @@ function emitEvent(options: ResolvedElectorOptions, event: LeaderEvent): void {
   }
 }
 
+/** One attempt to lead: the term won, or who holds the lease, or until when it rests. */
+interface Attempt {
+  term?: Term;
+  holder?: LeaderInfo;
+  restingUntil?: Date;
+}
+
 /** One won term; `raiseEpoch` changes `epoch` in place, so whoever holds it sees the raised one. */
 interface Term {
   leaseId: string;
@@ -649,6 +698,8 @@ class ActiveTerm {
   loss: LeaseLossReason | undefined;
   /** The candidate this term was asked to hand over to, once asked. */
   handoverTo: HandoverClaim | undefined;
+  /** What the task said with `restUntil`. */
+  restingUntil: Date | undefined;
   readonly view: Leadership;
   private readonly abort = new AbortController();
   private readonly yielding = new AbortController();
@@ -676,6 +727,9 @@ class ActiveTerm {
         return term.epoch;
       },
       raiseEpoch: (above) => self.raise(above),
+      restUntil: (at) => {
+        self.restingUntil = at ? new Date(at) : undefined;
+      },
       signal: this.abort.signal,
       yieldSignal: this.yielding.signal,
       heartbeat: () => {

@@ -7,7 +7,8 @@ export type LeaderEvent =
   | { type: 'renew-failed'; identity: string; epoch: number; error: unknown; sinceLastRenewMs: number }
   | { type: 'lost'; identity: string; epoch: number; reason: LeaseLossReason; sinceLastRenewMs: number; error?: unknown }
   /** `to`: the candidate the lease was handed over to (named in the lease before the release). */
-  | { type: 'released'; identity: string; epoch: number; ledMs: number; to?: string }
+  /** `restingUntil`: the holder said in the lease that nothing needs a leader before then (`Leadership.restUntil`). */
+  | { type: 'released'; identity: string; epoch: number; ledMs: number; to?: string; restingUntil?: Date }
   | { type: 'release-failed'; identity: string; epoch: number; error: unknown }
   /** The holder raised its epoch from `from` to `epoch`, above a stored document's `above`. */
   | { type: 'epoch-raised'; identity: string; epoch: number; from: number; above: number }
@@ -46,7 +47,7 @@ export function describeLeaderEvent(event: LeaderEvent): { level: 'info' | 'warn
     case 'released':
       return {
         level: 'info',
-        message: `lease released: ${who} epoch=${event.epoch} ledMs=${Math.round(event.ledMs)}${event.to ? ` handedOverTo=${event.to}` : ''}`,
+        message: `lease released: ${who} epoch=${event.epoch} ledMs=${Math.round(event.ledMs)}${event.to ? ` handedOverTo=${event.to}` : ''}${event.restingUntil ? ` restingUntil=${event.restingUntil.toISOString()}` : ''}`,
       };
     case 'handover-asked':
       return { level: 'info', message: `handover asked: ${who} of holder=${event.holder} epoch=${event.epoch}` };

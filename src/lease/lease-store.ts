@@ -26,6 +26,7 @@ import type { LeaderRank } from './leader-rank';
  *   bump or raise goes above every earlier one.
  * - `reserve` succeeds only while `leaseId` holds the lease; `bumpEpoch` clears the reservation.
  * - `markLeaving` likewise succeeds only while `leaseId` holds the lease, and `bumpEpoch` clears it.
+ * - `markResting` likewise; the mark outlives the release (that is its point) until `bumpEpoch`.
  * - A handover request is created only when none exists and replaced only at the version read,
  *   so of two candidates writing at once exactly one succeeds.
  * - Any other failure (timeouts, 5xx, aborts) is thrown as is; callers treat it as transient.
@@ -57,6 +58,12 @@ export interface LeaseStore {
    * rank. The next `bumpEpoch` clears it.
    */
   markLeaving(leaseId: string, options?: LeaseCallOptions): Promise<void>;
+  /**
+   * Under the lease, just before releasing it: says in the record that every candidate reads
+   * (`LeaseRecord.restingUntil`) that nothing needs a leader before `until`, so candidates leave
+   * the free lease alone until then. The next `bumpEpoch` clears it.
+   */
+  markResting(leaseId: string, until: Date, options?: LeaseCallOptions): Promise<void>;
   /**
    * The handover request stored beside the lease (the lease record itself cannot be written
    * without the lease id), or undefined when there is none. Its age is measured by the store's
@@ -156,6 +163,11 @@ export interface LeaseRecord {
   reservedFor?: HandoverClaim | undefined;
   /** The holder said it is leaving (`markLeaving`), until the next holder bumps the epoch. */
   leaving?: boolean;
+  /**
+   * The last holder said nothing needs a leader before this time (`markResting`), by storage's
+   * clock as its leader read it; it counts only while the lease is free.
+   */
+  restingUntil?: Date | undefined;
 }
 
 /** Refuses a bad `above` for `raiseEpoch`: a caller's bug, refused before any storage call. */

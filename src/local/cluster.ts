@@ -9,7 +9,9 @@ import { listRuns } from '../hub/run-index';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import { isTerminal, runKeys, type RunRecord } from '../hub/run-record';
-import { createBlobServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
+import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
+import { AzureQueue } from '../queue/azure-queue';
+import { wakeHub } from '../hub/wake';
 import { parseLogLevel } from '../app/settings';
 import { redactSecrets } from '../redact';
 import { visible } from '../visible';
@@ -128,6 +130,8 @@ export async function runCluster(options: ClusterOptions): Promise<number> {
 class Cluster {
   private readonly instances = new Map<string, Instance>();
   private readonly docs: BlobDocumentStore;
+  /** Where `--once`'s trigger wakes a leader that rests between occurrences. */
+  private readonly wakeQueue: AzureQueue;
   private readonly lease: BlobLeaseStore;
   private next = 1;
   private readonly stopping = new AbortController();
@@ -147,6 +151,7 @@ class Cluster {
     const settings = { kind: 'connectionString', connectionString: azurite.connectionString } as const;
     this.docs = new BlobDocumentStore(createBlobServiceClient(settings).getContainerClient(hubResources(options.hub).container));
     this.lease = new BlobLeaseStore(createBlobServiceClient(settings, { retryOptions: LEASE_RETRY_OPTIONS }), options.hub);
+    this.wakeQueue = new AzureQueue(createQueueServiceClient(settings), hubResources(options.hub).workQueue);
   }
 
   get stopRequested(): boolean {
@@ -262,7 +267,12 @@ class Cluster {
   private async once(): Promise<number> {
     if (this.stopping.signal.aborted) return 130;
     if (!this.options.job) throw new Error('once needs a job');
-    const runId = await requestRun(this.docs, this.options.job);
+    const runId = await requestRun(this.docs, this.options.job, {
+      wake: (call) =>
+        wakeHub(this.wakeQueue, call).catch((err: unknown) =>
+          this.view.note(`could not wake a resting leader: ${err instanceof Error ? err.message : String(err)}`),
+        ),
+    });
     this.view.note(`requested run ${runId}`);
     const started = Date.now();
     let killed = false;

@@ -30,6 +30,12 @@ export const instanceEventSchema = z.discriminatedUnion('kind', [
     bytes: z.number().optional(),
     bytesByOperation: z.record(z.string(), z.number()).optional(),
   }),
+  /** Invocations the local host ran so far and their summed time, by kind (see `LocalHost.invocationTime`). */
+  z.object({
+    kind: z.literal('invocations'),
+    coordinator: z.object({ count: z.number(), ms: z.number() }),
+    worker: z.object({ count: z.number(), ms: z.number() }),
+  }),
   z.object({
     kind: z.literal('memory'),
     rss: z.number(),

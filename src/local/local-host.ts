@@ -7,6 +7,13 @@ import type { QueuePort, ReceivedMessage } from '../queue/queue-port';
 import { redactSecrets } from '../redact';
 import type { HostQueueConfig } from '../app/host-config';
 import { pumpQueue } from './queue-pump';
+import { asTickMessage } from '../app/registrations';
+
+/** Invocations a host ran and how long they took in all, as a consumption plan bills them. */
+export interface InvocationTime {
+  count: number;
+  ms: number;
+}
 
 export interface LocalHostOptions {
   registrations: readonly Registration[];
@@ -31,6 +38,14 @@ export class LocalHost {
   private readonly running = new Set<Promise<unknown>>();
   private readonly stopping = new AbortController();
   private readonly pumps: Promise<void>[] = [];
+  /**
+   * By kind: the coordinator's (its timer, and tick messages on the work queue) and the workers'.
+   * What Baton's idle cost is measured by: a coordinator invocation held open is billed.
+   */
+  readonly invocationTime: Record<'coordinator' | 'worker', InvocationTime> = {
+    coordinator: { count: 0, ms: 0 },
+    worker: { count: 0, ms: 0 },
+  };
 
   constructor(private readonly options: LocalHostOptions) {
     // Orchestrations and activities need the Durable Task extension, which only the Functions host has.
@@ -72,7 +87,7 @@ export class LocalHost {
         },
       };
       last = now;
-      await this.invoke(registration.name, {}, (context) => registration.handler(timer, context));
+      await this.invoke(registration.name, {}, (context) => registration.handler(timer, context), false, 'coordinator');
     });
     this.timers.push(cron);
   }
@@ -96,6 +111,7 @@ export class LocalHost {
               triggerMetadata(message),
               (context) => registration.handler(entry, context),
               true,
+              asTickMessage(entry) ? 'coordinator' : 'worker',
             );
           },
           this.stopping.signal,
@@ -135,7 +151,9 @@ export class LocalHost {
     metadata: Record<string, unknown>,
     call: (context: InvocationContext) => Promise<unknown>,
     rethrow = false,
+    kind: keyof LocalHost['invocationTime'] = 'worker',
   ): Promise<void> {
+    const startedAt = performance.now();
     const context = new InvocationContext({
       functionName,
       invocationId: randomUUID(),
@@ -151,6 +169,9 @@ export class LocalHost {
       if (rethrow) throw error;
     } finally {
       this.running.delete(invocation);
+      const time = this.invocationTime[kind];
+      time.count++;
+      time.ms += performance.now() - startedAt;
     }
   }
 }

@@ -102,7 +102,7 @@ export async function runJobOnce<Output>(
   local.start();
   try {
     void runtime.ticks.wakeOnStart();
-    const runId = await requestRun(runtime.reads.docs, job.name, { abortSignal: signal });
+    const runId = await requestRun(runtime.reads.docs, job.name, { abortSignal: signal, wake: runtime.ticks.wake });
     for (;;) {
       const details = await readRunDetails(runtime.reads.docs, runId, { abortSignal: signal });
       if (details && isTerminal(details.record.state)) {

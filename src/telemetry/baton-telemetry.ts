@@ -25,6 +25,7 @@ export const TELEMETRY_SCOPE = 'baton';
 export const METRIC_NAMES = {
   isLeader: 'baton.leader.is_leader',
   leaderTransitions: 'baton.leader.transitions',
+  restingTicks: 'baton.leader.resting_ticks',
   leaseRenewDuration: 'baton.lease.renew.duration',
   fencingRefusals: 'baton.fencing.refusals',
   items: 'baton.items',
@@ -77,6 +78,7 @@ export interface BatonTelemetryOptions {
  */
 export class BatonTelemetry implements RunTelemetry {
   private readonly transitions: Counter;
+  private readonly restingTicks: Counter;
   private readonly renewDuration: Histogram;
   private readonly refusals: Counter;
   private readonly items: Counter;
@@ -95,8 +97,15 @@ export class BatonTelemetry implements RunTelemetry {
     const meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter(TELEMETRY_SCOPE);
     this.events = (options.loggerProvider ?? logs.getLoggerProvider()).getLogger(TELEMETRY_SCOPE);
     this.transitions = meter.createCounter(METRIC_NAMES.leaderTransitions, {
-      description: 'Leadership terms this instance began (acquired) and ended (released, lost-<reason>, release-failed)',
+      description:
+        'Leadership terms this instance began (acquired) and ended (released; rested: released with the lease resting until the next occurrence; lost-<reason>; release-failed)',
       unit: '{transition}',
+      valueType: ValueType.INT,
+    });
+    this.restingTicks = meter.createCounter(METRIC_NAMES.restingTicks, {
+      description:
+        'Coordinator ticks of this instance that found the lease resting (its idle leader returned until the next occurrence): the hub is idle by design, not leaderless',
+      unit: '{tick}',
       valueType: ValueType.INT,
     });
     this.renewDuration = meter.createHistogram(METRIC_NAMES.leaseRenewDuration, {
@@ -177,7 +186,7 @@ export class BatonTelemetry implements RunTelemetry {
         this.endTerm(`lost-${event.reason}`, event.identity, event.epoch);
         return;
       case 'released':
-        this.endTerm('released', event.identity, event.epoch);
+        this.endTerm(event.restingUntil ? 'rested' : 'released', event.identity, event.epoch);
         return;
       case 'release-failed':
         // A term that ended without a loss but could not give the lease back; it expires.
@@ -186,6 +195,11 @@ export class BatonTelemetry implements RunTelemetry {
       default:
         return;
     }
+  }
+
+  /** A coordinator tick found the lease resting: what tells the no-leader alert that the hub is idle, not leaderless. */
+  restingTick(): void {
+    this.restingTicks.add(1);
   }
 
   /** A fenced write was refused (see `DocumentStore.onStaleEpoch`). */

@@ -324,6 +324,29 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       expect(after).toMatchObject({ holder: 'b', epoch: 2 });
     });
 
+    it('keeps a rest mark, written under the lease only, past the release until the next bump', async () => {
+      const { store } = await makeHarness();
+      const a = id();
+      const until = new Date('2030-01-02T03:04:05.000Z');
+      await store.acquire(a, 15);
+      await store.bumpEpoch(a, 'a');
+      expect((await store.read()).restingUntil).toBeUndefined();
+      await expect(store.markResting(id(), until)).rejects.toBeInstanceOf(LeaseLostError);
+      expect((await store.read()).restingUntil).toBeUndefined();
+      await store.markResting(a, until);
+      expect(await store.read()).toMatchObject({ leased: true, restingUntil: until });
+      await store.release(a);
+      expect(await store.read()).toMatchObject({ leased: false, freedAs: 'released', restingUntil: until });
+      await expect(store.markResting(a, until)).rejects.toBeInstanceOf(LeaseLostError);
+      const b = id();
+      await store.acquire(b, 15);
+      expect((await store.read()).restingUntil).toEqual(until);
+      await store.bumpEpoch(b, 'b', { freedAs: 'released' });
+      const after = await store.read();
+      expect(after.restingUntil).toBeUndefined();
+      expect(after).toMatchObject({ holder: 'b', epoch: 2 });
+    });
+
     it('keeps one handover request: created once, replaced and deleted only at the version read', async () => {
       const { store } = await makeHarness();
       expect(await store.readRequest()).toBeUndefined();
@@ -372,6 +395,7 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       await expect(store.read(opts)).rejects.toThrow();
       await expect(store.reserve(a, { requester: 'b', rank: { version: '1', priority: 0 } }, opts)).rejects.toThrow();
       await expect(store.markLeaving(a, opts)).rejects.toThrow();
+      await expect(store.markResting(a, new Date(), opts)).rejects.toThrow();
       await expect(
         store.writeRequest({ requester: 'b', rank: { version: '1', priority: 0 }, ttlMs: 1000 }, opts),
       ).rejects.toThrow();
@@ -379,6 +403,7 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       expect(await store.read()).toMatchObject({ leased: true, epoch: 1, holder: 'a' });
       expect((await store.read()).reservedFor).toBeUndefined();
       expect((await store.read()).leaving).toBeUndefined();
+      expect((await store.read()).restingUntil).toBeUndefined();
       expect(await store.readRequest()).toBeUndefined();
     });
   });

@@ -233,6 +233,9 @@ describe('a full local run at BATON_LOG_LEVEL=debug prints no secret', () => {
           BATON_HUB: hub,
           BATON_COORDINATOR_SCHEDULE: '* * * * * *',
           BATON_MAX_IN_FLIGHT: '64',
+          // A leader that stands, so a follower's per-tick debug line names it (checked below);
+          // a resting hub's ticks say so instead, and its lines hold no secret either.
+          BATON_REST_WHEN_IDLE: 'false',
         };
         const pair = [spawnInstance('instance-a', env), spawnInstance('instance-b', env)];
         onTestFailed(() => void process.stderr.write(`\n${pair.map(dump).join('\n')}\n`));

@@ -26,6 +26,7 @@ function term(epoch: number) {
     heartbeat: () => undefined,
     remainingMs: () => (controller.signal.aborted ? 0 : 60_000),
     raiseEpoch: noLeaseToRaise,
+    restUntil: () => undefined,
   };
   return { leadership, lose: () => controller.abort(new Error(`leader ${epoch} lost its lease`)) };
 }

@@ -122,6 +122,7 @@ function staleTerm(identity: string, epoch: number): Leadership {
     heartbeat: () => undefined,
     remainingMs: () => 10_000,
     raiseEpoch: () => Promise.reject(new LeaseLostError('conflict', 'the lease is another holder’s now')),
+    restUntil: () => undefined,
   };
 }
 

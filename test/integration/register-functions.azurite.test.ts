@@ -118,11 +118,13 @@ describe('registerBaton on a Functions app', () => {
       const warnings: string[] = [];
       const { runtime } = registerBaton(app, {
         jobs: [sumJob({ items: 10 })],
-        // A term of almost ten minutes (host.json's functionTimeout): only the hook can end it within the test.
+        // A term of almost ten minutes (host.json's functionTimeout), held idle rather than rested:
+        // only the hook can end it within the test.
         env: {
           AzureWebJobsStorage: fixture.azurite.connectionString,
           BATON_HUB: hub,
           BATON_TERM_SECONDS: '590',
+          BATON_REST_WHEN_IDLE: 'false',
           BATON_METRICS_EXPORTER: 'otlp',
         },
         hostJson: join(__dirname, '..', '..', 'functions', 'host.json'),
@@ -178,7 +180,12 @@ describe('registerBaton on a Functions app', () => {
       const hub = fixture.uniqueName('handover');
       const { runtime } = registerBaton(app, {
         jobs: [sumJob({ items: 10 })],
-        env: { AzureWebJobsStorage: fixture.azurite.connectionString, BATON_HUB: hub, BATON_TERM_SECONDS: '590' },
+        env: {
+          AzureWebJobsStorage: fixture.azurite.connectionString,
+          BATON_HUB: hub,
+          BATON_TERM_SECONDS: '590',
+          BATON_REST_WHEN_IDLE: 'false',
+        },
         hostJson: join(__dirname, '..', '..', 'functions', 'host.json'),
         logger: { info: () => undefined, warn: () => undefined },
       });

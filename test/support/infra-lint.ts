@@ -821,7 +821,8 @@ export function lintMonitoring(files: Record<string, string>): string[] {
       what: 'no leader',
       signal: 'baton.leader.transitions',
       table: 'customMetrics',
-      must: ['"acquired"', '"baton.leader.is_leader"'],
+      // A resting lease (an idle leader between occurrences) is not a missing leader.
+      must: ['"acquired"', '"baton.leader.is_leader"', '"baton.leader.resting_ticks"'],
     },
     { what: 'a run failed or timed out', signal: 'baton.run.ended', table: 'customEvents', must: ['"failed"', '"timed-out"'] },
     { what: 'fencing refusals', signal: 'baton.fencing.refusals', table: 'customMetrics', must: ['valueSum'] },

@@ -18,6 +18,7 @@ type Operation =
   | 'raiseEpoch'
   | 'reserve'
   | 'markLeaving'
+  | 'markResting'
   | 'readRequest'
   | 'writeRequest'
   | 'deleteRequest';
@@ -84,6 +85,10 @@ export class ScriptedLeaseStore implements LeaseStore {
 
   reserve(leaseId: string, reservation: HandoverClaim, options?: LeaseCallOptions): Promise<void> {
     return this.run('reserve', options, () => this.inner.reserve(leaseId, reservation, options));
+  }
+
+  markResting(leaseId: string, until: Date, options?: LeaseCallOptions): Promise<void> {
+    return this.run('markResting', options, () => this.inner.markResting(leaseId, until, options));
   }
 
   markLeaving(leaseId: string, options?: LeaseCallOptions): Promise<void> {

@@ -28,6 +28,7 @@ export function handLeadership(epoch: number, identity = `leader-${epoch}`): Lea
     yieldSignal: new AbortController().signal,
     heartbeat() {},
     raiseEpoch: noLeaseToRaise,
+    restUntil: () => undefined,
     remainingMs() {
       return 1e9;
     },

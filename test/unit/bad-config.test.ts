@@ -284,6 +284,7 @@ const rows: Row[] = [
     rule: /must be an NCRONTAB expression/,
   },
   { setting: 'BATON_TERM_SECONDS', what: '2', env: { BATON_TERM_SECONDS: '2' }, rule: /must be at least 5$/ },
+  { setting: 'BATON_REST_WHEN_IDLE', what: 'a word', env: { BATON_REST_WHEN_IDLE: 'yes' }, rule: /must be true or false$/ },
   { setting: 'BATON_TERM_SECONDS', what: 'over an hour', env: { BATON_TERM_SECONDS: '3601' }, rule: /must be at most 3600$/ },
   {
     setting: 'BATON_TERM_SECONDS',

@@ -447,11 +447,12 @@ describe('renderBenchmarksMarkdown', () => {
     expect(renderBenchmarksMarkdown([...results].reverse(), NOTES)).toBe(md);
   });
 
-  it('has notes for the ten benchmarks', () => {
+  it('has notes for the eleven benchmarks', () => {
     expect(Object.keys(BENCHMARK_NOTES)).toEqual([
       'crash-failover',
       'graceful-handover',
       'start-lag',
+      'idle-cost',
       'throughput',
       'sharded-throughput',
       'transactions',

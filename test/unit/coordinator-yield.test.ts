@@ -21,6 +21,7 @@ function yieldingLeadership(epoch: number) {
     heartbeat: () => undefined,
     remainingMs: () => 60_000,
     raiseEpoch: noLeaseToRaise,
+    restUntil: () => undefined,
   };
   return { leadership, yieldNow: () => yielding.abort() };
 }

@@ -29,6 +29,7 @@ function leadership(epoch: number): Leadership {
     heartbeat: () => undefined,
     remainingMs: () => 60_000,
     raiseEpoch: noLeaseToRaise,
+    restUntil: () => undefined,
   };
 }
 

@@ -59,6 +59,7 @@ const SETTING_DEFAULTS: Record<string, string> = {
   BATON_LEASE_CONTAINER: `'${defaults.leaseContainer}'`,
   BATON_COORDINATOR_SCHEDULE: `'${defaults.coordinatorSchedule}'`,
   BATON_TERM_SECONDS: String(defaults.termSeconds),
+  BATON_REST_WHEN_IDLE: String(defaults.restWhenIdle),
   BATON_MAX_ATTEMPTS: String(defaults.maxAttempts),
   BATON_MAX_IN_FLIGHT: String(defaults.maxInFlightMessages),
   BATON_LOG_LEVEL: `'${parseLogLevel({})}'`,

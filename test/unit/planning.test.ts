@@ -30,6 +30,7 @@ function leadership(epoch: number, controller = new AbortController()): Leadersh
     heartbeat() {},
     remainingMs: () => 1e9,
     raiseEpoch: noLeaseToRaise,
+    restUntil: () => undefined,
   };
 }
 

@@ -200,6 +200,7 @@ describe('start lag', () => {
     const status = statusView('baton', 'http://x', {
       leader: undefined,
       lastLeader: undefined,
+      restingUntil: undefined,
       leadershipChanges: [],
       activeRuns: [],
       jobs: [state],

@@ -11,7 +11,7 @@ const LEASE_MS = 15_000;
 function setup() {
   const clock = new FakeClock();
   const queue = new InMemoryQueue('work', { clock });
-  const beacon = new TickBeacon({ queue, leaseMs: LEASE_MS });
+  const beacon = new TickBeacon({ queue, clock, leaseMs: LEASE_MS });
   const feed = async (event: Parameters<TickBeacon['onLeaderEvent']>[0]) => {
     beacon.onLeaderEvent(event);
     await beacon.idle();
@@ -50,6 +50,19 @@ describe('TickBeacon: one delayed tick per term', () => {
     // The next term sends its own; there is never more than one per term.
     await feed({ type: 'acquired', identity, epoch: 2, leaseId: 'm' });
     expect(queue.peekAll()).toHaveLength(2);
+  });
+
+  it('surfaces when the rest ends when the release leaves the lease resting: the wake for the next occurrence', async () => {
+    const { clock, feed, surfaced } = setup();
+    await feed({ type: 'acquired', identity, epoch: 3, leaseId: 'l' });
+    await clock.advance(1000);
+    const restingUntil = new Date(clock.date().getTime() + 42_500);
+    await feed({ type: 'released', identity, epoch: 3, ledMs: 1000, restingUntil });
+    await clock.advance(42_000);
+    expect(await surfaced()).toEqual([]);
+    // Whole seconds, rounded up: never before the rest ends.
+    await clock.advance(1000);
+    expect(await surfaced()).toEqual([{ v: 1, t: 'tick', epoch: 3 }]);
   });
 
   it('surfaces at once when the leader says it is leaving, and again at its release if it was taken meanwhile', async () => {
@@ -112,6 +125,11 @@ describe("a tick message's receiver", () => {
     { name: 'this instance lost its term meanwhile', outcome: { led: 'lost', reason: 'broken' }, resent: 10 },
     { name: 'the tick failed: again after a tick, not thrown', outcome: new Error('storage is down'), resent: 10 },
     {
+      name: 'the lease rests: hidden until the rest ends, when it wakes the next leader',
+      outcome: { led: false, holder: undefined, restingUntil: new Date('2026-01-01T00:00:42Z') },
+      resent: 42,
+    },
+    {
       name: 'this instance is stopping and did not look: on to another instance a second later',
       outcome: { led: false, holder: undefined, stopping: true },
       resent: 1,
@@ -124,9 +142,39 @@ describe("a tick message's receiver", () => {
         if (outcome instanceof Error) throw outcome;
         return outcome;
       },
-      { hiddenSeconds: 17, retrySeconds: 10, resend: async (m, seconds) => void sends.push({ message: m, seconds }) },
+      { ...RECEIVER, resend: async (m, seconds) => void sends.push({ message: m, seconds }) },
     );
     await handler(message, new InvocationContext({ functionName: 'baton-worker', invocationId: 'x' }));
     expect(sends).toEqual(resent === undefined ? [] : [{ message, seconds: resent }]);
   });
+
+  it('leads through a rest for a wake tick, and passes on a plain tick if it cannot lead', async () => {
+    const wakes: Array<boolean | undefined> = [];
+    const sends: Array<{ message: TickMessage; seconds: number }> = [];
+    let outcome: TickOutcome = { led: true, epoch: 9 };
+    const handler = createTickMessageHandler(
+      async (_timer, _context, options) => {
+        wakes.push(options?.wake);
+        return outcome;
+      },
+      { ...RECEIVER, resend: async (m, seconds) => void sends.push({ message: m, seconds }) },
+    );
+    const context = new InvocationContext({ functionName: 'baton-worker', invocationId: 'x' });
+    const wake: TickMessage = { v: 1, t: 'tick', epoch: 0, wake: true };
+    await handler(wake, context);
+    await handler(message, context);
+    expect(wakes).toEqual([true, undefined]);
+    expect(sends).toEqual([]);
+    // Should a tick still answer with a rest, the copy that waits for the rest's end is a plain tick.
+    outcome = { led: false, holder: undefined, restingUntil: new Date('2026-01-01T00:00:42Z') };
+    await handler(wake, context);
+    expect(sends).toEqual([{ message: { v: 1, t: 'tick', epoch: 0 }, seconds: 42 }]);
+  });
 });
+
+/** What the receiver's beacon side answers, on a clock at 2026-01-01T00:00:00Z. */
+const RECEIVER = {
+  hiddenSeconds: 17,
+  retrySeconds: 10,
+  secondsUntil: (at: Date) => Math.ceil((at.getTime() - Date.parse('2026-01-01T00:00:00Z')) / 1000),
+};
