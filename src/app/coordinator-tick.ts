@@ -84,7 +84,8 @@ const BEACON_TIMER: Timer = {
  * - the lease is still held by the term that sent it: that leader lives (the beacon surfaced
  *   before its renewal postponed it): hide a copy until its lease could have expired;
  * - the lease rests (its idle leader said nothing needs one before some time): hide it until
- *   then, when it wakes the next leader; a wake tick (`wake`) leads through the rest instead;
+ *   then, when it wakes the next leader; a wake tick (`wake`) leads through the rest instead,
+ *   and one that finds a leader looks once more a tick later;
  * - nobody holds the lease (deferring to a reserved candidate, a lost race, a failed tick):
  *   tick again after `retrySeconds`, until someone leads.
  * A failed tick is not rethrown: the host would retry the message and finally poison it.
@@ -115,11 +116,14 @@ export function createTickMessageHandler(
     }
     if (outcome?.led === false && outcome.epoch !== undefined) {
       if (outcome.epoch === message.epoch) await beacon.resend(message, beacon.hiddenSeconds);
+      // A wake that found a leader: that leader applies the request, unless it was in its last
+      // turn before resting, whose look at the requests came first. A tick later it rests: look once more.
+      else if (message.wake && !message.retried) await beacon.resend({ ...message, retried: true }, beacon.retrySeconds);
       return outcome;
     }
     // One beacon for the rest's end is enough, so a resent copy is a plain tick.
     if (outcome?.led === false && outcome.restingUntil) {
-      const { wake: _wake, ...tickOnly } = message;
+      const { wake: _wake, retried: _retried, ...tickOnly } = message;
       await beacon.resend(tickOnly, Math.max(1, beacon.secondsUntil(outcome.restingUntil)));
       return outcome;
     }

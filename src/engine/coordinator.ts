@@ -171,11 +171,16 @@ export class Coordinator {
         lastReconcile = ctx.clock.now();
         nextDueAt = this.nextOccurrenceAt(ctx.clock.date());
       }
-      if (ctx.clock.now() - lastRequests >= every(REQUESTS_EVERY_MS)) {
+      const checkRequests = async (): Promise<void> => {
         await this.guard(term, summary, 'requests', async () => {
           busy = (await this.applyRequests(term, book)) || busy;
         });
         lastRequests = ctx.clock.now();
+      };
+      let requestsChecked = false;
+      if (ctx.clock.now() - lastRequests >= every(REQUESTS_EVERY_MS)) {
+        await checkRequests();
+        requestsChecked = true;
       }
       const settle = async (runId: string, ok: boolean): Promise<void> => {
         if (ok) failures.delete(runId);
@@ -258,8 +263,12 @@ export class Coordinator {
       }
       if (idle && options.returnWhenIdle) return summary;
       // A turn with a failed step may have left a due run unstarted or a request unread: no rest.
+      // Nor without a look at the requests in this very turn: a trigger's wake that arrives while
+      // this term still holds the lease finds a leader, and only this look sees its request.
       if (idle && options.restWhenIdle && summary.stepErrors === errorsBefore) {
-        if (this.rest(leadership, options.restWhenIdle, nextDueAt)) return summary;
+        if (!requestsChecked) await checkRequests();
+        if (!busy && summary.stepErrors === errorsBefore && this.rest(leadership, options.restWhenIdle, nextDueAt))
+          return summary;
       }
       if (ctx.clock.now() >= endAt) return summary;
       if (busy) idlePoll = ctx.tuning.idlePollMs;

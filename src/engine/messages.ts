@@ -74,6 +74,8 @@ export const tickMessageSchema = z.object({
   epoch: z.number().int().nonnegative(),
   /** Lead even while the lease rests: a request came that a leader must apply (`WAKE_TICK`). */
   wake: z.literal(true).optional(),
+  /** A wake that found a leader and is looking once more (see `createTickMessageHandler`). */
+  retried: z.literal(true).optional(),
 });
 export type TickMessage = z.infer<typeof tickMessageSchema>;
 

@@ -119,3 +119,36 @@ describe('an idle leader that may rest', () => {
     expect(rests).toHaveLength(1);
   });
 });
+
+describe('an idle leader about to rest', () => {
+  it('looks at the requests in its last turn: a trigger that came as the run before it ended is not left to the rest', async () => {
+    const clock = new FakeClock({ wallOrigin: new Date('2026-01-01T00:00:10Z') });
+    const ports = memoryPorts();
+    let second: Promise<string> | undefined;
+    // The moment the first run's record is written as succeeded, a second trigger comes (its
+    // wake would find this term still holding the lease, and go).
+    class TriggerAsRunEnds extends ForwardingDocumentStore {
+      override write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions) {
+        const written = super.write(key, body, condition, options);
+        if (!second && key.endsWith('/run.json') && body.includes('"succeeded"')) {
+          second = written.then(() => requestRun(ports.docs, 'sum'));
+        }
+        return written;
+      }
+    }
+    const engine = buildEngine(
+      { ...ports, docs: new TriggerAsRunEnds(ports.docs) },
+      [sumJob({ items: 0, schedule: '0 * * * * *' })],
+      {
+        clock,
+      },
+    );
+    const first = await requestRun(ports.docs, 'sum');
+    const { leadership, rests } = restingLeadership();
+    const { done } = await leadOn(clock, engine.coordinator.lead(leadership, { termMs: 60_000, restWhenIdle: rest }), 1500);
+    expect(done).toBe(true);
+    expect(rests).toHaveLength(1);
+    expect(second).toBeDefined();
+    for (const runId of [first, await second!]) expect((await engine.readRun(runId))?.state, runId).toBe('succeeded');
+  });
+});

@@ -165,9 +165,16 @@ describe("a tick message's receiver", () => {
     await handler(message, context);
     expect(wakes).toEqual([true, undefined]);
     expect(sends).toEqual([]);
+    // A wake that finds a leader looks once more a tick later (that leader may be about to rest), then no more.
+    outcome = { led: false, holder: 'b', epoch: 4 };
+    await handler(wake, context);
+    expect(sends).toEqual([{ message: { ...wake, retried: true }, seconds: 10 }]);
+    await handler({ ...wake, retried: true }, context);
+    expect(sends).toHaveLength(1);
+    sends.length = 0;
     // Should a tick still answer with a rest, the copy that waits for the rest's end is a plain tick.
     outcome = { led: false, holder: undefined, restingUntil: new Date('2026-01-01T00:00:42Z') };
-    await handler(wake, context);
+    await handler({ ...wake, retried: true }, context);
     expect(sends).toEqual([{ message: { v: 1, t: 'tick', epoch: 0 }, seconds: 42 }]);
   });
 });
