@@ -49,7 +49,8 @@ export interface Leadership {
    * Says that nothing needs a leader before `at` (by the elector clock's `date()`); undefined
    * takes it back. When the task then returns, the elector writes it into the lease before
    * releasing, and candidates leave the free lease alone until then (`runIfLeader` answers
-   * `restingUntil`) unless they are woken (`RunOptions.wake`). So an idle leader can return
+   * `restingUntil`, after one read, and without one until then) unless they are woken
+   * (`RunOptions.wake`). So an idle leader can return
    * between occurrences without every tick electing a leader with nothing to do. It has no
    * effect on a term that hands over, is lost, or ends with `at` already past.
    */
@@ -137,6 +138,11 @@ export class LeaderElector {
   private active: { term: ActiveTerm; ended: Promise<void> } | undefined;
   /** The handover under way, so a second call waits for the first. */
   private leaving: Promise<HandOverResult> | undefined;
+  /**
+   * Until when the lease rests, as this candidate last read it: until then a tick needs no read
+   * (nothing but a wake can end a rest early, and a wake leads without looking at this).
+   */
+  private restSeen: Date | undefined;
 
   constructor(options: LeaderElectorOptions) {
     this.options = resolveElectorOptions(options);
@@ -263,6 +269,8 @@ export class LeaderElector {
     signal?.throwIfAborted();
     if (this.attempt) await (signal ? untilAborted(this.attempt, signal) : this.attempt);
     if (this.current) return { holder: { ...this.current } };
+    const rest = this.restSeen;
+    if (!wake && rest && this.options.clock.date().getTime() < rest.getTime()) return { restingUntil: rest };
     const attempt = this.readThenAcquire(signal, wake);
     const settled = attempt.then(
       () => undefined,
@@ -277,6 +285,7 @@ export class LeaderElector {
   }
 
   private async readThenAcquire(signal: AbortSignal | undefined, wake: boolean): Promise<Attempt> {
+    this.restSeen = undefined;
     const record = await this.boundedRead(signal);
     let term: Term | undefined;
     if (record.leased) {
@@ -284,7 +293,10 @@ export class LeaderElector {
       if (!term) return { holder: holderOf(record) };
     } else {
       const resting = record.restingUntil;
-      if (!wake && resting && this.options.clock.date().getTime() < resting.getTime()) return { restingUntil: resting };
+      if (!wake && resting && this.options.clock.date().getTime() < resting.getTime()) {
+        this.restSeen = resting;
+        return { restingUntil: resting };
+      }
       if (this.deferring(record, await this.standingRequest(signal))) return {};
       term = await this.tryAcquire(signal, record.freedAs);
     }

@@ -115,7 +115,9 @@ class LiveView implements ClusterView {
         ? `leader ${visible(leader.identity ?? '?')}  epoch ${leader.epoch}  leading for ${seconds(leader.ledForMs)}`
         : state.error
           ? `storage unreachable: ${redactSecrets(state.error)}`
-          : 'no leader yet (the next coordinator tick elects one)',
+          : state.status?.restingUntil
+            ? `resting until ${state.status.restingUntil} (nothing open or due before then; a trigger wakes it)`
+            : 'no leader yet (the next coordinator tick elects one)',
     );
     for (const run of state.status?.activeRuns ?? []) {
       const { planned, succeeded, failed } = run.counters;
@@ -160,9 +162,10 @@ class LogView implements ClusterView {
 
   update(state: ViewState): void {
     const leader = state.status?.leader;
-    const leaderKey = leader ? `${leader.identity} epoch ${leader.epoch}` : 'none';
+    const resting = state.status?.restingUntil;
+    const leaderKey = leader ? `${leader.identity} epoch ${leader.epoch}` : resting ? 'resting' : 'none';
     if (leaderKey !== this.lastLeader) {
-      this.note(leader ? `leader: ${leaderKey}` : 'leader: none');
+      this.note(leader ? `leader: ${leaderKey}` : resting ? `leader: none (resting until ${resting})` : 'leader: none');
       this.lastLeader = leaderKey;
     }
     for (const run of state.status?.activeRuns ?? []) {

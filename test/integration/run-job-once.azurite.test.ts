@@ -79,11 +79,12 @@ describe('runJobOnce: one occurrence of a job, end to end, in process', () => {
     { timeout: patience(120_000) },
     async () => {
       const azurite = await startAzurite();
-      // The queue endpoint behind a proxy that holds the wake (the beacon's message made visible
-      // at once) for a second: a runner that does not wait for it returns with it still in flight,
-      // and closing its Azurite then leaves the SDK retrying for seconds, holding the process open.
+      // The queue endpoint behind a proxy that holds each move of the beacon's message for a
+      // second, the last of them the release's: made visible at once, or when the lease's rest
+      // ends. A runner that does not wait for it returns with it still in flight, and closing its
+      // Azurite then leaves the SDK retrying for seconds, holding the process open.
       const isWake = (req: IncomingMessage) =>
-        req.method === 'PUT' && /\/messages\/[^?]+\?.*visibilitytimeout=0(&|$)/.test(req.url ?? '');
+        req.method === 'PUT' && /\/messages\/[^?]+\?.*visibilitytimeout=\d+(&|$)/.test(req.url ?? '');
       let pending = 0;
       let wakes = 0;
       const proxy = createServer((req, res) => {
