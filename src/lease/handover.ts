@@ -68,6 +68,15 @@ export class HandoverPolicy {
     return !(quiet && quiet.epoch === record.epoch && this.clock.now() < quiet.until);
   }
 
+  /**
+   * Whether this candidate outranks whoever held the lease last: then it does not wait out that
+   * holder's rest, as a newer version may run jobs the resting leader did not know of.
+   */
+  outranksLastHolder(record: LeaseRecord): boolean {
+    if (record.holder === undefined || record.holder === this.identity || record.holderRank === undefined) return false;
+    return compareRanks(this.rank, record.holderRank) > 0;
+  }
+
   /** Whether a standing request from someone else keeps this candidate from asking. */
   yieldsTo(request: StoredHandoverRequest | undefined): boolean {
     if (!request || !requestStands(request) || request.requester === this.identity) return false;

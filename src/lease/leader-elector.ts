@@ -293,7 +293,8 @@ export class LeaderElector {
       if (!term) return { holder: holderOf(record) };
     } else {
       const resting = record.restingUntil;
-      if (!wake && resting && this.options.clock.date().getTime() < resting.getTime()) {
+      const rests = resting && !this.policy?.outranksLastHolder(record);
+      if (!wake && rests && this.options.clock.date().getTime() < resting.getTime()) {
         this.restSeen = resting;
         return { restingUntil: resting };
       }

@@ -101,6 +101,22 @@ describe('a resting lease, on a fake clock', () => {
     expect(await b.runIfLeader(async () => 'b')).toMatchObject({ led: true });
   });
 
+  it('is led at once by a candidate that outranks its last holder: a newer version may run jobs it did not know', async () => {
+    const on = candidatesOnOneLease({});
+    const { clock, memory } = on;
+    const v1 = on.candidate('a', { version: '1.0.0', priority: 0 });
+    const alsoV1 = on.candidate('b', { version: '1.0.0', priority: 0 });
+    const v2 = on.candidate('c', { version: '2.0.0', priority: 0 });
+    await v1.runIfLeader(restFor(REST_MS, () => clock.date()));
+    await clock.advance(1000);
+    expect(await alsoV1.runIfLeader(async () => 'b')).toMatchObject({ led: false, restingUntil: expect.any(Date) });
+    expect(await v2.runIfLeader(restFor(REST_MS, () => clock.date()))).toMatchObject({ led: true });
+    // Its own rest is kept by the older version alike.
+    expect((await memory.read()).holderRank).toEqual({ version: '2.0.0', priority: 0 });
+    await clock.advance(1000);
+    expect(await alsoV1.runIfLeader(async () => 'b')).toMatchObject({ led: false, restingUntil: expect.any(Date) });
+  });
+
   it('is not written by a term that hands over: its successor leads at once', async () => {
     const on = candidatesOnOneLease({ checkMs: 1000, pollMs: 100, deferMs: 3000 });
     const { clock, memory } = on;
