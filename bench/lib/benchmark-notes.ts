@@ -146,6 +146,34 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       "has ended, so each minute costs about one run's leadership: plan, dispatch, a worker's poll and the fold. " +
       "**Local figures only.** A Functions host adds its own overhead to every invocation, and on Azure one instance's " +
       'timer fires per tick (the host holds a lock), every 10 s by default: there, ticks cost less and runs more.',
+    more: (result) => {
+      const scenarios = summaryList<{
+        name: string;
+        windowMs: number;
+        invocations: number;
+        invocationMs: number;
+        share: number;
+        invocationSecondsPerHour: number;
+        requestsPerTickPerInstance: number;
+        terms: number;
+        startLagMs: number[];
+      }>(result, 'scenarios', (s) => typeof s.name === 'string' && typeof s.share === 'number');
+      if (scenarios.length === 0) return [];
+      const lags = (values: number[]) => (values.length > 0 ? values.map((v) => formatNumber(v)).join(', ') : '—');
+      return [
+        '**Every scenario of the latest run** (coordinator invocations summed over the three instances).',
+        '',
+        '| scenario | window | invocations | invocation time | share of wall | invocation-s per hour | terms | requests per tick per instance | start lags (ms) |',
+        '|---|---|---|---|---|---|---|---|---|',
+        ...scenarios.map(
+          (s) =>
+            `| ${s.name} | ${s.windowMs / 1000} s | ${s.invocations} | ${formatNumber(s.invocationMs / 1000)} s | ` +
+            `${formatNumber(s.share * 100)} % | ${formatNumber(s.invocationSecondsPerHour)} | ${s.terms} | ` +
+            `${formatNumber(s.requestsPerTickPerInstance)} | ${lags(s.startLagMs)} |`,
+        ),
+        '',
+      ];
+    },
   },
   throughput: {
     measures:

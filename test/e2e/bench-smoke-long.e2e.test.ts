@@ -1,4 +1,4 @@
-/** The two longest benchmarks and transactions, which reuses throughput's run (see test/support/bench-smoke.ts). */
+/** The two longest benchmarks, transactions (which reuses throughput's run) and idle-cost (see test/support/bench-smoke.ts). */
 import { describe } from 'vitest';
 import { LONG_BENCHMARKS, smokeEach } from '../support/bench-smoke';
 
