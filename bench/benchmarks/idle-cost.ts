@@ -12,7 +12,9 @@ import { report, type BenchOptions, type BenchResult } from '../lib/report';
  * invocation runs). A local cluster of three real instance processes ticking every second, with
  * one one-item job due every minute at second 0, runs for a window; each instance's local host
  * sums how long its coordinator invocations took (its timer, and tick messages on the work
- * queue), and the figure is their sum over all instances as a share of the window's wall time,
+ * queue; one under way counts with the time it has run so far, so a term open across an end of
+ * the window counts only its part inside), and the figure is their sum over all instances as a
+ * share of the window's wall time,
  * with coordinator invocation-seconds per hour beside it. Two scenarios, each on a fresh cluster:
  * - resting: the app's default (`BATON_REST_WHEN_IDLE`): the leader returns once nothing is open
  *   or due, leaving the lease resting until the next occurrence;
@@ -56,13 +58,15 @@ interface ScenarioResult {
   perInstance: Array<{ name: string; invocations: number; ms: number }>;
 }
 
-/** The instance's cumulative coordinator invocation time at its latest report. */
-function coordinatorTime(instance: BenchInstance): { count: number; ms: number } {
-  for (let i = instance.events.length - 1; i >= 0; i--) {
-    const e = instance.events[i]!;
-    if (e.kind === 'invocations') return e.coordinator;
-  }
-  return { count: 0, ms: 0 };
+/**
+ * The instance's coordinator invocations and their time so far (those under way included), at its
+ * first report at or after `at`: the instances report once a second, so both ends of the window
+ * are read about as late.
+ */
+function coordinatorTimeAt(instance: BenchInstance, at: number): { count: number; ms: number } {
+  const report = instance.events.find((e) => e.kind === 'invocations' && e.at >= at);
+  if (report?.kind !== 'invocations') throw new Error(`${instance.name} has not reported its invocations since ${at}`);
+  return report.coordinator;
 }
 
 async function measure(scenario: Scenario, windowMs: number, job: { name: string; schedule: string }, trigger: boolean) {
@@ -81,11 +85,18 @@ async function measure(scenario: Scenario, windowMs: number, job: { name: string
       60_000,
       'every instance reporting its invocations',
     );
-    // Past the first term's idle turn, so the window sees the steady state.
-    await sleep(3000);
+    // The steady state: the first leader holds on while the next occurrence is less than the
+    // shortest rest away (a start-up cost, not an idle one), so the window starts once the lease
+    // has rested; held, once the first term has had its idle turns.
+    if (scenario.restWhenIdle) {
+      const deadline = Date.now() + 120_000;
+      while (!(await cluster.readLease()).restingUntil) {
+        if (Date.now() > deadline) throw new Error(`the lease did not rest within 120 s\n${cluster.dump()}`);
+        await sleep(250);
+      }
+    } else await sleep(3000);
     const start = Math.ceil(Date.now() / 1000) * 1000;
     await sleep(start - Date.now());
-    const before = cluster.instances.map(coordinatorTime);
     const requestsBefore = cluster.totalRequests().total;
     const termsBefore = cluster.instances
       .flatMap((i) => i.events)
@@ -99,7 +110,8 @@ async function measure(scenario: Scenario, windowMs: number, job: { name: string
     await sleep(Math.max(0, start + windowMs - Date.now()));
     // The instances report once a second: wait for reports from after the window's end.
     await cluster.freshRequestReports(start + windowMs + 100);
-    const after = cluster.instances.map(coordinatorTime);
+    const before = cluster.instances.map((i) => coordinatorTimeAt(i, start));
+    const after = cluster.instances.map((i) => coordinatorTimeAt(i, start + windowMs));
     const perInstance = cluster.instances.map((instance, i) => ({
       name: instance.name,
       invocations: after[i]!.count - before[i]!.count,

@@ -133,8 +133,11 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'What an idle hub keeps executing, as Flex Consumption bills it (an instance is billed while an invocation ' +
       'runs). A local cluster of three real instance processes ticking every second, with one one-item job due every ' +
       "minute, runs for 300 s; each instance's local host sums how long its coordinator invocations took (its timer, " +
-      'and tick messages on the work queue), and the figure is their sum over all instances, as a share of wall time ' +
-      'and as invocation-seconds per hour. Two scenarios on fresh clusters: `resting`, the default, where an idle ' +
+      'and tick messages on the work queue; one under way counts with the time it has run so far, read once a second, ' +
+      'so a term open across an end of the window counts its part inside, to about a second), and the figure is their ' +
+      'sum over all instances, as a share of wall time and as invocation-seconds per hour. The window starts once the ' +
+      'lease has first rested: a leader that starts less than 30 s before an occurrence holds on until its run has ' +
+      'ended, a start-up cost rather than an idle one. Two scenarios on fresh clusters: `resting`, the default, where an idle ' +
       'leader returns and leaves the lease resting until the next occurrence; and `held` ' +
       '(`BATON_REST_WHEN_IDLE=false`, over 60 s), where an idle leader holds each 60 s term, as before. The start lag ' +
       "of the job's runs in the resting window is reported beside it. The floor is the least a follower's tick can " +

@@ -189,12 +189,11 @@ function readHostConfig(hostJson: { path: string; fromSetting: boolean }): HostQ
 
 /**
  * Every second: the storage requests so far and the request body bytes they sent (when they
- * changed), the host's invocations and their time (when they changed) and memory with its peaks, for the benchmarks and anyone watching the cluster's events.
+ * changed), the host's invocations and their time so far and memory with its peaks, for the benchmarks and anyone watching the cluster's events.
  */
 function reportMetrics(runtime: BatonRuntime, host: LocalHost): { stop(): void } {
   let peakHeapUsed = 0;
   let reported = -1;
-  let invocations = '';
   let ticks = 0;
   const report = (): void => {
     const requests = runtime.storageRequests;
@@ -208,12 +207,7 @@ function reportMetrics(runtime: BatonRuntime, host: LocalHost): { stop(): void }
         bytesByOperation: requests.bytesSnapshot(),
       });
     }
-    const { coordinator, worker } = host.invocationTime;
-    const counts = `${coordinator.count}|${worker.count}`;
-    if (counts !== invocations) {
-      invocations = counts;
-      emit({ kind: 'invocations', coordinator: { ...coordinator }, worker: { ...worker } });
-    }
+    emit({ kind: 'invocations', ...host.invocationTime() });
     const { rss, heapUsed } = process.memoryUsage();
     emit({ kind: 'memory', rss, heapUsed, peakRss: process.resourceUsage().maxRSS * 1024, peakHeapUsed });
   };

@@ -15,6 +15,8 @@ export interface InvocationTime {
   ms: number;
 }
 
+type InvocationKind = 'coordinator' | 'worker';
+
 export interface LocalHostOptions {
   registrations: readonly Registration[];
   queues: (name: string) => QueuePort;
@@ -38,14 +40,13 @@ export class LocalHost {
   private readonly running = new Set<Promise<unknown>>();
   private readonly stopping = new AbortController();
   private readonly pumps: Promise<void>[] = [];
-  /**
-   * By kind: the coordinator's (its timer, and tick messages on the work queue) and the workers'.
-   * What Baton's idle cost is measured by: a coordinator invocation held open is billed.
-   */
-  readonly invocationTime: Record<'coordinator' | 'worker', InvocationTime> = {
+  /** Ended invocations by kind (see `invocationTime`). */
+  private readonly ended: Record<InvocationKind, InvocationTime> = {
     coordinator: { count: 0, ms: 0 },
     worker: { count: 0, ms: 0 },
   };
+  /** Invocations under way, by when they started (`performance.now()`). */
+  private readonly underWay = new Map<Promise<unknown>, { kind: InvocationKind; startedAt: number }>();
 
   constructor(private readonly options: LocalHostOptions) {
     // Orchestrations and activities need the Durable Task extension, which only the Functions host has.
@@ -62,6 +63,22 @@ export class LocalHost {
       if (registration.kind === 'timer') this.startTimer(registration);
       else if (registration.kind === 'queue') this.startQueue(registration);
     }
+  }
+
+  /**
+   * Invocations so far and the time they took, by kind: the coordinator's (its timer, and tick
+   * messages on the work queue) and the workers'. What Baton's idle cost is measured by: a
+   * coordinator invocation held open is billed. Those under way count with the time they have
+   * run so far, so the difference of two readings is the time spent between them.
+   */
+  invocationTime(): Record<InvocationKind, InvocationTime> {
+    const now = performance.now();
+    const time = { coordinator: { ...this.ended.coordinator }, worker: { ...this.ended.worker } };
+    for (const { kind, startedAt } of this.underWay.values()) {
+      time[kind].count++;
+      time[kind].ms += now - startedAt;
+    }
+    return time;
   }
 
   /** Stops timers and queue polling, then waits for the invocations in flight. */
@@ -151,17 +168,18 @@ export class LocalHost {
     metadata: Record<string, unknown>,
     call: (context: InvocationContext) => Promise<unknown>,
     rethrow = false,
-    kind: keyof LocalHost['invocationTime'] = 'worker',
+    kind: InvocationKind = 'worker',
   ): Promise<void> {
-    const startedAt = performance.now();
     const context = new InvocationContext({
       functionName,
       invocationId: randomUUID(),
       triggerMetadata: metadata,
       logHandler: (level, ...args) => this.options.log(level, `${functionName}: ${args.map(String).join(' ')}`),
     });
+    const startedAt = performance.now();
     const invocation = call(context);
     this.running.add(invocation);
+    this.underWay.set(invocation, { kind, startedAt });
     try {
       await invocation;
     } catch (error) {
@@ -169,7 +187,8 @@ export class LocalHost {
       if (rethrow) throw error;
     } finally {
       this.running.delete(invocation);
-      const time = this.invocationTime[kind];
+      this.underWay.delete(invocation);
+      const time = this.ended[kind];
       time.count++;
       time.ms += performance.now() - startedAt;
     }
