@@ -4,6 +4,7 @@
  * releases, and candidates leave the free lease alone until then, at one read a tick, unless woken.
  */
 import { describe, expect, it } from 'vitest';
+import { sleep } from '../../src/clock/clock';
 import type { Leadership } from '../../src/lease/leader-elector';
 import { candidatesOnOneLease } from '../support/lease-candidates';
 
@@ -124,10 +125,10 @@ describe('a resting lease, on a fake clock', () => {
     const v2 = on.candidate('b', { version: '2.0.0', priority: 0 });
     const leading = v1.runIfLeader(async (leadership) => {
       leadership.restUntil(new Date(clock.date().getTime() + REST_MS));
+      // Steps on the test's clock until asked to yield, ending the wait in hand as soon as it is.
       while (!leadership.yieldSignal.aborted) {
         leadership.heartbeat();
-        await clock.advance(0);
-        await new Promise<void>((resolve) => clock.setTimeout(resolve, 100));
+        await sleep(clock, 100, leadership.yieldSignal).catch(() => undefined);
       }
     });
     await clock.advance(1000);
