@@ -148,7 +148,7 @@ var storageResourceGroupName = useSharedStorage && !empty(sharedStorageResourceG
 var functionAppName = 'func-${serviceName}-${resourceToken}'
 var deploymentContainerName = 'deploy-${functionAppName}'
 
-resource rg 'Microsoft.Resources/resourceGroups@2021-04-01' = {
+resource rg 'Microsoft.Resources/resourceGroups@2025-04-01' = {
   name: resourceGroupName
   location: location
   tags: tags
@@ -211,7 +211,6 @@ module storageAccess 'modules/storage-access.bicep' = {
   name: 'storage-access-${resourceToken}'
   scope: resourceGroup(storageResourceGroupName)
   dependsOn: [
-    rg
     storage
   ]
   params: {

@@ -11,7 +11,8 @@
 
 param appInsightsName string
 param location string
-param tags object
+@description('Tags for every resource: azd-env-name at least.')
+param tags { *: string }
 
 @description('The hub the app leads, named in the alerts so that several deployments stay apart.')
 param hubName string
@@ -56,7 +57,7 @@ var actionGroups = notify ? [actionGroup.id] : []
 // every tick that finds it so counts baton.leader.resting_ticks: idle by design, not leaderless.
 // The query returns a row only when no signal came from any instance in the last 5 minutes, so
 // the rule does not depend on how an empty result is counted.
-resource noLeader 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = if (noLeaderAlert) {
+resource noLeader 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = if (noLeaderAlert) {
   name: 'baton-no-leader-${appInsightsName}'
   location: location
   tags: tags
@@ -109,7 +110,7 @@ print timestamp = now(), acquired = coalesce(acquired, 0.0), leading = coalesce(
 
 // The window is twice the frequency so that an event ingested a few minutes late is still seen;
 // the alert is stateful, so an event seen by two evaluations notifies once.
-resource runFailed 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+resource runFailed 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
   name: 'baton-run-failed-${appInsightsName}'
   location: location
   tags: tags
@@ -161,7 +162,7 @@ customEvents
 
 // A schedule also fails by not running: each occurrence a job's state lists as skipped or missed
 // is one event, so the alert fires per job on the first, with the occurrence and reason in it.
-resource notRun 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+resource notRun 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
   name: 'baton-not-run-${appInsightsName}'
   location: location
   tags: tags
@@ -211,7 +212,7 @@ customEvents
 
 // The largest start lag any instance recorded for a job in the window, against a threshold the
 // deployer sets: a run created late is a schedule that did not keep time, whoever led.
-resource startLag 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+resource startLag 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
   name: 'baton-start-lag-${appInsightsName}'
   location: location
   tags: tags
@@ -262,7 +263,7 @@ customMetrics
 
 // A refusal is fencing doing its job (a stale leader's write was turned away), so the data is
 // safe; it still means a leader was paused or cut off past its lease, which is worth a look.
-resource fencingRefusals 'Microsoft.Insights/scheduledQueryRules@2022-06-15' = {
+resource fencingRefusals 'Microsoft.Insights/scheduledQueryRules@2026-03-01' = {
   name: 'baton-fencing-refusals-${appInsightsName}'
   location: location
   tags: tags
@@ -303,7 +304,25 @@ customMetrics
 }
 
 // The workbook: one chart per metric over the chosen time range, and the two event streams.
-func chart(title string, query string, visualization string) object => {
+// A workbook item that charts one query (type 3 is a query item in the workbook schema).
+type queryItem = {
+  type: 3
+  content: {
+    version: 'KqlItem/1.0'
+    title: string
+    query: string
+    size: int
+    queryType: int
+    resourceType: string
+    visualization: string
+    timeContextFromParameter: string
+    timeContext: {
+      durationMs: int
+    }
+  }
+}
+
+func chart(title string, query string, visualization string) queryItem => {
   type: 3
   content: {
     version: 'KqlItem/1.0'

@@ -4,7 +4,8 @@
 param name string
 param planName string
 param location string
-param tags object
+@description('Tags for every resource: azd-env-name at least.')
+param tags { *: string }
 
 @description('Resource id of the user-assigned identity the app runs as.')
 param identityId string
@@ -80,7 +81,7 @@ resource appInsights 'Microsoft.Insights/components@2020-02-02' existing = {
   name: appInsightsName
 }
 
-resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+resource plan 'Microsoft.Web/serverfarms@2025-03-01' = {
   name: planName
   location: location
   tags: tags
@@ -95,7 +96,7 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   }
 }
 
-resource app 'Microsoft.Web/sites@2024-04-01' = {
+resource app 'Microsoft.Web/sites@2025-03-01' = {
   name: name
   location: location
   // azd deploys to the resource carrying the service name of azure.yaml.
@@ -139,7 +140,7 @@ resource app 'Microsoft.Web/sites@2024-04-01' = {
 }
 
 // With basic credentials off, publishing (azd, Core Tools) has to present an Entra token.
-resource ftpPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+resource ftpPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2025-03-01' = {
   parent: app
   name: 'ftp'
   properties: {
@@ -147,7 +148,7 @@ resource ftpPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2
   }
 }
 
-resource scmPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+resource scmPublishing 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2025-03-01' = {
   parent: app
   name: 'scm'
   properties: {
@@ -166,7 +167,7 @@ var debugLogSettings = logLevel == 'debug' ? {
 // The whole set: a setting added by hand in the portal is removed on the next provision.
 // Flex Consumption takes the runtime and package location from functionAppConfig, so the
 // worker-runtime, extension-version and run-from-package settings of other plans are absent.
-resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
+resource appSettings 'Microsoft.Web/sites/config@2025-03-01' = {
   parent: app
   name: 'appsettings'
   properties: union({

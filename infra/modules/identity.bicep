@@ -6,9 +6,10 @@
 param name string
 
 param location string
-param tags object
+@description('Tags for every resource: azd-env-name at least.')
+param tags { *: string }
 
-resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
+resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2024-11-30' = {
   name: name
   location: location
   tags: tags

@@ -4,7 +4,8 @@
 param workspaceName string
 param appInsightsName string
 param location string
-param tags object
+@description('Tags for every resource: azd-env-name at least.')
+param tags { *: string }
 
 @description('Principal (object) id of the identity that sends telemetry.')
 param publisherPrincipalId string
@@ -13,7 +14,7 @@ param publisherPrincipalId string
 // ingestion. It grants nothing on logs already stored.
 var monitoringMetricsPublisher = '3913510d-42f4-4e42-8a64-420c390055eb'
 
-resource workspace 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
+resource workspace 'Microsoft.OperationalInsights/workspaces@2025-07-01' = {
   name: workspaceName
   location: location
   tags: tags

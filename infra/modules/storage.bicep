@@ -7,15 +7,16 @@
 param name string
 
 param location string
-param tags object
+@description('Tags for every resource: azd-env-name at least.')
+param tags { *: string }
 
 @description('Blob containers to create before the app starts.')
-param containerNames array
+param containerNames string[]
 
 @description('Queues to create before the app starts.')
-param queueNames array
+param queueNames string[]
 
-resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
+resource storage 'Microsoft.Storage/storageAccounts@2025-06-01' = {
   name: name
   location: location
   tags: tags
@@ -40,12 +41,12 @@ resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
   }
 }
 
-resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2023-05-01' = {
+resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2025-06-01' = {
   parent: storage
   name: 'default'
 }
 
-resource containers 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' = [
+resource containers 'Microsoft.Storage/storageAccounts/blobServices/containers@2025-06-01' = [
   for containerName in containerNames: {
     parent: blobService
     name: containerName
@@ -55,12 +56,12 @@ resource containers 'Microsoft.Storage/storageAccounts/blobServices/containers@2
   }
 ]
 
-resource queueService 'Microsoft.Storage/storageAccounts/queueServices@2023-05-01' = {
+resource queueService 'Microsoft.Storage/storageAccounts/queueServices@2025-06-01' = {
   parent: storage
   name: 'default'
 }
 
-resource queues 'Microsoft.Storage/storageAccounts/queueServices/queues@2023-05-01' = [
+resource queues 'Microsoft.Storage/storageAccounts/queueServices/queues@2025-06-01' = [
   for queueName in queueNames: {
     parent: queueService
     name: queueName

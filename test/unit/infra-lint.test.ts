@@ -227,8 +227,8 @@ const breakages: [string, string, Mutate][] = [
     'storage-account',
     replace(
       STORAGE,
-      "resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {",
-      "resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {",
+      "resource storage 'Microsoft.Storage/storageAccounts@2025-06-01' = {",
+      "resource storage 'Microsoft.Storage/storageAccounts@2025-06-01' existing = {",
     ),
   ],
   ['a container is public', 'container-public-access', replace(STORAGE, "publicAccess: 'None'", "publicAccess: 'Blob'")],
@@ -302,7 +302,7 @@ const breakages: [string, string, Mutate][] = [
   [
     'no user-assigned identity is created',
     'identity',
-    replace(IDENTITY, "userAssignedIdentities@2023-01-31' = {", "userAssignedIdentities@2023-01-31' existing = {"),
+    replace(IDENTITY, "userAssignedIdentities@2024-11-30' = {", "userAssignedIdentities@2024-11-30' existing = {"),
   ],
 
   // The function app.
@@ -350,7 +350,7 @@ const breakages: [string, string, Mutate][] = [
     'no-anonymous',
     append(
       FUNCTION_APP,
-      "resource open 'Microsoft.Web/sites/functions@2024-04-01' = {\n  parent: app\n  name: 'open'\n  properties: {\n    config: {\n      bindings: [\n        {\n          type: 'httpTrigger'\n          authLevel: 'anonymous'\n        }\n      ]\n    }\n  }\n}",
+      "resource open 'Microsoft.Web/sites/functions@2025-03-01' = {\n  parent: app\n  name: 'open'\n  properties: {\n    config: {\n      bindings: [\n        {\n          type: 'httpTrigger'\n          authLevel: 'anonymous'\n        }\n      ]\n    }\n  }\n}",
     ),
   ],
   [
@@ -358,7 +358,7 @@ const breakages: [string, string, Mutate][] = [
     'no-anonymous',
     append(
       FUNCTION_APP,
-      "resource auth 'Microsoft.Web/sites/config@2024-04-01' = {\n  parent: app\n  name: 'authsettingsV2'\n  properties: {\n    globalValidation: {\n      unauthenticatedClientAction: 'AllowAnonymous'\n    }\n  }\n}",
+      "resource auth 'Microsoft.Web/sites/config@2025-03-01' = {\n  parent: app\n  name: 'authsettingsV2'\n  properties: {\n    globalValidation: {\n      unauthenticatedClientAction: 'AllowAnonymous'\n    }\n  }\n}",
     ),
   ],
 
