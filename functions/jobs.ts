@@ -25,6 +25,19 @@ export function auditContainerName(env: NodeJS.ProcessEnv): string {
 }
 
 /**
+ * BATON_SAMPLE_JOB: whether the app registers the sample audit job. Unset, it does (`npm start`
+ * and the tests run it); the deploy writes false unless the sample is asked for, so a
+ * production app neither runs it nor has its container.
+ */
+export function sampleJobEnabled(env: NodeJS.ProcessEnv): boolean {
+  const setting = 'BATON_SAMPLE_JOB';
+  const value = env[setting]?.trim().toLowerCase();
+  if (!value) return true;
+  if (value === 'true' || value === 'false') return value === 'true';
+  throw new InvalidSettingError(setting, `${setting} must be true or false`);
+}
+
+/**
  * The jobs this app runs: the one place to add yours (`defineJob` from the package). The
  * Functions host and `baton start` both load the entry module that passes this list to
  * `registerBaton`, so every instance registers the same jobs. Nothing here touches storage:
@@ -33,10 +46,14 @@ export function auditContainerName(env: NodeJS.ProcessEnv): string {
 export function createJobs(env: NodeJS.ProcessEnv = process.env): JobDefinition[] {
   return [
     // The sample: scrub a container of the app's storage account for integrity, hourly.
-    createBlobAuditJob({
-      target: blobServiceClient({ env }).getContainerClient(auditContainerName(env)),
-      downloadConcurrency: 2,
-    }),
+    ...(sampleJobEnabled(env)
+      ? [
+          createBlobAuditJob({
+            target: blobServiceClient({ env }).getContainerClient(auditContainerName(env)),
+            downloadConcurrency: 2,
+          }),
+        ]
+      : []),
     // Jobs with known output, when BATON_SYNTHETIC_JOBS asks: the benchmarks and soaks run these.
     ...parseSyntheticJobs(env).map(createSyntheticJob),
   ];

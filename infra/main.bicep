@@ -95,9 +95,12 @@ param engine string = 'queue'
 @description('BATON_METRICS_EXPORTER: a second destination for metrics and events besides Application Insights: console prints each one to the log, otlp sends them to the OTEL_EXPORTER_OTLP_* endpoint. Leave none on Azure.')
 param metricsExporter string = 'none'
 
+@description('BATON_SAMPLE_JOB: whether the app runs the sample blob-audit job. Off, neither its container nor its setting is deployed.')
+param sampleJob bool = false
+
 @minLength(3)
 @maxLength(63)
-@description('BATON_AUDIT_CONTAINER: the container the sample blob-audit job scrubs.')
+@description('BATON_AUDIT_CONTAINER: the container the sample blob-audit job scrubs, created and set only with BATON_SAMPLE_JOB.')
 param auditContainerName string = 'audit-demo'
 
 @description('BATON_SYNTHETIC_JOBS: optional JSON array of synthetic jobs with known output, for load and soak tests. Empty: none. azd pastes the value into main.parameters.json as text, so write its double quotes as \\".')
@@ -121,6 +124,20 @@ param sharedStorageAccountName string = ''
 
 @description('Resource group of sharedStorageAccountName, in this subscription. Empty means this deployment\'s resource group.')
 param sharedStorageResourceGroupName string = ''
+
+@description('Object id of whoever deploys: azd passes the signed-in user (AZURE_PRINCIPAL_ID). It gets the storage roles the baton CLI needs to read this hub (status, runs, show, failures) on the account, so the deployment can be looked at the moment azd up ends. Empty: no role for anyone but the app.')
+param deployerPrincipalId string = ''
+
+@allowed([
+  'User'
+  'Group'
+  'ServicePrincipal'
+])
+@description('What deployerPrincipalId is: User (the default, a person signed in to azd), Group, or ServicePrincipal (a pipeline that deploys).')
+param deployerPrincipalType string = 'User'
+
+@description('Whether the deployer may also steer the hub (baton trigger and cancel): Storage Blob Data Contributor and Storage Queue Data Message Sender instead of Storage Blob Data Reader.')
+param deployerCanSteer bool = false
 
 @minValue(1)
 @description('Start lag, in milliseconds, above which the start-lag alert fires (how late after its time a scheduled run may be created). Default 60 s: past a leader change by lease expiry.')
@@ -193,11 +210,10 @@ module storage 'modules/storage.bicep' = if (!useSharedStorage) {
     name: storageAccountName
     location: location
     tags: tags
-    containerNames: [
+    containerNames: concat([
       '${hubName}-runs'
       leaseContainerName
-      auditContainerName
-    ]
+    ], sampleJob ? [auditContainerName] : [])
     queueNames: concat([
       '${hubName}-work'
       '${hubName}-results'
@@ -218,6 +234,9 @@ module storageAccess 'modules/storage-access.bicep' = {
     deploymentContainerName: deploymentContainerName
     principalId: identity.outputs.principalId
     grantTableData: engine == 'durable'
+    deployerPrincipalId: deployerPrincipalId
+    deployerPrincipalType: deployerPrincipalType
+    deployerCanSteer: deployerCanSteer
   }
 }
 
@@ -234,6 +253,8 @@ module app 'modules/function-app.bicep' = {
     appInsightsName: monitoring.outputs.appInsightsName
     storageAccountName: storageAccountName
     blobEndpoint: storageAccess.outputs.blobEndpoint
+    queueEndpoint: storageAccess.outputs.queueEndpoint
+    tableEndpoint: storageAccess.outputs.tableEndpoint
     deploymentContainerName: storageAccess.outputs.deploymentContainerName
     maximumInstanceCount: maximumInstanceCount
     hubName: hubName
@@ -251,6 +272,7 @@ module app 'modules/function-app.bicep' = {
     logLevel: logLevel
     engine: engine
     metricsExporter: metricsExporter
+    sampleJob: sampleJob
     auditContainerName: auditContainerName
     syntheticJobs: syntheticJobs
     appVersion: appVersion

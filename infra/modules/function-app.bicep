@@ -21,6 +21,12 @@ param storageAccountName string
 @description('Blob endpoint of the storage account, with its trailing slash: the deployment package lives there.')
 param blobEndpoint string
 
+@description('Queue endpoint of the storage account, with its trailing slash.')
+param queueEndpoint string
+
+@description('Table endpoint of the storage account, with its trailing slash.')
+param tableEndpoint string
+
 param deploymentContainerName string
 
 @minValue(1)
@@ -68,6 +74,7 @@ param engine string
 ])
 param metricsExporter string
 
+param sampleJob bool
 param auditContainerName string
 param syntheticJobs string
 param appVersion string
@@ -164,6 +171,20 @@ var debugLogSettings = logLevel == 'debug' ? {
   AzureFunctionsJobHost__logging__logLevel__Function: 'Debug'
 } : {}
 
+// Outside Azure's public cloud the host cannot derive the endpoints from the account name (it
+// assumes the public cloud's suffix), so there they are given whole, as the account reports
+// them. In the public cloud the name alone stays, for the reason given at the settings below.
+var storageEndpointSettings = environment().name == 'AzureCloud' ? {} : {
+  AzureWebJobsStorage__blobServiceUri: blobEndpoint
+  AzureWebJobsStorage__queueServiceUri: queueEndpoint
+  AzureWebJobsStorage__tableServiceUri: tableEndpoint
+}
+
+// The sample job's container is named only when the sample runs.
+var sampleSettings = sampleJob ? {
+  BATON_AUDIT_CONTAINER: auditContainerName
+} : {}
+
 // The whole set: a setting added by hand in the portal is removed on the next provision.
 // Flex Consumption takes the runtime and package location from functionAppConfig, so the
 // worker-runtime, extension-version and run-from-package settings of other plans are absent.
@@ -199,11 +220,11 @@ resource appSettings 'Microsoft.Web/sites/config@2025-03-01' = {
     BATON_LOG_LEVEL: logLevel
     BATON_ENGINE: engine
     BATON_METRICS_EXPORTER: metricsExporter
-    BATON_AUDIT_CONTAINER: auditContainerName
+    BATON_SAMPLE_JOB: string(sampleJob)
     BATON_SYNTHETIC_JOBS: syntheticJobs
     BATON_APP_VERSION: appVersion
     BATON_LEADER_PRIORITY: string(leaderPriority)
-  }, debugLogSettings)
+  }, storageEndpointSettings, sampleSettings, debugLogSettings)
 }
 
 output name string = app.name

@@ -1,5 +1,6 @@
-// What one app needs on its storage account: a container for its deployment package and the
-// data roles for its identity (two, three with the durable engine), all scoped to this one
+// What one app needs on its storage account: a container for its deployment package, the data
+// roles for its identity (two, three with the durable engine) and, when a deployer is named, the
+// roles the baton CLI needs to look at (and optionally steer) the hub, all scoped to this one
 // account. Deployed into the account's resource group, so a second app (another region, same
 // hub) can join an existing account.
 
@@ -17,6 +18,19 @@ param principalId string
 @description('Whether the identity gets Storage Table Data Contributor: only the durable engine needs tables.')
 param grantTableData bool
 
+@description('Object id of the person, group or pipeline that deploys, for the baton CLI against this account. Empty: none.')
+param deployerPrincipalId string
+
+@allowed([
+  'User'
+  'Group'
+  'ServicePrincipal'
+])
+param deployerPrincipalType string
+
+@description('Whether the deployer may also trigger and cancel runs, not only read them.')
+param deployerCanSteer bool
+
 // Storage Blob Data Owner rather than Storage Blob Data Contributor: Microsoft documents it as
 // the minimum for the Functions host's own storage with an identity (AzureWebJobsStorage:
 // timer locks, host keys and the containers it creates for them), and Flex Consumption reads
@@ -33,6 +47,18 @@ var storageQueueDataContributor = '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
 // orchestration history and instances in tables. The queue engine never touches a table, so it
 // does without (the host then logs that it cannot write its diagnostic events there).
 var storageTableDataContributor = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
+
+// For the deployer, reading: baton status, runs, show and failures read blobs only (the lease,
+// run records, the run index, failure parts).
+var storageBlobDataReader = '2a2b9908-6ea1-4ae2-8e65-a410df84e7d1'
+// For the deployer, steering: baton trigger and cancel write request blobs (Storage Blob Data
+// Contributor, which reads too) and send the wake message that ends an idle leader's rest
+// (Storage Queue Data Message Sender: it can add messages, not read or delete them).
+var storageBlobDataContributor = 'ba92f5b4-2d11-453d-a403-e96b0029c9fe'
+var storageQueueDataMessageSender = 'c6a89b2d-59bc-44d0-9896-0f6e12d7b80a'
+var deployerRoles = empty(deployerPrincipalId)
+  ? []
+  : deployerCanSteer ? [storageBlobDataContributor, storageQueueDataMessageSender] : [storageBlobDataReader]
 
 resource storage 'Microsoft.Storage/storageAccounts@2025-06-01' existing = {
   name: storageAccountName
@@ -81,6 +107,19 @@ resource tableData 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (gr
   }
 }
 
+resource deployerData 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
+  for role in deployerRoles: {
+    name: guid(storage.id, deployerPrincipalId, role)
+    scope: storage
+    properties: {
+      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', role)
+      principalId: deployerPrincipalId
+      principalType: deployerPrincipalType
+    }
+  }
+]
+
 output blobEndpoint string = storage.properties.primaryEndpoints.blob
 output queueEndpoint string = storage.properties.primaryEndpoints.queue
+output tableEndpoint string = storage.properties.primaryEndpoints.table
 output deploymentContainerName string = deploymentContainer.name

@@ -487,8 +487,30 @@ export function lintBicep(files: Record<string, string>, expect: InfraExpectatio
     }
   }
 
-  // Roles: which, and where.
-  const roleIdIn = (id: string) => new RegExp(`'${id}'`, 'i').test(allCode);
+  // Roles: which, and where. The app's identity is the principal of type 'ServicePrincipal'; the
+  // optional deployer's assignments take their principal and its type from parameters.
+  const roleAssignments = ofType('Microsoft.Authorization/roleAssignments');
+  const roleIdsOf = (file: ParsedBicep, body: string) => {
+    const definition = /\broleDefinitionId\s*:\s*([^\n]+)/.exec(body)?.[1] ?? '';
+    const ids = [...definition.matchAll(/[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}/gi)].map((m) => m[0].toLowerCase());
+    // Through a var, or through the var a loop runs over.
+    const names = [...definition.matchAll(/\b([A-Za-z_]\w*)\b/g)].map((m) => m[1] as string);
+    const loop = /^\s*\[\s*for\s+(\w+)\s+in\s+(\w+)\s*:/.exec(body);
+    const viaLoop = loop && names.includes(loop[1] as string) ? (file.vars.get(loop[2] as string) ?? '') : '';
+    for (const text of [...names.map((name) => file.vars.get(name) ?? ''), viaLoop]) {
+      for (const m of text.matchAll(/\b([A-Za-z_]\w*)\b|'([0-9a-f-]{36})'/gi)) {
+        const value = m[2] ?? file.vars.get(m[1] as string)?.replace(/^'|'$/g, '');
+        if (value && /^[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}$/i.test(value)) ids.push(value.toLowerCase());
+      }
+    }
+    return ids;
+  };
+  const appRoleIds = new Set(
+    roleAssignments
+      .filter(({ resource }) => /\bprincipalType\s*:\s*'ServicePrincipal'/.test(resource.body))
+      .flatMap(({ file, resource }) => roleIdsOf(file, resource.body)),
+  );
+  const roleIdIn = (id: string) => appRoleIds.has(id);
   if (!roleIdIn(ROLE.storageBlobDataOwner) && !roleIdIn(ROLE.storageBlobDataContributor)) {
     report('role-blob-data', ALL_BICEP, 'no Storage Blob Data Owner or Contributor role is assigned');
   }
@@ -498,7 +520,7 @@ export function lintBicep(files: Record<string, string>, expect: InfraExpectatio
     for (const file of parsed)
       if (file.raw.toLowerCase().includes(id)) report('role-forbidden', file.path, `mentions the ${name} role (${id})`);
   }
-  for (const { file, resource } of ofType('Microsoft.Authorization/roleAssignments')) {
+  for (const { file, resource } of roleAssignments) {
     const scope = /\bscope\s*:\s*([^\n]+)/.exec(resource.body)?.[1]?.trim();
     if (scope === undefined) {
       report('role-scope', file.path, `${resource.symbol} has no scope, so it applies to the whole ${file.targetScope}`);
@@ -515,10 +537,21 @@ export function lintBicep(files: Record<string, string>, expect: InfraExpectatio
         );
       }
     }
-    if (!/\bprincipalType\s*:\s*'ServicePrincipal'/.test(resource.body)) {
+    // The app's identity is a service principal. Only the deployer's may be another type, named
+    // by a parameter limited to User, Group or ServicePrincipal.
+    const typeParam = /\bprincipalType\s*:\s*([A-Za-z_]\w*)\s*$/m.exec(resource.body)?.[1];
+    const principalParam = /\bprincipalId\s*:\s*([A-Za-z_]\w*)\s*$/m.exec(resource.body)?.[1];
+    const deployerType =
+      typeParam !== undefined &&
+      principalParam !== undefined &&
+      /deployer/i.test(principalParam) &&
+      /@allowed\(\[\s*'User'\s+'Group'\s+'ServicePrincipal'\s*\]\)/.test(
+        file.params.find((p) => p.name === typeParam)?.decorators ?? '',
+      );
+    if (!/\bprincipalType\s*:\s*'ServicePrincipal'/.test(resource.body) && !deployerType) {
       report('role-principal-type', file.path, `${resource.symbol}: principalType must be 'ServicePrincipal'`);
     }
-    if (!/^\s*\{\s*name\s*:\s*guid\(/.test(resource.body))
+    if (!/^\s*(?:\[\s*for\s+\w+\s+in\s+\w+\s*:\s*)?\{\s*name\s*:\s*guid\(/.test(resource.body))
       report('role-name-guid', file.path, `${resource.symbol}: name must be guid(...)`);
   }
 
@@ -628,7 +661,13 @@ export function lintBicep(files: Record<string, string>, expect: InfraExpectatio
   if (!/AzureWebJobsStorage__credential'?\s*:\s*'managedidentity'/.test(allCode)) {
     report('app-settings-credential', ALL_BICEP, "AzureWebJobsStorage__credential must be 'managedidentity'");
   }
-  for (const m of allCode.matchAll(/(?:^|[\s{,])'?(AzureWebJobsStorage__\w*ServiceUri)'?\s*:/gm)) {
+  // Outside the public cloud the host needs the URIs (it assumes the public suffix for a name):
+  // a var that is empty in the public cloud may set them.
+  const sovereignOnly = parsed.flatMap((file) =>
+    [...file.vars.values()].filter((value) => /^environment\(\)\.name\s*==\s*'AzureCloud'\s*\?\s*\{\s*\}\s*:/.test(value)),
+  );
+  const publicCloudCode = sovereignOnly.reduce((code, value) => code.replace(value, ''), allCode);
+  for (const m of publicCloudCode.matchAll(/(?:^|[\s{,])'?(AzureWebJobsStorage__\w*ServiceUri)'?\s*:/gm)) {
     report(
       'app-settings-host-storage',
       ALL_BICEP,

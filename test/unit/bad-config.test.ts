@@ -385,6 +385,7 @@ const rows: Row[] = [
     env: { BATON_AUDIT_CONTAINER: 'a'.repeat(64) },
     rule: /must be a container name of at most 63 characters/,
   },
+  { setting: 'BATON_SAMPLE_JOB', what: 'a word', env: { BATON_SAMPLE_JOB: 'yes' }, rule: /must be true or false$/ },
   { setting: 'BATON_LOG_LEVEL', what: 'a word', env: { BATON_LOG_LEVEL: 'verbose' }, rule: /must be info or debug$/ },
   {
     setting: 'BATON_LEADER_PRIORITY',

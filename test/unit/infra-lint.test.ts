@@ -69,6 +69,8 @@ const SETTING_DEFAULTS: Record<string, string> = {
   BATON_OUTPUT_RETENTION_DAYS: "''",
   BATON_ENGINE: `'${defaults.engine}'`,
   BATON_METRICS_EXPORTER: "'none'",
+  // The reference app runs its sample unless told not to; a deploy leaves it out unless asked.
+  BATON_SAMPLE_JOB: 'false',
   BATON_AUDIT_CONTAINER: `'${DEFAULT_AUDIT_CONTAINER}'`,
   BATON_SYNTHETIC_JOBS: "''",
   // The package's version, which Baton reads when the setting is blank.
@@ -557,7 +559,15 @@ const breakages: [string, string, Mutate][] = [
     'app-settings-debug-log',
     replace(FUNCTION_APP, "logLevel == 'debug' ? {", "logLevel != '' ? {"),
   ],
-  ["functions' debug lines never pass", 'app-settings-debug-log', replace(FUNCTION_APP, '}, debugLogSettings)', '}, {})')],
+  [
+    "functions' debug lines never pass",
+    'app-settings-debug-log',
+    replace(
+      FUNCTION_APP,
+      '}, storageEndpointSettings, sampleSettings, debugLogSettings)',
+      '}, storageEndpointSettings, sampleSettings, {})',
+    ),
+  ],
   [
     "functions' debug lines pass unconditionally too",
     'app-settings-debug-log',

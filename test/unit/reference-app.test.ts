@@ -3,7 +3,7 @@
  * setting, checked by the app as a user's app would check one, and the jobs it registers.
  */
 import { describe, expect, it } from 'vitest';
-import { auditContainerName, createJobs, DEFAULT_AUDIT_CONTAINER } from '../../functions/jobs';
+import { auditContainerName, createJobs, DEFAULT_AUDIT_CONTAINER, sampleJobEnabled } from '../../functions/jobs';
 import { InvalidSettingError } from '../../src/index';
 
 const STORAGE = { AzureWebJobsStorage: 'UseDevelopmentStorage=true' };
@@ -38,6 +38,28 @@ describe('the reference app', () => {
     expect(createJobs(STORAGE).map((j) => j.name)).toEqual(['blob-audit']);
     const withSynthetic = createJobs({ ...STORAGE, BATON_SYNTHETIC_JOBS: '[{"name":"sum","items":3}]' });
     expect(withSynthetic.map((j) => j.name)).toEqual(['blob-audit', 'sum']);
+  });
+
+  it('leaves the sample out when BATON_SAMPLE_JOB is false, without reading its container', () => {
+    expect(createJobs({ ...STORAGE, BATON_SAMPLE_JOB: 'false' })).toEqual([]);
+    // Its setting is not read either: a deploy without the sample does not write it.
+    expect(createJobs({ ...STORAGE, BATON_SAMPLE_JOB: 'FALSE', BATON_AUDIT_CONTAINER: 'Not_A_Name' })).toEqual([]);
+    const synthetic = createJobs({ ...STORAGE, BATON_SAMPLE_JOB: 'false', BATON_SYNTHETIC_JOBS: '[{"name":"sum","items":3}]' });
+    expect(synthetic.map((j) => j.name)).toEqual(['sum']);
+    expect(createJobs({ ...STORAGE, BATON_SAMPLE_JOB: ' true ' }).map((j) => j.name)).toEqual(['blob-audit']);
+    expect(sampleJobEnabled({ BATON_SAMPLE_JOB: '' })).toBe(true);
+  });
+
+  it('refuses a BATON_SAMPLE_JOB that is not true or false, with one line naming it', () => {
+    let err: unknown;
+    try {
+      createJobs({ ...STORAGE, BATON_SAMPLE_JOB: 'yes' });
+    } catch (caught) {
+      err = caught;
+    }
+    expect(err).toBeInstanceOf(InvalidSettingError);
+    expect((err as InvalidSettingError).setting).toBe('BATON_SAMPLE_JOB');
+    expect((err as Error).message).toBe('BATON_SAMPLE_JOB must be true or false');
   });
 
   it('reads the audit container through the connection the hub uses', () => {
