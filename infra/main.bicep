@@ -146,6 +146,16 @@ param startLagAlertMs int = 60000
 @description('E-mail address that the alerts notify. Empty: the alerts fire in Azure Monitor without notifying anyone; attach your own action group to them.')
 param alertEmail string = ''
 
+@allowed([
+  'keys'
+  'entra'
+])
+@description('BATON_HTTP_AUTH: who may call the HTTP API and open the page. keys: a function key for reads, the admin key for trigger and cancel. entra: App Service authentication signs callers in with Entra ID (the app registration of entraClientId) and no key is taken; reads need a signed-in caller, trigger and cancel the app role Baton.Steer.')
+param httpAuth string = 'keys'
+
+@description('Client (application) id of the Entra app registration that signs callers in when BATON_HTTP_AUTH is entra: its app role Baton.Steer lets a caller trigger and cancel. Required then; unused with keys.')
+param entraClientId string = ''
+
 @description('Whether to create the no-leader alert. Turn it off in an app that shares its hub with another app: it sees only its own instances, and the other app may hold the lease for long stretches.')
 param noLeaderAlert bool = true
 
@@ -277,6 +287,8 @@ module app 'modules/function-app.bicep' = {
     syntheticJobs: syntheticJobs
     appVersion: appVersion
     leaderPriority: leaderPriority
+    httpAuth: httpAuth
+    entraClientId: entraClientId
   }
 }
 

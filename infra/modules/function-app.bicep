@@ -83,6 +83,13 @@ param appVersion string
 @maxValue(1000)
 param leaderPriority int
 
+@allowed([
+  'keys'
+  'entra'
+])
+param httpAuth string
+param entraClientId string
+
 // Read here rather than passed in, so the connection string never travels as a module output.
 resource appInsights 'Microsoft.Insights/components@2020-02-02' existing = {
   name: appInsightsName
@@ -141,6 +148,49 @@ resource app 'Microsoft.Web/sites@2025-03-01' = {
       runtime: {
         name: 'node'
         version: '22'
+      }
+    }
+  }
+}
+
+// Entra sign-in in front of every route, instead of keys: App Service authentication signs a
+// browser in (the page) and takes a bearer token for the app registration (an API client), and
+// answers anything else before it reaches the app. No client secret: a browser signs in with the
+// ID token alone, so the template holds no credential. No token store either: it would need a
+// storage SAS. Baton then reads the caller App Service vouches for (src/app/http-auth.ts).
+resource entraSignIn 'Microsoft.Web/sites/config@2025-03-01' = if (httpAuth == 'entra') {
+  parent: app
+  name: 'authsettingsV2'
+  properties: {
+    platform: {
+      enabled: true
+    }
+    globalValidation: {
+      requireAuthentication: true
+      unauthenticatedClientAction: 'RedirectToLoginPage'
+      redirectToProvider: 'azureactivedirectory'
+    }
+    httpSettings: {
+      requireHttps: true
+    }
+    identityProviders: {
+      azureActiveDirectory: {
+        enabled: true
+        registration: {
+          clientId: entraClientId
+          openIdIssuer: '${environment().authentication.loginEndpoint}${tenant().tenantId}/v2.0'
+        }
+        validation: {
+          allowedAudiences: [
+            'api://${entraClientId}'
+            entraClientId
+          ]
+        }
+      }
+    }
+    login: {
+      tokenStore: {
+        enabled: false
       }
     }
   }
@@ -224,6 +274,7 @@ resource appSettings 'Microsoft.Web/sites/config@2025-03-01' = {
     BATON_SYNTHETIC_JOBS: syntheticJobs
     BATON_APP_VERSION: appVersion
     BATON_LEADER_PRIORITY: string(leaderPriority)
+    BATON_HTTP_AUTH: httpAuth
   }, storageEndpointSettings, sampleSettings, debugLogSettings)
 }
 

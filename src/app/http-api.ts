@@ -11,6 +11,7 @@ import { listRuns, type RunsPage } from '../hub/run-index';
 import { InvalidConfigError } from '../errors';
 import { JOB_NAME_PATTERN } from '../jobs/define-job';
 import type { LeaseStore } from '../lease/lease-store';
+import { authLevelFor, refusal, type HttpAuth, type RouteAccess } from './http-auth';
 import type { HttpRegistration } from './registration-types';
 import { statusPageResponse } from './status-page';
 
@@ -29,6 +30,8 @@ export interface HttpApiDeps {
   appliesRequests: boolean;
   /** Wakes a leader that rests between occurrences after a trigger (never rejects). */
   wake?: (options: { abortSignal?: AbortSignal }) => Promise<void>;
+  /** Who may call (`BATON_HTTP_AUTH`): host keys (default), or Entra sign-in through App Service authentication. */
+  auth?: HttpAuth;
 }
 
 /** Routes live under the host's prefix (`/api` by default): `/api/baton/status`, … */
@@ -153,9 +156,19 @@ const json = (status: number, body: unknown): HttpResponseInit => ({
 
 type Handler = (request: HttpRequest, context: InvocationContext) => Promise<HttpResponseInit>;
 
-/** One error shape for every route: `{ error }` with one line, 400 for bad input, 404 for no such run. */
-function guarded(deps: HttpApiDeps, name: string, handle: (request: HttpRequest) => Promise<HttpResponseInit>): Handler {
+/**
+ * One error shape for every route: `{ error }` with one line, 400 for bad input, 404 for no such
+ * run; under Entra sign-in, 401 and 403 before anything is read.
+ */
+function guarded(
+  deps: HttpApiDeps,
+  name: string,
+  handle: (request: HttpRequest) => Promise<HttpResponseInit>,
+  access: RouteAccess = 'read',
+): Handler {
   return async (request) => {
+    const refused = refusal(deps.auth ?? 'keys', access, request);
+    if (refused) return json(refused.status, { error: refused.error });
     try {
       return await handle(request);
     } catch (err) {
@@ -170,8 +183,9 @@ function guarded(deps: HttpApiDeps, name: string, handle: (request: HttpRequest)
 
 /**
  * The HTTP API of the Functions app: the same read model as `baton … --json`, and the same
- * requests as `baton trigger` and `baton cancel`. Reads need a function key; trigger and cancel
- * need the host's admin (master) key, as they steer the hub.
+ * requests as `baton trigger` and `baton cancel`. With keys (the default), reads need a function
+ * key and trigger and cancel the host's admin (master) key, as they steer the hub; with Entra
+ * sign-in, a signed-in caller, and for trigger and cancel the app role `Baton.Steer`.
  */
 export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
   const { docs } = deps;
@@ -242,51 +256,64 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
     }
   };
 
-  const trigger = guarded(deps, 'trigger', async (request) => {
-    steering('trigger');
-    const job = jobOf(request, '/baton/jobs/<job>/trigger');
-    const known = await listJobNames(docs);
-    // A hub no leader has ticked on yet has no job records; then the request just waits.
-    if (known.length > 0 && !known.includes(job)) {
-      throw new NotFound(`hub ${deps.hub} has no job ${job} (known: ${known.join(', ')})`);
-    }
-    const key = keyOf(request);
-    const { ifActive } = parse(triggerQuery, { ifActive: request.query.get('ifActive') ?? undefined }, 'query');
-    const { runId, requested } = await triggerRun(docs, job, {
-      clock: deps.clock,
-      ...(deps.wake ? { wake: deps.wake } : {}),
-      ...(ifActive === undefined ? {} : { ifActive }),
-      ...(key === undefined ? {} : { key }),
-    });
-    if (!requested) return json(200, { hub: deps.hub, job, runId, requested: false, skipped: true });
-    return json(202, { hub: deps.hub, job, runId, requested: true, jobChecked: known.length > 0 });
-  });
+  const trigger = guarded(
+    deps,
+    'trigger',
+    async (request) => {
+      steering('trigger');
+      const job = jobOf(request, '/baton/jobs/<job>/trigger');
+      const known = await listJobNames(docs);
+      // A hub no leader has ticked on yet has no job records; then the request just waits.
+      if (known.length > 0 && !known.includes(job)) {
+        throw new NotFound(`hub ${deps.hub} has no job ${job} (known: ${known.join(', ')})`);
+      }
+      const key = keyOf(request);
+      const { ifActive } = parse(triggerQuery, { ifActive: request.query.get('ifActive') ?? undefined }, 'query');
+      const { runId, requested } = await triggerRun(docs, job, {
+        clock: deps.clock,
+        ...(deps.wake ? { wake: deps.wake } : {}),
+        ...(ifActive === undefined ? {} : { ifActive }),
+        ...(key === undefined ? {} : { key }),
+      });
+      if (!requested) return json(200, { hub: deps.hub, job, runId, requested: false, skipped: true });
+      return json(202, { hub: deps.hub, job, runId, requested: true, jobChecked: known.length > 0 });
+    },
+    'steer',
+  );
 
-  const cancel = guarded(deps, 'cancel', async (request) => {
-    steering('cancel');
-    const runId = runIdOf(request);
-    const body = parse(cancelBody, await readJsonBody(request), 'body');
-    const details = await readRunDetails(docs, runId);
-    if (!details) throw new NotFound(`no run ${runId} in hub ${deps.hub}`);
-    const { state } = details.record;
-    if (isTerminal(state))
-      return json(409, { hub: deps.hub, runId, requested: false, state, error: `run ${runId} already ended (${state})` });
-    await requestCancel(docs, runId, body.reason ?? 'cancelled through the HTTP API', { clock: deps.clock });
-    return json(202, { hub: deps.hub, runId, requested: true, state });
-  });
+  const cancel = guarded(
+    deps,
+    'cancel',
+    async (request) => {
+      steering('cancel');
+      const runId = runIdOf(request);
+      const body = parse(cancelBody, await readJsonBody(request), 'body');
+      const details = await readRunDetails(docs, runId);
+      if (!details) throw new NotFound(`no run ${runId} in hub ${deps.hub}`);
+      const { state } = details.record;
+      if (isTerminal(state))
+        return json(409, { hub: deps.hub, runId, requested: false, state, error: `run ${runId} already ended (${state})` });
+      await requestCancel(docs, runId, body.reason ?? 'cancelled through the HTTP API', { clock: deps.clock });
+      return json(202, { hub: deps.hub, runId, requested: true, state });
+    },
+    'steer',
+  );
 
   const page = guarded(deps, 'page', () => Promise.resolve(statusPageResponse()));
 
   const route = (path: string) => `${API_ROUTE_PREFIX}/${path}`;
+  const auth = deps.auth ?? 'keys';
+  const read = authLevelFor(auth, 'read');
+  const steer = authLevelFor(auth, 'steer');
   return [
-    { kind: 'http', name: 'baton-api-status', route: route('status'), methods: ['GET'], authLevel: 'function', handler: status },
-    { kind: 'http', name: 'baton-api-runs', route: route('runs'), methods: ['GET'], authLevel: 'function', handler: runs },
+    { kind: 'http', name: 'baton-api-status', route: route('status'), methods: ['GET'], authLevel: read, handler: status },
+    { kind: 'http', name: 'baton-api-runs', route: route('runs'), methods: ['GET'], authLevel: read, handler: runs },
     {
       kind: 'http',
       name: 'baton-api-run',
       route: route('runs/{job}/{run}'),
       methods: ['GET'],
-      authLevel: 'function',
+      authLevel: read,
       handler: run,
     },
     {
@@ -294,7 +321,7 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
       name: 'baton-api-failures',
       route: route('runs/{job}/{run}/failures'),
       methods: ['GET'],
-      authLevel: 'function',
+      authLevel: read,
       handler: failures,
     },
     {
@@ -302,7 +329,7 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
       name: 'baton-api-trigger',
       route: route('jobs/{job}/trigger'),
       methods: ['POST'],
-      authLevel: 'admin',
+      authLevel: steer,
       handler: trigger,
     },
     {
@@ -310,10 +337,10 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
       name: 'baton-api-cancel',
       route: route('runs/{job}/{run}/cancel'),
       methods: ['POST'],
-      authLevel: 'admin',
+      authLevel: steer,
       handler: cancel,
     },
-    // The page holds no data itself, but it runs the reads: the same function key opens it (?code=).
-    { kind: 'http', name: 'baton-page', route: route('page'), methods: ['GET'], authLevel: 'function', handler: page },
+    // The page holds no data itself, but it runs the reads: what opens them opens it (?code= with keys).
+    { kind: 'http', name: 'baton-page', route: route('page'), methods: ['GET'], authLevel: read, handler: page },
   ];
 }

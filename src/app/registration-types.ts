@@ -41,7 +41,11 @@ export interface HttpRegistration {
   /** Under the host's route prefix (`/api` by default). */
   route: string;
   methods: HttpMethod[];
-  /** Baton's own routes are never anonymous: reads take a function key, steering takes the admin key. */
+  /**
+   * The host's key check. Baton's routes take a function key (reads) or the admin key (steering);
+   * only under `BATON_HTTP_AUTH=entra`, where App Service authentication signs callers in first,
+   * are they `anonymous` to the host, and Baton checks the signed-in caller itself.
+   */
   authLevel: 'anonymous' | 'function' | 'admin';
   handler: (request: HttpRequest, context: InvocationContext) => Promise<HttpResponseInit>;
 }

@@ -23,6 +23,7 @@ export function batonRegistrations(runtime: BatonRuntime): Registration[] {
     log: runtime.log,
     appliesRequests: runtime.settings.engine !== 'durable',
     wake: (options) => runtime.ticks.wake(options),
+    auth: runtime.settings.httpAuth,
   });
   if (runtime.settings.engine === 'durable') return [...durableRegistrations(runtime), ...api];
   const termMs = runtime.settings.termSeconds * 1000;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { isVersion } from '../lease/leader-rank';
 import { InvalidSettingError } from '../errors.js';
+import type { HttpAuth } from './http-auth.js';
 import { defaultRenewDeadlineMs, defaultRenewIntervalMs, RENEW_JITTER_FACTOR } from '../lease/elector-options.js';
 import { MAX_QUEUE_SHARDS, shardQueueNames } from '../hub/resources.js';
 import { DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS, type RetentionPolicy } from '../hub/retention.js';
@@ -40,6 +41,8 @@ export interface BatonSettings {
   queueShards: number;
   /** Days runs (`BATON_RETENTION_DAYS`) and their outputs (`BATON_OUTPUT_RETENTION_DAYS`) are kept. */
   retention: RetentionPolicy;
+  /** Who may call the HTTP API (`BATON_HTTP_AUTH`, default `keys`; `entra` behind App Service authentication). */
+  httpAuth: HttpAuth;
 }
 
 // The hub names queues (`<hub>-work-poison`, at most 63 characters) and a container
@@ -244,7 +247,38 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
     ),
   };
   if (settings.engine === 'durable') checkTaskHubName(hub);
-  return { ...settings, queueShards: parseQueueShards(env, hub, settings.engine), retention: parseRetention(env) };
+  return {
+    ...settings,
+    queueShards: parseQueueShards(env, hub, settings.engine),
+    retention: parseRetention(env),
+    httpAuth: parseHttpAuth(env),
+  };
+}
+
+/**
+ * `BATON_HTTP_AUTH`. Under `entra` the host checks no key and Baton trusts the caller App Service
+ * authentication vouches for; on App Service (WEBSITE_SITE_NAME set) with that authentication
+ * off (WEBSITE_AUTH_ENABLED not True), every route would answer anyone, so the app refuses to start.
+ */
+function parseHttpAuth(env: Env): HttpAuth {
+  const name = 'BATON_HTTP_AUTH';
+  const auth = parseSetting(
+    z
+      .string()
+      .transform((v) => v.toLowerCase())
+      .pipe(z.enum(['keys', 'entra'], { error: 'must be keys or entra' })),
+    name,
+    readSetting(env, name) ?? 'keys',
+  );
+  if (auth === 'entra' && readSetting(env, 'WEBSITE_SITE_NAME') !== undefined) {
+    if ((readSetting(env, 'WEBSITE_AUTH_ENABLED') ?? '').toLowerCase() !== 'true') {
+      throw new InvalidSettingError(
+        name,
+        `${name}=entra needs App Service authentication in front of the app, and it is off here (WEBSITE_AUTH_ENABLED is not True): turn it on (the deploy's Entra option) or set ${name}=keys`,
+      );
+    }
+  }
+  return auth;
 }
 
 export type LogLevel = 'info' | 'debug';

@@ -285,6 +285,55 @@ describe('the HTTP API', () => {
     expect(read.status).toBe(200);
   });
 
+  it('under Entra sign-in: no key check by the host, a signed-in caller to read, the Baton.Steer role to steer', async () => {
+    const entra = new Map(
+      batonRegistrations(
+        createBatonRuntime({
+          AzureWebJobsStorage: azurite.azurite.connectionString,
+          BATON_HUB: seed.hub,
+          BATON_HTTP_AUTH: 'entra',
+        }),
+      ).flatMap((r) => (r.kind === 'http' ? [[r.name, r] as const] : [])),
+    );
+    // App Service authentication stands in front, so the host checks no key on any route.
+    expect([...entra.values()].map((r) => r.authLevel)).toEqual(Array(7).fill('anonymous'));
+    const principal = (roles: string[]) =>
+      Buffer.from(JSON.stringify({ auth_typ: 'aad', claims: roles.map((val) => ({ typ: 'roles', val })) })).toString('base64');
+    const invoke = async (name: string, method: string, params: Record<string, string>, roles?: string[]) => {
+      const route = entra.get(name)!;
+      const request = new HttpRequest({
+        method,
+        url: `http://localhost/api/${route.route}`,
+        params,
+        headers: roles ? { 'x-ms-client-principal': principal(roles) } : {},
+      });
+      const response = await route.handler(request, new InvocationContext({ functionName: name }));
+      return { status: response.status, json: response.jsonBody };
+    };
+    const before = (await requests()).length;
+    // Nobody signed in: every route, the page too, answers 401 and reads or requests nothing.
+    for (const [name, method, params] of [
+      ['baton-api-status', 'GET', {}],
+      ['baton-api-runs', 'GET', {}],
+      ['baton-api-run', 'GET', runParams(seed.finishedRunId)],
+      ['baton-api-failures', 'GET', runParams(seed.finishedRunId)],
+      ['baton-api-trigger', 'POST', { job: seed.job }],
+      ['baton-api-cancel', 'POST', runParams(seed.activeRunId)],
+      ['baton-page', 'GET', {}],
+    ] as const) {
+      expectError(await invoke(name, method, params), 401, /^sign in with Entra ID/);
+    }
+    // Signed in without the role: reads work, steering is a 403.
+    expect((await invoke('baton-api-status', 'GET', {}, [])).status).toBe(200);
+    expectError(await invoke('baton-api-trigger', 'POST', { job: seed.job }, ['Baton.Reader']), 403, /app role Baton\.Steer/);
+    expectError(await invoke('baton-api-cancel', 'POST', runParams(seed.activeRunId), []), 403, /app role Baton\.Steer/);
+    expect(await requests()).toHaveLength(before);
+    // With the role, a trigger is requested.
+    const triggered = await invoke('baton-api-trigger', 'POST', { job: seed.job }, ['Baton.Steer']);
+    expect(triggered.status).toBe(202);
+    expect(await requests()).toHaveLength(before + 1);
+  });
+
   it('shows the endpoint, never key material', async () => {
     const key = /AccountKey=([^;]+)/.exec(azurite.azurite.connectionString)![1]!;
     const status = await call('status');

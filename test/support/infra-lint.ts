@@ -821,7 +821,9 @@ export function lintBatonSettings(files: InfraFiles, expect: Pick<InfraExpectati
     new RegExp(
       `\\bvar\\s+(\\w+)\\s*=\\s*${logLevel.param}\\s*==\\s*'debug'\\s*\\?\\s*\\{\\s*${FUNCTION_LOG_LEVEL_OVERRIDE}\\s*:\\s*'Debug'\\s*\\}\\s*:\\s*\\{\\s*\\}`,
     ).exec(logLevel.file.code)?.[1];
-  const settingsResource = logLevel?.file.resources.find((r) => r.type === 'Microsoft.Web/sites/config');
+  const settingsResource = logLevel?.file.resources.find(
+    (r) => r.type === 'Microsoft.Web/sites/config' && /\bname\s*:\s*'appsettings'/.test(r.body),
+  );
   if (!debugVar || !settingsResource || !mentions(settingsResource.body, debugVar) || overrides.length !== 1) {
     report(
       'app-settings-debug-log',

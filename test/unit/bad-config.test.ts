@@ -385,6 +385,13 @@ const rows: Row[] = [
     env: { BATON_AUDIT_CONTAINER: 'a'.repeat(64) },
     rule: /must be a container name of at most 63 characters/,
   },
+  { setting: 'BATON_HTTP_AUTH', what: 'a word', env: { BATON_HTTP_AUTH: 'oauth' }, rule: /must be keys or entra$/ },
+  {
+    setting: 'BATON_HTTP_AUTH',
+    what: 'Entra sign-in on App Service with its authentication off',
+    env: { BATON_HTTP_AUTH: 'entra', WEBSITE_SITE_NAME: 'func-baton', WEBSITE_AUTH_ENABLED: 'False' },
+    rule: /^BATON_HTTP_AUTH=entra needs App Service authentication in front of the app, and it is off here/,
+  },
   { setting: 'BATON_SAMPLE_JOB', what: 'a word', env: { BATON_SAMPLE_JOB: 'yes' }, rule: /must be true or false$/ },
   { setting: 'BATON_LOG_LEVEL', what: 'a word', env: { BATON_LOG_LEVEL: 'verbose' }, rule: /must be info or debug$/ },
   {

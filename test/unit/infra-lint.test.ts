@@ -76,6 +76,7 @@ const SETTING_DEFAULTS: Record<string, string> = {
   // The package's version, which Baton reads when the setting is blank.
   BATON_APP_VERSION: "''",
   BATON_LEADER_PRIORITY: String(defaults.leaderPriority),
+  BATON_HTTP_AUTH: `'${defaults.httpAuth}'`,
 };
 const settingNames = batonSettingNames();
 

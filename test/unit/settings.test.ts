@@ -237,6 +237,7 @@ describe('parseBatonSettings', () => {
       leaderPriority: 0,
       appVersion: undefined,
       retention: { runDays: 30, outputDays: 30 },
+      httpAuth: 'keys',
     });
   });
 
@@ -299,6 +300,7 @@ describe('parseBatonSettings', () => {
       BATON_APP_VERSION: '2.1.0-rc.1+build.5d1e',
       BATON_RETENTION_DAYS: '90',
       BATON_OUTPUT_RETENTION_DAYS: '400',
+      BATON_HTTP_AUTH: 'Entra',
     };
     expect(parseBatonSettings(env)).toEqual({
       hub: 'nightly1',
@@ -315,7 +317,31 @@ describe('parseBatonSettings', () => {
       leaderPriority: 7,
       appVersion: '2.1.0-rc.1+build.5d1e',
       retention: { runDays: 90, outputDays: 400 },
+      httpAuth: 'entra',
     });
+  });
+
+  it.each<[string, Env]>([
+    ['off App Service (the local cluster)', { BATON_HTTP_AUTH: 'entra' }],
+    [
+      'on App Service with its authentication on',
+      { BATON_HTTP_AUTH: 'entra', WEBSITE_SITE_NAME: 'func-baton', WEBSITE_AUTH_ENABLED: 'True' },
+    ],
+  ])('takes Entra sign-in %s', (_name, env) => {
+    expect(parseBatonSettings(env).httpAuth).toBe('entra');
+  });
+
+  it('refuses Entra sign-in on App Service when nothing signs callers in', () => {
+    for (const env of [
+      { BATON_HTTP_AUTH: 'entra', WEBSITE_SITE_NAME: 'func-baton' },
+      { BATON_HTTP_AUTH: 'entra', WEBSITE_SITE_NAME: 'func-baton', WEBSITE_AUTH_ENABLED: 'False' },
+    ]) {
+      expect(() => parseBatonSettings(env)).toThrow(
+        /^BATON_HTTP_AUTH=entra needs App Service authentication in front of the app/,
+      );
+    }
+    // Keys need nothing in front.
+    expect(parseBatonSettings({ WEBSITE_SITE_NAME: 'func-baton' }).httpAuth).toBe('keys');
   });
 
   it('defaults the leader priority to 0 and leaves the app version to the package', () => {

@@ -1,0 +1,81 @@
+import type { HttpRequest } from '@azure/functions';
+
+/**
+ * Who may call the HTTP API (`BATON_HTTP_AUTH`):
+ * - `keys` (default): the Functions host checks keys. Reads take a function key, trigger and
+ *   cancel the admin (master) key.
+ * - `entra`: App Service authentication signs callers in with Entra ID before a request reaches
+ *   the app; the host checks no key, and Baton reads the caller App Service vouches for. Reads
+ *   need a signed-in caller; trigger and cancel also need the app role {@link STEER_ROLE}.
+ */
+export type HttpAuth = 'keys' | 'entra';
+
+/** The app role, on the app registration, that lets a signed-in caller trigger and cancel runs. */
+export const STEER_ROLE = 'Baton.Steer';
+
+/**
+ * The header App Service authentication sets on a request it let through: the caller's claims,
+ * base64 JSON. App Service drops any copy a client sends, which is why Baton only reads it when
+ * authentication is on in front of the app (see the start-up check of `BATON_HTTP_AUTH`).
+ */
+export const PRINCIPAL_HEADER = 'x-ms-client-principal';
+
+export interface SignedInCaller {
+  /** The app roles the caller holds. */
+  roles: string[];
+}
+
+interface PrincipalClaims {
+  role_typ?: unknown;
+  claims?: unknown;
+}
+
+/** The role claim's type when the principal does not name one (the token's `roles` claim). */
+const ROLES_CLAIM = 'roles';
+
+/** The caller App Service signed in, or undefined when the request carries none (or an unreadable one). */
+export function signedInCaller(request: Pick<HttpRequest, 'headers'>): SignedInCaller | undefined {
+  const header = request.headers.get(PRINCIPAL_HEADER);
+  if (!header) return undefined;
+  let principal: PrincipalClaims;
+  try {
+    principal = JSON.parse(Buffer.from(header, 'base64').toString('utf8')) as PrincipalClaims;
+  } catch {
+    return undefined;
+  }
+  if (typeof principal !== 'object' || principal === null || !Array.isArray(principal.claims)) return undefined;
+  const roleTypes = new Set([ROLES_CLAIM, ...(typeof principal.role_typ === 'string' ? [principal.role_typ] : [])]);
+  const roles = principal.claims.flatMap((claim: unknown) => {
+    if (typeof claim !== 'object' || claim === null) return [];
+    const { typ, val } = claim as { typ?: unknown; val?: unknown };
+    return typeof typ === 'string' && roleTypes.has(typ) && typeof val === 'string' ? [val] : [];
+  });
+  return { roles };
+}
+
+/** What a route asks of its caller. */
+export type RouteAccess = 'read' | 'steer';
+
+/** The host's key check for a route: none under `entra`, where App Service authentication stands in front. */
+export function authLevelFor(auth: HttpAuth, access: RouteAccess): 'anonymous' | 'function' | 'admin' {
+  if (auth === 'entra') return 'anonymous';
+  return access === 'steer' ? 'admin' : 'function';
+}
+
+/**
+ * Under `entra`, why a request may not go on (401: no signed-in caller; 403: a steering route
+ * without {@link STEER_ROLE}), or undefined when it may. Under `keys` the host has checked the key.
+ */
+export function refusal(
+  auth: HttpAuth,
+  access: RouteAccess,
+  request: Pick<HttpRequest, 'headers'>,
+): { status: 401 | 403; error: string } | undefined {
+  if (auth === 'keys') return undefined;
+  const caller = signedInCaller(request);
+  if (!caller) return { status: 401, error: 'sign in with Entra ID: this API takes no keys (BATON_HTTP_AUTH=entra)' };
+  if (access === 'steer' && !caller.roles.includes(STEER_ROLE)) {
+    return { status: 403, error: `trigger and cancel need the app role ${STEER_ROLE}` };
+  }
+  return undefined;
+}
