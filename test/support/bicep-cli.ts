@@ -1,4 +1,7 @@
 import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ensureBicep } from './bicep.mjs';
@@ -38,6 +41,41 @@ interface Sarif {
  */
 export function bicepBuild(file: string, options: { signal?: AbortSignal } = {}): Promise<BicepResult> {
   return runBicep(['build', file, '--stdout'], undefined, options.signal, 'stderr');
+}
+
+/**
+ * `bicep build` of every .bicep file under `dir` in one run of the compiler: each file's ARM JSON,
+ * by path from `dir` with forward slashes (`main.bicep`, `modules/storage.bicep`). A module's own
+ * build carries the same templateHash as its template nested in main.bicep's, which names the
+ * modules there.
+ */
+export async function bicepBuildAll(
+  dir: string,
+  options: { signal?: AbortSignal } = {},
+): Promise<{ templates: Record<string, string>; diagnostics: BicepDiagnostic[]; exitCode: number }> {
+  const out = mkdtempSync(join(tmpdir(), 'bicep-build-'));
+  try {
+    const { diagnostics, exitCode } = await runBicep(
+      ['build', '--pattern', '**/*.bicep', '--outdir', out],
+      dir,
+      options.signal,
+      'stderr',
+    );
+    const templates: Record<string, string> = {};
+    for (const entry of readdirSync(out, { recursive: true, withFileTypes: true })) {
+      if (!entry.isFile() || !entry.name.endsWith('.json')) continue;
+      const path = join(entry.parentPath, entry.name);
+      templates[
+        relative(out, path)
+          .split(sep)
+          .join('/')
+          .replace(/\.json$/, '.bicep')
+      ] = readFileSync(path, 'utf8');
+    }
+    return { templates, diagnostics, exitCode };
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
 }
 
 /**
