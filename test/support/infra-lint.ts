@@ -1,15 +1,46 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { join, posix, relative, sep } from 'node:path';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
+import { fromJson, isCall, literal, sameExpr, show, stringsIn, walk, call, str, type Expr } from './arm-expression';
+import {
+  DEPLOYMENTS,
+  conditionsOf,
+  entriesOf,
+  field,
+  itemsOf,
+  loadTemplate,
+  moduleOutput,
+  rawField,
+  rootParameter,
+  scopeOf,
+  textOf,
+  toRoot,
+  typeOfId,
+  type ArmModel,
+  type ArmResource,
+  type ArmTemplateJson,
+  type Entry,
+  type Scope,
+} from './arm-template';
+import { bicepBuildAll, describeDiagnostics } from './bicep-cli';
 
 /**
- * A lint for the deployment files, read as text: the Bicep compiler and Azure are out of reach
- * where the tests run, so these rules are what stands between a change and a key in an app
- * setting or a role at the wrong scope. Every function returns problems, one line each,
- * starting with the rule's id (`rule: file: what`); an empty list means the files pass.
+ * A lint for the deployment files. The Bicep is read as the compiler leaves it: `bicep build`
+ * turns infra/main.bicep and the modules it deploys into one ARM template, and the rules read
+ * that template as data (arm-template.ts), so what they check is what Azure would be asked to
+ * deploy. These rules are what stands between a change and a key in an app setting or a role at
+ * the wrong scope. Every function returns problems, one line each, starting with the rule's id
+ * (`rule: file: what`); an empty list means the files pass.
  */
 
 export interface InfraFiles {
-  /** Bicep files by path from the repository root, with forward slashes (`infra/main.bicep`). */
+  /** infra/main.bicep as `bicep build` compiles it, its modules nested in it. */
+  template: ArmTemplateJson;
+  /**
+   * Each Bicep file's own templateHash, by path from the repository root (`infra/main.bicep`):
+   * it names the modules nested in the template, and shows which files no module deploys.
+   */
+  hashes: Record<string, string>;
+  /** The Bicep sources by path, for the few rules that read comments too. */
   bicep: Record<string, string>;
   parametersJson: string;
   azureYaml: string;
@@ -36,14 +67,15 @@ export interface InfraExpectations {
   /** Whether a file exists, by path from the repository root. */
   exists(path: string): boolean;
   /**
-   * Every app setting Baton reads (`BATON_*`), with the default its Bicep parameter must have, as
-   * Bicep text (`'baton'`, `15`); `''` for a setting whose default is "unset".
+   * Every app setting Baton reads (`BATON_*`), with the default its main.bicep parameter must
+   * have, as the compiled template writes it (`'baton'`, `15`, `true`); `''` for a setting whose
+   * default is "unset".
    */
-  batonSettings: Readonly<Record<string, string>>;
+  batonSettings: Readonly<Record<string, string | number | boolean>>;
 }
 
 export const MAIN_BICEP = 'infra/main.bicep';
-/** Where a rule over all the Bicep files reports. */
+/** Where a rule over the whole template reports. */
 const ALL_BICEP = 'infra/**/*.bicep';
 
 /** Role definition ids (built-in roles are the same GUID in every tenant). */
@@ -51,6 +83,7 @@ export const ROLE = {
   storageBlobDataOwner: 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b',
   storageBlobDataContributor: 'ba92f5b4-2d11-453d-a403-e96b0029c9fe',
   storageQueueDataContributor: '974c5e8b-45b9-4653-ba55-5f855dd0fb88',
+  storageTableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3',
   monitoringMetricsPublisher: '3913510d-42f4-4e42-8a64-420c390055eb',
 } as const;
 
@@ -64,6 +97,15 @@ export const FORBIDDEN_ROLES: Record<string, string> = {
 
 /** Resource types a role assignment may be scoped to: the storage account (or below it) and Application Insights. */
 const ROLE_SCOPE_TYPES = ['Microsoft.Storage/storageAccounts', 'Microsoft.Insights/components'];
+
+/** Who a role assignment is for, as far as the template says. */
+export type Principal = 'app-identity' | 'other';
+
+/** The principalType each kind of principal's assignments must name. */
+const PRINCIPAL_TYPES: Record<Principal, string> = {
+  'app-identity': 'ServicePrincipal',
+  other: 'ServicePrincipal',
+};
 
 /** App settings Flex Consumption replaced with functionAppConfig, or that belong to other plans. */
 const FLEX_DEPRECATED_SETTINGS = [
@@ -89,9 +131,6 @@ const IDENTITY_SETTINGS = [
   'AzureWebJobsStorage__accountName',
 ];
 
-/** Storage Table Data Contributor: what the durable engine's task hub needs, and nothing else does. */
-const TABLE_DATA_CONTRIBUTOR = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3';
-
 /** The OpenTelemetry instruments Baton exports, each of which the workbook must chart. */
 export const BATON_METRICS = [
   'baton.leader.is_leader',
@@ -109,6 +148,16 @@ const FUNCTION_LOG_LEVEL_OVERRIDE = 'AzureFunctionsJobHost__logging__logLevel__F
 /** Host.json override of the queue trigger's deliveries, which must follow BATON_MAX_ATTEMPTS. */
 const MAX_DEQUEUE_OVERRIDE = 'AzureFunctionsJobHost__extensions__queues__maxDequeueCount';
 
+/** Key material in any string: a connection string, an account key, a SAS. */
+const KEY_MATERIAL: readonly (readonly [RegExp, string])[] = [
+  [/AccountKey\s*=/i, 'AccountKey='],
+  [/SharedAccessSignature/i, 'SharedAccessSignature'],
+  [/(^|[?&;\s'"])sig=/im, 'a SAS signature (sig=)'],
+  [/DefaultEndpointsProtocol\s*=/i, 'a storage connection string'],
+];
+
+const GUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
+
 export const AZURE_YAML_SCHEMA_LINE =
   '# yaml-language-server: $schema=https://raw.githubusercontent.com/Azure/azure-dev/main/schemas/v1.0/azure.yaml.json';
 
@@ -119,455 +168,292 @@ export function ruleOf(problem: string): string {
 
 // --- reading --------------------------------------------------------------------------------
 
-export function readInfraFiles(root: string): InfraFiles {
+/**
+ * The deployment files, infra/ compiled with the real Bicep CLI (one run for every file: each
+ * module's own build gives its templateHash). Fails when the compiler does.
+ */
+export async function readInfraFiles(root: string): Promise<InfraFiles> {
+  const infra = join(root, 'infra');
   const bicep: Record<string, string> = {};
-  const walk = (dir: string) => {
+  const walkDir = (dir: string) => {
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name);
-      if (entry.isDirectory()) walk(path);
+      if (entry.isDirectory()) walkDir(path);
       else if (entry.name.endsWith('.bicep')) bicep[relative(root, path).split(sep).join('/')] = readFileSync(path, 'utf8');
     }
   };
-  walk(join(root, 'infra'));
+  walkDir(infra);
+  const built = await bicepBuildAll(infra);
+  const main = built.templates['main.bicep'];
+  if (built.exitCode !== 0 || main === undefined) {
+    throw new Error(`bicep build failed:\n${describeDiagnostics(built.diagnostics, infra)}`);
+  }
+  const hashes: Record<string, string> = {};
+  for (const [path, json] of Object.entries(built.templates)) {
+    const hash = (JSON.parse(json) as ArmTemplateJson).metadata?._generator?.templateHash;
+    if (hash !== undefined) hashes[`infra/${path}`] = hash;
+  }
   return {
+    template: JSON.parse(main) as ArmTemplateJson,
+    hashes,
     bicep,
-    parametersJson: readFileSync(join(root, 'infra', 'main.parameters.json'), 'utf8'),
+    parametersJson: readFileSync(join(infra, 'main.parameters.json'), 'utf8'),
     azureYaml: readFileSync(join(root, 'azure.yaml'), 'utf8'),
     hostJson: readFileSync(join(root, 'functions', 'host.json'), 'utf8'),
   };
 }
 
-// --- Bicep as text --------------------------------------------------------------------------
-
-/**
- * `code` is the text with comments blanked; `masked` also blanks what is inside string literals
- * (interpolations included), so braces can be matched. Both keep every offset and newline.
- */
-export interface ScannedBicep {
-  raw: string;
-  code: string;
-  masked: string;
+export function modelOf(files: Pick<InfraFiles, 'template' | 'hashes'>): ArmModel {
+  return loadTemplate(files.template, files.hashes);
 }
 
-export function scanBicep(raw: string): ScannedBicep {
-  const n = raw.length;
-  const code = raw.split('');
-  const masked = raw.split('');
-  const blank = (chars: string[], from: number, to: number) => {
-    for (let k = from; k < to; k++) if (raw[k] !== '\n') chars[k] = ' ';
-  };
-  // Index just past the string literal that opens at `start`.
-  const stringEnd = (start: number): number => {
-    if (raw.startsWith("'''", start)) {
-      const close = raw.indexOf("'''", start + 3);
-      return close < 0 ? n : close + 3;
+// --- reading the model ----------------------------------------------------------------------
+
+/** A scope's own template as one tree, the templates of its modules left out (they are scopes of their own). */
+function ownTree(scope: Scope): Expr {
+  const { resources: _resources, ...rest } = scope.template;
+  const resources = scope.resources.map((r) =>
+    r.type === DEPLOYMENTS ? { ...r.json, properties: { ...r.json.properties, template: null } } : r.json,
+  );
+  return fromJson({ ...rest, resources });
+}
+
+/** The last segment of a child resource's name (`format('{0}/{1}', parameters('name'), 'ftp')` → ftp). */
+function lastSegment(name: Expr): string | undefined {
+  if (isCall(name, 'format')) {
+    const pattern = literal(name.args[0]) ?? '';
+    const last = pattern.split('/').pop() ?? '';
+    const hole = /^\{(\d+)\}$/.exec(last);
+    return hole ? literal(name.args[Number(hole[1]) + 1]) : last;
+  }
+  return literal(name)?.split('/').pop();
+}
+
+/** The value of `key` among entries, when exactly one entry sets it. */
+function only(entries: readonly Entry[], key: string): Entry | undefined {
+  const found = entries.filter((e) => e.key === key);
+  return found.length === 1 ? found[0] : undefined;
+}
+
+/** The entries of an object-valued field of a resource, as main.bicep writes them. */
+function entriesAt(resource: ArmResource, path: string): Entry[] {
+  const value = field(resource, path);
+  return value === undefined ? [] : entriesOf(toRoot(resource.scope, value)).entries;
+}
+
+/** What `expr` (as main.bicep writes it) becomes with `string()` dropped: `string(x)` is still x's value. */
+const unstring = (expr: Expr | undefined): Expr | undefined => (isCall(expr, 'string') ? expr.args[0] : expr);
+
+/** The role a role assignment grants: the GUID its roleDefinitionId names. */
+function roleOf(assignment: ArmResource): string | undefined {
+  const id = field(assignment, 'properties.roleDefinitionId');
+  if (id === undefined) return undefined;
+  const guids = stringsIn(toRoot(assignment.scope, id)).flatMap((s) => s.match(GUID) ?? []);
+  return guids.length === 1 ? (guids[0] as string).toLowerCase() : undefined;
+}
+
+/** Who a role assignment is for: the app's identity is a module output of a module that creates a user-assigned identity. */
+export function principalOf(model: ArmModel, assignment: ArmResource): Principal {
+  const id = field(assignment, 'properties.principalId');
+  const output = id && moduleOutput(model, toRoot(assignment.scope, id));
+  const module = output && scopeOf(model, output.deployment);
+  const createsIdentity = module?.resources.some(
+    (r) => r.type === 'Microsoft.ManagedIdentity/userAssignedIdentities' && !r.existing,
+  );
+  return createsIdentity && output?.output === 'principalId' ? 'app-identity' : 'other';
+}
+
+/** Every app setting the template writes, wherever it is written, as main.bicep writes it. */
+export function appSettingsOf(model: ArmModel): { file: string; entries: Entry[]; opaque: Expr[] } {
+  const entries: Entry[] = [];
+  const opaque: Expr[] = [];
+  let file = ALL_BICEP;
+  for (const resource of model.resources.filter((r) => !r.existing)) {
+    if (resource.type === 'Microsoft.Web/sites/config' && lastSegment(resource.name) === 'appsettings') {
+      const value = field(resource, 'properties');
+      if (value === undefined) continue;
+      const read = entriesOf(toRoot(resource.scope, value), conditionsOf(resource));
+      entries.push(...read.entries);
+      opaque.push(...read.opaque);
+      file = resource.scope.file;
     }
-    let k = start + 1;
-    while (k < n) {
-      const ch = raw[k];
-      if (ch === '\\') {
-        k += 2;
-      } else if (ch === "'") {
-        return k + 1;
-      } else if (ch === '$' && raw[k + 1] === '{') {
-        k += 2;
-        for (let depth = 1; k < n && depth > 0;) {
-          const c = raw[k];
-          if (c === "'") {
-            k = stringEnd(k);
-            continue;
-          }
-          if (c === '{') depth++;
-          else if (c === '}') depth--;
-          k++;
-        }
-      } else {
-        k++;
+    if (resource.type === 'Microsoft.Web/sites') {
+      const list = field(resource, 'properties.siteConfig.appSettings');
+      for (const item of list === undefined ? [] : itemsOf(toRoot(resource.scope, list))) {
+        const pairs = entriesOf(item).entries;
+        const name = pairs.find((e) => e.key === 'name')?.value;
+        const value = pairs.find((e) => e.key === 'value')?.value;
+        if (name && value) entries.push({ key: literal(name), keyExpr: name, value, when: conditionsOf(resource) });
       }
     }
-    return n;
-  };
-  let i = 0;
-  while (i < n) {
-    if (raw.startsWith('//', i)) {
-      const eol = raw.indexOf('\n', i);
-      const stop = eol < 0 ? n : eol;
-      blank(code, i, stop);
-      blank(masked, i, stop);
-      i = stop;
-    } else if (raw.startsWith('/*', i)) {
-      const close = raw.indexOf('*/', i + 2);
-      const stop = close < 0 ? n : close + 2;
-      blank(code, i, stop);
-      blank(masked, i, stop);
-      i = stop;
-    } else if (raw[i] === "'") {
-      const stop = stringEnd(i);
-      const quote = raw.startsWith("'''", i) ? 3 : 1;
-      blank(masked, i + quote, Math.max(i + quote, stop - quote));
-      i = stop;
-    } else {
-      i++;
-    }
   }
-  return { raw, code: code.join(''), masked: masked.join('') };
+  return { file, entries, opaque };
 }
-
-/** Index of the bracket that closes the one at `open` (`{` or `[`), or the end of the text. */
-function closing(masked: string, open: number): number {
-  let depth = 0;
-  for (let k = open; k < masked.length; k++) {
-    const ch = masked[k];
-    if (ch === '{' || ch === '[') depth++;
-    else if (ch === '}' || ch === ']') {
-      depth--;
-      if (depth === 0) return k;
-    }
-  }
-  return masked.length - 1;
-}
-
-interface Span {
-  start: number;
-  end: number;
-}
-
-interface BicepResource extends Span {
-  symbol: string;
-  type: string;
-  existing: boolean;
-  /** What `= if (...)` deploys the resource on, or undefined when it always is. */
-  condition: string | undefined;
-  /** The body `{ ... }`, comments blanked. */
-  body: string;
-}
-
-interface BicepDeclaration {
-  name: string;
-  /** Everything after `=` up to the end of the line (or of the object or array it opens). */
-  value: string;
-  /** Decorator lines right above the declaration. */
-  decorators: string;
-}
-
-interface BicepModule {
-  symbol: string;
-  path: string;
-  body: string;
-}
-
-export interface ParsedBicep extends ScannedBicep {
-  path: string;
-  targetScope: string;
-  resources: BicepResource[];
-  modules: BicepModule[];
-  params: BicepDeclaration[];
-  outputs: BicepDeclaration[];
-  /** `var` declarations by name: their value, whole when it spans lines. */
-  vars: Map<string, string>;
-}
-
-function bodyAfter(scanned: ScannedBicep, from: number): Span & { body: string } {
-  const open = scanned.masked.indexOf('{', from);
-  if (open < 0) return { start: from, end: from, body: '' };
-  const end = closing(scanned.masked, open);
-  return { start: open, end, body: scanned.code.slice(open, end + 1) };
-}
-
-function decoratorsAbove(scanned: ScannedBicep, at: number): string {
-  const rawLines = scanned.raw.slice(0, at).split('\n');
-  const codeLines = scanned.code.slice(0, at).split('\n');
-  rawLines.pop();
-  codeLines.pop();
-  const taken: string[] = [];
-  while (rawLines.length > 0) {
-    const rawLine = rawLines.pop() as string;
-    const codeLine = (codeLines.pop() as string).trim();
-    if (rawLine.trim() === '') break;
-    if (/^((param|var|resource|output|module|import|type|func)\s+[A-Za-z_]|targetScope\s*=)/.test(codeLine)) break;
-    taken.unshift(codeLine);
-  }
-  return taken.join('\n');
-}
-
-function valueFrom(scanned: ScannedBicep, from: number): string {
-  const eol = scanned.code.indexOf('\n', from);
-  const lineEnd = eol < 0 ? scanned.code.length : eol;
-  const line = scanned.masked.slice(from, lineEnd).trimEnd();
-  const last = line[line.length - 1];
-  if (last === '{' || last === '[') {
-    const open = from + line.length - 1;
-    return scanned.code.slice(from, closing(scanned.masked, open) + 1);
-  }
-  return scanned.code.slice(from, lineEnd).trim();
-}
-
-export function parseBicep(path: string, raw: string): ParsedBicep {
-  const scanned = scanBicep(raw);
-  const { code } = scanned;
-  const resources: BicepResource[] = [];
-  for (const m of code.matchAll(/^[ \t]*resource\s+([A-Za-z_]\w*)\s+'([^'@]+)@[^']*'\s*(existing)?\s*=/gm)) {
-    const after = (m.index ?? 0) + m[0].length;
-    const span = bodyAfter(scanned, after);
-    const condition = /^\s*if\s*\(([\s\S]*)\)\s*$/.exec(code.slice(after, span.start))?.[1]?.trim();
-    resources.push({ symbol: m[1] as string, type: m[2] as string, existing: m[3] !== undefined, condition, ...span });
-  }
-  const modules: BicepModule[] = [];
-  for (const m of code.matchAll(/^[ \t]*module\s+([A-Za-z_]\w*)\s+'([^']+)'\s*=/gm)) {
-    modules.push({ symbol: m[1] as string, path: m[2] as string, body: bodyAfter(scanned, (m.index ?? 0) + m[0].length).body });
-  }
-  const declarations = (keyword: 'param' | 'output') => {
-    const found: BicepDeclaration[] = [];
-    const pattern = new RegExp(`^[ \\t]*${keyword}\\s+([A-Za-z_]\\w*)\\s+[A-Za-z_][\\w.]*(?:[ \\t]*=[ \\t]*)?`, 'gm');
-    for (const m of code.matchAll(pattern)) {
-      const at = m.index ?? 0;
-      const hasValue = m[0].includes('=');
-      found.push({
-        name: m[1] as string,
-        value: hasValue ? valueFrom(scanned, at + m[0].length) : '',
-        decorators: decoratorsAbove(scanned, at),
-      });
-    }
-    return found;
-  };
-  const vars = new Map<string, string>();
-  for (const m of code.matchAll(/^[ \t]*var\s+([A-Za-z_]\w*)\s*=[ \t]*/gm)) {
-    vars.set(m[1] as string, valueFrom(scanned, (m.index ?? 0) + m[0].length));
-  }
-  const targetScope = /^\s*targetScope\s*=\s*'([^']*)'/m.exec(code)?.[1] ?? 'resourceGroup';
-  return {
-    ...scanned,
-    path,
-    targetScope,
-    resources,
-    modules,
-    params: declarations('param'),
-    outputs: declarations('output'),
-    vars,
-  };
-}
-
-/** The `{ ... }` that follows `key:` inside `text` (a resource body), or '' when there is none. */
-function block(text: string, key: string): string {
-  const m = new RegExp(`\\b${key}\\s*:\\s*\\{`).exec(text);
-  if (!m) return '';
-  const open = m.index + m[0].length - 1;
-  return text.slice(open, closing(scanBicep(text).masked, open) + 1);
-}
-
-/** Whether `code` sets app setting `name` (as an object key or as `name: '<name>'`). */
-function setsAppSetting(code: string, name: string): boolean {
-  return new RegExp(`(?:^|[\\s{,])'?${name}'?\\s*:|\\bname\\s*:\\s*'${name}'`, 'm').test(code);
-}
-
-const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-
-/** What the module that deploys `file` passes from main.bicep for `param`, one line, or undefined. */
-function passedToModule(main: ParsedBicep, file: ParsedBicep, param: string): string | undefined {
-  const module = main.modules.find((m) => posix.normalize(posix.join(posix.dirname(main.path), m.path)) === file.path);
-  if (!module) return undefined;
-  return new RegExp(`^[ \\t]*${param}\\s*:\\s*(.+?)\\s*$`, 'm').exec(block(module.body, 'params'))?.[1];
-}
-
-/**
- * The main.bicep expression behind `expr` in `file`: `expr` itself in main.bicep; in a module,
- * what main.bicep passes for `expr` when `expr` is just one of the module's parameters.
- */
-function passedFrom(main: ParsedBicep, file: ParsedBicep, expr: string): string | undefined {
-  if (file === main) return expr;
-  return file.params.some((p) => p.name === expr) ? passedToModule(main, file, expr) : undefined;
-}
-
-/** The value expression of app setting `name` in `code` (one line), or undefined when it is not set. */
-function appSettingValue(code: string, name: string): string | undefined {
-  return new RegExp(`(?:^|[\\s{,])'?${name}'?\\s*:\\s*([^\\n]+)`, 'm').exec(code)?.[1]?.trim();
-}
-
-/** Whether `expr` mentions `name` as a whole identifier. */
-const mentions = (expr: string, name: string) => new RegExp(`(?<![\\w.])${escapeRegExp(name)}\\b`).test(expr);
 
 /** An ISO 8601 duration of minutes or hours (`PT5M`, `PT1H`), in minutes; NaN otherwise. */
-function minutesOf(duration: string | undefined): number {
-  const m = /^PT(?:(\d+)H)?(?:(\d+)M)?$/.exec(duration ?? '');
+function minutesOf(duration: unknown): number {
+  const m = /^PT(?:(\d+)H)?(?:(\d+)M)?$/.exec(typeof duration === 'string' ? duration : '');
   if (!m || (m[1] === undefined && m[2] === undefined)) return Number.NaN;
   return Number(m[1] ?? 0) * 60 + Number(m[2] ?? 0);
 }
 
-// --- Bicep rules ----------------------------------------------------------------------------
+// --- the Bicep sources, as text ----------------------------------------------------------------
 
-export function lintBicep(files: Record<string, string>, expect: InfraExpectations): string[] {
+/**
+ * The rules the compiled template cannot hold: comments do not reach it, and a key or a strong
+ * role's id pasted into a comment is still a key in the repository.
+ */
+export function lintBicepSources(files: Record<string, string>): string[] {
   const problems: string[] = [];
   const report = (rule: string, file: string, message: string) => problems.push(`${rule}: ${file}: ${message}`);
-  const parsed = Object.entries(files).map(([path, raw]) => parseBicep(path, raw));
-  const all = parsed.flatMap((file) => file.resources.map((resource) => ({ file, resource })));
-  const ofType = (type: string, options: { existing?: boolean } = {}) =>
-    all.filter(
-      ({ resource }) => resource.type === type && (options.existing === undefined || resource.existing === options.existing),
-    );
-  const allCode = parsed.map((file) => file.code).join('\n');
-  const main = parsed.find((file) => file.path === MAIN_BICEP);
-  if (!main) {
-    report('files', MAIN_BICEP, 'is missing');
-    return problems;
+  for (const [path, raw] of Object.entries(files)) {
+    if (/\blist(Keys|AccountSas|ServiceSas)\s*\(/i.test(raw))
+      report('no-list-keys', path, 'mentions listKeys/listAccountSas/listServiceSas');
+    for (const [pattern, what] of KEY_MATERIAL) {
+      if (pattern.test(raw)) report('no-key-material', path, `contains ${what}`);
+    }
+    for (const [id, name] of Object.entries(FORBIDDEN_ROLES)) {
+      if (raw.toLowerCase().includes(id)) report('role-forbidden', path, `mentions the ${name} role (${id})`);
+    }
   }
+  return problems;
+}
 
-  // Key material, anywhere in any file (comments included).
-  for (const file of parsed) {
-    if (/\blist(Keys|AccountSas|ServiceSas)\s*\(/i.test(file.raw))
-      report('no-list-keys', file.path, 'calls listKeys/listAccountSas/listServiceSas');
-    for (const [pattern, what] of [
-      [/AccountKey\s*=/i, 'AccountKey='],
-      [/SharedAccessSignature/i, 'SharedAccessSignature'],
-      [/(^|[?&;\s'"])sig=/im, 'a SAS signature (sig=)'],
-      [/DefaultEndpointsProtocol\s*=/i, 'a storage connection string'],
-    ] as const) {
-      if (pattern.test(file.raw)) report('no-key-material', file.path, `contains ${what}`);
+// --- the compiled template --------------------------------------------------------------------
+
+export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, expect: InfraExpectations): string[] {
+  const problems: string[] = [];
+  const report = (rule: string, file: string, message: string) => problems.push(`${rule}: ${file}: ${message}`);
+  const model = modelOf(files);
+  const main = model.root;
+  const live = model.resources.filter((r) => !r.existing);
+  const ofType = (type: string) => live.filter((r) => r.type === type);
+  // A role assignment in a resources array has no symbol, and its name is a guid(): say which role it grants.
+  const what = (r: ArmResource) =>
+    r.symbol === undefined && r.type === 'Microsoft.Authorization/roleAssignments'
+      ? `the role assignment of ${roleOf(r) ?? 'an unknown role'}`
+      : r.label;
+
+  // Key material, anywhere in the template: no list*() call (each returns keys or secrets), no key in any string.
+  for (const scope of model.scopes) {
+    const tree = ownTree(scope);
+    for (const node of walk(tree)) {
+      if (node.kind === 'call' && /^list/i.test(node.name)) report('no-list-keys', scope.file, `calls ${node.name}()`);
+    }
+    const strings = stringsIn(tree);
+    for (const [pattern, found] of KEY_MATERIAL) {
+      if (strings.some((s) => pattern.test(s))) report('no-key-material', scope.file, `contains ${found}`);
+    }
+    // Nothing may answer without a key: no anonymous function, no anonymous access through App Service authentication.
+    if (strings.some((s) => s.toLowerCase() === 'anonymous' || /\bAllowAnonymous\b/i.test(s))) {
+      report('no-anonymous', scope.file, 'allows anonymous access');
+    }
+    for (const [id, name] of Object.entries(FORBIDDEN_ROLES)) {
+      if (strings.some((s) => s.toLowerCase().includes(id)))
+        report('role-forbidden', scope.file, `names the ${name} role (${id})`);
     }
   }
 
-  // Nothing may answer without a key: no anonymous function, no anonymous access through App Service authentication.
-  for (const file of parsed) {
-    if (/'anonymous'|\bAllowAnonymous\b/i.test(file.code)) report('no-anonymous', file.path, 'allows anonymous access');
+  // Scope and modules: every Bicep file is deployed; at subscription scope each module names its group.
+  const schema = main.template.$schema ?? '';
+  const atSubscription = /\/subscriptionDeploymentTemplate\.json#$/.test(schema);
+  if (!atSubscription && !/\/deploymentTemplate\.json#$/.test(schema)) {
+    report('target-scope', main.file, `the template's schema is ${schema}; use targetScope subscription or resourceGroup`);
   }
-
-  // Modules: every referenced file is here, and deployed; at subscription scope each one names its scope.
-  if (!['subscription', 'resourceGroup'].includes(main.targetScope)) {
-    report('target-scope', main.path, `targetScope is ${main.targetScope}; use subscription or resourceGroup`);
+  for (const path of Object.keys(files.hashes)) {
+    if (path !== main.file && !model.scopes.some((s) => s.file === path)) report('modules', path, 'no module deploys it');
   }
-  const deployed = new Set(
-    parsed.flatMap((file) => file.modules.map((module) => posix.normalize(posix.join(posix.dirname(file.path), module.path)))),
-  );
-  for (const file of parsed) {
-    if (file !== main && !deployed.has(file.path)) report('modules', file.path, 'no module deploys it');
-  }
-  for (const file of parsed) {
-    for (const module of file.modules) {
-      const target = posix.normalize(posix.join(posix.dirname(file.path), module.path));
-      if (!(target in files)) report('modules', file.path, `module ${module.symbol} points at ${target}, which is not there`);
-      if (file.targetScope === 'subscription' && !/\bscope\s*:/.test(module.body)) {
-        report('target-scope', file.path, `module ${module.symbol} has no scope, so it would deploy at subscription scope`);
-      }
+  // A module of a subscription-scope template without a resource group deploys at subscription scope.
+  for (const scope of model.scopes) {
+    if (!/\/subscriptionDeploymentTemplate\.json#$/.test(scope.template.$schema ?? '')) continue;
+    for (const module of scope.resources.filter((r) => r.type === DEPLOYMENTS && r.json.resourceGroup === undefined)) {
+      report(
+        'target-scope',
+        scope.file,
+        `module ${module.label} has no resource group, so it would deploy at subscription scope`,
+      );
     }
   }
 
   // Storage account.
-  const accounts = ofType('Microsoft.Storage/storageAccounts', { existing: false });
+  const accounts = ofType('Microsoft.Storage/storageAccounts');
   if (accounts.length === 0) report('storage-account', ALL_BICEP, 'no storage account is created');
-  for (const { file, resource } of accounts) {
-    const has = (pattern: RegExp) => pattern.test(resource.body);
-    if (!has(/\ballowSharedKeyAccess\s*:\s*false\b/))
-      report('storage-shared-key', file.path, `${resource.symbol}: allowSharedKeyAccess must be false`);
-    if (!has(/\bminimumTlsVersion\s*:\s*'TLS1_2'/))
-      report('storage-tls', file.path, `${resource.symbol}: minimumTlsVersion must be 'TLS1_2'`);
-    if (!has(/\ballowBlobPublicAccess\s*:\s*false\b/))
-      report('storage-public-blob', file.path, `${resource.symbol}: allowBlobPublicAccess must be false`);
-    if (!has(/\bsupportsHttpsTrafficOnly\s*:\s*true\b/))
-      report('storage-https-only', file.path, `${resource.symbol}: supportsHttpsTrafficOnly must be true`);
-    if (!has(/\bdefaultToOAuthAuthentication\s*:\s*true\b/)) {
-      report('storage-oauth-default', file.path, `${resource.symbol}: defaultToOAuthAuthentication must be true`);
+  for (const account of accounts) {
+    const is = (path: string, value: unknown) => rawField(account, `properties.${path}`) === value;
+    const file = account.scope.file;
+    if (!is('allowSharedKeyAccess', false))
+      report('storage-shared-key', file, `${what(account)}: allowSharedKeyAccess must be false`);
+    if (!is('minimumTlsVersion', 'TLS1_2')) report('storage-tls', file, `${what(account)}: minimumTlsVersion must be 'TLS1_2'`);
+    if (!is('allowBlobPublicAccess', false))
+      report('storage-public-blob', file, `${what(account)}: allowBlobPublicAccess must be false`);
+    if (!is('supportsHttpsTrafficOnly', true))
+      report('storage-https-only', file, `${what(account)}: supportsHttpsTrafficOnly must be true`);
+    if (!is('defaultToOAuthAuthentication', true)) {
+      report('storage-oauth-default', file, `${what(account)}: defaultToOAuthAuthentication must be true`);
     }
   }
-  for (const { file, resource } of ofType('Microsoft.Storage/storageAccounts/blobServices/containers')) {
-    const access = /\bpublicAccess\s*:\s*'([^']*)'/.exec(resource.body)?.[1];
+  for (const container of model.resources.filter((r) => r.type === 'Microsoft.Storage/storageAccounts/blobServices/containers')) {
+    const access = rawField(container, 'properties.publicAccess');
     if (access !== undefined && access !== 'None')
-      report('container-public-access', file.path, `${resource.symbol}: publicAccess is '${access}'`);
+      report('container-public-access', container.scope.file, `${what(container)}: publicAccess is ${JSON.stringify(access)}`);
   }
+  const mainNodes = [...walk(ownTree(main))];
   for (const suffix of expect.hubSuffixes) {
-    if (!new RegExp(`'\\$\\{hubName\\}${escapeRegExp(suffix)}'`).test(main.code)) {
-      report('hub-resources', main.path, `nothing is named '\${hubName}${suffix}'`);
-    }
+    const named = mainNodes.some(
+      (node) => isCall(node, 'format') && literal(node.args[0]) === `{0}${suffix}` && rootParameter(node.args[1]) === 'hubName',
+    );
+    if (!named) report('hub-resources', main.file, `nothing is named '\${hubName}${suffix}'`);
   }
   for (const [name, value] of [
     ['leaseContainerName', expect.leaseContainer],
     ['auditContainerName', expect.auditContainer],
   ] as const) {
     // A parameter (BATON_LEASE_CONTAINER, BATON_AUDIT_CONTAINER) whose default is Baton's.
-    if (!new RegExp(`\\b(?:var\\s+${name}|param\\s+${name}\\s+string)\\s*=\\s*'${escapeRegExp(value)}'`).test(main.code)) {
-      report('hub-resources', main.path, `${name} must be '${value}', Baton's default`);
-    }
+    const declared = main.template.parameters?.[name]?.defaultValue ?? main.template.variables?.[name];
+    if (declared !== value) report('hub-resources', main.file, `${name} must be '${value}', Baton's default`);
   }
 
-  // Roles: which, and where. The app's identity is the principal of type 'ServicePrincipal'; the
-  // optional deployer's assignments take their principal and its type from parameters.
-  const roleAssignments = ofType('Microsoft.Authorization/roleAssignments');
-  const roleIdsOf = (file: ParsedBicep, body: string) => {
-    const definition = /\broleDefinitionId\s*:\s*([^\n]+)/.exec(body)?.[1] ?? '';
-    const ids = [...definition.matchAll(/[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}/gi)].map((m) => m[0].toLowerCase());
-    // Through a var, or through the var a loop runs over.
-    const names = [...definition.matchAll(/\b([A-Za-z_]\w*)\b/g)].map((m) => m[1] as string);
-    const loop = /^\s*\[\s*for\s+(\w+)\s+in\s+(\w+)\s*:/.exec(body);
-    const viaLoop = loop && names.includes(loop[1] as string) ? (file.vars.get(loop[2] as string) ?? '') : '';
-    for (const text of [...names.map((name) => file.vars.get(name) ?? ''), viaLoop]) {
-      for (const m of text.matchAll(/\b([A-Za-z_]\w*)\b|'([0-9a-f-]{36})'/gi)) {
-        const value = m[2] ?? file.vars.get(m[1] as string)?.replace(/^'|'$/g, '');
-        if (value && /^[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}$/i.test(value)) ids.push(value.toLowerCase());
-      }
-    }
-    return ids;
-  };
-  const appRoleIds = new Set(
-    roleAssignments
-      .filter(({ resource }) => /\bprincipalType\s*:\s*'ServicePrincipal'/.test(resource.body))
-      .flatMap(({ file, resource }) => roleIdsOf(file, resource.body)),
-  );
-  const roleIdIn = (id: string) => appRoleIds.has(id);
-  if (!roleIdIn(ROLE.storageBlobDataOwner) && !roleIdIn(ROLE.storageBlobDataContributor)) {
-    report('role-blob-data', ALL_BICEP, 'no Storage Blob Data Owner or Contributor role is assigned');
+  // Roles: which, to whom, and where.
+  const assignments = ofType('Microsoft.Authorization/roleAssignments');
+  const granted = (roles: readonly string[], to: Principal) =>
+    assignments.filter((a) => roles.includes(roleOf(a) ?? '') && principalOf(model, a) === to);
+  if (granted([ROLE.storageBlobDataOwner, ROLE.storageBlobDataContributor], 'app-identity').length === 0) {
+    report('role-blob-data', ALL_BICEP, "the app's identity gets no Storage Blob Data Owner or Contributor role");
   }
-  if (!roleIdIn(ROLE.storageQueueDataContributor))
-    report('role-queue-data', ALL_BICEP, 'Storage Queue Data Contributor is not assigned');
-  for (const [id, name] of Object.entries(FORBIDDEN_ROLES)) {
-    for (const file of parsed)
-      if (file.raw.toLowerCase().includes(id)) report('role-forbidden', file.path, `mentions the ${name} role (${id})`);
-  }
-  for (const { file, resource } of roleAssignments) {
-    const scope = /\bscope\s*:\s*([^\n]+)/.exec(resource.body)?.[1]?.trim();
+  if (granted([ROLE.storageQueueDataContributor], 'app-identity').length === 0)
+    report('role-queue-data', ALL_BICEP, "the app's identity gets no Storage Queue Data Contributor role");
+  if (granted([ROLE.monitoringMetricsPublisher], 'app-identity').length === 0)
+    report('app-insights-entra', ALL_BICEP, "the app's identity gets no Monitoring Metrics Publisher role");
+  for (const assignment of assignments) {
+    const file = assignment.scope.file;
+    const role = roleOf(assignment);
+    if (role === undefined) report('role-scope', file, `${what(assignment)}: its roleDefinitionId names no one role`);
+    else if (role in FORBIDDEN_ROLES) report('role-forbidden', file, `${what(assignment)} assigns ${FORBIDDEN_ROLES[role]}`);
+    const scope = field(assignment, 'scope');
     if (scope === undefined) {
-      report('role-scope', file.path, `${resource.symbol} has no scope, so it applies to the whole ${file.targetScope}`);
-    } else if (!/^[A-Za-z_]\w*$/.test(scope)) {
-      report('role-scope', file.path, `${resource.symbol} is scoped to ${scope}, not to a resource`);
+      report('role-scope', file, `${what(assignment)} has no scope, so it applies to the whole group or subscription`);
     } else {
-      const target = file.resources.find((r) => r.symbol === scope);
-      const allowed = target && ROLE_SCOPE_TYPES.some((type) => target.type === type || target.type.startsWith(`${type}/`));
+      const type = typeOfId(assignment.scope, scope);
+      const allowed = type !== undefined && ROLE_SCOPE_TYPES.some((t) => type === t || type.startsWith(`${t}/`));
       if (!allowed) {
         report(
           'role-scope',
-          file.path,
-          `${resource.symbol} is scoped to ${scope}, which is not the storage account or Application Insights`,
+          file,
+          `${what(assignment)} is scoped to ${show(scope)}, which is not the storage account or Application Insights`,
         );
       }
     }
-    // The app's identity is a service principal. Only the deployer's may be another type, named
-    // by a parameter limited to User, Group or ServicePrincipal.
-    const typeParam = /\bprincipalType\s*:\s*([A-Za-z_]\w*)\s*$/m.exec(resource.body)?.[1];
-    const principalParam = /\bprincipalId\s*:\s*([A-Za-z_]\w*)\s*$/m.exec(resource.body)?.[1];
-    const deployerType =
-      typeParam !== undefined &&
-      principalParam !== undefined &&
-      /deployer/i.test(principalParam) &&
-      /@allowed\(\[\s*'User'\s+'Group'\s+'ServicePrincipal'\s*\]\)/.test(
-        file.params.find((p) => p.name === typeParam)?.decorators ?? '',
-      );
-    if (!/\bprincipalType\s*:\s*'ServicePrincipal'/.test(resource.body) && !deployerType) {
-      report('role-principal-type', file.path, `${resource.symbol}: principalType must be 'ServicePrincipal'`);
+    const principal = principalOf(model, assignment);
+    const principalType = PRINCIPAL_TYPES[principal];
+    if (rawField(assignment, 'properties.principalType') !== principalType) {
+      report('role-principal-type', file, `${what(assignment)}: principalType must be '${principalType}'`);
     }
-    if (!/^\s*(?:\[\s*for\s+\w+\s+in\s+\w+\s*:\s*)?\{\s*name\s*:\s*guid\(/.test(resource.body))
-      report('role-name-guid', file.path, `${resource.symbol}: name must be guid(...)`);
+    if (!isCall(assignment.name, 'guid')) report('role-name-guid', file, `${what(assignment)}: name must be guid(...)`);
   }
 
   // Storage Table Data Contributor: granted exactly when BATON_ENGINE is durable.
-  const engineParam = main.params.find((p) => p.decorators.includes("@description('BATON_ENGINE:"))?.name;
-  const tableRoles = parsed.flatMap((file) => {
-    const names = [
-      TABLE_DATA_CONTRIBUTOR,
-      ...[...file.vars].filter(([, value]) => value === `'${TABLE_DATA_CONTRIBUTOR}'`).map(([name]) => name),
-    ];
-    return file.resources
-      .filter(
-        (r) => r.type === 'Microsoft.Authorization/roleAssignments' && names.some((n) => new RegExp(`\\b${n}\\b`).test(r.body)),
-      )
-      .map((resource) => ({ file, resource }));
-  });
+  const engineParam = parameterDocumentedAs(main, 'BATON_ENGINE');
+  const tableRoles = granted([ROLE.storageTableDataContributor], 'app-identity');
   if (tableRoles.length === 0) {
     report(
       'role-table-data',
@@ -575,172 +461,181 @@ export function lintBicep(files: Record<string, string>, expect: InfraExpectatio
       'Storage Table Data Contributor is not assigned: the durable engine keeps its task hub in tables',
     );
   }
-  for (const { file, resource } of tableRoles) {
-    const condition = resource.condition === undefined ? undefined : passedFrom(main, file, resource.condition);
-    if (!engineParam || condition === undefined || !new RegExp(`^${engineParam}\\s*==\\s*'durable'$`).test(condition)) {
+  const durable = engineParam && call('equals', call('parameters', str(engineParam)), str('durable'));
+  for (const assignment of tableRoles) {
+    const conditions = conditionsOf(assignment);
+    if (!durable || conditions.length !== 1 || !sameExpr(conditions[0] as Expr, durable)) {
       report(
         'role-table-data',
-        file.path,
-        `${resource.symbol} must be deployed if (and only if) BATON_ENGINE (${engineParam ?? 'no parameter'}) is 'durable'`,
+        assignment.scope.file,
+        `${what(assignment)} must be deployed if (and only if) BATON_ENGINE (${engineParam ?? 'no parameter'}) is 'durable'`,
       );
     }
   }
 
   // Identity.
-  if (ofType('Microsoft.ManagedIdentity/userAssignedIdentities', { existing: false }).length === 0) {
+  if (ofType('Microsoft.ManagedIdentity/userAssignedIdentities').length === 0) {
     report('identity', ALL_BICEP, 'no user-assigned identity is created');
   }
 
   // The function app.
-  const plans = ofType('Microsoft.Web/serverfarms', { existing: false });
-  const isFlex = (body: string) => {
-    const sku = block(body, 'sku');
-    return /\bname\s*:\s*'FC1'/.test(sku) && /\btier\s*:\s*'FlexConsumption'/.test(sku);
-  };
-  if (plans.length === 0 || !plans.every(({ resource }) => isFlex(resource.body))) {
+  const plans = ofType('Microsoft.Web/serverfarms');
+  const isFlex = (plan: ArmResource) => rawField(plan, 'sku.name') === 'FC1' && rawField(plan, 'sku.tier') === 'FlexConsumption';
+  if (plans.length === 0 || !plans.every(isFlex))
     report('flex-plan', ALL_BICEP, "the plan must be sku FC1, tier 'FlexConsumption'");
-  }
-  const sites = ofType('Microsoft.Web/sites', { existing: false });
+  const sites = ofType('Microsoft.Web/sites');
   if (sites.length !== 1) report('flex-site', ALL_BICEP, `expected one function app, found ${sites.length}`);
-  for (const { file, resource } of sites) {
-    const body = resource.body;
-    const config = block(body, 'functionAppConfig');
-    if (!/\bkind\s*:\s*'functionapp,linux'/.test(body) || !config) {
-      report('flex-site', file.path, `${resource.symbol}: kind must be 'functionapp,linux' with a functionAppConfig`);
+  for (const site of sites) {
+    const file = site.scope.file;
+    const config = (path: string) => rawField(site, `properties.functionAppConfig.${path}`);
+    if (rawField(site, 'kind') !== 'functionapp,linux' || rawField(site, 'properties.functionAppConfig') === undefined) {
+      report('flex-site', file, `${what(site)}: kind must be 'functionapp,linux' with a functionAppConfig`);
     }
-    const runtime = block(config, 'runtime');
-    if (!/\bname\s*:\s*'node'/.test(runtime) || !/\bversion\s*:\s*'22'/.test(runtime)) {
-      report('flex-runtime', file.path, `${resource.symbol}: runtime must be node 22`);
+    if (config('runtime.name') !== 'node' || config('runtime.version') !== '22') {
+      report('flex-runtime', file, `${what(site)}: runtime must be node 22`);
     }
-    const scale = block(config, 'scaleAndConcurrency');
-    if (!/\bmaximumInstanceCount\s*:\s*[A-Za-z_]\w*\s*$/m.test(scale) || !/\binstanceMemoryMB\s*:\s*2048\b/.test(scale)) {
-      report(
-        'flex-scale',
-        file.path,
-        `${resource.symbol}: maximumInstanceCount must come from a parameter and instanceMemoryMB be 2048`,
-      );
-    }
-    const authentication = block(block(block(config, 'deployment'), 'storage'), 'authentication');
+    const maximum = field(site, 'properties.functionAppConfig.scaleAndConcurrency.maximumInstanceCount');
     if (
-      !/\btype\s*:\s*'UserAssignedIdentity'/.test(authentication) ||
-      !/\buserAssignedIdentityResourceId\s*:/.test(authentication)
+      rootParameter(maximum && toRoot(site.scope, maximum)) === undefined ||
+      config('scaleAndConcurrency.instanceMemoryMB') !== 2048
+    ) {
+      report('flex-scale', file, `${what(site)}: maximumInstanceCount must come from a parameter and instanceMemoryMB be 2048`);
+    }
+    if (
+      config('deployment.storage.authentication.type') !== 'UserAssignedIdentity' ||
+      config('deployment.storage.authentication.userAssignedIdentityResourceId') === undefined
     ) {
       report(
         'flex-deployment-identity',
-        file.path,
-        `${resource.symbol}: the deployment container must be read with the user-assigned identity`,
+        file,
+        `${what(site)}: the deployment container must be read with the user-assigned identity`,
       );
     }
-    if (!/\bhttpsOnly\s*:\s*true\b/.test(body)) report('https-only', file.path, `${resource.symbol}: httpsOnly must be true`);
-    if (!/\bminTlsVersion\s*:\s*'1\.[23]'/.test(block(body, 'siteConfig'))) {
-      report('site-tls', file.path, `${resource.symbol}: siteConfig.minTlsVersion must be '1.2' or later`);
+    if (rawField(site, 'properties.httpsOnly') !== true) report('https-only', file, `${what(site)}: httpsOnly must be true`);
+    if (!['1.2', '1.3'].includes(String(rawField(site, 'properties.siteConfig.minTlsVersion')))) {
+      report('site-tls', file, `${what(site)}: siteConfig.minTlsVersion must be '1.2' or later`);
     }
-    if (!/\btype\s*:\s*'UserAssigned'/.test(block(body, 'identity')))
-      report('identity', file.path, `${resource.symbol}: identity type must be 'UserAssigned'`);
-    if (!/'azd-service-name'\s*:\s*'[^']+'/.test(body))
-      report('tags', file.path, `${resource.symbol}: no literal azd-service-name tag`);
+    if (rawField(site, 'identity.type') !== 'UserAssigned')
+      report('identity', file, `${what(site)}: identity type must be 'UserAssigned'`);
+    if (serviceTagIn(site) === undefined) report('tags', file, `${what(site)}: no literal azd-service-name tag`);
   }
-  const policies = ofType('Microsoft.Web/sites/basicPublishingCredentialsPolicies', { existing: false });
+  const policies = ofType('Microsoft.Web/sites/basicPublishingCredentialsPolicies');
   for (const method of ['ftp', 'scm']) {
-    const policy = policies.find(({ resource }) => new RegExp(`\\bname\\s*:\\s*'${method}'`).test(resource.body));
-    if (!policy || !/\ballow\s*:\s*false\b/.test(policy.resource.body)) {
+    const policy = policies.find((p) => lastSegment(p.name) === method);
+    if (!policy || rawField(policy, 'properties.allow') !== false) {
       report(
         'basic-auth',
-        policy?.file.path ?? ALL_BICEP,
+        policy?.scope.file ?? ALL_BICEP,
         `basic publishing credentials for ${method} must be disabled (allow: false)`,
       );
     }
   }
-  if (!/'azd-env-name'\s*:\s*environmentName\b/.test(main.code))
-    report('tags', main.path, "tags must carry 'azd-env-name': environmentName");
+  // Every resource Azure keeps in a region carries the environment's tag, from main.bicep's environmentName.
+  for (const resource of live.filter((r) => r.json.location !== undefined)) {
+    const tag = only(entriesAt(resource, 'tags'), 'azd-env-name');
+    if (rootParameter(tag?.value) !== 'environmentName')
+      report('tags', resource.scope.file, `${what(resource)}: tags must carry 'azd-env-name': environmentName`);
+  }
 
   // App settings.
+  const settings = appSettingsOf(model);
+  const keys = settings.entries.map((e) => e.key);
   for (const name of IDENTITY_SETTINGS) {
-    if (!setsAppSetting(allCode, name)) report('app-settings-identity', ALL_BICEP, `${name} is not set`);
+    if (!keys.includes(name)) report('app-settings-identity', settings.file, `${name} is not set`);
   }
-  if (!/AzureWebJobsStorage__credential'?\s*:\s*'managedidentity'/.test(allCode)) {
-    report('app-settings-credential', ALL_BICEP, "AzureWebJobsStorage__credential must be 'managedidentity'");
+  const credential = settings.entries.filter((e) => e.key === 'AzureWebJobsStorage__credential');
+  if (credential.length === 0 || credential.some((e) => literal(e.value) !== 'managedidentity')) {
+    report('app-settings-credential', settings.file, "AzureWebJobsStorage__credential must be 'managedidentity'");
   }
-  // Outside the public cloud the host needs the URIs (it assumes the public suffix for a name):
-  // a var that is empty in the public cloud may set them.
-  const sovereignOnly = parsed.flatMap((file) =>
-    [...file.vars.values()].filter((value) => /^environment\(\)\.name\s*==\s*'AzureCloud'\s*\?\s*\{\s*\}\s*:/.test(value)),
-  );
-  const publicCloudCode = sovereignOnly.reduce((code, value) => code.replace(value, ''), allCode);
-  for (const m of publicCloudCode.matchAll(/(?:^|[\s{,])'?(AzureWebJobsStorage__\w*ServiceUri)'?\s*:/gm)) {
-    report(
-      'app-settings-host-storage',
-      ALL_BICEP,
-      `${m[1]} is set: the host's connection takes AzureWebJobsStorage__accountName alone`,
-    );
+  for (const key of keys) {
+    if (key !== undefined && /^AzureWebJobsStorage__\w*ServiceUri$/i.test(key)) {
+      report(
+        'app-settings-host-storage',
+        settings.file,
+        `${key} is set: the host's connection takes AzureWebJobsStorage__accountName alone`,
+      );
+    }
   }
-  if (/(?:^|[\s{,])'?AzureWebJobsStorage'?\s*:|'AzureWebJobsStorage'/m.test(allCode)) {
-    report('app-settings-plain-connection', ALL_BICEP, 'AzureWebJobsStorage is set as a connection string');
+  if (keys.some((key) => key?.toLowerCase() === 'azurewebjobsstorage')) {
+    report('app-settings-plain-connection', settings.file, 'AzureWebJobsStorage is set as a connection string');
   }
   for (const name of FLEX_DEPRECATED_SETTINGS) {
-    if (setsAppSetting(allCode, name))
-      report('app-settings-flex-deprecated', ALL_BICEP, `${name} is not used by Flex Consumption`);
+    if (keys.includes(name)) report('app-settings-flex-deprecated', settings.file, `${name} is not used by Flex Consumption`);
   }
-  for (const m of allCode.matchAll(/(?:^|[\s{,])'?(BATON_[A-Z0-9_]+)'?\s*:/gm)) {
-    const name = m[1] as string;
-    if (!(name in expect.batonSettings))
-      report('app-settings-baton', ALL_BICEP, `${name} is set, but Baton reads no such setting`);
+  for (const key of keys) {
+    if (key !== undefined && key.startsWith('BATON_') && !(key in expect.batonSettings))
+      report('app-settings-baton', settings.file, `${key} is set, but Baton reads no such setting`);
   }
-  const authString = /APPLICATIONINSIGHTS_AUTHENTICATION_STRING'?\s*:\s*'([^'\n]*)'/.exec(allCode)?.[1];
-  if (!setsAppSetting(allCode, 'APPLICATIONINSIGHTS_CONNECTION_STRING')) {
-    report('app-insights-entra', ALL_BICEP, 'APPLICATIONINSIGHTS_CONNECTION_STRING is not set');
+  if (settings.entries.some((e) => e.key === undefined) || settings.opaque.length > 0) {
+    report('app-settings-baton', settings.file, 'some app settings have names the template computes, which no rule can check');
   }
-  if (authString === undefined || !/\bAuthorization=AAD\b/.test(authString) || !/ClientId=\$\{/.test(authString)) {
+  if (!keys.includes('APPLICATIONINSIGHTS_CONNECTION_STRING')) {
+    report('app-insights-entra', settings.file, 'APPLICATIONINSIGHTS_CONNECTION_STRING is not set');
+  }
+  const authString = textOf(only(settings.entries, 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING')?.value);
+  if (authString === undefined || !/(^|;)Authorization=AAD(;|$)/.test(authString) || !/(^|;)ClientId=\{\d+\}/.test(authString)) {
     report(
       'app-insights-entra',
-      ALL_BICEP,
+      settings.file,
       "APPLICATIONINSIGHTS_AUTHENTICATION_STRING must be 'ClientId=${...};Authorization=AAD'",
     );
   }
-  if (!roleIdIn(ROLE.monitoringMetricsPublisher))
-    report('app-insights-entra', ALL_BICEP, 'Monitoring Metrics Publisher is not assigned');
-  const components = ofType('Microsoft.Insights/components', { existing: false });
-  if (components.length === 0 || !components.every(({ resource }) => /\bDisableLocalAuth\s*:\s*true\b/.test(resource.body))) {
+  const components = ofType('Microsoft.Insights/components');
+  if (components.length === 0 || !components.every((c) => rawField(c, 'properties.DisableLocalAuth') === true)) {
     report('app-insights-entra', ALL_BICEP, 'Application Insights must set DisableLocalAuth: true');
   }
-  if (setsAppSetting(allCode, 'APPINSIGHTS_INSTRUMENTATIONKEY')) {
-    report('app-insights-entra', ALL_BICEP, 'APPINSIGHTS_INSTRUMENTATIONKEY is the legacy key setting');
+  if (keys.includes('APPINSIGHTS_INSTRUMENTATIONKEY')) {
+    report('app-insights-entra', settings.file, 'APPINSIGHTS_INSTRUMENTATIONKEY is the legacy key setting');
   }
 
   // Outputs end up in .azure/<env>/.env and the deployment history.
-  for (const file of parsed) {
-    for (const output of file.outputs) {
-      const secretish = /key|secret|connectionstring|password|\bsas\b|sig=/i;
-      if (secretish.test(output.name) || secretish.test(output.value)) {
-        report('outputs-secret', file.path, `output ${output.name} looks like a credential: ${output.value.split('\n')[0]}`);
+  const secretish = /key|secret|connectionstring|password|\bsas\b|sig=/i;
+  for (const scope of model.scopes) {
+    for (const [name, output] of Object.entries(scope.template.outputs ?? {})) {
+      const value = JSON.stringify(output.value ?? '');
+      if (secretish.test(name) || secretish.test(value) || /^secure/i.test(output.type ?? '')) {
+        report('outputs-secret', scope.file, `output ${name} looks like a credential: ${value}`);
       }
     }
   }
 
   // Parameters of main.bicep.
-  const param = (name: string) => main.params.find((p) => p.name === name);
-  const checkParam = (name: string, decorators: readonly string[], defaultValue: string | undefined) => {
-    const p = param(name);
+  const checkParam = (name: string, constraints: Record<string, number>, defaultValue: unknown) => {
+    const p = main.template.parameters?.[name];
     if (!p) {
-      report('params', main.path, `parameter ${name} is missing`);
+      report('params', main.file, `parameter ${name} is missing`);
       return;
     }
-    for (const decorator of decorators) {
-      if (!p.decorators.includes(decorator)) report('params', main.path, `${name} needs ${decorator}`);
+    for (const [key, value] of Object.entries(constraints)) {
+      if (p[key] !== value) report('params', main.file, `${name} needs @${key}(${value})`);
     }
-    if (!/@description\(/.test(p.decorators)) report('params', main.path, `${name} needs a @description`);
-    if (defaultValue !== undefined && p.value !== defaultValue) {
-      report('params', main.path, `${name} defaults to ${p.value || 'nothing'}, expected ${defaultValue}`);
+    if (!p.metadata?.description) report('params', main.file, `${name} needs a @description`);
+    if (defaultValue !== undefined && p.defaultValue !== defaultValue) {
+      report(
+        'params',
+        main.file,
+        `${name} defaults to ${JSON.stringify(p.defaultValue) ?? 'nothing'}, expected ${JSON.stringify(defaultValue)}`,
+      );
     }
   };
-  checkParam('environmentName', [], undefined);
-  checkParam('location', [], undefined);
-  checkParam('hubName', ['@minLength(1)', '@maxLength(51)'], `'${expect.hub}'`);
-  checkParam('coordinatorSchedule', [], `'${expect.coordinatorSchedule}'`);
-  checkParam('leaseSeconds', ['@minValue(15)', '@maxValue(60)'], String(expect.leaseSeconds));
-  checkParam('maximumInstanceCount', ['@minValue(1)', '@maxValue(1000)'], String(expect.maximumInstanceCount));
+  checkParam('environmentName', {}, undefined);
+  checkParam('location', {}, undefined);
+  checkParam('hubName', { minLength: 1, maxLength: 51 }, expect.hub);
+  checkParam('coordinatorSchedule', {}, expect.coordinatorSchedule);
+  checkParam('leaseSeconds', { minValue: 15, maxValue: 60 }, expect.leaseSeconds);
+  checkParam('maximumInstanceCount', { minValue: 1, maxValue: 1000 }, expect.maximumInstanceCount);
 
   return problems;
+}
+
+/** The main.bicep parameter whose description starts with `setting:`. */
+function parameterDocumentedAs(main: Scope, setting: string): string | undefined {
+  return Object.entries(main.template.parameters ?? {}).find(([, p]) => p.metadata?.description?.startsWith(`${setting}:`))?.[0];
+}
+
+/** The literal azd-service-name tag of a function app. */
+function serviceTagIn(site: ArmResource): string | undefined {
+  return literal(only(entriesAt(site, 'tags'), 'azd-service-name')?.value);
 }
 
 // --- Baton's settings, end to end ------------------------------------------------------------
@@ -748,86 +643,80 @@ export function lintBicep(files: Record<string, string>, expect: InfraExpectatio
 /**
  * Every setting Baton reads can be set with `azd env set`, and survives `azd provision`: a
  * main.bicep parameter documented as the setting, with Baton's default, mapped from the azd
- * variable of the same name in main.parameters.json, handed to the module that writes the app
- * setting, and written from that parameter.
+ * variable of the same name in main.parameters.json, and written to the app setting from that
+ * parameter (through the modules between).
  */
-export function lintBatonSettings(files: InfraFiles, expect: Pick<InfraExpectations, 'batonSettings'>): string[] {
+export function lintBatonSettings(
+  files: Pick<InfraFiles, 'template' | 'hashes' | 'parametersJson'>,
+  expect: Pick<InfraExpectations, 'batonSettings'>,
+): string[] {
   const problems: string[] = [];
   const report = (rule: string, file: string, message: string) => problems.push(`${rule}: ${file}: ${message}`);
-  const mainRaw = files.bicep[MAIN_BICEP];
-  if (mainRaw === undefined) return problems;
-  const main = parseBicep(MAIN_BICEP, mainRaw);
-  const parsed = Object.entries(files.bicep).map(([path, raw]) => (path === MAIN_BICEP ? main : parseBicep(path, raw)));
+  const model = modelOf(files);
+  const main = model.root;
   let azd: Record<string, { value?: unknown }> = {};
   try {
     azd = (JSON.parse(files.parametersJson) as { parameters?: typeof azd }).parameters ?? {};
   } catch {
     // lintParameters reports it.
   }
-  const appSettingsFile = (name: string) => parsed.find((file) => appSettingValue(file.code, name) !== undefined);
-  const sourceOf = (name: string): { file: ParsedBicep; param: string; fromMain: string | undefined } | undefined => {
-    const file = appSettingsFile(name);
-    const value = file && appSettingValue(file.code, name);
-    const param = file && value !== undefined ? file.params.find((p) => mentions(value, p.name))?.name : undefined;
-    if (!file || !param) return undefined;
-    return { file, param, fromMain: passedFrom(main, file, param) };
+  const settings = appSettingsOf(model);
+  /** The main.bicep parameter a setting is written from, when it is that parameter (or its string()) and set unconditionally. */
+  const sourceOf = (name: string): string | undefined => {
+    const entry = only(settings.entries, name);
+    return entry && entry.when.length === 0 ? rootParameter(unstring(entry.value)) : undefined;
   };
 
   for (const [name, expectedDefault] of Object.entries(expect.batonSettings)) {
-    const param = main.params.find((p) => p.decorators.includes(`@description('${name}:`));
-    if (!param) {
-      report('baton-settings-param', main.path, `no parameter is documented as ${name} (@description('${name}: ...'))`);
+    const param = parameterDocumentedAs(main, name);
+    const declared = param === undefined ? undefined : main.template.parameters?.[param];
+    if (param === undefined || declared === undefined) {
+      report('baton-settings-param', main.file, `no parameter is documented as ${name} (@description('${name}: ...'))`);
     } else {
-      if (param.value !== expectedDefault) {
+      if (declared.defaultValue !== expectedDefault) {
         report(
           'baton-settings-param',
-          main.path,
-          `${param.name} (${name}) defaults to ${param.value || 'nothing'}, Baton's default is ${expectedDefault}`,
+          main.file,
+          `${param} (${name}) defaults to ${JSON.stringify(declared.defaultValue) ?? 'nothing'}, Baton's default is ${JSON.stringify(expectedDefault)}`,
         );
       }
-      if (azd[param.name]?.value !== `\${${name}}`) {
+      if (azd[param]?.value !== `\${${name}}`) {
         report(
           'baton-settings-azd',
           'infra/main.parameters.json',
-          `${param.name} must be "\${${name}}", so azd env set ${name} reaches it`,
+          `${param} must be "\${${name}}", so azd env set ${name} reaches it`,
         );
       }
     }
-    const file = appSettingsFile(name);
-    if (!file) {
-      report('app-settings-baton', ALL_BICEP, `${name} is not set`);
+    if (!settings.entries.some((e) => e.key === name)) {
+      report('app-settings-baton', settings.file, `${name} is not set`);
       continue;
     }
-    const source = sourceOf(name);
-    if (!param || !source || source.fromMain === undefined || !mentions(source.fromMain, param.name)) {
-      report('baton-settings-wiring', file.path, `${name} is not written from main.bicep's ${param?.name ?? name} parameter`);
+    if (param === undefined || sourceOf(name) !== param) {
+      report('baton-settings-wiring', settings.file, `${name} is not written from main.bicep's ${param ?? name} parameter`);
     }
   }
 
   // Settings written beside Baton's, from the same parameters.
   const attempts = sourceOf('BATON_MAX_ATTEMPTS');
-  const dequeue = attempts && appSettingValue(attempts.file.code, MAX_DEQUEUE_OVERRIDE);
-  if (!attempts || dequeue === undefined || !mentions(dequeue, attempts.param)) {
-    report(
-      'app-settings-max-dequeue',
-      attempts?.file.path ?? ALL_BICEP,
-      `${MAX_DEQUEUE_OVERRIDE} must follow BATON_MAX_ATTEMPTS`,
-    );
+  if (attempts === undefined || sourceOf(MAX_DEQUEUE_OVERRIDE) !== attempts) {
+    report('app-settings-max-dequeue', settings.file, `${MAX_DEQUEUE_OVERRIDE} must follow BATON_MAX_ATTEMPTS`);
   }
   const logLevel = sourceOf('BATON_LOG_LEVEL');
-  const overrides = parsed.flatMap((file) => [...file.code.matchAll(new RegExp(`\\b${FUNCTION_LOG_LEVEL_OVERRIDE}\\b`, 'g'))]);
-  const debugVar =
-    logLevel &&
-    new RegExp(
-      `\\bvar\\s+(\\w+)\\s*=\\s*${logLevel.param}\\s*==\\s*'debug'\\s*\\?\\s*\\{\\s*${FUNCTION_LOG_LEVEL_OVERRIDE}\\s*:\\s*'Debug'\\s*\\}\\s*:\\s*\\{\\s*\\}`,
-    ).exec(logLevel.file.code)?.[1];
-  const settingsResource = logLevel?.file.resources.find(
-    (r) => r.type === 'Microsoft.Web/sites/config' && /\bname\s*:\s*'appsettings'/.test(r.body),
-  );
-  if (!debugVar || !settingsResource || !mentions(settingsResource.body, debugVar) || overrides.length !== 1) {
+  const overrides = settings.entries.filter((e) => e.key === FUNCTION_LOG_LEVEL_OVERRIDE);
+  const debug = logLevel && call('equals', call('parameters', str(logLevel)), str('debug'));
+  const override = overrides[0];
+  if (
+    !debug ||
+    overrides.length !== 1 ||
+    !override ||
+    literal(override.value) !== 'Debug' ||
+    override.when.length !== 1 ||
+    !sameExpr(override.when[0] as Expr, debug)
+  ) {
     report(
       'app-settings-debug-log',
-      logLevel?.file.path ?? ALL_BICEP,
+      settings.file,
       `${FUNCTION_LOG_LEVEL_OVERRIDE} must be 'Debug' when BATON_LOG_LEVEL is debug, and unset otherwise`,
     );
   }
@@ -841,22 +730,30 @@ export function lintBatonSettings(files: InfraFiles, expect: Pick<InfraExpectati
  * not run, a scheduled run started late) and the workbook, all on the Application Insights
  * component, none with a fixed address to notify.
  */
-export function lintMonitoring(files: Record<string, string>): string[] {
+export function lintMonitoring(files: Pick<InfraFiles, 'template' | 'hashes'>): string[] {
   const problems: string[] = [];
   const report = (rule: string, file: string, message: string) => problems.push(`${rule}: ${file}: ${message}`);
-  const parsed = Object.entries(files).map(([path, raw]) => parseBicep(path, raw));
-  const all = parsed.flatMap((file) => file.resources.filter((r) => !r.existing).map((resource) => ({ file, resource })));
-  const isComponent = (file: ParsedBicep, expr: string) =>
-    file.resources.some(
-      (r) =>
-        r.type === 'Microsoft.Insights/components' &&
-        new RegExp(`^(?:${r.symbol}\\.id|toLower\\(${r.symbol}\\.id\\))$`).test(expr.trim()),
-    );
-  const field = (body: string, key: string) => new RegExp(`\\b${key}\\s*:\\s*'([^']*)'`).exec(body)?.[1];
+  const model = modelOf(files);
+  const live = model.resources.filter((r) => !r.existing);
+  const isComponent = (scope: Scope, expr: Expr | undefined) => typeOfId(scope, expr) === 'Microsoft.Insights/components';
 
-  const rules = all.filter(({ resource }) => resource.type === 'Microsoft.Insights/scheduledQueryRules');
+  interface Criterion {
+    query?: unknown;
+    timeAggregation?: unknown;
+    metricMeasureColumn?: unknown;
+    operator?: unknown;
+    threshold?: unknown;
+  }
+  const criteriaOf = (rule: ArmResource) => {
+    const all = rawField(rule, 'properties.criteria.allOf');
+    return (Array.isArray(all) ? all : []) as Criterion[];
+  };
+  const queryOf = (rule: ArmResource, criterion: Criterion) => textOf(toRoot(rule.scope, fromJson(criterion.query ?? ''))) ?? '';
+  const queries = (rule: ArmResource) => criteriaOf(rule).map((c) => queryOf(rule, c));
+
+  const rules = live.filter((r) => r.type === 'Microsoft.Insights/scheduledQueryRules');
   if (rules.length !== 5) report('alerts', ALL_BICEP, `expected five scheduled query rules, found ${rules.length}`);
-  const find = (signal: string) => rules.filter(({ resource }) => resource.body.includes(`"${signal}"`));
+  const find = (signal: string) => rules.filter((rule) => queries(rule).some((q) => q.includes(`"${signal}"`)));
   const expected = [
     {
       what: 'no leader',
@@ -876,120 +773,106 @@ export function lintMonitoring(files: Record<string, string>): string[] {
       report('alerts', ALL_BICEP, `expected one alert on ${signal} (${what}), found ${found.length}`);
       continue;
     }
-    const { file, resource } = found[0] as (typeof found)[number];
-    const body = resource.body;
-    for (const text of [table, ...must]) {
-      if (!body.includes(text)) report('alerts-query', file.path, `${resource.symbol} (${what}): its query must read ${text}`);
+    const rule = found[0] as ArmResource;
+    const file = rule.scope.file;
+    const text = queries(rule).join('\n');
+    for (const needed of [table, ...must]) {
+      if (!text.includes(needed)) report('alerts-query', file, `${rule.label} (${what}): its query must read ${needed}`);
     }
-    const scopes = (/\bscopes\s*:\s*\[([^\]]*)\]/.exec(body)?.[1] ?? '')
-      .split(/[\n,]/)
-      .map((scope) => scope.trim())
-      .filter(Boolean);
-    if (scopes.length !== 1 || !isComponent(file, scopes[0] as string)) {
-      report(
-        'alerts-scope',
-        file.path,
-        `${resource.symbol} (${what}) must be scoped to the Application Insights component alone`,
-      );
+    const scopes = rawField(rule, 'properties.scopes');
+    if (!Array.isArray(scopes) || scopes.length !== 1 || !isComponent(rule.scope, fromJson(scopes[0]))) {
+      report('alerts-scope', file, `${rule.label} (${what}) must be scoped to the Application Insights component alone`);
     }
-    const frequency = minutesOf(field(body, 'evaluationFrequency'));
-    const window = minutesOf(field(body, 'windowSize'));
-    const ago = [...body.matchAll(/\bago\(([^)]*)\)/g)].map((m) => m[1]);
+    const frequency = minutesOf(rawField(rule, 'properties.evaluationFrequency'));
+    const window = minutesOf(rawField(rule, 'properties.windowSize'));
+    const ago = [...text.matchAll(/\bago\(([^)]*)\)/g)].map((m) => m[1]);
     if (!(frequency <= 5) || !(window >= frequency)) {
       report(
         'alerts-window',
-        file.path,
-        `${resource.symbol} (${what}) must be evaluated every 5 minutes or less over a window at least as long`,
+        file,
+        `${rule.label} (${what}) must be evaluated every 5 minutes or less over a window at least as long`,
       );
     }
     if (signal === 'baton.leader.transitions' && (window !== 5 || ago.length === 0 || ago.some((span) => span !== '5m'))) {
-      report(
-        'alerts-window',
-        file.path,
-        `${resource.symbol} (${what}) must look at the last 5 minutes exactly (windowSize PT5M, ago(5m))`,
-      );
+      report('alerts-window', file, `${rule.label} (${what}) must look at the last 5 minutes exactly (windowSize PT5M, ago(5m))`);
     }
-    // The criterion's operator, not a dimension's (Include or Exclude).
-    const operator = /\boperator\s*:\s*'(?!Include'|Exclude')([^']*)'/.exec(body)?.[1];
-    const threshold = /\bthreshold\s*:\s*([\w.]+)/.exec(body)?.[1];
+    const criteria = criteriaOf(rule);
+    const criterion = criteria[0] ?? {};
+    if (criteria.length !== 1) report('alerts-condition', file, `${rule.label} (${what}) must have one criterion`);
     if (signal === 'baton.schedule.start_lag') {
       // The one alert on a level: the deployer says how late is too late.
-      const fromParameter = file.params.some((p) => p.name === threshold);
-      if (operator !== 'GreaterThan' || !fromParameter || field(body, 'timeAggregation') !== 'Maximum') {
+      const fromParameter = rootParameter(toRoot(rule.scope, fromJson(criterion.threshold))) !== undefined;
+      if (criterion.operator !== 'GreaterThan' || !fromParameter || criterion.timeAggregation !== 'Maximum') {
         report(
           'alerts-condition',
-          file.path,
-          `${resource.symbol} (${what}) must fire when the largest lag is above a threshold from a parameter (Maximum, GreaterThan)`,
+          file,
+          `${rule.label} (${what}) must fire when the largest lag is above a threshold from a parameter (Maximum, GreaterThan)`,
         );
       }
-    } else if (operator !== 'GreaterThan' || threshold !== '0') {
-      report(
-        'alerts-condition',
-        file.path,
-        `${resource.symbol} (${what}) must fire when its query finds anything (GreaterThan 0)`,
-      );
+    } else if (criterion.operator !== 'GreaterThan' || criterion.threshold !== 0) {
+      report('alerts-condition', file, `${rule.label} (${what}) must fire when its query finds anything (GreaterThan 0)`);
     }
-    if (
-      signal === 'baton.fencing.refusals' &&
-      (field(body, 'timeAggregation') !== 'Total' || !field(body, 'metricMeasureColumn'))
-    ) {
-      report(
-        'alerts-condition',
-        file.path,
-        `${resource.symbol} (${what}) must add up the refusals (timeAggregation Total of a column)`,
-      );
+    if (signal === 'baton.fencing.refusals' && (criterion.timeAggregation !== 'Total' || !criterion.metricMeasureColumn)) {
+      report('alerts-condition', file, `${rule.label} (${what}) must add up the refusals (timeAggregation Total of a column)`);
     }
-    if (!/\bactions\s*:\s*\{[^}]*\bactionGroups\s*:/.test(body)) {
-      report('alerts-notify', file.path, `${resource.symbol} (${what}) names no action groups`);
+    if (rawField(rule, 'properties.actions.actionGroups') === undefined) {
+      report('alerts-notify', file, `${rule.label} (${what}) names no action groups`);
     }
   }
   // Who gets told is the deployer's to say: no address in the templates, and no action group
   // unless one was given.
-  for (const file of parsed) {
-    for (const m of file.code.matchAll(/[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}/g)) {
-      report('alerts-notify', file.path, `a fixed e-mail address: ${m[0]}`);
+  for (const scope of model.scopes) {
+    for (const s of stringsIn(ownTree(scope))) {
+      for (const m of s.matchAll(/[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}/g)) {
+        report('alerts-notify', scope.file, `a fixed e-mail address: ${m[0]}`);
+      }
     }
   }
-  for (const { file, resource } of all.filter(({ resource }) => resource.type === 'Microsoft.Insights/actionGroups')) {
-    if (resource.condition === undefined)
-      report('alerts-notify', file.path, `${resource.symbol} is created even when no address was given`);
-    for (const m of resource.body.matchAll(/\bemailAddress\s*:\s*([^\n]+)/g)) {
-      if (!file.params.some((p) => (m[1] as string).trim() === p.name)) {
-        report('alerts-notify', file.path, `${resource.symbol} must take its address from a parameter`);
+  for (const group of live.filter((r) => r.type === 'Microsoft.Insights/actionGroups')) {
+    if (group.condition === undefined)
+      report('alerts-notify', group.scope.file, `${group.label} is created even when no address was given`);
+    const receivers = rawField(group, 'properties.emailReceivers');
+    for (const receiver of (Array.isArray(receivers) ? receivers : []) as { emailAddress?: unknown }[]) {
+      if (rootParameter(toRoot(group.scope, fromJson(receiver.emailAddress))) === undefined) {
+        report('alerts-notify', group.scope.file, `${group.label} must take its address from a parameter`);
       }
     }
   }
 
-  const workbooks = all.filter(({ resource }) => resource.type === 'Microsoft.Insights/workbooks');
+  const workbooks = live.filter((r) => r.type === 'Microsoft.Insights/workbooks');
   if (workbooks.length !== 1) report('workbook', ALL_BICEP, `expected one workbook, found ${workbooks.length}`);
-  for (const { file, resource } of workbooks) {
-    const source = /\bsourceId\s*:\s*([^\n]+)/.exec(resource.body)?.[1] ?? '';
-    if (!isComponent(file, source))
-      report('workbook', file.path, `${resource.symbol} must belong to the Application Insights component`);
-    const data = /\bserializedData\s*:\s*string\((\w+)\)/.exec(resource.body)?.[1];
-    const content = data === undefined ? '' : (file.vars.get(data) ?? '');
+  for (const workbook of workbooks) {
+    const file = workbook.scope.file;
+    if (!isComponent(workbook.scope, field(workbook, 'properties.sourceId')))
+      report('workbook', file, `${workbook.label} must belong to the Application Insights component`);
+    const data = field(workbook, 'properties.serializedData');
+    const resolved = data && toRoot(workbook.scope, data);
+    const content = isCall(resolved, 'string') ? (resolved.args[0] as Expr) : resolved;
+    const items = content ? itemsOf(only(entriesOf(content).entries, 'items')?.value ?? fromJson([])) : [];
+    const charted = items.map((item) => {
+      const itemContent = only(entriesOf(item).entries, 'content')?.value;
+      return textOf(itemContent && only(entriesOf(itemContent).entries, 'query')?.value) ?? '';
+    });
     for (const metric of BATON_METRICS) {
-      if (!content.includes(`"${metric}"`)) report('workbook', file.path, `${resource.symbol} does not chart ${metric}`);
+      if (!charted.some((query) => query.includes(`"${metric}"`)))
+        report('workbook', file, `${workbook.label} does not chart ${metric}`);
     }
   }
   return problems;
 }
 
 /** The literal azd-service-name tag on the function app, for azure.yaml to match. */
-export function serviceTagOf(files: Record<string, string>): string | undefined {
-  for (const [path, raw] of Object.entries(files)) {
-    for (const resource of parseBicep(path, raw).resources) {
-      if (resource.type !== 'Microsoft.Web/sites' || resource.existing) continue;
-      const tag = /'azd-service-name'\s*:\s*'([^']+)'/.exec(resource.body)?.[1];
-      if (tag) return tag;
-    }
+export function serviceTagOf(files: Pick<InfraFiles, 'template' | 'hashes'>): string | undefined {
+  for (const site of modelOf(files).resources.filter((r) => r.type === 'Microsoft.Web/sites' && !r.existing)) {
+    const tag = serviceTagIn(site);
+    if (tag) return tag;
   }
   return undefined;
 }
 
 // --- main.parameters.json -------------------------------------------------------------------
 
-export function lintParameters(parametersJson: string, mainBicep: string): string[] {
+export function lintParameters(parametersJson: string, template: ArmTemplateJson): string[] {
   const problems: string[] = [];
   const file = 'infra/main.parameters.json';
   const report = (rule: string, message: string) => problems.push(`${rule}: ${file}: ${message}`);
@@ -1010,15 +893,15 @@ export function lintParameters(parametersJson: string, mainBicep: string): strin
   ] as const) {
     if (values[name]?.value !== env) report('params-file-azd', `${name} must be "${env}"`);
   }
-  const declared = parseBicep(MAIN_BICEP, mainBicep).params;
+  const declared = template.parameters ?? {};
   for (const [name, entry] of Object.entries(values)) {
-    if (!declared.some((p) => p.name === name)) report('params-file-unknown', `${name} is not a parameter of main.bicep`);
+    if (!(name in declared)) report('params-file-unknown', `${name} is not a parameter of main.bicep`);
     if (typeof entry.value === 'string' && entry.value.includes('$') && !/^\$\{[A-Z][A-Z0-9_]*\}$/.test(entry.value)) {
       report('params-file-azd', `${name} must be one azd variable, "\${NAME}"`);
     }
   }
-  for (const p of declared) {
-    if (p.value === '' && !(p.name in values)) report('params-file-required', `${p.name} has no default and no value here`);
+  for (const [name, p] of Object.entries(declared)) {
+    if (!('defaultValue' in p) && !(name in values)) report('params-file-required', `${name} has no default and no value here`);
   }
   return problems;
 }
@@ -1218,11 +1101,12 @@ export function lintAzureYaml(azureYaml: string, serviceTag: string | undefined,
 /** Every rule over every deployment file. */
 export function lintInfra(files: InfraFiles, expect: InfraExpectations): string[] {
   return [
-    ...lintBicep(files.bicep, expect),
+    ...lintTemplate(files, expect),
+    ...lintBicepSources(files.bicep),
     ...lintBatonSettings(files, expect),
-    ...lintMonitoring(files.bicep),
-    ...lintParameters(files.parametersJson, files.bicep[MAIN_BICEP] ?? ''),
+    ...lintMonitoring(files),
+    ...lintParameters(files.parametersJson, files.template),
     ...lintHostJson(files.hostJson, expect),
-    ...lintAzureYaml(files.azureYaml, serviceTagOf(files.bicep), expect),
+    ...lintAzureYaml(files.azureYaml, serviceTagOf(files), expect),
   ];
 }
