@@ -1,4 +1,4 @@
-import { call, fromJson, isCall, literal, rewrite, sameExpr, show, type Expr } from './arm-expression';
+import { call, fromJson, isCall, literal, rewrite, sameExpr, show, str, type Expr } from './arm-expression';
 
 /**
  * A compiled template (`bicep build` output) read as data: every module (a nested
@@ -161,10 +161,11 @@ export function toRoot(scope: Scope, expr: Expr): Expr {
     if (isCall(node, 'parameters') && scope.deployment) {
       const bindings = (scope.deployment.json.properties?.parameters ?? {}) as Record<string, { value?: unknown }>;
       const binding = bindings[name];
-      // Without a binding the parameter takes its default, which is the module's own.
+      // Without a binding the parameter takes its default, which is the module's own; with
+      // neither, it is no parameter of main.bicep's, whatever its name.
       if (binding === undefined) {
         const fallback = scope.template.parameters?.[name]?.defaultValue;
-        return fallback === undefined ? node : toRoot(scope, fromJson(fallback));
+        return fallback === undefined ? call('unboundModuleParameter', str(name)) : toRoot(scope, fromJson(fallback));
       }
       return toRoot(scope.deployment.scope, fromJson(binding.value));
     }
@@ -289,4 +290,3 @@ export function conditionsOf(resource: ArmResource): Expr[] {
   const module = resource.scope.deployment;
   return module ? [...conditionsOf(module), ...own] : own;
 }
-
