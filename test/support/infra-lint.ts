@@ -98,12 +98,17 @@ export const FORBIDDEN_ROLES: Record<string, string> = {
 /** Resource types a role assignment may be scoped to: the storage account (or below it) and Application Insights. */
 const ROLE_SCOPE_TYPES = ['Microsoft.Storage/storageAccounts', 'Microsoft.Insights/components'];
 
-/** Who a role assignment is for, as far as the template says. */
-export type Principal = 'app-identity' | 'other';
+/**
+ * Who a role assignment is for, as far as the template says: the app's own identity (an output
+ * of the module that creates the user-assigned identity), a principal main.bicep is given as a
+ * parameter, or anyone else.
+ */
+export type Principal = 'app-identity' | 'parameter' | 'other';
 
 /** The principalType each kind of principal's assignments must name. */
 const PRINCIPAL_TYPES: Record<Principal, string> = {
   'app-identity': 'ServicePrincipal',
+  parameter: 'ServicePrincipal',
   other: 'ServicePrincipal',
 };
 
@@ -252,15 +257,27 @@ function roleOf(assignment: ArmResource): string | undefined {
   return guids.length === 1 ? (guids[0] as string).toLowerCase() : undefined;
 }
 
-/** Who a role assignment is for: the app's identity is a module output of a module that creates a user-assigned identity. */
+/** Who a role assignment is for (see Principal). */
 export function principalOf(model: ArmModel, assignment: ArmResource): Principal {
   const id = field(assignment, 'properties.principalId');
-  const output = id && moduleOutput(model, toRoot(assignment.scope, id));
+  const principal = id && toRoot(assignment.scope, id);
+  if (!principal) return 'other';
+  if (rootParameter(principal) !== undefined) return 'parameter';
+  const output = moduleOutput(model, principal);
   const module = output && scopeOf(model, output.deployment);
-  const createsIdentity = module?.resources.some(
-    (r) => r.type === 'Microsoft.ManagedIdentity/userAssignedIdentities' && !r.existing,
-  );
-  return createsIdentity && output?.output === 'principalId' ? 'app-identity' : 'other';
+  if (!output || !module) return 'other';
+  // The module's output is the principalId of an identity it creates.
+  const value = fromJson(module.template.outputs?.[output.output]?.value);
+  const target = value.kind === 'property' && value.name === 'principalId' ? value.target : undefined;
+  const identity = isCall(target, 'reference')
+    ? module.resources.find(
+        (r) =>
+          r.type === 'Microsoft.ManagedIdentity/userAssignedIdentities' &&
+          !r.existing &&
+          (r.symbol === literal(target.args[0]) || typeOfId(module, target.args[0]) === r.type),
+      )
+    : undefined;
+  return identity ? 'app-identity' : 'other';
 }
 
 /** Every app setting the template writes, wherever it is written, as main.bicep writes it. */

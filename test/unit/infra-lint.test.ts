@@ -103,7 +103,7 @@ const expectations: InfraExpectations = {
 let real: InfraFiles;
 beforeAll(async () => {
   real = await readInfraFiles(root);
-}, 120_000);
+});
 
 const FUNCTION_APP = 'infra/modules/function-app.bicep';
 const STORAGE = 'infra/modules/storage.bicep';
@@ -419,6 +419,13 @@ const breakages: [string, string, Mutate][] = [
     'role-blob-data',
     editResource(STORAGE_ACCESS, 'storageBlobDataOwner', (r) =>
       set(r, 'properties.principalId', "[parameters('deploymentContainerName')]"),
+    ),
+  ],
+  [
+    "the data roles go to the identity's client id",
+    'role-blob-data',
+    edit(MAIN_BICEP, (t) =>
+      replaceAt(storageAccessParams(t), 'principalId.value', '.outputs.principalId.value', '.outputs.clientId.value'),
     ),
   ],
   [
