@@ -202,6 +202,11 @@ function editResource(file: FileName, key: string, change: (resource: Json) => v
   return edit(file, (template) => change(resourceOf(template as ArmTemplateJson, key)));
 }
 
+/** A copy with the JSON at `path` set, in resource `key` of `file`'s template or, without a key, in the template itself. */
+function setIn(file: FileName, key: string | undefined, path: string, value: unknown): Mutate {
+  return edit(file, (template) => set(key === undefined ? template : resourceOf(template as ArmTemplateJson, key), path, value));
+}
+
 /** The app settings' `createObject(...)` arguments, as trees, edited and written back. */
 function editAppSettings(change: (args: Expr[]) => void): Mutate {
   return editResource(FUNCTION_APP, 'appSettings', (settings) => {
@@ -342,50 +347,30 @@ const breakages: [string, string, Mutate][] = [
   ['the Owner role is named in a comment', 'role-forbidden', append(STORAGE_ACCESS, '// 8e3af657-a8ff-443c-a75c-2fe8c4bcb635')],
 
   // The storage account.
-  [
-    'shared keys are allowed',
-    'storage-shared-key',
-    editResource(STORAGE, 'storage', (r) => set(r, 'properties.allowSharedKeyAccess', true)),
-  ],
+  ['shared keys are allowed', 'storage-shared-key', setIn(STORAGE, 'storage', 'properties.allowSharedKeyAccess', true)],
   [
     'shared-key access comes from a variable',
     'storage-shared-key',
-    editResource(STORAGE, 'storage', (r) => set(r, 'properties.allowSharedKeyAccess', "[variables('allowKeys')]")),
+    setIn(STORAGE, 'storage', 'properties.allowSharedKeyAccess', "[variables('allowKeys')]"),
   ],
-  [
-    'TLS 1.0 is accepted',
-    'storage-tls',
-    editResource(STORAGE, 'storage', (r) => set(r, 'properties.minimumTlsVersion', 'TLS1_0')),
-  ],
-  [
-    'blobs may be public',
-    'storage-public-blob',
-    editResource(STORAGE, 'storage', (r) => set(r, 'properties.allowBlobPublicAccess', true)),
-  ],
-  [
-    'plain HTTP is accepted',
-    'storage-https-only',
-    editResource(STORAGE, 'storage', (r) => set(r, 'properties.supportsHttpsTrafficOnly', false)),
-  ],
+  ['TLS 1.0 is accepted', 'storage-tls', setIn(STORAGE, 'storage', 'properties.minimumTlsVersion', 'TLS1_0')],
+  ['blobs may be public', 'storage-public-blob', setIn(STORAGE, 'storage', 'properties.allowBlobPublicAccess', true)],
+  ['plain HTTP is accepted', 'storage-https-only', setIn(STORAGE, 'storage', 'properties.supportsHttpsTrafficOnly', false)],
   [
     'the portal defaults to keys',
     'storage-oauth-default',
-    editResource(STORAGE, 'storage', (r) => set(r, 'properties.defaultToOAuthAuthentication', false)),
+    setIn(STORAGE, 'storage', 'properties.defaultToOAuthAuthentication', false),
   ],
   [
     'no storage account is created',
     'storage-account',
     editResource(STORAGE, 'storage', (r) => set(r, 'existing', true, { create: true })),
   ],
-  [
-    'a container is public',
-    'container-public-access',
-    editResource(STORAGE, 'containers', (r) => set(r, 'properties.publicAccess', 'Blob')),
-  ],
+  ['a container is public', 'container-public-access', setIn(STORAGE, 'containers', 'properties.publicAccess', 'Blob')],
   [
     'the package container is public',
     'container-public-access',
-    editResource(STORAGE_ACCESS, 'deploymentContainerName', (r) => set(r, 'properties.publicAccess', 'Container')),
+    setIn(STORAGE_ACCESS, 'deploymentContainerName', 'properties.publicAccess', 'Container'),
   ],
   [
     'the poison queue is misnamed',
@@ -400,26 +385,24 @@ const breakages: [string, string, Mutate][] = [
   [
     "the lease container is not Baton's",
     'hub-resources',
-    edit(MAIN_BICEP, (t) => set(t, 'parameters.leaseContainerName.defaultValue', 'locks')),
+    setIn(MAIN_BICEP, undefined, 'parameters.leaseContainerName.defaultValue', 'locks'),
   ],
   [
     "the audit container is not Baton's",
     'hub-resources',
-    edit(MAIN_BICEP, (t) => set(t, 'parameters.auditContainerName.defaultValue', 'audit')),
+    setIn(MAIN_BICEP, undefined, 'parameters.auditContainerName.defaultValue', 'audit'),
   ],
 
   // Roles.
   [
     'blob access is read-only',
     'role-blob-data',
-    edit(STORAGE_ACCESS, (t) => set(t, 'variables.storageBlobDataOwner', STORAGE_BLOB_DATA_READER)),
+    setIn(STORAGE_ACCESS, undefined, 'variables.storageBlobDataOwner', STORAGE_BLOB_DATA_READER),
   ],
   [
     'blob access goes to another principal',
     'role-blob-data',
-    editResource(STORAGE_ACCESS, 'storageBlobDataOwner', (r) =>
-      set(r, 'properties.principalId', "[parameters('deploymentContainerName')]"),
-    ),
+    setIn(STORAGE_ACCESS, 'storageBlobDataOwner', 'properties.principalId', "[parameters('deploymentContainerName')]"),
   ],
   [
     "the data roles go to the identity's client id",
@@ -431,38 +414,37 @@ const breakages: [string, string, Mutate][] = [
   [
     'queue access is read-only',
     'role-queue-data',
-    edit(STORAGE_ACCESS, (t) => set(t, 'variables.storageQueueDataContributor', STORAGE_QUEUE_DATA_READER)),
+    setIn(STORAGE_ACCESS, undefined, 'variables.storageQueueDataContributor', STORAGE_QUEUE_DATA_READER),
   ],
   [
     'the identity is made Owner',
     'role-forbidden',
-    edit(STORAGE_ACCESS, (t) => set(t, 'variables.storageBlobDataOwner', '8e3af657-a8ff-443c-a75c-2fe8c4bcb635')),
+    setIn(STORAGE_ACCESS, undefined, 'variables.storageBlobDataOwner', '8e3af657-a8ff-443c-a75c-2fe8c4bcb635'),
   ],
   [
     'the identity is made Contributor',
     'role-forbidden',
-    editResource(STORAGE_ACCESS, 'storageBlobDataOwner', (r) =>
-      set(
-        r,
-        'properties.roleDefinitionId',
-        "[subscriptionResourceId('Microsoft.Authorization/roleDefinitions', 'b24988ac-6180-42a0-ab88-20f7382dd24c')]",
-      ),
+    setIn(
+      STORAGE_ACCESS,
+      'storageBlobDataOwner',
+      'properties.roleDefinitionId',
+      "[subscriptionResourceId('Microsoft.Authorization/roleDefinitions', 'b24988ac-6180-42a0-ab88-20f7382dd24c')]",
     ),
   ],
   [
     'the identity may list keys',
     'role-forbidden',
-    edit(STORAGE_ACCESS, (t) => set(t, 'variables.storageQueueDataContributor', '17d1049b-9a84-46fb-8f53-869881c3d3ab')),
+    setIn(STORAGE_ACCESS, undefined, 'variables.storageQueueDataContributor', '17d1049b-9a84-46fb-8f53-869881c3d3ab'),
   ],
   [
     'a role is assigned on the subscription',
     'role-scope',
-    editResource(STORAGE_ACCESS, 'storageBlobDataOwner', (r) => set(r, 'scope', '[subscription().id]')),
+    setIn(STORAGE_ACCESS, 'storageBlobDataOwner', 'scope', '[subscription().id]'),
   ],
   [
     'a role is assigned on the resource group',
     'role-scope',
-    editResource(STORAGE_ACCESS, 'storageBlobDataOwner', (r) => set(r, 'scope', '[resourceGroup().id]')),
+    setIn(STORAGE_ACCESS, 'storageBlobDataOwner', 'scope', '[resourceGroup().id]'),
   ],
   [
     'a role assignment has no scope',
@@ -479,12 +461,12 @@ const breakages: [string, string, Mutate][] = [
   [
     'a role goes to a user',
     'role-principal-type',
-    editResource(STORAGE_ACCESS, 'storageQueueDataContributor', (r) => set(r, 'properties.principalType', 'User')),
+    setIn(STORAGE_ACCESS, 'storageQueueDataContributor', 'properties.principalType', 'User'),
   ],
   [
     'the durable engine cannot reach its tables',
     'role-table-data',
-    edit(STORAGE_ACCESS, (t) => set(t, 'variables.storageTableDataContributor', OTHER_GUID)),
+    setIn(STORAGE_ACCESS, undefined, 'variables.storageTableDataContributor', OTHER_GUID),
   ],
   [
     'the queue engine gets table access too',
@@ -496,18 +478,10 @@ const breakages: [string, string, Mutate][] = [
     'role-table-data',
     edit(MAIN_BICEP, (t) => set(storageAccessParams(t), 'grantTableData.value', true)),
   ],
-  [
-    'a role assignment has a fixed name',
-    'role-name-guid',
-    editResource(STORAGE_ACCESS, 'storageBlobDataOwner', (r) => set(r, 'name', 'blob-data')),
-  ],
+  ['a role assignment has a fixed name', 'role-name-guid', setIn(STORAGE_ACCESS, 'storageBlobDataOwner', 'name', 'blob-data')],
 
   // The identity.
-  [
-    'the app runs as a system identity',
-    'identity',
-    editResource(FUNCTION_APP, 'app', (r) => set(r, 'identity.type', 'SystemAssigned')),
-  ],
+  ['the app runs as a system identity', 'identity', setIn(FUNCTION_APP, 'app', 'identity.type', 'SystemAssigned')],
   [
     'no user-assigned identity is created',
     'identity',
@@ -515,9 +489,9 @@ const breakages: [string, string, Mutate][] = [
   ],
 
   // The function app.
-  ['the plan is Consumption', 'flex-plan', editResource(FUNCTION_APP, 'plan', (r) => set(r, 'sku.name', 'Y1'))],
-  ['the plan tier is Dynamic', 'flex-plan', editResource(FUNCTION_APP, 'plan', (r) => set(r, 'sku.tier', 'Dynamic'))],
-  ['the app is not a Linux function app', 'flex-site', editResource(FUNCTION_APP, 'app', (r) => set(r, 'kind', 'functionapp'))],
+  ['the plan is Consumption', 'flex-plan', setIn(FUNCTION_APP, 'plan', 'sku.name', 'Y1')],
+  ['the plan tier is Dynamic', 'flex-plan', setIn(FUNCTION_APP, 'plan', 'sku.tier', 'Dynamic')],
+  ['the app is not a Linux function app', 'flex-site', setIn(FUNCTION_APP, 'app', 'kind', 'functionapp')],
   [
     'the app has no functionAppConfig',
     'flex-site',
@@ -526,27 +500,17 @@ const breakages: [string, string, Mutate][] = [
       remove(r, 'properties.functionAppConfig');
     }),
   ],
-  [
-    'Node 20',
-    'flex-runtime',
-    editResource(FUNCTION_APP, 'app', (r) => set(r, 'properties.functionAppConfig.runtime.version', '20')),
-  ],
-  [
-    'Python',
-    'flex-runtime',
-    editResource(FUNCTION_APP, 'app', (r) => set(r, 'properties.functionAppConfig.runtime.name', 'python')),
-  ],
+  ['Node 20', 'flex-runtime', setIn(FUNCTION_APP, 'app', 'properties.functionAppConfig.runtime.version', '20')],
+  ['Python', 'flex-runtime', setIn(FUNCTION_APP, 'app', 'properties.functionAppConfig.runtime.name', 'python')],
   [
     '4 GB instances',
     'flex-scale',
-    editResource(FUNCTION_APP, 'app', (r) => set(r, 'properties.functionAppConfig.scaleAndConcurrency.instanceMemoryMB', 4096)),
+    setIn(FUNCTION_APP, 'app', 'properties.functionAppConfig.scaleAndConcurrency.instanceMemoryMB', 4096),
   ],
   [
     'a fixed instance limit',
     'flex-scale',
-    editResource(FUNCTION_APP, 'app', (r) =>
-      set(r, 'properties.functionAppConfig.scaleAndConcurrency.maximumInstanceCount', 100),
-    ),
+    setIn(FUNCTION_APP, 'app', 'properties.functionAppConfig.scaleAndConcurrency.maximumInstanceCount', 100),
   ],
   [
     'main.bicep passes a fixed instance limit',
@@ -556,23 +520,22 @@ const breakages: [string, string, Mutate][] = [
   [
     'the package is read with a connection string',
     'flex-deployment-identity',
-    editResource(FUNCTION_APP, 'app', (r) =>
-      set(r, 'properties.functionAppConfig.deployment.storage.authentication.type', 'StorageAccountConnectionString'),
+    setIn(
+      FUNCTION_APP,
+      'app',
+      'properties.functionAppConfig.deployment.storage.authentication.type',
+      'StorageAccountConnectionString',
     ),
   ],
-  ['HTTP is served', 'https-only', editResource(FUNCTION_APP, 'app', (r) => set(r, 'properties.httpsOnly', false))],
-  [
-    'TLS 1.0 is served',
-    'site-tls',
-    editResource(FUNCTION_APP, 'app', (r) => set(r, 'properties.siteConfig.minTlsVersion', '1.0')),
-  ],
-  ['FTP credentials are on', 'basic-auth', editResource(FUNCTION_APP, 'ftpPublishing', (r) => set(r, 'properties.allow', true))],
+  ['HTTP is served', 'https-only', setIn(FUNCTION_APP, 'app', 'properties.httpsOnly', false)],
+  ['TLS 1.0 is served', 'site-tls', setIn(FUNCTION_APP, 'app', 'properties.siteConfig.minTlsVersion', '1.0')],
+  ['FTP credentials are on', 'basic-auth', setIn(FUNCTION_APP, 'ftpPublishing', 'properties.allow', true)],
   [
     'the SCM policy is missing',
     'basic-auth',
     editResource(FUNCTION_APP, 'scmPublishing', (r) => replaceAt(r, 'name', "'scm'", "'scm-disabled'")),
   ],
-  ['no azd-env-name tag', 'tags', edit(MAIN_BICEP, (t) => set(t, 'variables.tags', { env: "[parameters('environmentName')]" }))],
+  ['no azd-env-name tag', 'tags', setIn(MAIN_BICEP, undefined, 'variables.tags', { env: "[parameters('environmentName')]" })],
   [
     'the workspace is tagged with something else',
     'tags',
@@ -709,36 +672,20 @@ const breakages: [string, string, Mutate][] = [
       replaceAt(criterion(r), 'query', '"baton.leader.resting_ticks"', '"baton.leader.rested"'),
     ),
   ],
-  [
-    'an alert on the resource group',
-    'alerts-scope',
-    editResource(ALERTS, 'runFailed', (r) => set(r, 'properties.scopes', ['[resourceGroup().id]'])),
-  ],
+  ['an alert on the resource group', 'alerts-scope', setIn(ALERTS, 'runFailed', 'properties.scopes', ['[resourceGroup().id]'])],
   [
     'an alert on the component and the group',
     'alerts-scope',
     editResource(ALERTS, 'notRun', (r) => r.properties.scopes.push('[resourceGroup().id]')),
   ],
-  [
-    'no leader over 15 minutes',
-    'alerts-window',
-    editResource(ALERTS, 'noLeader', (r) => set(r, 'properties.windowSize', 'PT15M')),
-  ],
+  ['no leader over 15 minutes', 'alerts-window', setIn(ALERTS, 'noLeader', 'properties.windowSize', 'PT15M')],
   [
     'no leader counts transitions over an hour',
     'alerts-window',
     editResource(ALERTS, 'noLeader', (r) => replaceAt(criterion(r), 'query', 'ago(5m)', 'ago(1h)')),
   ],
-  [
-    'failed runs are looked at hourly',
-    'alerts-window',
-    editResource(ALERTS, 'runFailed', (r) => set(r, 'properties.evaluationFrequency', 'PT1H')),
-  ],
-  [
-    'failed runs between two windows are missed',
-    'alerts-window',
-    editResource(ALERTS, 'runFailed', (r) => set(r, 'properties.windowSize', 'PT1M')),
-  ],
+  ['failed runs are looked at hourly', 'alerts-window', setIn(ALERTS, 'runFailed', 'properties.evaluationFrequency', 'PT1H')],
+  ['failed runs between two windows are missed', 'alerts-window', setIn(ALERTS, 'runFailed', 'properties.windowSize', 'PT1M')],
   [
     'one fencing refusal is tolerated',
     'alerts-condition',
@@ -757,7 +704,7 @@ const breakages: [string, string, Mutate][] = [
   [
     'a fixed address is notified',
     'alerts-notify',
-    editResource(ALERTS, 'actionGroup', (r) => set(r, 'properties.emailReceivers.0.emailAddress', 'ops@example.com')),
+    setIn(ALERTS, 'actionGroup', 'properties.emailReceivers.0.emailAddress', 'ops@example.com'),
   ],
   ['an action group with no address', 'alerts-notify', editResource(ALERTS, 'actionGroup', (r) => remove(r, 'condition'))],
   ['an alert that tells nobody', 'alerts-notify', editResource(ALERTS, 'runFailed', (r) => remove(r, 'properties.actions'))],
@@ -828,26 +775,26 @@ const breakages: [string, string, Mutate][] = [
     'baton-settings-param',
     edit(MAIN_BICEP, (t) => remove(t, 'parameters.termSeconds.metadata')),
   ],
-  ['another default term', 'baton-settings-param', edit(MAIN_BICEP, (t) => set(t, 'parameters.termSeconds.defaultValue', 30))],
+  ['another default term', 'baton-settings-param', setIn(MAIN_BICEP, undefined, 'parameters.termSeconds.defaultValue', 30)],
   [
     'another default in-flight window',
     'baton-settings-param',
-    edit(MAIN_BICEP, (t) => set(t, 'parameters.maxInFlight.defaultValue', 256)),
+    setIn(MAIN_BICEP, undefined, 'parameters.maxInFlight.defaultValue', 256),
   ],
   [
     'a fixed renew deadline',
     'baton-settings-param',
-    edit(MAIN_BICEP, (t) => set(t, 'parameters.renewDeadlineSeconds.defaultValue', '10')),
+    setIn(MAIN_BICEP, undefined, 'parameters.renewDeadlineSeconds.defaultValue', '10'),
   ],
   [
     'the durable engine by default',
     'baton-settings-param',
-    edit(MAIN_BICEP, (t) => set(t, 'parameters.engine.defaultValue', 'durable')),
+    setIn(MAIN_BICEP, undefined, 'parameters.engine.defaultValue', 'durable'),
   ],
   [
     'idle leaders hold their term by default',
     'baton-settings-param',
-    edit(MAIN_BICEP, (t) => set(t, 'parameters.restWhenIdle.defaultValue', false)),
+    setIn(MAIN_BICEP, undefined, 'parameters.restWhenIdle.defaultValue', false),
   ],
   [
     'BATON_TERM_SECONDS cannot be set with azd',
@@ -907,7 +854,7 @@ const breakages: [string, string, Mutate][] = [
   [
     'Application Insights accepts keys',
     'app-insights-entra',
-    editResource(MONITORING, 'appInsights', (r) => set(r, 'properties.DisableLocalAuth', false)),
+    setIn(MONITORING, 'appInsights', 'properties.DisableLocalAuth', false),
   ],
   [
     'telemetry is not Entra-authenticated',
@@ -918,7 +865,7 @@ const breakages: [string, string, Mutate][] = [
   [
     'the identity cannot publish telemetry',
     'app-insights-entra',
-    edit(MONITORING, (t) => set(t, 'variables.monitoringMetricsPublisher', OTHER_GUID)),
+    setIn(MONITORING, undefined, 'variables.monitoringMetricsPublisher', OTHER_GUID),
   ],
   [
     'the legacy instrumentation key',
@@ -971,28 +918,20 @@ const breakages: [string, string, Mutate][] = [
   ],
 
   // Parameters of main.bicep.
-  ['a hub longer than a queue name allows', 'params', edit(MAIN_BICEP, (t) => set(t, 'parameters.hubName.maxLength', 63))],
+  ['a hub longer than a queue name allows', 'params', setIn(MAIN_BICEP, undefined, 'parameters.hubName.maxLength', 63)],
   ['an empty hub', 'params', edit(MAIN_BICEP, (t) => remove(t, 'parameters.hubName.minLength'))],
   ['the hub is undocumented', 'params', edit(MAIN_BICEP, (t) => remove(t, 'parameters.hubName.metadata'))],
-  ['another default hub', 'params', edit(MAIN_BICEP, (t) => set(t, 'parameters.hubName.defaultValue', 'jobs'))],
-  ['a lease longer than blob leases allow', 'params', edit(MAIN_BICEP, (t) => set(t, 'parameters.leaseSeconds.maxValue', 120))],
-  ['a lease shorter than blob leases allow', 'params', edit(MAIN_BICEP, (t) => set(t, 'parameters.leaseSeconds.minValue', 5))],
-  ['another default lease', 'params', edit(MAIN_BICEP, (t) => set(t, 'parameters.leaseSeconds.defaultValue', 30))],
-  ['zero instances', 'params', edit(MAIN_BICEP, (t) => set(t, 'parameters.maximumInstanceCount.minValue', 0))],
-  [
-    'more instances than Flex allows',
-    'params',
-    edit(MAIN_BICEP, (t) => set(t, 'parameters.maximumInstanceCount.maxValue', 2000)),
-  ],
-  [
-    'another default instance limit',
-    'params',
-    edit(MAIN_BICEP, (t) => set(t, 'parameters.maximumInstanceCount.defaultValue', 100)),
-  ],
+  ['another default hub', 'params', setIn(MAIN_BICEP, undefined, 'parameters.hubName.defaultValue', 'jobs')],
+  ['a lease longer than blob leases allow', 'params', setIn(MAIN_BICEP, undefined, 'parameters.leaseSeconds.maxValue', 120)],
+  ['a lease shorter than blob leases allow', 'params', setIn(MAIN_BICEP, undefined, 'parameters.leaseSeconds.minValue', 5)],
+  ['another default lease', 'params', setIn(MAIN_BICEP, undefined, 'parameters.leaseSeconds.defaultValue', 30)],
+  ['zero instances', 'params', setIn(MAIN_BICEP, undefined, 'parameters.maximumInstanceCount.minValue', 0)],
+  ['more instances than Flex allows', 'params', setIn(MAIN_BICEP, undefined, 'parameters.maximumInstanceCount.maxValue', 2000)],
+  ['another default instance limit', 'params', setIn(MAIN_BICEP, undefined, 'parameters.maximumInstanceCount.defaultValue', 100)],
   [
     'another default schedule',
     'params',
-    edit(MAIN_BICEP, (t) => set(t, 'parameters.coordinatorSchedule.defaultValue', '0 * * * * *')),
+    setIn(MAIN_BICEP, undefined, 'parameters.coordinatorSchedule.defaultValue', '0 * * * * *'),
   ],
   ['no location parameter', 'params', edit(MAIN_BICEP, (t) => remove(t, 'parameters.location'))],
 
