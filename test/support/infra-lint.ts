@@ -95,6 +95,16 @@ export const FORBIDDEN_ROLES: Record<string, string> = {
   '17d1049b-9a84-46fb-8f53-869881c3d3ab': 'Storage Account Contributor',
 };
 
+/** Role names for messages. */
+const ROLE_NAMES: Record<string, string> = {
+  [ROLE.storageBlobDataOwner]: 'Storage Blob Data Owner',
+  [ROLE.storageBlobDataContributor]: 'Storage Blob Data Contributor',
+  [ROLE.storageQueueDataContributor]: 'Storage Queue Data Contributor',
+  [ROLE.storageTableDataContributor]: 'Storage Table Data Contributor',
+  [ROLE.monitoringMetricsPublisher]: 'Monitoring Metrics Publisher',
+  ...FORBIDDEN_ROLES,
+};
+
 /** Resource types a role assignment may be scoped to: the storage account (or below it) and Application Insights. */
 const ROLE_SCOPE_TYPES = ['Microsoft.Storage/storageAccounts', 'Microsoft.Insights/components'];
 
@@ -348,7 +358,7 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
   // A role assignment in a resources array has no symbol, and its name is a guid(): say which role it grants.
   const what = (r: ArmResource) =>
     r.symbol === undefined && r.type === 'Microsoft.Authorization/roleAssignments'
-      ? `the role assignment of ${roleOf(r) ?? 'an unknown role'}`
+      ? `the ${ROLE_NAMES[roleOf(r) ?? ''] ?? roleOf(r) ?? 'unknown role'} assignment`
       : r.label;
 
   // Key material, anywhere in the template: no list*() call (each returns keys or secrets), no key in any string.
@@ -444,8 +454,9 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
   for (const assignment of assignments) {
     const file = assignment.scope.file;
     const role = roleOf(assignment);
-    if (role === undefined) report('role-scope', file, `${what(assignment)}: its roleDefinitionId names no one role`);
-    else if (role in FORBIDDEN_ROLES) report('role-forbidden', file, `${what(assignment)} assigns ${FORBIDDEN_ROLES[role]}`);
+    if (role === undefined) {
+      report('role-forbidden', file, `${what(assignment)}: its roleDefinitionId names no one role, so it may be any`);
+    } else if (role in FORBIDDEN_ROLES) report('role-forbidden', file, `${what(assignment)} assigns ${FORBIDDEN_ROLES[role]}`);
     const scope = field(assignment, 'scope');
     if (scope === undefined) {
       report('role-scope', file, `${what(assignment)} has no scope, so it applies to the whole group or subscription`);

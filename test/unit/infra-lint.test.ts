@@ -432,6 +432,11 @@ const breakages: [string, string, Mutate][] = [
     ),
   ],
   [
+    'the role is whatever a parameter says',
+    'role-forbidden',
+    setIn(STORAGE_ACCESS, 'storageBlobDataOwner', 'properties.roleDefinitionId', "[parameters('deploymentContainerName')]"),
+  ],
+  [
     'the identity may list keys',
     'role-forbidden',
     setIn(STORAGE_ACCESS, undefined, 'variables.storageQueueDataContributor', '17d1049b-9a84-46fb-8f53-869881c3d3ab'),
