@@ -267,27 +267,37 @@ function roleOf(assignment: ArmResource): string | undefined {
   return guids.length === 1 ? (guids[0] as string).toLowerCase() : undefined;
 }
 
+/**
+ * Which property of the app's identity `expr` (as main.bicep writes it) is: an output of the
+ * module that creates the user-assigned identity, whose value is that identity's principalId,
+ * clientId or id. Undefined for anything else.
+ */
+export function identityPropertyOf(model: ArmModel, expr: Expr): 'principalId' | 'clientId' | 'id' | undefined {
+  // format('{0}', x), as an interpolated object key compiles, is x.
+  if (isCall(expr, 'format') && literal(expr.args[0]) === '{0}' && expr.args.length === 2) {
+    return identityPropertyOf(model, expr.args[1] as Expr);
+  }
+  const output = moduleOutput(model, expr);
+  const module = output && scopeOf(model, output.deployment);
+  if (!output || !module) return undefined;
+  const identities = module.resources.filter((r) => r.type === 'Microsoft.ManagedIdentity/userAssignedIdentities' && !r.existing);
+  const value = fromJson(module.template.outputs?.[output.output]?.value);
+  if (typeOfId(module, value) === 'Microsoft.ManagedIdentity/userAssignedIdentities' && identities.length > 0) return 'id';
+  if (value.kind !== 'property' || (value.name !== 'principalId' && value.name !== 'clientId')) return undefined;
+  const target = value.target;
+  const isIdentity =
+    isCall(target, 'reference') &&
+    identities.some((r) => r.symbol === literal(target.args[0]) || typeOfId(module, target.args[0]) === r.type);
+  return isIdentity ? value.name : undefined;
+}
+
 /** Who a role assignment is for (see Principal). */
 export function principalOf(model: ArmModel, assignment: ArmResource): Principal {
   const id = field(assignment, 'properties.principalId');
   const principal = id && toRoot(assignment.scope, id);
   if (!principal) return 'other';
   if (rootParameter(principal) !== undefined) return 'parameter';
-  const output = moduleOutput(model, principal);
-  const module = output && scopeOf(model, output.deployment);
-  if (!output || !module) return 'other';
-  // The module's output is the principalId of an identity it creates.
-  const value = fromJson(module.template.outputs?.[output.output]?.value);
-  const target = value.kind === 'property' && value.name === 'principalId' ? value.target : undefined;
-  const identity = isCall(target, 'reference')
-    ? module.resources.find(
-        (r) =>
-          r.type === 'Microsoft.ManagedIdentity/userAssignedIdentities' &&
-          !r.existing &&
-          (r.symbol === literal(target.args[0]) || typeOfId(module, target.args[0]) === r.type),
-      )
-    : undefined;
-  return identity ? 'app-identity' : 'other';
+  return identityPropertyOf(model, principal) === 'principalId' ? 'app-identity' : 'other';
 }
 
 /** Every app setting the template writes, wherever it is written, as main.bicep writes it. */
@@ -529,9 +539,11 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
     ) {
       report('flex-scale', file, `${what(site)}: maximumInstanceCount must come from a parameter and instanceMemoryMB be 2048`);
     }
+    const reader = field(site, 'properties.functionAppConfig.deployment.storage.authentication.userAssignedIdentityResourceId');
     if (
       config('deployment.storage.authentication.type') !== 'UserAssignedIdentity' ||
-      config('deployment.storage.authentication.userAssignedIdentityResourceId') === undefined
+      !reader ||
+      identityPropertyOf(model, toRoot(site.scope, reader)) !== 'id'
     ) {
       report(
         'flex-deployment-identity',
@@ -543,8 +555,14 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
     if (!['1.2', '1.3'].includes(String(rawField(site, 'properties.siteConfig.minTlsVersion')))) {
       report('site-tls', file, `${what(site)}: siteConfig.minTlsVersion must be '1.2' or later`);
     }
-    if (rawField(site, 'identity.type') !== 'UserAssigned')
-      report('identity', file, `${what(site)}: identity type must be 'UserAssigned'`);
+    const identities = Object.keys((rawField(site, 'identity.userAssignedIdentities') ?? {}) as Record<string, unknown>);
+    if (
+      rawField(site, 'identity.type') !== 'UserAssigned' ||
+      identities.length !== 1 ||
+      identityPropertyOf(model, toRoot(site.scope, fromJson(identities[0]))) !== 'id'
+    ) {
+      report('identity', file, `${what(site)}: identity type must be 'UserAssigned', with the app's identity alone`);
+    }
     if (serviceTagIn(site) === undefined) report('tags', file, `${what(site)}: no literal azd-service-name tag`);
   }
   const policies = ofType('Microsoft.Web/sites/basicPublishingCredentialsPolicies');
@@ -570,6 +588,10 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
   const keys = settings.entries.map((e) => e.key);
   for (const name of IDENTITY_SETTINGS) {
     if (!keys.includes(name)) report('app-settings-identity', settings.file, `${name} is not set`);
+  }
+  const clientId = only(settings.entries, 'AzureWebJobsStorage__clientId')?.value;
+  if (clientId && identityPropertyOf(model, clientId) !== 'clientId') {
+    report('app-settings-identity', settings.file, "AzureWebJobsStorage__clientId must be the app's identity's client id");
   }
   const credential = settings.entries.filter((e) => e.key === 'AzureWebJobsStorage__credential');
   if (credential.length === 0 || credential.some((e) => literal(e.value) !== 'managedidentity')) {
@@ -600,12 +622,20 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
   if (!keys.includes('APPLICATIONINSIGHTS_CONNECTION_STRING')) {
     report('app-insights-entra', settings.file, 'APPLICATIONINSIGHTS_CONNECTION_STRING is not set');
   }
-  const authString = textOf(only(settings.entries, 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING')?.value);
-  if (authString === undefined || !/(^|;)Authorization=AAD(;|$)/.test(authString) || !/(^|;)ClientId=\{\d+\}/.test(authString)) {
+  const authValue = only(settings.entries, 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING')?.value;
+  const authString = textOf(authValue);
+  const hole = /(?:^|;)ClientId=\{(\d+)\}(?:;|$)/.exec(authString ?? '')?.[1];
+  const authClient = hole === undefined || !isCall(authValue, 'format') ? undefined : authValue.args[Number(hole) + 1];
+  if (
+    authString === undefined ||
+    !/(^|;)Authorization=AAD(;|$)/.test(authString) ||
+    !authClient ||
+    identityPropertyOf(model, authClient) !== 'clientId'
+  ) {
     report(
       'app-insights-entra',
       settings.file,
-      "APPLICATIONINSIGHTS_AUTHENTICATION_STRING must be 'ClientId=${...};Authorization=AAD'",
+      "APPLICATIONINSIGHTS_AUTHENTICATION_STRING must be 'ClientId=<the app's identity's client id>;Authorization=AAD'",
     );
   }
   const components = ofType('Microsoft.Insights/components');

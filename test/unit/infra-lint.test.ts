@@ -488,6 +488,16 @@ const breakages: [string, string, Mutate][] = [
   // The identity.
   ['the app runs as a system identity', 'identity', setIn(FUNCTION_APP, 'app', 'identity.type', 'SystemAssigned')],
   [
+    'the app runs as another identity',
+    'identity',
+    setIn(FUNCTION_APP, 'app', 'identity.userAssignedIdentities', { "[parameters('planName')]": {} }),
+  ],
+  [
+    'the app runs as a second identity too',
+    'identity',
+    editResource(FUNCTION_APP, 'app', (r) => (r.identity.userAssignedIdentities["[parameters('planName')]"] = {})),
+  ],
+  [
     'no user-assigned identity is created',
     'identity',
     editResource(IDENTITY, 'identity', (r) => set(r, 'existing', true, { create: true })),
@@ -530,6 +540,16 @@ const breakages: [string, string, Mutate][] = [
       'app',
       'properties.functionAppConfig.deployment.storage.authentication.type',
       'StorageAccountConnectionString',
+    ),
+  ],
+  [
+    'the package is read as another identity',
+    'flex-deployment-identity',
+    setIn(
+      FUNCTION_APP,
+      'app',
+      'properties.functionAppConfig.deployment.storage.authentication.userAssignedIdentityResourceId',
+      "[parameters('planName')]",
     ),
   ],
   ['HTTP is served', 'https-only', setIn(FUNCTION_APP, 'app', 'properties.httpsOnly', false)],
@@ -741,6 +761,11 @@ const breakages: [string, string, Mutate][] = [
     addAppSetting(`AzureWebJobsStorage__${uri}`, "parameters('blobEndpoint')"),
   ]),
   [
+    'the host signs in as another client',
+    'app-settings-identity',
+    setAppSetting('AzureWebJobsStorage__clientId', "parameters('appInsightsName')"),
+  ],
+  [
     'the credential is not the managed identity',
     'app-settings-credential',
     setAppSetting('AzureWebJobsStorage__credential', "'azurecli'"),
@@ -865,6 +890,14 @@ const breakages: [string, string, Mutate][] = [
     'telemetry is not Entra-authenticated',
     'app-insights-entra',
     setAppSetting('APPLICATIONINSIGHTS_AUTHENTICATION_STRING', "format('ClientId={0}', parameters('identityClientId'))"),
+  ],
+  [
+    'telemetry signs in as another client',
+    'app-insights-entra',
+    setAppSetting(
+      'APPLICATIONINSIGHTS_AUTHENTICATION_STRING',
+      "format('ClientId={0};Authorization=AAD', parameters('appInsightsName'))",
+    ),
   ],
   ['no connection string for telemetry', 'app-insights-entra', removeAppSetting('APPLICATIONINSIGHTS_CONNECTION_STRING')],
   [
