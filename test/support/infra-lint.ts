@@ -314,8 +314,10 @@ export function appSettingsOf(model: ArmModel): { file: string; entries: Entry[]
       opaque.push(...read.opaque);
       file = resource.scope.file;
     }
-    if (resource.type === 'Microsoft.Web/sites') {
-      const list = field(resource, 'properties.siteConfig.appSettings');
+    // The other form: a list of { name, value } in the site's siteConfig, or in its 'web' config.
+    const inWebConfig = resource.type === 'Microsoft.Web/sites/config' && lastSegment(resource.name) === 'web';
+    if (resource.type === 'Microsoft.Web/sites' || inWebConfig) {
+      const list = field(resource, inWebConfig ? 'properties.appSettings' : 'properties.siteConfig.appSettings');
       for (const item of list === undefined ? [] : itemsOf(toRoot(resource.scope, list))) {
         const pairs = entriesOf(item).entries;
         const name = pairs.find((e) => e.key === 'name')?.value;

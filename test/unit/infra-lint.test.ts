@@ -787,6 +787,23 @@ const breakages: [string, string, Mutate][] = [
       ),
     ),
   ],
+  [
+    'a run-from-package setting in the web config',
+    'app-settings-flex-deprecated',
+    edit(FUNCTION_APP, (t) =>
+      set(
+        t,
+        'resources.web',
+        {
+          type: 'Microsoft.Web/sites/config',
+          apiVersion: '2025-03-01',
+          name: "[format('{0}/{1}', parameters('name'), 'web')]",
+          properties: { appSettings: [{ name: 'WEBSITE_RUN_FROM_PACKAGE', value: '1' }] },
+        },
+        { create: true },
+      ),
+    ),
+  ],
   ['FUNCTIONS_WORKER_RUNTIME on Flex', 'app-settings-flex-deprecated', addAppSetting('FUNCTIONS_WORKER_RUNTIME', "'node'")],
   ['WEBSITE_RUN_FROM_PACKAGE on Flex', 'app-settings-flex-deprecated', addAppSetting('WEBSITE_RUN_FROM_PACKAGE', "'1'")],
   ['BATON_HUB is not set', 'app-settings-baton', removeAppSetting('BATON_HUB')],
