@@ -56,9 +56,7 @@ var storageBlobDataReader = '2a2b9908-6ea1-4ae2-8e65-a410df84e7d1'
 // (Storage Queue Data Message Sender: it can add messages, not read or delete them).
 var storageBlobDataContributor = 'ba92f5b4-2d11-453d-a403-e96b0029c9fe'
 var storageQueueDataMessageSender = 'c6a89b2d-59bc-44d0-9896-0f6e12d7b80a'
-var deployerRoles = empty(deployerPrincipalId)
-  ? []
-  : deployerCanSteer ? [storageBlobDataContributor, storageQueueDataMessageSender] : [storageBlobDataReader]
+var deployerNamed = !empty(deployerPrincipalId)
 
 resource storage 'Microsoft.Storage/storageAccounts@2025-06-01' existing = {
   name: storageAccountName
@@ -107,17 +105,35 @@ resource tableData 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (gr
   }
 }
 
-resource deployerData 'Microsoft.Authorization/roleAssignments@2022-04-01' = [
-  for role in deployerRoles: {
-    name: guid(storage.id, deployerPrincipalId, role)
-    scope: storage
-    properties: {
-      roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', role)
-      principalId: deployerPrincipalId
-      principalType: deployerPrincipalType
-    }
+resource deployerBlobRead 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (deployerNamed && !deployerCanSteer) {
+  name: guid(storage.id, deployerPrincipalId, storageBlobDataReader)
+  scope: storage
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataReader)
+    principalId: deployerPrincipalId
+    principalType: deployerPrincipalType
   }
-]
+}
+
+resource deployerBlobWrite 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (deployerNamed && deployerCanSteer) {
+  name: guid(storage.id, deployerPrincipalId, storageBlobDataContributor)
+  scope: storage
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataContributor)
+    principalId: deployerPrincipalId
+    principalType: deployerPrincipalType
+  }
+}
+
+resource deployerQueueSend 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (deployerNamed && deployerCanSteer) {
+  name: guid(storage.id, deployerPrincipalId, storageQueueDataMessageSender)
+  scope: storage
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageQueueDataMessageSender)
+    principalId: deployerPrincipalId
+    principalType: deployerPrincipalType
+  }
+}
 
 output blobEndpoint string = storage.properties.primaryEndpoints.blob
 output queueEndpoint string = storage.properties.primaryEndpoints.queue

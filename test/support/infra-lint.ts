@@ -85,7 +85,22 @@ export const ROLE = {
   storageQueueDataContributor: '974c5e8b-45b9-4653-ba55-5f855dd0fb88',
   storageTableDataContributor: '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3',
   monitoringMetricsPublisher: '3913510d-42f4-4e42-8a64-420c390055eb',
+  storageBlobDataReader: '2a2b9908-6ea1-4ae2-8e65-a410df84e7d1',
+  storageQueueDataMessageSender: 'c6a89b2d-59bc-44d0-9896-0f6e12d7b80a',
 } as const;
+
+/**
+ * What the deployer (a principal main.bicep is given) may get, on the storage account only: the
+ * reader role for the CLI's reads, or the two that trigger and cancel need instead.
+ */
+const DEPLOYER_ROLES: Record<string, 'read' | 'steer'> = {
+  [ROLE.storageBlobDataReader]: 'read',
+  [ROLE.storageBlobDataContributor]: 'steer',
+  [ROLE.storageQueueDataMessageSender]: 'steer',
+};
+
+/** The principal types a deployer may be. */
+const DEPLOYER_PRINCIPAL_TYPES = ['User', 'Group', 'ServicePrincipal'];
 
 /** Roles that reach far beyond data access (or hand out keys): never assigned by these templates. */
 export const FORBIDDEN_ROLES: Record<string, string> = {
@@ -115,11 +130,15 @@ const ROLE_SCOPE_TYPES = ['Microsoft.Storage/storageAccounts', 'Microsoft.Insigh
  */
 export type Principal = 'app-identity' | 'parameter' | 'other';
 
-/** The principalType each kind of principal's assignments must name. */
-const PRINCIPAL_TYPES: Record<Principal, string> = {
-  'app-identity': 'ServicePrincipal',
-  parameter: 'ServicePrincipal',
-  other: 'ServicePrincipal',
+/**
+ * The principalTypes each kind of principal's assignments may name. The app's identity is a
+ * service principal; a principal main.bicep is given (the deployer) is whatever the deployer
+ * says, from a parameter limited to these types.
+ */
+const PRINCIPAL_TYPES: Record<Principal, readonly string[]> = {
+  'app-identity': ['ServicePrincipal'],
+  parameter: DEPLOYER_PRINCIPAL_TYPES,
+  other: ['ServicePrincipal'],
 };
 
 /** App settings Flex Consumption replaced with functionAppConfig, or that belong to other plans. */
@@ -157,6 +176,13 @@ export const BATON_METRICS = [
   'baton.run.open',
   'baton.storage.requests',
 ] as const;
+
+/**
+ * Settings that belong to a feature the deployer switches on, by the setting whose parameter is
+ * the switch: written exactly when it is true. The sample job's container is named only when the
+ * sample is deployed.
+ */
+const CONDITIONAL_SETTINGS: Record<string, string> = { BATON_AUDIT_CONTAINER: 'BATON_SAMPLE_JOB' };
 
 /** Host.json override of the functions' log level, set only when BATON_LOG_LEVEL is debug. */
 const FUNCTION_LOG_LEVEL_OVERRIDE = 'AzureFunctionsJobHost__logging__logLevel__Function';
@@ -452,6 +478,55 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
     if (declared !== value) report('hub-resources', main.file, `${name} must be '${value}', Baton's default`);
   }
 
+  // The sample job's container is created when the sample is asked for, and only then: every
+  // mention of its parameter sits in the true branch of the sample switch.
+  const sampleSwitch = parameterDocumentedAs(main, 'BATON_SAMPLE_JOB');
+  let auditMentions = 0;
+  const outsideSample = (expr: Expr, inside: boolean): boolean => {
+    if (rootParameter(expr) === 'auditContainerName') {
+      auditMentions += 1;
+      return !inside;
+    }
+    if (isCall(expr, 'if') && sampleSwitch !== undefined && rootParameter(expr.args[0]) === sampleSwitch) {
+      const [, yes, no] = expr.args as [Expr, Expr, Expr];
+      return outsideSample(yes, true) || outsideSample(no, false);
+    }
+    const children: Expr[] =
+      expr.kind === 'call'
+        ? expr.args
+        : expr.kind === 'array'
+          ? expr.items
+          : expr.kind === 'object'
+            ? expr.entries.flatMap((e) => [e.key, e.value])
+            : expr.kind === 'property'
+              ? [expr.target]
+              : expr.kind === 'index'
+                ? [expr.target, expr.index]
+                : [];
+    return children.map((child) => outsideSample(child, inside)).some(Boolean);
+  };
+  const storageModules = main.resources.filter(
+    (r) =>
+      r.type === DEPLOYMENTS &&
+      (scopeOf(model, r)?.resources ?? []).some((x) => x.type === 'Microsoft.Storage/storageAccounts' && !x.existing),
+  );
+  for (const module of storageModules) {
+    if (outsideSample(fromJson(module.json.properties?.parameters ?? {}), false)) {
+      report(
+        'sample-only-when-asked',
+        main.file,
+        `${what(module)} creates the sample's container (auditContainerName) even when BATON_SAMPLE_JOB is off`,
+      );
+    }
+  }
+  if (sampleSwitch === undefined || auditMentions === 0) {
+    report(
+      'sample-only-when-asked',
+      main.file,
+      "the sample's container is never created, even when BATON_SAMPLE_JOB asks for it",
+    );
+  }
+
   // Roles: which, to whom, and where.
   const assignments = ofType('Microsoft.Authorization/roleAssignments');
   const granted = (roles: readonly string[], to: Principal) =>
@@ -484,11 +559,51 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
       }
     }
     const principal = principalOf(model, assignment);
-    const principalType = PRINCIPAL_TYPES[principal];
-    if (rawField(assignment, 'properties.principalType') !== principalType) {
-      report('role-principal-type', file, `${what(assignment)}: principalType must be '${principalType}'`);
+    const types = PRINCIPAL_TYPES[principal];
+    const typeExpr = field(assignment, 'properties.principalType');
+    const rooted = typeExpr && toRoot(assignment.scope, typeExpr);
+    const typeParam = rootParameter(rooted);
+    const allowed = typeParam === undefined ? undefined : main.template.parameters?.[typeParam]?.allowedValues;
+    const typeOk =
+      literal(rooted) !== undefined
+        ? types.includes(literal(rooted) as string)
+        : principal === 'parameter' &&
+          Array.isArray(allowed) &&
+          allowed.length > 0 &&
+          allowed.every((value) => typeof value === 'string' && types.includes(value));
+    if (!typeOk) {
+      const must = types.length === 1 ? `'${types[0]}'` : `one of ${types.join(', ')} (or a parameter allowing only those)`;
+      report('role-principal-type', file, `${what(assignment)}: principalType must be ${must}`);
+    }
+    if (principal === 'parameter') {
+      // The deployer's: data roles on the storage account only, and none when no deployer is named.
+      const principalParam = rootParameter(toRoot(assignment.scope, field(assignment, 'properties.principalId') as Expr));
+      if (
+        role === undefined ||
+        !(role in DEPLOYER_ROLES) ||
+        typeOfId(assignment.scope, scope) !== 'Microsoft.Storage/storageAccounts'
+      ) {
+        report(
+          'role-deployer',
+          file,
+          `${what(assignment)}: the deployer may get only Storage Blob Data Reader, or Blob Data Contributor and Queue Data Message Sender, on the storage account`,
+        );
+      }
+      const unlessEmpty = conditionsOf(assignment).some((condition) =>
+        [...walk(condition)].some((node) => isCall(node, 'empty') && rootParameter(node.args[0]) === principalParam),
+      );
+      if (!unlessEmpty)
+        report('role-deployer', file, `${what(assignment)} is made even when ${principalParam ?? 'the principal'} is empty`);
     }
     if (!isCall(assignment.name, 'guid')) report('role-name-guid', file, `${what(assignment)}: name must be guid(...)`);
+  }
+
+  // The deployer can read, or steer, the hub: each of those roles is granted once.
+  for (const [id, use] of Object.entries(DEPLOYER_ROLES)) {
+    const found = granted([id], 'parameter');
+    if (found.length !== 1) {
+      report('role-deployer', ALL_BICEP, `the deployer must get role ${id} (${use}) once, found ${found.length}`);
+    }
   }
 
   // Storage Table Data Contributor: granted exactly when BATON_ENGINE is durable.
@@ -578,6 +693,45 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
       );
     }
   }
+  // Entra sign-in in front of the routes: exactly when BATON_HTTP_AUTH is entra, signing everyone
+  // in with the deployer's app registration, with no secret and no token store (it needs a SAS).
+  const httpAuth = parameterDocumentedAs(main, 'BATON_HTTP_AUTH');
+  const signIns = ofType('Microsoft.Web/sites/config').filter((r) => lastSegment(r.name) === 'authsettingsV2');
+  if (signIns.length !== 1)
+    report('entra-sign-in', ALL_BICEP, `expected one authsettingsV2 (Entra sign-in), found ${signIns.length}`);
+  for (const signIn of signIns) {
+    const file = signIn.scope.file;
+    const onlyWhenEntra =
+      httpAuth !== undefined &&
+      conditionsOf(signIn).length === 1 &&
+      sameExpr(conditionsOf(signIn)[0] as Expr, call('equals', call('parameters', str(httpAuth)), str('entra')));
+    if (!onlyWhenEntra) report('entra-sign-in', file, `${what(signIn)} must be deployed exactly when BATON_HTTP_AUTH is 'entra'`);
+    const action = rawField(signIn, 'properties.globalValidation.unauthenticatedClientAction');
+    if (
+      rawField(signIn, 'properties.platform.enabled') !== true ||
+      rawField(signIn, 'properties.globalValidation.requireAuthentication') !== true ||
+      !['RedirectToLoginPage', 'Return401', 'Return403'].includes(action as string)
+    ) {
+      report('entra-sign-in', file, `${what(signIn)} must be enabled and require sign-in on every route`);
+    }
+    const aad = 'properties.identityProviders.azureActiveDirectory';
+    const clientId = field(signIn, `${aad}.registration.clientId`);
+    if (rawField(signIn, `${aad}.enabled`) !== true || rootParameter(clientId && toRoot(signIn.scope, clientId)) === undefined) {
+      report('entra-sign-in', file, `${what(signIn)} must sign in with the app registration main.bicep is given`);
+    }
+    const issuer = field(signIn, `${aad}.registration.openIdIssuer`);
+    const issuerNodes = issuer ? [...walk(toRoot(signIn.scope, issuer))] : [];
+    if (!issuerNodes.some((node) => node.kind === 'property' && node.name === 'loginEndpoint')) {
+      report('entra-sign-in', file, `${what(signIn)}: the issuer must come from environment().authentication.loginEndpoint`);
+    }
+    const secret = ['clientSecretSettingName', 'clientSecretCertificateThumbprint'].filter(
+      (key) => rawField(signIn, `${aad}.registration.${key}`) !== undefined,
+    );
+    if (secret.length > 0 || rawField(signIn, 'properties.login.tokenStore.enabled') !== false) {
+      report('entra-sign-in', file, `${what(signIn)} must keep no client secret and no token store`);
+    }
+  }
+
   // Every resource Azure keeps in a region carries the environment's tag, from main.bicep's environmentName.
   for (const resource of live.filter((r) => r.json.location !== undefined)) {
     const tag = only(entriesAt(resource, 'tags'), 'azd-env-name');
@@ -599,8 +753,16 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
   if (credential.length === 0 || credential.some((e) => literal(e.value) !== 'managedidentity')) {
     report('app-settings-credential', settings.file, "AzureWebJobsStorage__credential must be 'managedidentity'");
   }
-  for (const key of keys) {
-    if (key !== undefined && /^AzureWebJobsStorage__\w*ServiceUri$/i.test(key)) {
+  // Outside Azure's public cloud the host cannot derive the endpoints from the name: there, and
+  // only there, the URIs may be set.
+  const outsidePublicCloud = call(
+    'not',
+    call('equals', { kind: 'property', target: call('environment'), name: 'name' }, str('AzureCloud')),
+  );
+  for (const entry of settings.entries) {
+    const key = entry.key;
+    const sovereign = entry.when.length === 1 && sameExpr(entry.when[0] as Expr, outsidePublicCloud);
+    if (key !== undefined && /^AzureWebJobsStorage__\w*ServiceUri$/i.test(key) && !sovereign) {
       report(
         'app-settings-host-storage',
         settings.file,
@@ -721,10 +883,21 @@ export function lintBatonSettings(
     // lintParameters reports it.
   }
   const settings = appSettingsOf(model);
-  /** The main.bicep parameter a setting is written from, when it is that parameter (or its string()) and set unconditionally. */
+  /**
+   * The main.bicep parameter a setting is written from, when it is that parameter (or its
+   * string()) and set unconditionally, or, for a setting that belongs to a feature, exactly when
+   * the parameter of the feature's switch is true.
+   */
   const sourceOf = (name: string): string | undefined => {
     const entry = only(settings.entries, name);
-    return entry && entry.when.length === 0 ? rootParameter(unstring(entry.value)) : undefined;
+    const feature = CONDITIONAL_SETTINGS[name];
+    const switchParam = feature === undefined ? undefined : parameterDocumentedAs(main, feature);
+    const when = entry?.when ?? [];
+    const conditionOk =
+      feature === undefined
+        ? when.length === 0
+        : switchParam !== undefined && when.length === 1 && rootParameter(when[0]) === switchParam;
+    return entry && conditionOk ? rootParameter(unstring(entry.value)) : undefined;
   };
 
   for (const [name, expectedDefault] of Object.entries(expect.batonSettings)) {

@@ -77,6 +77,9 @@ const SETTING_DEFAULTS: Record<string, string | number | boolean> = {
   // The package's version, which Baton reads when the setting is blank.
   BATON_APP_VERSION: '',
   BATON_LEADER_PRIORITY: defaults.leaderPriority,
+  BATON_HTTP_AUTH: defaults.httpAuth,
+  // The reference app runs its sample unless told not to; a deploy leaves it out unless asked.
+  BATON_SAMPLE_JOB: false,
 };
 const settingNames = batonSettingNames();
 
@@ -286,6 +289,143 @@ const appParams = (main: Json) => resourceOf(main, 'function-app').properties.pa
 
 /** [what breaks, the rule that must catch it, the breakage]. */
 const breakages: [string, string, Mutate][] = [
+  // The deployer's access.
+  [
+    'the deployer gets Storage Blob Data Owner',
+    'role-deployer',
+    editResource(STORAGE_ACCESS, 'storageBlobDataReader', (r) =>
+      replaceAt(r, 'properties.roleDefinitionId', "variables('storageBlobDataReader')", "variables('storageBlobDataOwner')"),
+    ),
+  ],
+  [
+    'the deployer can read queue messages',
+    'role-deployer',
+    editResource(STORAGE_ACCESS, 'storageQueueDataMessageSender', (r) =>
+      set(
+        r,
+        'properties.roleDefinitionId',
+        `[subscriptionResourceId('Microsoft.Authorization/roleDefinitions', '${STORAGE_QUEUE_DATA_READER}')]`,
+      ),
+    ),
+  ],
+  [
+    "a deployer's role is assigned when no deployer is named",
+    'role-deployer',
+    editResource(STORAGE_ACCESS, 'storageBlobDataContributor', (r) => set(r, 'condition', "[parameters('deployerCanSteer')]")),
+  ],
+  [
+    'the deployer gets a role on the whole group',
+    'role-deployer',
+    editResource(STORAGE_ACCESS, 'storageBlobDataReader', (r) => set(r, 'scope', '[resourceGroup().id]')),
+  ],
+  [
+    'the deployer can be a principal type not allowed',
+    'role-principal-type',
+    setIn(MAIN_BICEP, undefined, 'parameters.deployerPrincipalType.allowedValues', [
+      'User',
+      'Group',
+      'ServicePrincipal',
+      'ForeignGroup',
+    ]),
+  ],
+
+  // The sample only when asked for.
+  [
+    "the sample's container is created without the sample",
+    'sample-only-when-asked',
+    edit(MAIN_BICEP, (t) =>
+      replaceAt(
+        storageParams(t),
+        'containerNames.value',
+        "if(parameters('sampleJob'), createArray(parameters('auditContainerName')), createArray())",
+        "createArray(parameters('auditContainerName'))",
+      ),
+    ),
+  ],
+  [
+    "the sample's container is never created",
+    'sample-only-when-asked',
+    edit(MAIN_BICEP, (t) =>
+      replaceAt(
+        storageParams(t),
+        'containerNames.value',
+        "if(parameters('sampleJob'), createArray(parameters('auditContainerName')), createArray())",
+        'createArray()',
+      ),
+    ),
+  ],
+  [
+    "the sample's container setting is written without the sample",
+    'baton-settings-wiring',
+    edit(FUNCTION_APP, (t) =>
+      replaceAt(
+        t,
+        'variables.sampleSettings',
+        /^\[if\(parameters\('sampleJob'\), (createObject\(.*\)), createObject\(\)\)\]$/,
+        '[$1]',
+      ),
+    ),
+  ],
+
+  // No public-cloud assumption, and the host's storage by name where the cloud allows it.
+  [
+    'the storage service URIs are set in the public cloud too',
+    'app-settings-host-storage',
+    edit(FUNCTION_APP, (t) =>
+      replaceAt(
+        t,
+        'variables.storageEndpointSettings',
+        /^\[if\(equals\(environment\(\)\.name, 'AzureCloud'\), createObject\(\), (.*)\)\]$/,
+        '[$1]',
+      ),
+    ),
+  ],
+
+  // Entra sign-in, as an option.
+  [
+    'Entra sign-in is on with keys too',
+    'entra-sign-in',
+    editResource(FUNCTION_APP, 'entraSignIn', (r) => remove(r, 'condition')),
+  ],
+  [
+    'Entra sign-in lets unsigned callers through',
+    'entra-sign-in',
+    editResource(FUNCTION_APP, 'entraSignIn', (r) => set(r, 'properties.globalValidation.requireAuthentication', false)),
+  ],
+  [
+    'Entra sign-in keeps a client secret',
+    'entra-sign-in',
+    editResource(FUNCTION_APP, 'entraSignIn', (r) =>
+      set(r, 'properties.identityProviders.azureActiveDirectory.registration.clientSecretSettingName', 'AUTH_SECRET', {
+        create: true,
+      }),
+    ),
+  ],
+  [
+    'Entra sign-in keeps tokens in a store',
+    'entra-sign-in',
+    editResource(FUNCTION_APP, 'entraSignIn', (r) => set(r, 'properties.login.tokenStore.enabled', true)),
+  ],
+  [
+    "Entra sign-in names the public cloud's issuer",
+    'entra-sign-in',
+    editResource(FUNCTION_APP, 'entraSignIn', (r) =>
+      set(
+        r,
+        'properties.identityProviders.azureActiveDirectory.registration.openIdIssuer',
+        "[format('https://login.microsoftonline.com/{0}/v2.0', tenant().tenantId)]",
+      ),
+    ),
+  ],
+  [
+    'Entra sign-in takes a fixed app registration',
+    'entra-sign-in',
+    editResource(FUNCTION_APP, 'entraSignIn', (r) =>
+      set(r, 'properties.identityProviders.azureActiveDirectory.registration.clientId', '00000000-0000-0000-0000-000000000002'),
+    ),
+  ],
+  ['there is no Entra option', 'entra-sign-in', edit(FUNCTION_APP, (t) => delete t.resources.entraSignIn)],
+
   // Keys and secrets, in any form.
   [
     'the account key is read with listKeys()',
@@ -378,7 +518,7 @@ const breakages: [string, string, Mutate][] = [
   [
     'the runs container is missing',
     'hub-resources',
-    edit(MAIN_BICEP, (t) => set(storageParams(t), 'containerNames.value.0', "[format('{0}-records', parameters('hubName'))]")),
+    edit(MAIN_BICEP, (t) => replaceAt(storageParams(t), 'containerNames.value', "'{0}-runs'", "'{0}-records'")),
   ],
   [
     "the lease container is not Baton's",
