@@ -102,6 +102,12 @@ export const runRecordSchema = z.object({
   planCursor: z.number().int().nonnegative().default(0),
   /** Times the job's split gave no item within its bound; at the job's limit the run fails. */
   splitTimeouts: z.number().int().nonnegative().default(0),
+  /**
+   * Copies of work messages the leaders of this run have sent for stragglers (hedged dispatch).
+   * Each leader adds its copies here in a fenced write before it sends them, so however often
+   * the leader changes, the copies sent never exceed what this says, nor the job's bound.
+   */
+  hedges: z.number().int().nonnegative().default(0),
   /** Records written before endings were recorded have none. */
   ending: ending.nullable().default(null),
   /**
@@ -163,6 +169,7 @@ export function newRunRecord(input: {
     planSegments: [],
     planCursor: 0,
     splitTimeouts: 0,
+    hedges: 0,
     ending: null,
     firstItemAt: null,
     pruned: null,

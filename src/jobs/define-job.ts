@@ -1,7 +1,13 @@
 import { z } from 'zod';
 import { InvalidConfigError } from '../errors';
 import { Schedule } from '../schedule/schedule';
-import { DEFAULT_MAX_PAYLOAD_BYTES, MAX_PAYLOAD_BYTES_LIMIT, type JobDefinition, type JobOptions } from './job-definition';
+import {
+  DEFAULT_HEDGE,
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  MAX_PAYLOAD_BYTES_LIMIT,
+  type JobDefinition,
+  type JobOptions,
+} from './job-definition';
 import { isJobSchema, type JobSchema } from './job-schema';
 
 const payloadBytes = (what: string) =>
@@ -24,6 +30,27 @@ const fn = (what: string) =>
 const standardSchema = z.custom<JobSchema<unknown>>(isJobSchema, {
   message: 'must be a Standard Schema (zod 3.24 or later, valibot, arktype and others implement it)',
 });
+
+const hedgeOptions = z
+  .object(
+    {
+      maxPercent: z
+        .number({ message: "must be a percentage of the run's work messages" })
+        .min(0, "must be 0-100 (percent of the run's work messages; 0 turns hedging off)")
+        .max(100, "must be 0-100 (percent of the run's work messages; 0 turns hedging off)")
+        .default(DEFAULT_HEDGE.maxPercent),
+      minWaitSeconds: z
+        .number({ message: 'must be a number of seconds' })
+        .min(0, 'must be 0 or more')
+        .max(86_400, 'must be at most 86400 (a day)')
+        .default(DEFAULT_HEDGE.minWaitSeconds),
+    },
+    {
+      error: (issue) =>
+        issue.code === 'invalid_type' ? 'must be false or { maxPercent, minWaitSeconds } (hedged dispatch)' : undefined,
+    },
+  )
+  .strict();
 
 /** A job's name: it names blobs, queues' messages and metrics, so it is kept plain. */
 export const JOB_NAME_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$/;
@@ -80,6 +107,8 @@ const jobOptionsSchema = z.object({
     })
     .strict()
     .default({ splitSeconds: 300, processSeconds: 120, finalizeSeconds: 300, graceSeconds: 10, maxSplitTimeouts: 3 }),
+  // `false` is `maxPercent: 0`, so a bad field is named by its own path (`hedge.maxPercent`).
+  hedge: z.preprocess((v) => (v === false ? { maxPercent: 0 } : (v ?? {})), hedgeOptions),
   split: fn('split(ctx) returns the items'),
   process: fn('process(item, ctx) returns the result'),
   aggregate: z.object({
@@ -122,6 +151,7 @@ export function defineJob<Item, Result, Acc, Output = Acc>(
     maxItemBytes: value.maxItemBytes,
     maxResultBytes: value.maxResultBytes,
     hookTimeouts: Object.freeze({ ...value.hookTimeouts }),
+    hedge: value.hedge.maxPercent > 0 ? Object.freeze({ ...value.hedge }) : false,
     split: options.split,
     process: options.process,
     aggregate: {

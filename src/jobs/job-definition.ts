@@ -91,6 +91,22 @@ export interface HookTimeouts {
   maxSplitTimeouts?: number;
 }
 
+/**
+ * Hedged dispatch: the leader sends a copy of a work message that waits much longer than the
+ * run's messages usually take (a worker paused, killed or hung while it holds it), and the first
+ * result to arrive counts; the others are duplicates. `false` (or `maxPercent: 0`) turns it off.
+ */
+export interface HedgeOptions {
+  /**
+   * The most copies a run sends, as a percentage of its work messages, rounded up: with the
+   * default 5, a run of 1,000 messages sends at most 50 copies, and a run of one message at most
+   * one. 0 to 100.
+   */
+  maxPercent?: number;
+  /** No copy of a message before it has waited this long, however fast the run's items are. Default 5. */
+  minWaitSeconds?: number;
+}
+
 /** What `defineJob` takes. */
 export interface JobOptions<Item, Result, Acc, Output> {
   /** Lowercase letters, digits and hyphens; part of run ids and blob paths. */
@@ -122,6 +138,11 @@ export interface JobOptions<Item, Result, Acc, Output> {
   /** Time bounds on `split`, `process` and `finalize`; see `HookTimeouts` for the defaults. */
   hookTimeouts?: HookTimeouts;
   /**
+   * Copies of a straggler's work message (queue engine only). Default
+   * `{ maxPercent: 5, minWaitSeconds: 5 }`; `false` turns it off. See `HedgeOptions`.
+   */
+  hedge?: false | HedgeOptions;
+  /**
    * Gives the items. A leader that takes over mid-plan calls it again and skips the items
    * already persisted, so for one run it must give the same items in the same order.
    */
@@ -151,6 +172,8 @@ export interface JobDefinition<Item = unknown, Result = unknown, Acc = unknown, 
   readonly maxItemBytes: number;
   readonly maxResultBytes: number;
   readonly hookTimeouts: Readonly<Required<HookTimeouts>>;
+  /** Hedged dispatch, or `false` when it is off (`maxPercent: 0` is `false` here). */
+  readonly hedge: false | Readonly<Required<HedgeOptions>>;
   split(ctx: SplitContext): Iterable<Item> | AsyncIterable<Item>;
   process(item: Item, ctx: ProcessContext): Promise<Result> | Result;
   /** `merge` stays optional: only the durable engine needs it (see `assertDurableReady`). */
@@ -159,6 +182,9 @@ export interface JobDefinition<Item = unknown, Result = unknown, Acc = unknown, 
   readonly itemSchema?: JobSchema<Item>;
   readonly resultSchema?: JobSchema<Result>;
 }
+
+/** Defaults of `HedgeOptions`. */
+export const DEFAULT_HEDGE: Readonly<Required<HedgeOptions>> = Object.freeze({ maxPercent: 5, minWaitSeconds: 5 });
 
 /** Whether a run with these counts is within the job's tolerance. With none set, any failure fails it. */
 export function withinTolerance(tolerance: FailureTolerance, planned: number, failed: number): boolean {

@@ -37,6 +37,7 @@ describe('defineJob', () => {
       failureTolerance: {},
       itemsPerMessage: 1,
       hookTimeouts: { splitSeconds: 300, processSeconds: 120, finalizeSeconds: 300, graceSeconds: 10, maxSplitTimeouts: 3 },
+      hedge: { maxPercent: 5, minWaitSeconds: 5 },
     });
     expect(job.finalize).toBeUndefined();
     expect(job.itemSchema).toBeUndefined();
@@ -72,6 +73,20 @@ describe('defineJob', () => {
     expect(job.itemSchema).toBe(itemSchema);
     expect(job.resultSchema).toBe(resultSchema);
     expect(job.finalize).toBe(finalize);
+  });
+
+  it.each<[string, unknown, unknown]>([
+    ['off with false', false, false],
+    ['off with maxPercent 0', { maxPercent: 0, minWaitSeconds: 2 }, false],
+    ['a bound of its own', { maxPercent: 20 }, { maxPercent: 20, minWaitSeconds: 5 }],
+    ['a floor of its own', { minWaitSeconds: 0.5 }, { maxPercent: 5, minWaitSeconds: 0.5 }],
+  ])('takes hedge %s', (_name, hedge, expected) => {
+    expect(defineJob(base({ hedge })).hedge).toEqual(expected);
+  });
+
+  it('a bad hedge option is one line naming the job and the option once', () => {
+    const e = configError(() => defineJob(base({ hedge: { maxPercent: 150 } })));
+    expect(e.message).toBe("job tally: hedge.maxPercent must be 0-100 (percent of the run's work messages; 0 turns hedging off)");
   });
 
   it('accepts a 5-field schedule', () => {
@@ -149,6 +164,14 @@ describe('defineJob', () => {
       'tally.hookTimeouts.maxSplitTimeouts',
       /at least 1/,
     ],
+    ['hedge not an object', { hedge: true }, 'tally.hedge', /must be false or \{ maxPercent, minWaitSeconds \}/],
+    ['hedge a string', { hedge: 'on' }, 'tally.hedge', /must be false or/],
+    ['hedge.maxPercent over 100', { hedge: { maxPercent: 101 } }, 'tally.hedge.maxPercent', /0-100/],
+    ['hedge.maxPercent negative', { hedge: { maxPercent: -1 } }, 'tally.hedge.maxPercent', /0-100/],
+    ['hedge.maxPercent a string', { hedge: { maxPercent: '5' } }, 'tally.hedge.maxPercent', /percentage/],
+    ['hedge.minWaitSeconds negative', { hedge: { minWaitSeconds: -1 } }, 'tally.hedge.minWaitSeconds', /0 or more/],
+    ['hedge.minWaitSeconds over a day', { hedge: { minWaitSeconds: 86_401 } }, 'tally.hedge.minWaitSeconds', /at most 86400/],
+    ['hedge unknown key', { hedge: { percent: 5 } }, 'tally.hedge', /percent/],
     ['hookTimeouts unknown key', { hookTimeouts: { planSeconds: 5 } }, 'tally.hookTimeouts', /planSeconds/],
     ['itemSchema not a Standard Schema', { itemSchema: { parse: () => 1 } }, 'tally.itemSchema', /Standard Schema/],
     ['resultSchema not a Standard Schema', { resultSchema: 'number' }, 'tally.resultSchema', /Standard Schema/],

@@ -137,6 +137,7 @@ describe('newRunRecord', () => {
       planSegments: [],
       planCursor: 0,
       splitTimeouts: 0,
+      hedges: 0,
       ending: null,
       firstItemAt: null,
       pruned: null,
