@@ -8,6 +8,7 @@ import { fenceAtTermEpoch, raiseAboveRefusal } from './epoch-raise';
 import { drainPoison, drainResults, type DrainStats } from './drain';
 import { abortRun, completeEnding, failRun, finalizeRun } from './finalizer';
 import { jobStateKey, jobStateSchema, type JobState } from '../hub/job-state';
+import { hedgeStragglers } from './hedger';
 import { planRun } from './planner';
 import { adoptOpenRuns, cancelRun, forgetRun, jobStates, reconcileJob, startManualRun } from './reconcile';
 import { pendingRequests } from '../hub/requests';
@@ -254,6 +255,14 @@ export class Coordinator {
       for (const settled of await dispatching) {
         if ('err' in settled) throw settled.err;
         await settle(settled.runId, settled.ok);
+      }
+      // With this turn's results counted: copies of the messages that wait far longer than the rest.
+      for (const runId of [...book.open]) {
+        const run = book.active.get(runId);
+        if (!run) continue;
+        await this.guard(term, summary, `hedge run ${runId}`, async () => {
+          busy = (await hedgeStragglers(ctx, term, book, run)) > 0 || busy;
+        });
       }
       let idle = book.open.size === 0 && !busy;
       if (idle && (await this.retentionTurn(term, summary, nextDueAt))) {

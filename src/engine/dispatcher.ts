@@ -1,8 +1,8 @@
-import { runKeys, transition, type RunRecord } from '../hub/run-record';
+import { transition } from '../hub/run-record';
 import { inLanes } from './lanes';
 import type { EngineContext, TermContext } from './engine-context';
-import { encodeWithClaimCheck, type WorkMessage } from './messages';
 import type { ActiveRun, RunBook } from './run-book';
+import { ChunkReader, workMessageText } from './work-text';
 
 const CHECKPOINT_EVERY_MS = 1000;
 
@@ -22,7 +22,7 @@ export async function dispatchSlice(
 ): Promise<number> {
   const record = run.doc.value;
   const { itemsPerMessage } = run.job;
-  const planned = record.counters.planned;
+  const stragglers = book.stragglersOf(run);
   const window = ctx.tuning.dispatchConcurrency * 4;
   const chunks = new ChunkReader(ctx, term, record, record.chunkItems);
   let cursor = record.cursor;
@@ -39,23 +39,12 @@ export async function dispatchSlice(
     }
     const end = Math.min(record.messages, cursor + Math.min(window, room));
     const texts: { m: number; text: string }[] = [];
-    for (let m = cursor; m < end; m++) {
-      const first = m * itemsPerMessage;
-      const count = Math.min(itemsPerMessage, planned - first);
-      const message: WorkMessage = {
-        v: 1,
-        t: 'work',
-        run: record.runId,
-        job: record.job,
-        first,
-        count,
-        items: await chunks.items(first, count),
-      };
-      texts.push({ m, text: await encodeWithClaimCheck(message, 'items', ctx.docs, { abortSignal: term.signal }) });
-    }
+    for (let m = cursor; m < end; m++)
+      texts.push({ m, text: await workMessageText(ctx, term, record, chunks, m, itemsPerMessage) });
     await inLanes(texts, ctx.tuning.dispatchConcurrency, ({ m, text }) =>
       ctx.queues.workFor(m).send(text, { abortSignal: term.signal }),
     );
+    if (stragglers) for (let m = cursor; m < end; m++) stragglers.sent(m);
     cursor = end;
     term.leadership.heartbeat();
     if (cursor === record.messages || ctx.clock.now() - lastCheckpoint >= CHECKPOINT_EVERY_MS) {
@@ -89,30 +78,4 @@ async function checkpoint(
       counters: { ...current.counters, dispatched: Math.min(current.counters.planned, cursor * itemsPerMessage) },
     };
   });
-}
-
-/** Reads plan chunks in order, keeping one chunk in memory. */
-class ChunkReader {
-  private index = -1;
-  private lines: string[] = [];
-
-  constructor(
-    private readonly ctx: EngineContext,
-    private readonly term: TermContext,
-    private readonly record: RunRecord,
-    private readonly chunkItems: number,
-  ) {}
-
-  async items(first: number, count: number): Promise<unknown[]> {
-    const chunk = Math.floor(first / this.chunkItems);
-    if (chunk !== this.index) {
-      const key = runKeys.planChunkOf(this.record, chunk);
-      const stored = await this.ctx.docs.read(key, { abortSignal: this.term.signal });
-      if (!stored) throw new Error(`plan chunk ${key} is missing`);
-      this.lines = stored.body.split('\n');
-      this.index = chunk;
-    }
-    const offset = first - chunk * this.chunkItems;
-    return this.lines.slice(offset, offset + count).map((line) => JSON.parse(line) as unknown);
-  }
 }

@@ -15,7 +15,7 @@ import {
 } from './messages';
 import { describeIssue } from '../jobs/error-text';
 import { itemOutcomeSchema, type ItemOutcome } from '../jobs/item-outcome';
-import type { RunBook } from './run-book';
+import { messageCounted, type ActiveRun, type RunBook } from './run-book';
 import { retryLater } from './retry-later';
 
 const BATCH = 32;
@@ -63,10 +63,12 @@ interface Group {
   rejected: number;
   /** Claim-check blobs the messages point at. */
   claims: string[];
+  /** How long the workers took over the messages, as they reported (hedged dispatch compares against it). */
+  durations: number[];
 }
 
 type Parsed =
-  | { kind: 'group'; run: string; job?: string; outcomes: ItemOutcome[]; rejected: number; claim?: string }
+  | { kind: 'group'; run: string; job?: string; outcomes: ItemOutcome[]; rejected: number; claim?: string; ms?: number }
   | { kind: 'dead'; reason: string; run?: string }
   /** Its run cannot be read now: the message comes back after the drain visibility. */
   | { kind: 'later' }
@@ -93,14 +95,15 @@ export function drainResults(
         reason: body.ok ? `malformed result: ${describeIssue(parsed!.error)}` : `malformed result: ${body.reason}`,
       };
     const { run, job } = parsed.data;
-    if (parsed.data.outcomes) return { kind: 'group', run, job, outcomes: parsed.data.outcomes, rejected: 0 };
+    const ms = parsed.data.ms === undefined ? {} : { ms: parsed.data.ms };
+    if (parsed.data.outcomes) return { kind: 'group', run, job, outcomes: parsed.data.outcomes, rejected: 0, ...ms };
     const claim = parsed.data.claim as string;
     try {
       const claimed = itemOutcomeSchema
         .array()
         .min(1)
         .safeParse(await loadClaim(claim, ctx.docs, { abortSignal: term.signal }));
-      if (claimed.success) return { kind: 'group', run, job, outcomes: claimed.data, rejected: 0, claim };
+      if (claimed.success) return { kind: 'group', run, job, outcomes: claimed.data, rejected: 0, claim, ...ms };
       return { kind: 'dead', reason: `claim-check blob ${claim} does not hold outcomes`, run: parsed.data.run };
     } catch (err) {
       if (err instanceof ClaimMissingError) return { kind: 'dead', reason: err.message, run: parsed.data.run };
@@ -236,6 +239,7 @@ async function drain(
     group.byMessage.push(parsed.outcomes);
     group.rejected += parsed.rejected;
     if (parsed.claim) group.claims.push(parsed.claim);
+    if (parsed.ms !== undefined) group.durations.push(parsed.ms);
   }
   // Shown again by the next drain visibility at the latest, when the gate may have opened.
   const holdSeconds = Math.min(DEFER_SECONDS, ctx.tuning.drainVisibilitySeconds);
@@ -365,6 +369,7 @@ async function applyToRun(
     run.seen = before; // the checkpoint did not land; neither did these items
     throw err;
   }
+  if (!misdirected) watchProgress(book, run, group.durations, outcomes);
   // Counted once the checkpoint that counts them has landed; a redelivery is a duplicate then.
   ctx.telemetry?.itemsFolded(
     record.job,
@@ -376,6 +381,20 @@ async function applyToRun(
     duplicates: counters.duplicates - record.counters.duplicates,
     misdirected,
   };
+}
+
+/**
+ * Tells the run's straggler watch (hedged dispatch) what this checkpoint counted: the durations
+ * workers reported, and each message whose items are all counted now, by whichever copy.
+ */
+function watchProgress(book: RunBook, run: ActiveRun, durations: readonly number[], outcomes: readonly ItemOutcome[]): void {
+  const watch = book.watching(run.doc.value.runId);
+  if (!watch || !run.seen) return;
+  for (const ms of durations) watch.observe(ms);
+  const { itemsPerMessage } = run.job;
+  const touched = new Set<number>();
+  for (const outcome of outcomes) if (outcome.i < run.seen.size) touched.add(Math.floor(outcome.i / itemsPerMessage));
+  for (const m of touched) if (messageCounted(run.seen, m, itemsPerMessage)) watch.counted(m);
 }
 
 /**
@@ -400,6 +419,6 @@ async function deleteAll(term: TermContext, messages: Received[], queues: number
 function groupFor(groups: Map<string, Group>, run: string, job: string | undefined): Group {
   const key = job === undefined ? run : `${run}\n${job}`;
   let group = groups.get(key);
-  if (!group) groups.set(key, (group = { run, job, messages: [], byMessage: [], rejected: 0, claims: [] }));
+  if (!group) groups.set(key, (group = { run, job, messages: [], byMessage: [], rejected: 0, claims: [], durations: [] }));
   return group;
 }

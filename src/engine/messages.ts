@@ -57,6 +57,11 @@ export const resultMessageSchema = z
     // A worker sends a result only when it has outcomes; an empty one would be consumed without a trace.
     outcomes: z.array(itemOutcomeSchema).min(1).optional(),
     claim: z.string().optional(),
+    /**
+     * How long the worker took over the message, in ms (hedged dispatch measures stragglers
+     * against it). A result without one, or with one that is not a duration, still counts.
+     */
+    ms: z.number().nonnegative().finite().optional().catch(undefined),
   })
   .refine((m) => (m.outcomes === undefined) !== (m.claim === undefined), 'exactly one of outcomes and claim')
   .refine(ownClaim, OWN_CLAIM);

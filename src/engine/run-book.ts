@@ -8,6 +8,7 @@ import { indexRun } from '../hub/run-index';
 import type { EngineContext, TermContext } from './engine-context';
 import type { PlanSession } from './plan-session';
 import { PoisonGate } from './poison-gate';
+import { StragglerWatch } from './straggler-watch';
 
 /** A run the leader is working on, with its dedupe set decoded once per term. */
 export interface ActiveRun {
@@ -44,6 +45,8 @@ export class RunBook {
   readonly planSessions = new Map<string, PlanSession>();
   /** When this term may count poisoned work as failed: after the results sent before it. */
   readonly poisonGate: PoisonGate;
+  /** Which sent messages of each run wait for a result, and since when (hedged dispatch). */
+  private readonly stragglers = new Map<string, StragglerWatch>();
   /** The save under way for each run, which the next `update` of that run waits for. */
   private readonly saving = new Map<string, Promise<void>>();
   /** Who waits for each run's next save. */
@@ -115,6 +118,7 @@ export class RunBook {
     if (isTerminal(next.state)) {
       this.active.delete(next.runId);
       this.open.delete(next.runId);
+      this.stragglers.delete(next.runId);
       // Every end of an open run the leader writes comes through here (finalize, cancel,
       // timeout, a failed plan), and only once: the replaced version was open, and a version
       // is replaced at most once.
@@ -167,10 +171,43 @@ export class RunBook {
     });
   }
 
+  /**
+   * This term's watch over the run's sent and uncounted messages, or undefined when its job does
+   * not hedge or it is not planned yet. A term that did not send them adopts every uncounted
+   * message before the cursor as sent now: it does not know when an earlier leader sent them, so
+   * their wait starts with this term.
+   */
+  stragglersOf(run: ActiveRun): StragglerWatch | undefined {
+    const { hedge, hookTimeouts, itemsPerMessage } = run.job;
+    const record = run.doc.value;
+    if (!hedge || !run.seen) return undefined;
+    let watch = this.stragglers.get(record.runId);
+    if (watch) return watch;
+    watch = new StragglerWatch(this.ctx.clock, {
+      floorMs: hedge.minWaitSeconds * 1000,
+      fallbackMs: (hookTimeouts.processSeconds + hookTimeouts.graceSeconds) * 1000,
+    });
+    for (let m = 0; m < record.cursor; m++) if (!messageCounted(run.seen, m, itemsPerMessage)) watch.sent(m);
+    this.stragglers.set(record.runId, watch);
+    return watch;
+  }
+
+  /** This term's watch over the run's messages, if one has been started. */
+  watching(runId: string): StragglerWatch | undefined {
+    return this.stragglers.get(runId);
+  }
+
   /** Forgets the cached copy, so the next lookup reads storage again. */
   drop(runId: string): void {
     this.active.delete(runId);
   }
+}
+
+/** Whether every item of work message `m` is counted. */
+export function messageCounted(seen: Bitset, m: number, itemsPerMessage: number): boolean {
+  const end = Math.min(seen.size, (m + 1) * itemsPerMessage);
+  for (let i = m * itemsPerMessage; i < end; i++) if (!seen.has(i)) return false;
+  return true;
 }
 
 export function decodeSeen(record: RunRecord): Bitset | undefined {

@@ -45,6 +45,7 @@ export async function handleWorkMessage(
   meta: { dequeueCount: number; signal?: AbortSignal },
   deps: WorkerDeps,
 ): Promise<WorkOutcome> {
+  const startedAt = performance.now();
   const signal = meta.signal ?? new AbortController().signal;
   const text = typeof raw === 'string' ? raw : safeStringify(raw);
   const poison = async (reason: string, run?: string): Promise<WorkOutcome> => {
@@ -120,7 +121,8 @@ export async function handleWorkMessage(
   // message. Successes reported twice are harmless: the leader counts each index once.
   const report = final ? outcomes : outcomes.filter((o) => o.ok);
   if (report.length > 0) {
-    const result: ResultMessage = { v: 1, t: 'result', run: message.run, job: message.job, outcomes: report };
+    const ms = Math.round(performance.now() - startedAt);
+    const result: ResultMessage = { v: 1, t: 'result', run: message.run, job: message.job, outcomes: report, ms };
     await deps.results.send(await encodeWithClaimCheck(result, 'outcomes', deps.docs, { abortSignal: signal }), {
       abortSignal: signal,
     });

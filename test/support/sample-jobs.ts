@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineJob } from '../../src/jobs/define-job';
+import type { HedgeOptions } from '../../src/jobs/job-definition';
 
 export interface SumAcc {
   count: number;
@@ -20,6 +21,7 @@ export function sumJob(options: {
   timeoutSeconds?: number;
   pad?: number;
   slowMs?: number;
+  hedge?: false | HedgeOptions;
 }) {
   return defineJob<{ i: number; pad?: string }, { v: number }, SumAcc>({
     name: options.name ?? 'sum',
@@ -28,6 +30,7 @@ export function sumJob(options: {
     overlap: options.overlap ?? 'skip',
     ...(options.timeoutSeconds ? { timeoutSeconds: options.timeoutSeconds } : {}),
     ...(options.failureTolerance ? { failureTolerance: options.failureTolerance } : {}),
+    ...(options.hedge !== undefined ? { hedge: options.hedge } : {}),
     itemSchema: z.object({ i: z.number().int(), pad: z.string().optional() }),
     resultSchema: z.object({ v: z.number() }),
     *split() {

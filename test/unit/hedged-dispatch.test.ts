@@ -1,0 +1,218 @@
+import { describe, expect, it, vi } from 'vitest';
+import { dispatchSlice } from '../../src/engine/dispatcher';
+import { drainResults } from '../../src/engine/drain';
+import { finalizeRun } from '../../src/engine/finalizer';
+import { hedgeStragglers } from '../../src/engine/hedger';
+import { planRun } from '../../src/engine/planner';
+import type { ActiveRun, RunBook } from '../../src/engine/run-book';
+import { RunStateCache } from '../../src/engine/run-state-cache';
+import { handleWorkMessage, type WorkerDeps } from '../../src/engine/worker';
+import type { RunOutput } from '../../src/hub/run-output';
+import { newRunRecord, runKeys, type RunRecord } from '../../src/hub/run-record';
+import type { HedgeOptions } from '../../src/jobs/job-definition';
+import type { ReceivedMessage } from '../../src/queue/queue-port';
+import { expectedSum, sumJob } from '../support/sample-jobs';
+import { unitEngine, type UnitEngine } from '../support/unit-engine';
+
+const RUN = 'sum/manual-hedge';
+const ITEMS = 20;
+
+async function active(book: RunBook): Promise<ActiveRun> {
+  const run = await book.get(RUN);
+  if (!run || !('seen' in run)) throw new Error(`run ${RUN} is not open`);
+  return run;
+}
+
+/** A run of `ITEMS` one-item messages, planned and dispatched by the leader of `epoch`. */
+async function dispatchedRun(hedge: false | HedgeOptions, epoch = 1) {
+  const engine = unitEngine([sumJob({ items: ITEMS, hedge })]);
+  const { book, term } = engine.book(epoch);
+  const job = engine.ctx.jobs.get('sum')!;
+  const at = engine.clock.date();
+  await book.create(
+    job,
+    newRunRecord({ runId: RUN, job: 'sum', trigger: 'manual', occurrence: undefined, now: at, timeoutSeconds: 3600 }),
+  );
+  await planRun(engine.ctx, term, book, await active(book));
+  await dispatchSlice(engine.ctx, term, book, await active(book), engine.clock.now() + 60_000);
+  expect((await engine.runs('sum'))[0]).toMatchObject({ state: 'running', cursor: ITEMS });
+  const sends = vi.spyOn(engine.work, 'send');
+  const worker: WorkerDeps = {
+    jobs: engine.ctx.jobs,
+    docs: engine.docs,
+    results: engine.results,
+    poison: engine.poison,
+    runs: new RunStateCache(engine.docs, { clock: engine.clock, ttlMs: 0 }),
+    maxAttempts: 5,
+  };
+  return { engine, book, term, sends, worker };
+}
+
+/** Every visible work message, received as a worker does (hidden for 10 minutes, as under the Functions host). */
+async function receiveAll(engine: UnitEngine): Promise<ReceivedMessage[]> {
+  const out: ReceivedMessage[] = [];
+  for (;;) {
+    const batch = await engine.work.receive(32, 600);
+    if (batch.length === 0) return out;
+    out.push(...batch);
+  }
+}
+
+const firstOf = (message: ReceivedMessage): number => (JSON.parse(message.text) as { first: number }).first;
+
+/** Processes and deletes the messages, as a healthy worker would. */
+async function process(engine: UnitEngine, worker: WorkerDeps, messages: readonly ReceivedMessage[]): Promise<void> {
+  for (const message of messages) {
+    expect((await handleWorkMessage(message.text, { dequeueCount: message.dequeueCount }, worker)).kind).toBe('processed');
+    await engine.work.delete(message);
+  }
+}
+
+async function record(engine: UnitEngine): Promise<RunRecord> {
+  const [found] = await engine.runs('sum');
+  if (!found) throw new Error('no run record');
+  return found;
+}
+
+describe('hedged dispatch', () => {
+  it('copies a held message once it waited past the floor; the copy counts and the late original is a duplicate', async () => {
+    const { engine, book, term, sends, worker } = await dispatchedRun({ maxPercent: 10, minWaitSeconds: 5 });
+    const received = await receiveAll(engine);
+    // One worker takes message 7 and never finishes it (paused); the others are done.
+    const original = received.find((m) => firstOf(m) === 7)!;
+    await process(
+      engine,
+      worker,
+      received.filter((m) => m !== original),
+    );
+    expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: ITEMS - 1 });
+
+    await engine.clock.advance(4999);
+    expect(await hedgeStragglers(engine.ctx, term, book, await active(book))).toBe(0);
+    expect(sends).not.toHaveBeenCalled();
+    await engine.clock.advance(1);
+    expect(await hedgeStragglers(engine.ctx, term, book, await active(book))).toBe(1);
+    expect((await record(engine)).hedges).toBe(1);
+    expect(sends).toHaveBeenCalledTimes(1);
+
+    // The copy is the planned message, and a healthy worker takes it.
+    const [copy, ...more] = await receiveAll(engine);
+    expect(more).toEqual([]);
+    expect(JSON.parse(copy!.text)).toEqual(JSON.parse(original.text));
+    await process(engine, worker, [copy!]);
+    expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: 1, duplicates: 0 });
+    expect((await record(engine)).counters).toMatchObject({ succeeded: ITEMS, duplicates: 0 });
+
+    // The paused worker comes back after its visibility ran out, and the original arrives late.
+    await engine.clock.advance(600_000);
+    const [late] = await receiveAll(engine);
+    expect(firstOf(late!)).toBe(7);
+    await process(engine, worker, [late!]);
+    expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: 0, duplicates: 1 });
+
+    await finalizeRun(engine.ctx, term, book, await active(book));
+    const ended = await record(engine);
+    expect(ended).toMatchObject({ state: 'succeeded', hedges: 1 });
+    expect(ended.counters).toMatchObject({ planned: ITEMS, succeeded: ITEMS, failed: 0, duplicates: 1 });
+    const output = JSON.parse((await engine.docs.read(runKeys.output(RUN)))!.body) as RunOutput;
+    expect(output.output).toEqual(expectedSum(ITEMS));
+  });
+
+  it.each([
+    // maxPercent of 20 messages → bound
+    { maxPercent: 10, bound: 2 },
+    { maxPercent: 1, bound: 1 },
+    { maxPercent: 100, bound: ITEMS },
+  ])('never past the bound ($maxPercent % → $bound copies), even while every instance is slow', async ({ maxPercent, bound }) => {
+    const { engine, book, term, sends } = await dispatchedRun({ maxPercent, minWaitSeconds: 5 });
+    // Every message is taken and none is finished: no durations, so the wait is processSeconds + graceSeconds.
+    expect(await receiveAll(engine)).toHaveLength(ITEMS);
+    await engine.clock.advance(129_999);
+    expect(await hedgeStragglers(engine.ctx, term, book, await active(book))).toBe(0);
+    await engine.clock.advance(1);
+    expect(await hedgeStragglers(engine.ctx, term, book, await active(book))).toBe(bound);
+    // The copies are taken by slow instances too; an hour of turns sends nothing more.
+    await receiveAll(engine);
+    for (let t = 0; t < 360; t++) {
+      await engine.clock.advance(10_000);
+      await hedgeStragglers(engine.ctx, term, book, await active(book));
+      await receiveAll(engine);
+    }
+    expect(sends).toHaveBeenCalledTimes(bound);
+    expect((await record(engine)).hedges).toBe(bound);
+  });
+
+  it('a leader change mid-hedge: the new leader sends only what is left of the bound, the old one is refused', async () => {
+    // 20 % of 20 messages: at most 4 copies across every leader.
+    const { engine, book: bookA, term: termA, sends, worker } = await dispatchedRun({ maxPercent: 20, minWaitSeconds: 5 });
+    const held = new Set([2, 5, 12, 15, 17, 18]);
+    const received = await receiveAll(engine);
+    const wave1 = received.filter((m) => firstOf(m) < 10 && !held.has(firstOf(m)));
+    const wave2 = received.filter((m) => firstOf(m) >= 10 && !held.has(firstOf(m)));
+    await process(engine, worker, wave1);
+    await drainResults(engine.ctx, termA, bookA); // 2 and 5 overtaken now
+    await engine.clock.advance(3000);
+    await process(engine, worker, wave2);
+    await drainResults(engine.ctx, termA, bookA); // 12, 15, 17 and 18 overtaken 3 s later
+    await engine.clock.advance(2000);
+    expect(await hedgeStragglers(engine.ctx, termA, bookA, await active(bookA))).toBe(2);
+    expect((await record(engine)).hedges).toBe(2);
+
+    // A new leader takes over and fences the run, as `takeOver` does.
+    const { book: bookB, term: termB } = engine.book(2);
+    const runB = await active(bookB);
+    await bookB.save(runB, { ...runB.doc.value, updatedAt: engine.clock.date().toISOString() });
+
+    // The old leader, unaware, finds four more overdue: its count of copies is refused, so none goes.
+    await engine.clock.advance(3000);
+    await expect(hedgeStragglers(engine.ctx, termA, bookA, await active(bookA))).rejects.toThrow();
+    expect(sends).toHaveBeenCalledTimes(2);
+
+    // The new leader adopts the six uncounted messages (the copies of 2 and 5 are held too) and
+    // knows no durations of its own: it waits the fallback from its start, then sends what is left.
+    await receiveAll(engine);
+    expect(await hedgeStragglers(engine.ctx, termB, bookB, await active(bookB))).toBe(0);
+    await engine.clock.advance(130_000);
+    expect(await hedgeStragglers(engine.ctx, termB, bookB, await active(bookB))).toBe(2);
+    for (let t = 0; t < 30; t++) {
+      await engine.clock.advance(10_000);
+      expect(await hedgeStragglers(engine.ctx, termB, bookB, await active(bookB))).toBe(0);
+    }
+    expect(sends).toHaveBeenCalledTimes(4);
+    expect((await record(engine)).hedges).toBe(4);
+  });
+
+  it('workers report how long a message took; a result without a duration, or with a bad one, still counts', async () => {
+    const { engine, book, term, worker } = await dispatchedRun({ maxPercent: 10, minWaitSeconds: 5 });
+    const [first] = await receiveAll(engine);
+    await process(engine, worker, [first!]);
+    const [reported] = engine.results.peekAll();
+    expect(JSON.parse(reported!)).toMatchObject({ t: 'result', ms: expect.any(Number) as number });
+    for (const [i, ms] of [
+      [1, -5],
+      [2, 'slow'],
+      [3, undefined],
+    ] as const) {
+      const outcomes = [{ i, ok: true, r: { v: 2 * i } }];
+      await engine.results.send(JSON.stringify({ v: 1, t: 'result', run: RUN, job: 'sum', outcomes, ms }));
+    }
+    expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: 4, malformed: 0 });
+  });
+
+  it('with hedging off no copy is sent, however long a message is held', async () => {
+    const { engine, book, term, sends, worker } = await dispatchedRun(false);
+    const received = await receiveAll(engine);
+    await process(
+      engine,
+      worker,
+      received.filter((m) => firstOf(m) !== 7),
+    );
+    await drainResults(engine.ctx, term, book);
+    for (let t = 0; t < 60; t++) {
+      await engine.clock.advance(10_000);
+      expect(await hedgeStragglers(engine.ctx, term, book, await active(book))).toBe(0);
+    }
+    expect(sends).not.toHaveBeenCalled();
+    expect((await record(engine)).hedges).toBe(0);
+  });
+});
