@@ -16,6 +16,7 @@ import { scheduleOf } from '../hub/occurrence-ledger';
 import { describeRetentionSlice, RetentionPace, retentionSlice } from '../hub/retention';
 import { retryLater } from './retry-later';
 import { RunBook, type ActiveRun } from './run-book';
+import type { StragglerWatch } from './straggler-watch';
 import { moveStrandedWork } from './stranded-work';
 
 export interface LeadOptions {
@@ -100,6 +101,8 @@ export class Coordinator {
   private readonly leftRequests = new Set<string>();
   /** When an idle turn next runs a retention slice; kept across this process's terms. */
   private readonly retention: RetentionPace;
+  /** Each open run's straggler watch (hedged dispatch), kept across this process's terms. */
+  private readonly stragglers = new Map<string, StragglerWatch>();
 
   constructor(ctx: Omit<EngineContext, 'tuning'> & { tuning?: Partial<EngineTuning> }) {
     this.ctx = { ...ctx, tuning: { ...DEFAULT_TUNING, ...ctx.tuning } };
@@ -123,7 +126,7 @@ export class Coordinator {
     const summary: LeadSummary = { turns: 0, started: [], folded: 0, duplicates: 0, stray: 0, malformed: 0, stepErrors: 0 };
     const endAt = ctx.clock.now() + options.termMs;
     await this.ensureQueues(term.signal);
-    const book = new RunBook(ctx, term);
+    const book = new RunBook(ctx, term, this.stragglers);
     const untrack = ctx.telemetry?.trackOpenRuns(() => book.open.size);
     try {
       return await this.leadTurns(term, book, summary, options, endAt);
@@ -257,6 +260,7 @@ export class Coordinator {
         await settle(settled.runId, settled.ok);
       }
       // With this turn's results counted: copies of the messages that wait far longer than the rest.
+      book.pruneStragglers();
       for (const runId of [...book.open]) {
         const run = book.active.get(runId);
         if (!run) continue;

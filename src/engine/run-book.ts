@@ -45,16 +45,22 @@ export class RunBook {
   readonly planSessions = new Map<string, PlanSession>();
   /** When this term may count poisoned work as failed: after the results sent before it. */
   readonly poisonGate: PoisonGate;
-  /** Which sent messages of each run wait for a result, and since when (hedged dispatch). */
-  private readonly stragglers = new Map<string, StragglerWatch>();
+  /** Runs whose kept straggler watch this term has brought up to date with the record. */
+  private readonly watchedThisTerm = new Set<string>();
   /** The save under way for each run, which the next `update` of that run waits for. */
   private readonly saving = new Map<string, Promise<void>>();
   /** Who waits for each run's next save. */
   private readonly saveWaiters = new Map<string, Set<() => void>>();
 
+  /**
+   * @param stragglers which sent messages of each run wait for a result, and since when (hedged
+   *   dispatch): the coordinator keeps them across its terms, so a leader that leads again keeps
+   *   its clock and the durations it has seen.
+   */
   constructor(
     private readonly ctx: EngineContext,
     private readonly term: TermContext,
+    private readonly stragglers = new Map<string, StragglerWatch>(),
   ) {
     this.records = new FencedDocuments(ctx.docs, { parse: (v) => runRecordSchema.parse(v) });
     this.poisonGate = new PoisonGate(ctx.clock, ctx.tuning.drainVisibilitySeconds * 1000);
@@ -172,29 +178,42 @@ export class RunBook {
   }
 
   /**
-   * This term's watch over the run's sent and uncounted messages, or undefined when its job does
-   * not hedge or it is not planned yet. A term that did not send them adopts every uncounted
-   * message before the cursor as sent now: it does not know when an earlier leader sent them, so
-   * their wait starts with this term.
+   * The watch over the run's sent and uncounted messages, or undefined when its job does not
+   * hedge or it is not planned yet. A leader adopts every uncounted message before the cursor
+   * that its watch does not know (all of them, when it did not lead the run before) as sent now:
+   * it does not know when another leader sent them, so their wait starts with this term. Its
+   * watch forgets what another leader counted meanwhile.
    */
   stragglersOf(run: ActiveRun): StragglerWatch | undefined {
     const { hedge, hookTimeouts, itemsPerMessage } = run.job;
     const record = run.doc.value;
     if (!hedge || !run.seen) return undefined;
     let watch = this.stragglers.get(record.runId);
-    if (watch) return watch;
-    watch = new StragglerWatch(this.ctx.clock, {
-      floorMs: hedge.minWaitSeconds * 1000,
-      fallbackMs: (hookTimeouts.processSeconds + hookTimeouts.graceSeconds) * 1000,
-    });
-    for (let m = 0; m < record.cursor; m++) if (!messageCounted(run.seen, m, itemsPerMessage)) watch.sent(m);
+    if (watch && this.watchedThisTerm.has(record.runId)) return watch;
+    if (watch) {
+      for (const m of watch.tracked()) if (messageCounted(run.seen, m, itemsPerMessage)) watch.forget(m);
+    } else {
+      watch = new StragglerWatch(this.ctx.clock, {
+        floorMs: hedge.minWaitSeconds * 1000,
+        fallbackMs: (hookTimeouts.processSeconds + hookTimeouts.graceSeconds) * 1000,
+      });
+    }
+    for (let m = 0; m < record.cursor; m++) {
+      if (!watch.tracks(m) && !messageCounted(run.seen, m, itemsPerMessage)) watch.sent(m);
+    }
     this.stragglers.set(record.runId, watch);
+    this.watchedThisTerm.add(record.runId);
     return watch;
   }
 
-  /** This term's watch over the run's messages, if one has been started. */
+  /** Forgets the watches of runs this term does not look after (another leader ended them). */
+  pruneStragglers(): void {
+    for (const runId of this.stragglers.keys()) if (!this.open.has(runId)) this.stragglers.delete(runId);
+  }
+
+  /** The watch over the run's messages, once this term has brought it up to date. */
   watching(runId: string): StragglerWatch | undefined {
-    return this.stragglers.get(runId);
+    return this.watchedThisTerm.has(runId) ? this.stragglers.get(runId) : undefined;
   }
 
   /** Forgets the cached copy, so the next lookup reads storage again. */

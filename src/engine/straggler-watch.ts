@@ -105,6 +105,24 @@ export class StragglerWatch {
     }
   }
 
+  /** Whether the message is sent and not counted, as far as this watch knows. */
+  tracks(message: number): boolean {
+    return this.out.has(message);
+  }
+
+  /** The messages sent and not counted, as far as this watch knows. */
+  tracked(): number[] {
+    return [...this.out.keys()];
+  }
+
+  /**
+   * Drops a message another leader counted while this one did not lead: not progress this watch
+   * saw, so no other message's wait changes.
+   */
+  forget(message: number): void {
+    this.out.delete(message);
+  }
+
   /** How long a worker took over one message, as it reported. */
   observe(durationMs: number): void {
     this.durations.add(durationMs);

@@ -4,7 +4,8 @@ import { drainResults } from '../../src/engine/drain';
 import { finalizeRun } from '../../src/engine/finalizer';
 import { hedgeStragglers } from '../../src/engine/hedger';
 import { planRun } from '../../src/engine/planner';
-import type { ActiveRun, RunBook } from '../../src/engine/run-book';
+import { RunBook, type ActiveRun } from '../../src/engine/run-book';
+import type { StragglerWatch } from '../../src/engine/straggler-watch';
 import { RunStateCache } from '../../src/engine/run-state-cache';
 import { handleWorkMessage, type WorkerDeps } from '../../src/engine/worker';
 import type { RunOutput } from '../../src/hub/run-output';
@@ -12,7 +13,7 @@ import { newRunRecord, runKeys, type RunRecord } from '../../src/hub/run-record'
 import type { HedgeOptions } from '../../src/jobs/job-definition';
 import type { ReceivedMessage } from '../../src/queue/queue-port';
 import { expectedSum, sumJob } from '../support/sample-jobs';
-import { unitEngine, type UnitEngine } from '../support/unit-engine';
+import { handLeadership, termOf, unitEngine, type UnitEngine } from '../support/unit-engine';
 
 const RUN = 'sum/manual-hedge';
 const ITEMS = 20;
@@ -24,9 +25,10 @@ async function active(book: RunBook): Promise<ActiveRun> {
 }
 
 /** A run of `ITEMS` one-item messages, planned and dispatched by the leader of `epoch`. */
-async function dispatchedRun(hedge: false | HedgeOptions, epoch = 1) {
+async function dispatchedRun(hedge: false | HedgeOptions, watches?: Map<string, StragglerWatch>) {
   const engine = unitEngine([sumJob({ items: ITEMS, hedge })]);
-  const { book, term } = engine.book(epoch);
+  const term = termOf(handLeadership(1));
+  const book = new RunBook(engine.ctx, term, watches);
   const job = engine.ctx.jobs.get('sum')!;
   const at = engine.clock.date();
   await book.create(
@@ -180,6 +182,34 @@ describe('hedged dispatch', () => {
     }
     expect(sends).toHaveBeenCalledTimes(4);
     expect((await record(engine)).hedges).toBe(4);
+  });
+
+  it.each([
+    { who: 'the same process, which keeps its watch', kept: true, waitMs: 2000 },
+    { who: 'another process, which starts its own', kept: false, waitMs: 130_000 },
+  ])('a run led again by $who: a held message is copied $waitMs ms into the new term', async ({ kept, waitMs }) => {
+    const watches = new Map<string, StragglerWatch>();
+    const { engine, book, term, sends, worker } = await dispatchedRun({ maxPercent: 10, minWaitSeconds: 5 }, watches);
+    const received = await receiveAll(engine);
+    await process(
+      engine,
+      worker,
+      received.filter((m) => firstOf(m) !== 7),
+    );
+    await drainResults(engine.ctx, term, book);
+    await engine.clock.advance(3000);
+    // The term ends 3 s after message 7 was overtaken; the next one begins at once.
+    const next = new RunBook(engine.ctx, termOf(handLeadership(2)), kept ? watches : new Map());
+    const run = await active(next);
+    await next.save(run, { ...run.doc.value, updatedAt: engine.clock.date().toISOString() });
+    const nextTerm = termOf(handLeadership(2));
+    // Its first turn looks at once.
+    expect(await hedgeStragglers(engine.ctx, nextTerm, next, await active(next))).toBe(0);
+    await engine.clock.advance(waitMs - 1);
+    expect(await hedgeStragglers(engine.ctx, nextTerm, next, await active(next))).toBe(0);
+    await engine.clock.advance(1);
+    expect(await hedgeStragglers(engine.ctx, nextTerm, next, await active(next))).toBe(1);
+    expect(sends).toHaveBeenCalledTimes(1);
   });
 
   it('workers report how long a message took; a result without a duration, or with a bad one, still counts', async () => {

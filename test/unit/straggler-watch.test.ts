@@ -144,6 +144,16 @@ describe('StragglerWatch: when a message is due for a copy', () => {
     expect(watch.due(5)).toEqual([7]);
   });
 
+  it('forgets a message another leader counted without taking that for progress', async () => {
+    const { clock, watch } = watchOf({ messages: 2, samples: 10, ms: 100 });
+    await clock.advance(4000);
+    watch.forget(1);
+    expect(watch.tracks(1)).toBe(false);
+    expect(watch.tracked()).toEqual([0]);
+    await clock.advance(1000);
+    expect(watch.due(5)).toEqual([0]);
+  });
+
   it('a leader that takes over adopts the uncounted messages as sent when it does', async () => {
     // The old leader's watch is gone with its term; the new one knows only the record.
     const clock = new FakeClock({ start: 1_000_000 });
