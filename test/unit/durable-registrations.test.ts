@@ -80,6 +80,21 @@ describe('the registrations of each engine', () => {
     expect(() => createBatonRuntime(STORAGE, { jobs: [noMerge] })).not.toThrow();
   });
 
+  it.each([false, { maxPercent: 20, minWaitSeconds: 2 }] as const)(
+    'takes a job with hedge %j on durable too, where it has no effect',
+    (hedge) => {
+      const hedged = defineJob<number, number, number>({
+        name: 'tally',
+        schedule: '0 0 * * * *',
+        hedge,
+        split: () => [1, 2],
+        process: (n) => n,
+        aggregate: { initial: () => 0, add: (a, r) => a + r, merge: (a, b) => a + b },
+      });
+      expect(() => createBatonRuntime({ ...STORAGE, BATON_ENGINE: 'durable' }, { jobs: [hedged] })).not.toThrow();
+    },
+  );
+
   it('keeps a job’s merge through defineJob, and refuses one that is not a function', () => {
     expect(sum.aggregate.merge?.({ count: 1, sum: 2, squares: 4 }, { count: 2, sum: 4, squares: 8 })).toEqual({
       count: 3,
