@@ -184,6 +184,7 @@ export function renderShow(view: ShowView, now: Date): string {
       'counters',
       `planned ${c.planned}  dispatched ${c.dispatched}  succeeded ${c.succeeded}  failed ${c.failed}  duplicates ${c.duplicates}  rejected ${c.rejected}`,
     ],
+    ...(r.hedges > 0 ? [['hedged', `${r.hedges} copies of straggling work messages`] as [string, string]] : []),
     ['created', formatTime(r.createdAt, now)],
     [
       isTerminal(r.state) ? 'ended' : 'deadline',

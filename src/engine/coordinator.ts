@@ -427,6 +427,8 @@ export class Coordinator {
         return 'dispatch';
       case 'running':
       case 'finalizing':
+        // Its straggler watch is brought up to date before this turn's drains tell it what they count.
+        if (record.state === 'running') book.stragglersOf(run);
         if (record.state === 'finalizing' || (run.seen && run.seen.count() === record.counters.planned)) {
           await finalizeRun(ctx, term, book, run);
           return true;

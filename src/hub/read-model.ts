@@ -125,6 +125,8 @@ export interface ShowView {
     finalizeError: string | null;
     /** What retention has deleted of the run so far, and when; null while it has everything. */
     pruned: RunRecord['pruned'];
+    /** Copies of straggling work messages its leaders sent (hedged dispatch). */
+    hedges: number;
   };
   /** `<container>/<key>` of the output document, once the run has one. */
   outputPath: string | null;
@@ -256,6 +258,7 @@ export function showView(hub: string, container: string, details: RunDetails, li
       manifestKey: record.manifestKey,
       finalizeError: record.finalizeError,
       pruned: record.pruned,
+      hedges: record.hedges,
     },
     outputPath: record.outputKey ? `${container}/${record.outputKey}` : null,
     output: output ? (output.output ?? null) : null,

@@ -8,6 +8,8 @@ import { RunBook, type ActiveRun } from '../../src/engine/run-book';
 import type { StragglerWatch } from '../../src/engine/straggler-watch';
 import { RunStateCache } from '../../src/engine/run-state-cache';
 import { handleWorkMessage, type WorkerDeps } from '../../src/engine/worker';
+import { renderShow } from '../../src/cli/format';
+import { showView } from '../../src/hub/read-model';
 import type { RunOutput } from '../../src/hub/run-output';
 import { newRunRecord, runKeys, type RunRecord } from '../../src/hub/run-record';
 import type { HedgeOptions } from '../../src/jobs/job-definition';
@@ -118,6 +120,10 @@ describe('hedged dispatch', () => {
     expect(ended.counters).toMatchObject({ planned: ITEMS, succeeded: ITEMS, failed: 0, duplicates: 1 });
     const output = JSON.parse((await engine.docs.read(runKeys.output(RUN)))!.body) as RunOutput;
     expect(output.output).toEqual(expectedSum(ITEMS));
+    // `baton show` (and the API's run) say how many copies went.
+    const shown = showView('baton', 'baton-runs', { record: ended, output: undefined, manifest: undefined });
+    expect(shown.run.hedges).toBe(1);
+    expect(renderShow(shown, engine.clock.date())).toMatch(/hedged\s+1 copies of straggling work messages/);
   });
 
   it.each([
