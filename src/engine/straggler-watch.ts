@@ -40,6 +40,8 @@ interface Outstanding {
   sentAt: number;
   /** When a message sent after it was first counted. */
   overtakenAt: number | undefined;
+  /** Copies of it this watch has sent: each one doubles the wait for the next. */
+  copies: number;
 }
 
 /**
@@ -53,7 +55,10 @@ interface Outstanding {
  * or, when none has been, at the run's last progress (the run has gone quiet with it out). A
  * message is due once that wait reaches `HEDGE_MULTIPLE` times the `HEDGE_PERCENTILE` of the
  * durations workers reported, and never before the floor. A copy is a send like any other: the
- * wait of a message starts again when its copy goes out.
+ * wait of a message starts again when its copy goes out, and is twice as long for each copy
+ * already sent. A copy held too (a second paused instance) is copied again, later; a message
+ * that is not held but failing, retried by the queue after its visibility timeout and silent
+ * until its last attempt, costs a few copies rather than one per wait.
  *
  * How many copies may go is not decided here but by the bound the caller keeps durable
  * (`hedgeBound`, `hedgeGrant`); `due` returns at most the number it is asked for.
@@ -77,9 +82,13 @@ export class StragglerWatch {
     return this.out.size;
   }
 
-  /** The message (or a copy of it) went out now. A leader that takes over calls it for each uncounted message it adopts. */
+  /**
+   * The message, or a copy of it, went out now. A leader that takes over calls it for each
+   * uncounted message it adopts. Sent again while uncounted, it is a copy.
+   */
   sent(message: number): void {
-    const entry: Outstanding = { seq: ++this.seq, sentAt: this.clock.now(), overtakenAt: undefined };
+    const copies = (this.out.get(message)?.copies ?? -1) + 1;
+    const entry: Outstanding = { seq: ++this.seq, sentAt: this.clock.now(), overtakenAt: undefined, copies };
     this.out.set(message, entry);
     this.waiting.push({ message, seq: entry.seq });
   }
@@ -143,7 +152,7 @@ export class StragglerWatch {
     const due: { message: number; since: number }[] = [];
     for (const [message, entry] of this.out) {
       const since = entry.overtakenAt ?? Math.max(entry.sentAt, this.lastProgressAt);
-      if (now - since >= threshold) due.push({ message, since });
+      if (now - since >= threshold * 2 ** entry.copies) due.push({ message, since });
     }
     due.sort((a, b) => a.since - b.since || a.message - b.message);
     return due.slice(0, limit).map((d) => d.message);

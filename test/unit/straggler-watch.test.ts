@@ -112,17 +112,28 @@ describe('StragglerWatch: when a message is due for a copy', () => {
     expect(watch.due(10)).toEqual([0, 1, 3]);
   });
 
-  it('a copy starts the wait again: it is not copied twice in a row before the threshold passes again', async () => {
+  it('a copy starts the wait again, twice as long for each copy already sent', async () => {
     const { clock, watch } = watchOf({ messages: 3, samples: 10, ms: 100 });
     watch.counted(1);
     watch.counted(2);
     await clock.advance(5000);
     expect(watch.due(5)).toEqual([0]);
-    watch.sent(0); // the copy
-    await clock.advance(4999);
-    expect(watch.due(5)).toEqual([]);
-    await clock.advance(1);
-    expect(watch.due(5)).toEqual([0]); // the copy is held too: due again, if the bound allows
+    // Each copy is held too (or the message fails and waits on its retries): 10 s, then 20 s, then 40 s.
+    for (const wait of [10_000, 20_000, 40_000]) {
+      watch.sent(0);
+      await clock.advance(wait - 1);
+      expect(watch.due(5)).toEqual([]);
+      await clock.advance(1);
+      expect(watch.due(5)).toEqual([0]);
+    }
+  });
+
+  it('the doubling is per message: another message overdue for the first time waits the plain threshold', async () => {
+    const { clock, watch } = watchOf({ messages: 3, samples: 10, ms: 100 });
+    watch.counted(2); // 0 and 1 overtaken
+    await clock.advance(5000);
+    watch.sent(0); // a copy of 0 only
+    expect(watch.due(5)).toEqual([1]);
   });
 
   it('a late original and its copy both arriving: the message is counted once, the second is no progress', async () => {
