@@ -34,9 +34,9 @@ export function hedgeGrant(bound: number, sent: number, wanted: number): number 
 }
 
 interface Outstanding {
-  /** Send order in this term: a copy gets a new one. */
+  /** Send order in this watch: a copy gets a new one. */
   seq: number;
-  /** When its last copy (or the original) was sent, or adopted by this term. */
+  /** When its last copy (or the original) was sent, or when this watch adopted it. */
   sentAt: number;
   /** When a message sent after it was first counted. */
   overtakenAt: number | undefined;
@@ -45,8 +45,8 @@ interface Outstanding {
 }
 
 /**
- * The hedge decision for one run in one term: which of its sent, uncounted work messages have
- * waited much longer than its messages usually take. Pure: it only hears what the leader did and
+ * The hedge decision for one run, kept by its leader across that leader's terms: which of its
+ * sent, uncounted work messages have waited much longer than its messages usually take. Pure: it only hears what the leader did and
  * saw (`sent`, `counted`, `observe`) and reads the injected clock.
  *
  * "Waited" does not start at the send. A message waits on the queue behind the ones sent before
