@@ -77,7 +77,8 @@ describe('the package npm pack makes', () => {
   });
 
   it('stays within its size budget', () => {
-    expect(pack.size, 'tarball bytes').toBeLessThan(320 * 1024);
+    // 320 KiB until hedged dispatch and Entra sign-in for the HTTP API (328 KB together).
+    expect(pack.size, 'tarball bytes').toBeLessThan(336 * 1024);
     expect(pack.unpackedSize, 'unpacked bytes').toBeLessThan(1100 * 1024);
     expect(files.length, 'files').toBeLessThan(300);
   });
