@@ -33,7 +33,7 @@ function restore() {
       join(project, 'restore.csproj'),
       [
         '<Project Sdk="Microsoft.NET.Sdk">',
-        '  <PropertyGroup><TargetFramework>netstandard2.0</TargetFramework></PropertyGroup>',
+        '  <PropertyGroup><TargetFramework>netstandard2.0</TargetFramework><DisableImplicitFrameworkReferences>true</DisableImplicitFrameworkReferences></PropertyGroup>',
         `  <ItemGroup><PackageDownload Include="${BICEP_PACKAGE}" Version="[${BICEP_VERSION}]" /></ItemGroup>`,
         '</Project>',
         '',
