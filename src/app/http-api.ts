@@ -1,12 +1,11 @@
 import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
 import { z } from 'zod';
 import type { DocumentStore } from '../fencing/document-store';
-import { firstFailures } from '../hub/failures-manifest';
 import type { FailureEntry } from '../hub/fold';
 import { FAILURES_LISTED, runView, showView, statusView, type RunsView } from '../hub/read-model';
 import { IF_ACTIVE, keyedRunSegment, requestCancel, triggerRun, type RequestClock } from '../hub/requests';
 import { isTerminal } from '../hub/run-record';
-import { listJobNames, readHubStatus, readRunDetails, readRunFailures } from '../hub/status';
+import { firstRunFailures, listJobNames, readHubStatus, readRunDetails, readRunFailures } from '../hub/status';
 import { listRuns, type RunsPage } from '../hub/run-index';
 import { InvalidConfigError } from '../errors';
 import { JOB_NAME_PATTERN } from '../jobs/define-job';
@@ -190,7 +189,9 @@ function guarded(
 export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
   const { docs } = deps;
   const status = guarded(deps, 'status', async () => {
-    const view = statusView(deps.hub, deps.endpoint, await readHubStatus(docs, deps.lease, { now: () => deps.clock.date() }));
+    let now = new Date(0);
+    const at = () => (now = deps.clock.date());
+    const view = statusView(deps.hub, deps.endpoint, await readHubStatus(docs, deps.lease, { now: at }), now);
     return json(200, view);
   });
 
@@ -206,7 +207,7 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
     const view: RunsView & { next: string | null } = {
       hub: deps.hub,
       job: query.job ?? null,
-      runs: page.runs.map(runView),
+      runs: page.runs.map((r) => runView(r, deps.clock.date())),
       next: page.next ?? null,
     };
     return json(200, view);
@@ -216,8 +217,8 @@ export function httpApiRegistrations(deps: HttpApiDeps): HttpRegistration[] {
     const runId = runIdOf(request);
     const details = await readRunDetails(docs, runId);
     if (!details) throw new NotFound(`no run ${runId} in hub ${deps.hub}`);
-    const listed = details.manifest && (await firstFailures(docs, details.manifest, FAILURES_LISTED));
-    return json(200, showView(deps.hub, deps.container, details, listed));
+    const listed = await firstRunFailures(docs, details, FAILURES_LISTED);
+    return json(200, showView(deps.hub, deps.container, details, listed, deps.clock.date()));
   });
 
   const failures = guarded(deps, 'failures', async (request) => {

@@ -187,6 +187,17 @@ const PAGE = `<!doctype html>
         el('span', ' · ' + (r ? r.toFixed(1) + ' items/s' : '— items/s'), 'rate'),
         el('span', ' · ETA ' + (r && left > 0 ? duration((left / r) * 1000) : '—'), 'eta'));
       div.append(title, bar, line);
+      // An instance of an older version (a rolling deploy) may answer without the list.
+      const waiting = Array.isArray(run.outstanding) ? run.outstanding : [];
+      if (waiting.length > 0) {
+        const w = el('div', undefined, 'muted waiting');
+        w.append(el('span', 'oldest waiting: '));
+        w.append(...waiting.map((o, k) => el('span', (k ? ', ' : '') + 'message ' + o.message + ' (' +
+          (o.count > 1 ? 'items ' + o.first + '–' + (o.first + o.count - 1) : 'item ' + o.first) + ') ' +
+          duration(o.ageMs != null ? o.ageMs : Date.now() - Date.parse(o.since)), 'outstanding')));
+        div.append(w);
+      }
+      if (run.counters.failed > 0) div.append(el('div', 'click for its failures so far', 'muted'));
       div.addEventListener('click', () => showFailures(run.runId));
       return div;
     }));

@@ -103,12 +103,13 @@ export function renderStatus(view: StatusView, now: Date): string {
     lines.push(
       ...indent(
         table(
-          ['RUN', 'STATE', 'PROGRESS', 'STARTED'],
+          ['RUN', 'STATE', 'PROGRESS', 'STARTED', 'OLDEST WAITING'],
           view.activeRuns.map((r) => [
             r.runId,
             r.state + (r.cancelRequested ? ' (cancelling)' : ''),
             formatProgress(r),
             formatTime(r.createdAt, now),
+            oldestWaiting(r, now),
           ]),
         ),
       ),
@@ -140,6 +141,14 @@ export function renderStatus(view: StatusView, now: Date): string {
     }
   }
   return screen(lines);
+}
+
+/** The message an open run has waited for longest: `message 3 (items 30-39) for 2m05s`, or `-`. */
+function oldestWaiting(run: RunView, now: Date): string {
+  const o = run.outstanding[0];
+  if (!o) return '-';
+  const items = o.count <= 1 ? `item ${o.first}` : `items ${o.first}-${o.first + o.count - 1}`;
+  return `message ${o.message} (${items}) for ${formatDuration(o.ageMs ?? now.getTime() - Date.parse(o.since))}`;
 }
 
 /** A lag as people read it: milliseconds under a second, then seconds, then longer units. */
@@ -205,15 +214,23 @@ export function renderShow(view: ShowView, now: Date): string {
   const f = view.failures;
   pairs.push([
     'failures',
-    f
-      ? `${f.failedCount} failed, ${f.missingCount} without an outcome`
-      : pruned?.details
-        ? `${c.failed} failed; the list was deleted by retention ${formatTime(pruned.details, now)}`
-        : isTerminal(r.state)
-          ? 'no manifest'
-          : '- (listed when the run ends)',
+    f?.soFar
+      ? `${f.failedCount} failed so far (as of the last checkpoint), ${f.missingCount} not counted yet`
+      : f
+        ? `${f.failedCount} failed, ${f.missingCount} without an outcome`
+        : pruned?.details
+          ? `${c.failed} failed; the list was deleted by retention ${formatTime(pruned.details, now)}`
+          : isTerminal(r.state)
+            ? 'no manifest'
+            : '- (listed when the run ends)',
   ]);
+  if (r.outstanding.length > 0) pairs.push(['waiting', `oldest ${r.outstanding.length} work message(s) sent and not counted:`]);
   const lines = fields(pairs);
+  // Before the failures' own table, under its line: the messages an open run waits for.
+  if (r.outstanding.length > 0) {
+    const at = lines.findIndex((l) => l.startsWith('waiting '));
+    lines.splice(at + 1, 0, ...indent(outstandingTable(r.outstanding, now)));
+  }
   if (f && f.failed.length > 0) {
     lines.push(
       ...indent(
@@ -234,6 +251,18 @@ export function renderShow(view: ShowView, now: Date): string {
     if (text.length > OUTPUT_LINES_SHOWN) lines.push(`  ... ${text.length - OUTPUT_LINES_SHOWN} more lines (use --json)`);
   }
   return screen(lines);
+}
+
+/** The messages a run waits for: which items, since when, for how long (storage's clock). */
+function outstandingTable(outstanding: RunView['outstanding'], now: Date): string[] {
+  return table(
+    ['MESSAGE', 'ITEMS', 'WAITING'],
+    outstanding.map((o) => [
+      String(o.message),
+      o.count <= 1 ? String(o.first) : `${o.first}-${o.first + o.count - 1}`,
+      `${formatDuration(o.ageMs ?? now.getTime() - Date.parse(o.since))} (since ${o.since})`,
+    ]),
+  );
 }
 
 function indent(lines: string[]): string[] {

@@ -1,10 +1,9 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { IF_ACTIVE, keyedRunSegment, pendingRequests, requestCancel, triggerRun, type IfActive } from '../hub/requests';
-import { listJobNames, readHubStatus, readRunDetails, readRunFailures, type RunDetails } from '../hub/status';
+import { firstRunFailures, listJobNames, readHubStatus, readRunDetails, readRunFailures, type RunDetails } from '../hub/status';
 import { listRuns, MAX_RUNS_PAGE } from '../hub/run-index';
 import { isTerminal, type RunRecord } from '../hub/run-record';
 import { InvalidConfigError } from '../errors';
-import { firstFailures } from '../hub/failures-manifest';
 import { CliError } from './connection';
 import { withHub, type CliContext } from './context';
 import type { HubHandle } from './hub';
@@ -144,7 +143,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
           let now = new Date(0);
           const at = () => (now = ctx.now?.() ?? hub.clock.date());
           const status = await readHubStatus(hub.docs, hub.lease, { now: at, abortSignal });
-          return { now, view: statusView(hub.hub, hub.endpoint, status) };
+          return { now, view: statusView(hub.hub, hub.endpoint, status, now) };
         };
         if (options.watch) return watchStatus(ctx, hub, read, options.interval ?? DEFAULT_INTERVAL_SECONDS);
         const { now, view } = await read();
@@ -185,13 +184,14 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
           left -= page.runs.length;
           next = page.next;
         } while (left > 0 && next !== undefined);
+        const now = ctx.now?.() ?? hub.clock.date();
         const view: RunsView & { next: string | null } = {
           hub: hub.hub,
           job: options.job ?? null,
-          runs: runs.map(runView),
+          runs: runs.map((r) => runView(r, now)),
           next: next ?? null,
         };
-        io.out(options.json ? toJson(view) : renderRuns(view, ctx.now?.() ?? hub.clock.date()));
+        io.out(options.json ? toJson(view) : renderRuns(view, now));
       });
     });
 
@@ -207,9 +207,10 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
     .action(async (runId: string, options: { json?: boolean }, command: Command) => {
       await withHub(ctx, command, async (hub) => {
         const details = (await readRunDetails(hub.docs, runId)) ?? (await lateRunOrWhyMissing(hub, runId));
-        const listed = details.manifest && (await firstFailures(hub.docs, details.manifest, FAILURES_LISTED));
-        const view = showView(hub.hub, hub.resources.container, details, listed);
-        io.out(options.json ? toJson(view) : renderShow(view, ctx.now?.() ?? hub.clock.date()));
+        const listed = await firstRunFailures(hub.docs, details, FAILURES_LISTED);
+        const now = ctx.now?.() ?? hub.clock.date();
+        const view = showView(hub.hub, hub.resources.container, details, listed, now);
+        io.out(options.json ? toJson(view) : renderShow(view, now));
       });
     });
 

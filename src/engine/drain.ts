@@ -15,7 +15,7 @@ import {
 } from './messages';
 import { describeIssue } from '../jobs/error-text';
 import { itemOutcomeSchema, type ItemOutcome } from '../jobs/item-outcome';
-import { messageCounted, type ActiveRun, type RunBook } from './run-book';
+import { messageCounted, oldestOutstanding, type ActiveRun, type RunBook } from './run-book';
 import { retryLater } from './retry-later';
 
 const BATCH = 32;
@@ -332,6 +332,7 @@ async function applyToRun(
   const rejected = group.rejected + misdirected;
   const before = run.seen.clone();
   const folded = foldOutcomes(run.job, { acc: record.acc, seen: run.seen, counters: record.counters }, outcomes);
+  const live = run.seen;
   const counters = { ...folded.counters, rejected: folded.counters.rejected + rejected };
   try {
     // Written before the checkpoint that names them, never rewritten or deleted: whether this
@@ -362,6 +363,7 @@ async function applyToRun(
       },
       seen,
       failureParts,
+      outstanding: oldestOutstanding(ctx.clock, book.watching(runId), live, run.job.itemsPerMessage),
       firstItemAt: current.firstItemAt ?? (counted && current.counters.succeeded + current.counters.failed === 0 ? at : null),
       updatedAt: at,
     }));

@@ -3,7 +3,7 @@ import type { JobState } from '../hub/job-state';
 import { ConcurrentUpdateError } from '../errors';
 import type { JobDefinition } from '../jobs/job-definition';
 import { Bitset } from '../hub/bitset';
-import { isTerminal, runKeys, runRecordSchema, type RunRecord } from '../hub/run-record';
+import { isTerminal, OUTSTANDING_KEPT, runKeys, runRecordSchema, type RunRecord } from '../hub/run-record';
 import { indexRun } from '../hub/run-index';
 import type { EngineContext, TermContext } from './engine-context';
 import type { PlanSession } from './plan-session';
@@ -198,8 +198,15 @@ export class RunBook {
         fallbackMs: (hookTimeouts.processSeconds + hookTimeouts.graceSeconds) * 1000,
       });
     }
+    // The record's oldest outstanding messages say when they first went out: kept, so their age
+    // does not start again with each leader.
+    const { clock } = this.ctx;
+    const listed = new Map(record.outstanding.map((o) => [o.message, Date.parse(o.since)]));
+    const offset = clock.now() - clock.date().getTime();
     for (let m = 0; m < record.cursor; m++) {
-      if (!watch.tracks(m) && !messageCounted(run.seen, m, itemsPerMessage)) watch.sent(m);
+      if (watch.tracks(m) || messageCounted(run.seen, m, itemsPerMessage)) continue;
+      const since = listed.get(m);
+      watch.sent(m, since === undefined || Number.isNaN(since) ? undefined : since + offset);
     }
     this.stragglers.set(record.runId, watch);
     this.watchedThisTerm.add(record.runId);
@@ -220,6 +227,32 @@ export class RunBook {
   drop(runId: string): void {
     this.active.delete(runId);
   }
+}
+
+/**
+ * The run's oldest sent and uncounted messages, for its record (`outstanding`): from its watch,
+ * without those `seen` counts already, each with its items and when it first went out (storage
+ * time). Empty when the leader does not watch the run's messages (its job does not hedge).
+ */
+export function oldestOutstanding(
+  clock: EngineContext['clock'],
+  watch: StragglerWatch | undefined,
+  seen: Bitset,
+  itemsPerMessage: number,
+): RunRecord['outstanding'] {
+  if (!watch) return [];
+  const offset = clock.date().getTime() - clock.now();
+  return watch
+    .oldest(OUTSTANDING_KEPT, (m) => messageCounted(seen, m, itemsPerMessage))
+    .map(({ message, since }) => {
+      const first = message * itemsPerMessage;
+      return {
+        message,
+        first,
+        count: Math.max(0, Math.min(itemsPerMessage, seen.size - first)),
+        since: new Date(since + offset).toISOString(),
+      };
+    });
 }
 
 /** Whether every item of work message `m` is counted. */

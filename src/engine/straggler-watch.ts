@@ -42,6 +42,8 @@ interface Outstanding {
   overtakenAt: number | undefined;
   /** Copies of it this watch has sent: each one doubles the wait for the next. */
   copies: number;
+  /** When it first went out as far as this watch knows: a copy keeps it (what readers see as its age). */
+  firstSentAt: number;
 }
 
 /**
@@ -86,9 +88,12 @@ export class StragglerWatch {
    * The message, or a copy of it, went out now. A leader that takes over calls it for each
    * uncounted message it adopts. Sent again while uncounted, it is a copy.
    */
-  sent(message: number): void {
-    const copies = (this.out.get(message)?.copies ?? -1) + 1;
-    const entry: Outstanding = { seq: ++this.seq, sentAt: this.clock.now(), overtakenAt: undefined, copies };
+  sent(message: number, firstSentAt?: number): void {
+    const earlier = this.out.get(message);
+    const copies = (earlier?.copies ?? -1) + 1;
+    const now = this.clock.now();
+    const first = earlier?.firstSentAt ?? Math.min(now, firstSentAt ?? now);
+    const entry: Outstanding = { seq: ++this.seq, sentAt: now, overtakenAt: undefined, copies, firstSentAt: first };
     this.out.set(message, entry);
     this.waiting.push({ message, seq: entry.seq });
   }
@@ -130,6 +135,19 @@ export class StragglerWatch {
    */
   forget(message: number): void {
     this.out.delete(message);
+  }
+
+  /**
+   * Up to `limit` messages sent and not counted, the longest out first, with when each first went
+   * out (`clock.now()` time); `counted` skips those a checkpoint being written counts already.
+   * What the run record shows as its oldest outstanding messages.
+   */
+  oldest(limit: number, counted: (message: number) => boolean = () => false): { message: number; since: number }[] {
+    if (limit <= 0) return [];
+    const found: { message: number; since: number }[] = [];
+    for (const [message, entry] of this.out) if (!counted(message)) found.push({ message, since: entry.firstSentAt });
+    found.sort((a, b) => a.since - b.since || a.message - b.message);
+    return found.slice(0, limit);
   }
 
   /** How long a worker took over one message, as it reported. */

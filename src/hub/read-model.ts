@@ -1,7 +1,7 @@
 import type { FailureEntry } from './fold';
 import type { JobState } from './job-state';
 import type { HubStatus, RunDetails } from './status';
-import { firstItemLagMs, startLagMs, type RunRecord } from './run-record';
+import { firstItemLagMs, isTerminal, startLagMs, type RunRecord } from './run-record';
 
 /**
  * The read model: what `baton … --json` prints and the HTTP API returns, one shape for both.
@@ -29,6 +29,23 @@ export interface RunView {
   /** When the leader first counted one of its items, and how long after the occurrence (or creation). */
   firstItemAt: string | null;
   firstItemLagMs: number | null;
+  /**
+   * While the run is open: its oldest work messages sent and not counted, as its leader's last
+   * checkpoint listed them (the longest out first), each with its items and how long it has been
+   * out by storage's clock (null when the reader gave no time). Empty once the run has ended, and
+   * for a job whose leader does not watch its messages (hedged dispatch off).
+   */
+  outstanding: OutstandingView[];
+}
+
+/** A work message sent and not counted yet: items `first` to `first + count - 1`. */
+export interface OutstandingView {
+  message: number;
+  first: number;
+  count: number;
+  /** When it first went out (storage time). */
+  since: string;
+  ageMs: number | null;
 }
 
 /** One scheduled occurrence of a job as its state recorded it: started (with its lag), skipped or missed. */
@@ -133,14 +150,19 @@ export interface ShowView {
   /** The job's output (from the output document), or null before the run finalizes. */
   output: unknown;
   /**
-   * From the failures manifest, written when the run ends; null before. `failed` holds the first
-   * `FAILURES_LISTED` in the order they were counted; `baton failures` prints every one.
+   * From the failures manifest once the run has ended; while it is open (`soFar`), the failures
+   * its leader's checkpoints have counted so far, from the failure log its record names. Null for
+   * an ended run without a manifest. `failed` holds the first `FAILURES_LISTED` in the order they
+   * were counted; `baton failures` prints every one.
    */
   failures: {
     failed: FailureEntry[];
     failedCount: number;
+    /** Ended runs: items left without an outcome. Open runs: none listed, and the items not counted yet. */
     missing: number[];
     missingCount: number;
+    /** Present (true) while the run is open: the list grows with each checkpoint until it ends. */
+    soFar?: true;
     /** Parts of the failure log storage no longer has, met while reading `failed`. */
     unreadableParts?: string[];
   } | null;
@@ -155,7 +177,8 @@ export interface ListedFailures {
   unreadableParts: string[];
 }
 
-export function runView(record: RunRecord): RunView {
+/** `now`: storage's time when the record was read, which the ages of outstanding messages count to. */
+export function runView(record: RunRecord, now?: Date): RunView {
   return {
     runId: record.runId,
     job: record.job,
@@ -173,6 +196,12 @@ export function runView(record: RunRecord): RunView {
     startLagMs: startLagMs(record),
     firstItemAt: record.firstItemAt,
     firstItemLagMs: firstItemLagMs(record),
+    outstanding: isTerminal(record.state)
+      ? []
+      : record.outstanding.map((o) => ({
+          ...o,
+          ageMs: now ? Math.max(0, now.getTime() - Date.parse(o.since)) : null,
+        })),
   };
 }
 
@@ -209,7 +238,7 @@ export function jobView(state: JobState): JobView {
   };
 }
 
-export function statusView(hub: string, endpoint: string, status: HubStatus): StatusView {
+export function statusView(hub: string, endpoint: string, status: HubStatus, now?: Date): StatusView {
   const { leader } = status;
   return {
     hub,
@@ -243,17 +272,22 @@ export function statusView(hub: string, endpoint: string, status: HubStatus): St
       reason: c.reason,
       why: whyLeaderChanged(c.reason, c.previous),
     })),
-    activeRuns: status.activeRuns.map(runView),
+    activeRuns: status.activeRuns.map((record) => runView(record, now)),
     jobs: [...status.jobs].sort((a, b) => a.job.localeCompare(b.job)).map(jobView),
   };
 }
 
-export function showView(hub: string, container: string, details: RunDetails, listed?: ListedFailures): ShowView {
+/**
+ * `listed`: the first failures, from the manifest (ended) or the failure log (open), as
+ * `firstRunFailures` reads them. `now`: storage's time of the read, for ages.
+ */
+export function showView(hub: string, container: string, details: RunDetails, listed?: ListedFailures, now?: Date): ShowView {
   const { record, output, manifest } = details;
+  const open = !isTerminal(record.state);
   return {
     hub,
     run: {
-      ...runView(record),
+      ...runView(record, now),
       outputKey: record.outputKey,
       manifestKey: record.manifestKey,
       finalizeError: record.finalizeError,
@@ -270,6 +304,15 @@ export function showView(hub: string, container: string, details: RunDetails, li
           missingCount: manifest.missingCount,
           ...(listed?.unreadableParts.length ? { unreadableParts: listed.unreadableParts } : {}),
         }
-      : null,
+      : open
+        ? {
+            failed: listed?.failed ?? [],
+            failedCount: record.counters.failed,
+            missing: [],
+            missingCount: Math.max(0, record.counters.planned - record.counters.succeeded - record.counters.failed),
+            ...(listed?.unreadableParts.length ? { unreadableParts: listed.unreadableParts } : {}),
+            soFar: true as const,
+          }
+        : null,
   };
 }

@@ -37,6 +37,9 @@ export function canTransition(from: RunState, to: RunState): boolean {
   return to === 'cancelled' || to === 'timed-out' || NEXT[from].includes(to);
 }
 
+/** Outstanding messages a run record lists: enough to name a stuck one, small enough to rewrite at every checkpoint. */
+export const OUTSTANDING_KEPT = 5;
+
 const counters = z.object({
   planned: z.number().int().nonnegative(),
   dispatched: z.number().int().nonnegative(),
@@ -108,6 +111,23 @@ export const runRecordSchema = z.object({
    * the leader changes, the copies sent never exceed what this says, nor the job's bound.
    */
   hedges: z.number().int().nonnegative().default(0),
+  /**
+   * The oldest work messages sent and not counted yet (at most `OUTSTANDING_KEPT`, the longest
+   * out first) as the leader saw them at its last checkpoint: each with its items and when it was
+   * first sent (storage time; a leader that takes a run over keeps the times this list gave).
+   * Only a leader that watches its run's messages (a job with hedged dispatch on) writes it;
+   * records written before it existed have none.
+   */
+  outstanding: z
+    .array(
+      z.object({
+        message: z.number().int().nonnegative(),
+        first: z.number().int().nonnegative(),
+        count: z.number().int().nonnegative(),
+        since: z.string(),
+      }),
+    )
+    .default([]),
   /** Records written before endings were recorded have none. */
   ending: ending.nullable().default(null),
   /**
@@ -170,6 +190,7 @@ export function newRunRecord(input: {
     planCursor: 0,
     splitTimeouts: 0,
     hedges: 0,
+    outstanding: [],
     ending: null,
     firstItemAt: null,
     pruned: null,

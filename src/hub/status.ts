@@ -108,6 +108,27 @@ export function readRunFailures(
     : readFailureLog(docs, details.record.failureParts, options);
 }
 
+/**
+ * The first `limit` failures of a run, as `show` lists them: from its manifest once it has ended,
+ * else those its checkpoints have counted so far; with the parts found missing on the way.
+ */
+export async function firstRunFailures(
+  docs: DocumentStore,
+  details: RunDetails,
+  limit: number,
+  options: { abortSignal?: AbortSignal } = {},
+): Promise<{ failed: FailureEntry[]; unreadableParts: string[] }> {
+  const failed: FailureEntry[] = [];
+  const unreadableParts: string[] = [];
+  if (limit <= 0) return { failed, unreadableParts };
+  const onMissing = (key: string) => unreadableParts.push(key);
+  for await (const entry of readRunFailures(docs, details, { ...options, onMissing })) {
+    failed.push(entry);
+    if (failed.length >= limit) break;
+  }
+  return { failed, unreadableParts };
+}
+
 export async function readRunDetails(
   docs: DocumentStore,
   runId: string,

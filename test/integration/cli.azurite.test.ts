@@ -179,14 +179,22 @@ describe('baton runs and show', () => {
     );
   });
 
-  it('show --json returns the counters of an open run, and the output and failures of a finished one', async () => {
+  it('show --json returns the counters and failures so far of an open run, and the output and failures of a finished one', async () => {
     const open = json<ShowView>(await cli('show', seed.activeRunId, '--json'));
     expect(open.run).toMatchObject({
       runId: seed.activeRunId,
       state: 'running',
       counters: { planned: 10, dispatched: 10, succeeded: 6, failed: 1 },
     });
-    expect(open).toMatchObject({ output: null, failures: null, outputPath: null });
+    expect(open).toMatchObject({ output: null, outputPath: null });
+    // Open: the failures its checkpoints have counted so far, from the failure log its record names.
+    expect(open.failures).toEqual({
+      failed: [{ item: 4, reason: 'blob not found', attempts: 5 }],
+      failedCount: 1,
+      missing: [],
+      missingCount: 3,
+      soFar: true,
+    });
 
     const done = json<ShowView>(await cli('show', seed.finishedRunId, '--json'));
     expect(done.run).toMatchObject({ state: 'succeeded', counters: { planned: 4, succeeded: 3, failed: 1 } });

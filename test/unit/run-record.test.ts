@@ -138,6 +138,7 @@ describe('newRunRecord', () => {
       planCursor: 0,
       splitTimeouts: 0,
       hedges: 0,
+      outstanding: [],
       ending: null,
       firstItemAt: null,
       pruned: null,
