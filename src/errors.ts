@@ -120,7 +120,7 @@ export function isBatonError<C extends BatonErrorCode>(err: unknown, code?: C): 
 }
 
 /** Which job hook a `HookTimeoutError` is about. */
-export type HookName = 'split' | 'process' | 'finalize';
+export type HookName = 'split' | 'process' | 'finalize' | 'onItemFailed';
 
 /**
  * A job hook ran past its time bound. `abandoned` says whether it ignored its aborted signal

@@ -16,6 +16,8 @@ export type {
   SplitContext,
   ProcessContext,
   FinalizeContext,
+  ItemFailure,
+  ItemFailedContext,
   FailureTolerance,
   HookTimeouts,
   OverlapPolicyName,

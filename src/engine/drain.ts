@@ -17,6 +17,7 @@ import { describeIssue } from '../jobs/error-text';
 import { itemOutcomeSchema, type ItemOutcome } from '../jobs/item-outcome';
 import { messageCounted, oldestOutstanding, type ActiveRun, type RunBook } from './run-book';
 import { retryLater } from './retry-later';
+import { failureHooksOf } from './failure-hooks';
 
 const BATCH = 32;
 /**
@@ -372,6 +373,9 @@ async function applyToRun(
     throw err;
   }
   if (!misdirected) watchProgress(book, run, group.durations, outcomes);
+  // Told once the checkpoint that counts them has landed, and only by it: a later copy of an
+  // item is a duplicate, so no failure is handed over twice (at most once, see `onItemFailed`).
+  if (folded.failures.length > 0) failureHooksOf(ctx).enqueue(run.job, runId, folded.failures);
   // Counted once the checkpoint that counts them has landed; a redelivery is a duplicate then.
   ctx.telemetry?.itemsFolded(
     record.job,

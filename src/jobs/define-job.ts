@@ -93,6 +93,7 @@ const jobOptionsSchema = z.object({
       splitSeconds: hookSeconds.default(300),
       processSeconds: hookSeconds.default(120),
       finalizeSeconds: hookSeconds.default(300),
+      itemFailedSeconds: hookSeconds.default(30),
       graceSeconds: z
         .number({ message: 'must be a number of seconds' })
         .min(0, 'must be 0 or more')
@@ -106,7 +107,14 @@ const jobOptionsSchema = z.object({
         .default(3),
     })
     .strict()
-    .default({ splitSeconds: 300, processSeconds: 120, finalizeSeconds: 300, graceSeconds: 10, maxSplitTimeouts: 3 }),
+    .default({
+      splitSeconds: 300,
+      processSeconds: 120,
+      finalizeSeconds: 300,
+      itemFailedSeconds: 30,
+      graceSeconds: 10,
+      maxSplitTimeouts: 3,
+    }),
   // `false` is `maxPercent: 0`, so a bad field is named by its own path (`hedge.maxPercent`).
   hedge: z.preprocess((v) => (v === false ? { maxPercent: 0 } : (v ?? {})), hedgeOptions),
   split: fn('split(ctx) returns the items'),
@@ -118,6 +126,7 @@ const jobOptionsSchema = z.object({
     merge: fn('aggregate.merge(a, b) folds two accumulators into one').optional(),
   }),
   finalize: fn('finalize(output, ctx)').optional(),
+  onItemFailed: fn('onItemFailed(failure, ctx) is told of one failed item').optional(),
   itemSchema: standardSchema.optional(),
   resultSchema: standardSchema.optional(),
 });
@@ -161,6 +170,7 @@ export function defineJob<Item, Result, Acc, Output = Acc>(
       ...(aggregate.merge ? { merge: (a: Acc, b: Acc) => aggregate.merge!(a, b) } : {}),
     },
     ...(options.finalize ? { finalize: options.finalize } : {}),
+    ...(options.onItemFailed ? { onItemFailed: options.onItemFailed } : {}),
     ...(options.itemSchema ? { itemSchema: options.itemSchema } : {}),
     ...(options.resultSchema ? { resultSchema: options.resultSchema } : {}),
   });

@@ -43,6 +43,23 @@ export interface FinalizeContext {
   attach(name: string, text: string): Promise<void>;
 }
 
+/** A failed item as `onItemFailed` is told of it: the entry the run's failure log keeps. */
+export interface ItemFailure {
+  /** The item's index in the run's plan. */
+  item: number;
+  /** Why it failed: short, secrets masked, as `baton failures` prints it. */
+  reason: string;
+  /** Attempts the item had when it failed. */
+  attempts: number;
+}
+
+export interface ItemFailedContext {
+  runId: string;
+  job: string;
+  /** Aborts at `hookTimeouts.itemFailedSeconds`. */
+  signal: AbortSignal;
+}
+
 export interface RunCountersView {
   planned: number;
   succeeded: number;
@@ -85,6 +102,8 @@ export interface HookTimeouts {
   processSeconds?: number;
   /** Longest `finalize` may take; past it the run ends with `finalizeError` saying so. Default 300. */
   finalizeSeconds?: number;
+  /** Longest one `onItemFailed` call may take; past it the call is given up. Default 30. */
+  itemFailedSeconds?: number;
   /** How long a hook whose signal aborted is still waited for. Default 10. */
   graceSeconds?: number;
   /** Split timeouts after which the run ends failed instead of planning again. Default 3. */
@@ -151,6 +170,17 @@ export interface JobOptions<Item, Result, Acc, Output> {
   aggregate: Aggregate<Result, Acc, Output>;
   finalize?(output: Output, ctx: FinalizeContext): Promise<void> | void;
   /**
+   * Called by the leader for each failed item of a run, after the checkpoint that counts the
+   * failure has been stored (queue engine only). **At most once** per item of a run: never again
+   * for a duplicate, a retry, a hedged copy or under a new leader, and not at all if the leader
+   * stops (crash, lost lease) between that checkpoint and the call, or if a very large number of
+   * calls is already waiting. It does not hold up the run: calls run beside the leader's work,
+   * bounded by `hookTimeouts.itemFailedSeconds`; what it throws or how long it hangs is logged
+   * and changes nothing of the run. For every failure without exception, read the run's failure
+   * log (`baton failures`).
+   */
+  onItemFailed?(failure: ItemFailure, ctx: ItemFailedContext): Promise<void> | void;
+  /**
    * Checked before `process` (worker) and when planning (leader). Any Standard Schema: zod
    * (3.24 and later, 4, mini), valibot, arktype; it must validate synchronously.
    */
@@ -179,6 +209,7 @@ export interface JobDefinition<Item = unknown, Result = unknown, Acc = unknown, 
   /** `merge` stays optional: only the durable engine needs it (see `assertDurableReady`). */
   readonly aggregate: Required<Omit<Aggregate<Result, Acc, Output>, 'merge'>> & Pick<Aggregate<Result, Acc, Output>, 'merge'>;
   finalize?(output: Output, ctx: FinalizeContext): Promise<void> | void;
+  onItemFailed?(failure: ItemFailure, ctx: ItemFailedContext): Promise<void> | void;
   readonly itemSchema?: JobSchema<Item>;
   readonly resultSchema?: JobSchema<Result>;
 }

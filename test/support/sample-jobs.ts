@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineJob } from '../../src/jobs/define-job';
-import type { HedgeOptions } from '../../src/jobs/job-definition';
+import type { HedgeOptions, HookTimeouts, JobOptions } from '../../src/jobs/job-definition';
 
 export interface SumAcc {
   count: number;
@@ -22,6 +22,8 @@ export function sumJob(options: {
   pad?: number;
   slowMs?: number;
   hedge?: false | HedgeOptions;
+  onItemFailed?: JobOptions<{ i: number; pad?: string }, { v: number }, SumAcc, SumAcc>['onItemFailed'];
+  hookTimeouts?: HookTimeouts;
 }) {
   return defineJob<{ i: number; pad?: string }, { v: number }, SumAcc>({
     name: options.name ?? 'sum',
@@ -31,6 +33,8 @@ export function sumJob(options: {
     ...(options.timeoutSeconds ? { timeoutSeconds: options.timeoutSeconds } : {}),
     ...(options.failureTolerance ? { failureTolerance: options.failureTolerance } : {}),
     ...(options.hedge !== undefined ? { hedge: options.hedge } : {}),
+    ...(options.onItemFailed ? { onItemFailed: options.onItemFailed } : {}),
+    ...(options.hookTimeouts ? { hookTimeouts: options.hookTimeouts } : {}),
     itemSchema: z.object({ i: z.number().int(), pad: z.string().optional() }),
     resultSchema: z.object({ v: z.number() }),
     *split() {

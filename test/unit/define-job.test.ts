@@ -36,7 +36,14 @@ describe('defineJob', () => {
       timeoutSeconds: 3600,
       failureTolerance: {},
       itemsPerMessage: 1,
-      hookTimeouts: { splitSeconds: 300, processSeconds: 120, finalizeSeconds: 300, graceSeconds: 10, maxSplitTimeouts: 3 },
+      hookTimeouts: {
+        splitSeconds: 300,
+        processSeconds: 120,
+        finalizeSeconds: 300,
+        itemFailedSeconds: 30,
+        graceSeconds: 10,
+        maxSplitTimeouts: 3,
+      },
       hedge: { maxPercent: 5, minWaitSeconds: 5 },
     });
     expect(job.finalize).toBeUndefined();
@@ -139,6 +146,13 @@ describe('defineJob', () => {
     ['aggregate.add missing', { aggregate: { initial: () => 0 } }, 'tally.aggregate.add', /must be a function/],
     ['aggregate.initial missing', { aggregate: { add: () => 0 } }, 'tally.aggregate.initial', /must be a function/],
     ['finalize not a function', { finalize: 1 }, 'tally.finalize', /must be a function/],
+    ['onItemFailed not a function', { onItemFailed: 'log' }, 'tally.onItemFailed', /must be a function \(onItemFailed/],
+    [
+      'hookTimeouts.itemFailedSeconds zero',
+      { hookTimeouts: { itemFailedSeconds: 0 } },
+      'tally.hookTimeouts.itemFailedSeconds',
+      /positive/,
+    ],
     ['hookTimeouts.splitSeconds zero', { hookTimeouts: { splitSeconds: 0 } }, 'tally.hookTimeouts.splitSeconds', /positive/],
     [
       'hookTimeouts.processSeconds over a day',

@@ -1,0 +1,171 @@
+import { describe, expect, it } from 'vitest';
+import { dispatchSlice } from '../../src/engine/dispatcher';
+import { drainResults } from '../../src/engine/drain';
+import { failureHooksOf } from '../../src/engine/failure-hooks';
+import { finalizeRun } from '../../src/engine/finalizer';
+import { hedgeStragglers } from '../../src/engine/hedger';
+import { planRun } from '../../src/engine/planner';
+import { RunBook, type ActiveRun } from '../../src/engine/run-book';
+import { RunStateCache } from '../../src/engine/run-state-cache';
+import { handleWorkMessage, type WorkerDeps } from '../../src/engine/worker';
+import type { RunOutput } from '../../src/hub/run-output';
+import { newRunRecord, runKeys, type RunRecord } from '../../src/hub/run-record';
+import type { ItemFailedContext, ItemFailure } from '../../src/jobs/job-definition';
+import type { ReceivedMessage } from '../../src/queue/queue-port';
+import { expectedSum, sumJob } from '../support/sample-jobs';
+import { handLeadership, termOf, unitEngine, type UnitEngine } from '../support/unit-engine';
+
+const RUN = 'sum/manual-hook';
+const ITEMS = 20;
+const FAILING = new Set([3, 11]);
+
+async function active(book: RunBook): Promise<ActiveRun> {
+  const run = await book.get(RUN);
+  if (!run || !('seen' in run)) throw new Error(`run ${RUN} is not open`);
+  return run;
+}
+
+async function record(engine: UnitEngine): Promise<RunRecord> {
+  const [found] = await engine.runs('sum');
+  if (!found) throw new Error('no run record');
+  return found;
+}
+
+async function receiveAll(engine: UnitEngine): Promise<ReceivedMessage[]> {
+  const out: ReceivedMessage[] = [];
+  for (;;) {
+    const batch = await engine.work.receive(32, 600);
+    if (batch.length === 0) return out;
+    out.push(...batch);
+  }
+}
+
+const firstOf = (message: ReceivedMessage): number => (JSON.parse(message.text) as { first: number }).first;
+
+/** A run of `ITEMS` one-item messages whose items 3 and 11 fail every try, dispatched by the leader of epoch 1. */
+async function openRun(onItemFailed: (failure: ItemFailure, ctx: ItemFailedContext) => Promise<void> | void) {
+  const job = sumJob({
+    items: ITEMS,
+    failWhen: (i) => FAILING.has(i),
+    failureTolerance: { count: 2 },
+    onItemFailed,
+    hookTimeouts: { itemFailedSeconds: 30, graceSeconds: 10 },
+  });
+  const engine = unitEngine([job]);
+  const term = termOf(handLeadership(1));
+  const book = new RunBook(engine.ctx, term);
+  await book.create(
+    engine.ctx.jobs.get('sum')!,
+    newRunRecord({
+      runId: RUN,
+      job: 'sum',
+      trigger: 'manual',
+      occurrence: undefined,
+      now: engine.clock.date(),
+      timeoutSeconds: 3600,
+    }),
+  );
+  await planRun(engine.ctx, term, book, await active(book));
+  await dispatchSlice(engine.ctx, term, book, await active(book), engine.clock.now() + 60_000);
+  const worker: WorkerDeps = {
+    jobs: engine.ctx.jobs,
+    docs: engine.docs,
+    results: engine.results,
+    poison: engine.poison,
+    runs: new RunStateCache(engine.docs, { clock: engine.clock, ttlMs: 0 }),
+    // Every failure is the last try: its failure result goes at once.
+    maxAttempts: 1,
+  };
+  /** Processes the messages as a worker does; `keep` leaves them on the queue (a copy delivered again). */
+  const process = async (messages: readonly ReceivedMessage[], keep = false) => {
+    for (const message of messages) {
+      await handleWorkMessage(message.text, { dequeueCount: message.dequeueCount }, worker);
+      if (!keep) await engine.work.delete(message);
+    }
+  };
+  return { engine, term, book, process };
+}
+
+/** Whether `promise` settles before the microtasks and timers due now have run. */
+async function settlesNow(promise: Promise<unknown>): Promise<boolean> {
+  let settled = false;
+  void promise.then(() => (settled = true));
+  for (let k = 0; k < 20; k++) await Promise.resolve();
+  return settled;
+}
+
+describe('onItemFailed', () => {
+  it('is called once per failed item, through duplicates, a hedged copy and a change of leader', async () => {
+    const calls: { failure: ItemFailure; runId: string; job: string }[] = [];
+    const { engine, term, book, process } = await openRun((failure, ctx) => {
+      calls.push({ failure, runId: ctx.runId, job: ctx.job });
+    });
+    const received = await receiveAll(engine);
+    // A paused worker holds message 11; item 3's message is delivered twice (a duplicate result).
+    const held = received.find((m) => firstOf(m) === 11)!;
+    const twice = received.find((m) => firstOf(m) === 3)!;
+    await process([twice], true);
+    await process(received.filter((m) => m !== held));
+    expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: ITEMS - 1, duplicates: 1 });
+    await failureHooksOf(engine.ctx).idle();
+    expect(calls.map((c) => c.failure.item)).toEqual([3]);
+
+    // Message 11 straggles: the leader sends a copy, which fails too.
+    await engine.clock.advance(10_000);
+    expect(await hedgeStragglers(engine.ctx, term, book, await active(book))).toBe(1);
+    await process(await receiveAll(engine));
+    expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: 1 });
+    await failureHooksOf(engine.ctx).idle();
+    expect(calls.map((c) => c.failure.item)).toEqual([3, 11]);
+
+    // A new leader; the paused worker comes back and its original of message 11 fails as well.
+    const next = new RunBook(engine.ctx, termOf(handLeadership(2)));
+    const nextTerm = termOf(handLeadership(2));
+    await process([held]);
+    expect(await drainResults(engine.ctx, nextTerm, next)).toMatchObject({ folded: 0, duplicates: 1 });
+    await finalizeRun(engine.ctx, nextTerm, next, await active(next));
+    await failureHooksOf(engine.ctx).idle();
+
+    expect(calls).toEqual([
+      { failure: { item: 3, reason: expect.stringContaining('item 3 is cursed'), attempts: 1 }, runId: RUN, job: 'sum' },
+      { failure: { item: 11, reason: expect.stringContaining('item 11 is cursed'), attempts: 1 }, runId: RUN, job: 'sum' },
+    ]);
+    expect((await record(engine)).counters).toMatchObject({ succeeded: ITEMS - 2, failed: 2, duplicates: 2 });
+  });
+
+  it('a hook that throws changes nothing of the run and is logged', async () => {
+    const { engine, term, book, process } = await openRun((failure) => {
+      throw new Error(`pager down for item ${failure.item}`);
+    });
+    await process(await receiveAll(engine));
+    expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: ITEMS });
+    await finalizeRun(engine.ctx, term, book, await active(book));
+    await failureHooksOf(engine.ctx).idle();
+    const ended = await record(engine);
+    expect(ended).toMatchObject({ state: 'succeeded', counters: { succeeded: ITEMS - 2, failed: 2 } });
+    const output = JSON.parse((await engine.docs.read(runKeys.output(RUN)))!.body) as RunOutput;
+    expect(output.output).toEqual(expectedSum(ITEMS, (i) => FAILING.has(i)));
+    expect(engine.logs).toContain(`warn run ${RUN}: onItemFailed for item 3 failed: pager down for item 3`);
+    expect(engine.logs).toContain(`warn run ${RUN}: onItemFailed for item 11 failed: pager down for item 11`);
+  });
+
+  it('a hook that hangs holds up neither the drain nor the run, and is abandoned after its bound', async () => {
+    let started = 0;
+    const { engine, term, book, process } = await openRun(() => {
+      started++;
+      return new Promise<void>(() => undefined); // never settles and ignores its signal
+    });
+    await process(await receiveAll(engine));
+    expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: ITEMS });
+    await finalizeRun(engine.ctx, term, book, await active(book));
+    expect(await record(engine)).toMatchObject({ state: 'succeeded' });
+    expect(started).toBe(2);
+    const idle = failureHooksOf(engine.ctx).idle();
+    expect(await settlesNow(idle)).toBe(false);
+    await engine.clock.advance(30_000); // its bound: the signal aborts
+    expect(await settlesNow(idle)).toBe(false);
+    await engine.clock.advance(10_000); // and the grace: abandoned
+    await idle;
+    expect(engine.logs.filter((l) => l.includes('onItemFailed for item') && l.includes('abandoned'))).toHaveLength(2);
+  });
+});
