@@ -71,17 +71,23 @@ export async function* readFailures(
   yield* manifest.failed ?? [];
 }
 
-/** The first `limit` failures the manifest gives, and the parts found missing on the way. */
+/**
+ * The first `limit` failures the manifest gives (or, for an open run, the failure log its record's
+ * roots name), and the parts found missing on the way.
+ */
 export async function firstFailures(
   docs: DocumentStore,
-  manifest: FailuresManifest,
+  manifest: FailuresManifest | readonly string[],
   limit: number,
   options: { abortSignal?: AbortSignal } = {},
 ): Promise<{ failed: FailureEntry[]; unreadableParts: string[] }> {
   const failed: FailureEntry[] = [];
   const unreadableParts: string[] = [];
   if (limit <= 0) return { failed, unreadableParts };
-  for await (const entry of readFailures(docs, manifest, { ...options, onMissing: (key) => unreadableParts.push(key) })) {
+  const read = { ...options, onMissing: (key: string) => unreadableParts.push(key) };
+  for await (const entry of Array.isArray(manifest)
+    ? readFailureLog(docs, manifest as readonly string[], read)
+    : readFailures(docs, manifest as FailuresManifest, read)) {
     failed.push(entry);
     if (failed.length >= limit) break;
   }

@@ -29,12 +29,7 @@ export interface RunView {
   /** When the leader first counted one of its items, and how long after the occurrence (or creation). */
   firstItemAt: string | null;
   firstItemLagMs: number | null;
-  /**
-   * While the run is open: its oldest work messages sent and not counted, as its leader's last
-   * checkpoint listed them (the longest out first), each with its items and how long it has been
-   * out by storage's clock (null when the reader gave no time). Empty once the run has ended, and
-   * for a job whose leader does not watch its messages (hedged dispatch off).
-   */
+  /** Open runs: the oldest work messages sent and not counted at the last checkpoint, with their age. */
   outstanding: OutstandingView[];
 }
 
@@ -150,18 +145,14 @@ export interface ShowView {
   /** The job's output (from the output document), or null before the run finalizes. */
   output: unknown;
   /**
-   * From the failures manifest once the run has ended; while it is open (`soFar`), the failures
-   * its leader's checkpoints have counted so far, from the failure log its record names. Null for
-   * an ended run without a manifest. `failed` holds the first `FAILURES_LISTED` in the order they
-   * were counted; `baton failures` prints every one.
+   * From the failures manifest once the run has ended; while it is open (`soFar`), those counted
+   * so far. `failed` holds the first `FAILURES_LISTED`; `baton failures` prints every one.
    */
   failures: {
     failed: FailureEntry[];
     failedCount: number;
-    /** Ended runs: items left without an outcome. Open runs: none listed, and the items not counted yet. */
     missing: number[];
     missingCount: number;
-    /** Present (true) while the run is open: the list grows with each checkpoint until it ends. */
     soFar?: true;
     /** Parts of the failure log storage no longer has, met while reading `failed`. */
     unreadableParts?: string[];

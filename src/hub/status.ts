@@ -4,7 +4,7 @@ import type { LeaderRank } from '../lease/leader-rank';
 import type { LeadershipChange, LeaseStore } from '../lease/lease-store';
 import { isTerminal, runKeys, runRecordSchema, type RunRecord } from './run-record';
 import type { FailuresManifest, RunOutput } from './run-output';
-import { readFailures, readFailuresManifest } from './failures-manifest';
+import { firstFailures, readFailures, readFailuresManifest } from './failures-manifest';
 import { readFailureLog, type ReadFailureLogOptions } from './failure-log';
 import type { FailureEntry } from './fold';
 import { jobStateSchema, type JobState } from './job-state';
@@ -108,25 +108,14 @@ export function readRunFailures(
     : readFailureLog(docs, details.record.failureParts, options);
 }
 
-/**
- * The first `limit` failures of a run, as `show` lists them: from its manifest once it has ended,
- * else those its checkpoints have counted so far; with the parts found missing on the way.
- */
-export async function firstRunFailures(
+/** The first `limit` failures of a run, as `show` lists them: its manifest's, or (open) those counted so far. */
+export function firstRunFailures(
   docs: DocumentStore,
   details: RunDetails,
   limit: number,
   options: { abortSignal?: AbortSignal } = {},
-): Promise<{ failed: FailureEntry[]; unreadableParts: string[] }> {
-  const failed: FailureEntry[] = [];
-  const unreadableParts: string[] = [];
-  if (limit <= 0) return { failed, unreadableParts };
-  const onMissing = (key: string) => unreadableParts.push(key);
-  for await (const entry of readRunFailures(docs, details, { ...options, onMissing })) {
-    failed.push(entry);
-    if (failed.length >= limit) break;
-  }
-  return { failed, unreadableParts };
+) {
+  return firstFailures(docs, details.manifest ?? details.record.failureParts, limit, options);
 }
 
 export async function readRunDetails(

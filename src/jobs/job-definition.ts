@@ -170,14 +170,10 @@ export interface JobOptions<Item, Result, Acc, Output> {
   aggregate: Aggregate<Result, Acc, Output>;
   finalize?(output: Output, ctx: FinalizeContext): Promise<void> | void;
   /**
-   * Called by the leader for each failed item of a run, after the checkpoint that counts the
-   * failure has been stored (queue engine only). **At most once** per item of a run: never again
-   * for a duplicate, a retry, a hedged copy or under a new leader, and not at all if the leader
-   * stops (crash, lost lease) between that checkpoint and the call, or if a very large number of
-   * calls is already waiting. It does not hold up the run: calls run beside the leader's work,
-   * bounded by `hookTimeouts.itemFailedSeconds`; what it throws or how long it hangs is logged
-   * and changes nothing of the run. For every failure without exception, read the run's failure
-   * log (`baton failures`).
+   * Told of each failed item by the leader once its checkpoint has landed (queue engine only):
+   * **at most once** per item, never for a duplicate, retry, hedged copy or new leader, and lost
+   * if the leader stops before the call. Bounded by `hookTimeouts.itemFailedSeconds`; what it
+   * throws is logged and never harms the run. See docs/jobs.md.
    */
   onItemFailed?(failure: ItemFailure, ctx: ItemFailedContext): Promise<void> | void;
   /**

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { dispatchSlice } from '../../src/engine/dispatcher';
-import { drainResults } from '../../src/engine/drain';
-import { failureHooksOf } from '../../src/engine/failure-hooks';
+import { drainResults, failureHooksIdle } from '../../src/engine/drain';
 import { finalizeRun } from '../../src/engine/finalizer';
 import { hedgeStragglers } from '../../src/engine/hedger';
 import { planRun } from '../../src/engine/planner';
@@ -107,7 +106,7 @@ describe('onItemFailed', () => {
     await process([twice], true);
     await process(received.filter((m) => m !== held));
     expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: ITEMS - 1, duplicates: 1 });
-    await failureHooksOf(engine.ctx).idle();
+    await failureHooksIdle(engine.ctx);
     expect(calls.map((c) => c.failure.item)).toEqual([3]);
 
     // Message 11 straggles: the leader sends a copy, which fails too.
@@ -115,7 +114,7 @@ describe('onItemFailed', () => {
     expect(await hedgeStragglers(engine.ctx, term, book, await active(book))).toBe(1);
     await process(await receiveAll(engine));
     expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: 1 });
-    await failureHooksOf(engine.ctx).idle();
+    await failureHooksIdle(engine.ctx);
     expect(calls.map((c) => c.failure.item)).toEqual([3, 11]);
 
     // A new leader; the paused worker comes back and its original of message 11 fails as well.
@@ -124,7 +123,7 @@ describe('onItemFailed', () => {
     await process([held]);
     expect(await drainResults(engine.ctx, nextTerm, next)).toMatchObject({ folded: 0, duplicates: 1 });
     await finalizeRun(engine.ctx, nextTerm, next, await active(next));
-    await failureHooksOf(engine.ctx).idle();
+    await failureHooksIdle(engine.ctx);
 
     expect(calls).toEqual([
       { failure: { item: 3, reason: expect.stringContaining('item 3 is cursed'), attempts: 1 }, runId: RUN, job: 'sum' },
@@ -140,7 +139,7 @@ describe('onItemFailed', () => {
     await process(await receiveAll(engine));
     expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: ITEMS });
     await finalizeRun(engine.ctx, term, book, await active(book));
-    await failureHooksOf(engine.ctx).idle();
+    await failureHooksIdle(engine.ctx);
     const ended = await record(engine);
     expect(ended).toMatchObject({ state: 'succeeded', counters: { succeeded: ITEMS - 2, failed: 2 } });
     const output = JSON.parse((await engine.docs.read(runKeys.output(RUN)))!.body) as RunOutput;
@@ -160,7 +159,7 @@ describe('onItemFailed', () => {
     await finalizeRun(engine.ctx, term, book, await active(book));
     expect(await record(engine)).toMatchObject({ state: 'succeeded' });
     expect(started).toBe(2);
-    const idle = failureHooksOf(engine.ctx).idle();
+    const idle = failureHooksIdle(engine.ctx);
     expect(await settlesNow(idle)).toBe(false);
     await engine.clock.advance(30_000); // its bound: the signal aborts
     expect(await settlesNow(idle)).toBe(false);
