@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { dispatchSlice } from '../../src/engine/dispatcher';
-import { drainResults, failureHooksIdle } from '../../src/engine/drain';
+import { drainResults } from '../../src/engine/drain';
+import { failureHooksIdle } from '../../src/engine/failure-hooks';
 import { finalizeRun } from '../../src/engine/finalizer';
 import { hedgeStragglers } from '../../src/engine/hedger';
 import { planRun } from '../../src/engine/planner';

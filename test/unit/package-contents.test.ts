@@ -77,9 +77,10 @@ describe('the package npm pack makes', () => {
   });
 
   it('stays within its size budget', () => {
-    // 320 KiB until hedged dispatch and Entra sign-in for the HTTP API (328 KB together).
-    expect(pack.size, 'tarball bytes').toBeLessThan(336 * 1024);
-    expect(pack.unpackedSize, 'unpacked bytes').toBeLessThan(1100 * 1024);
-    expect(files.length, 'files').toBeLessThan(300);
+    // 320 KiB, 1,100 KiB and 300 files until hedged dispatch, Entra sign-in for the HTTP API and
+    // the failure hook (332 KB, 1,127 KB and 301 files together; the hook keeps a module of its own).
+    expect(pack.size, 'tarball bytes').toBeLessThan(344 * 1024);
+    expect(pack.unpackedSize, 'unpacked bytes').toBeLessThan(1160 * 1024);
+    expect(files.length, 'files').toBeLessThan(310);
   });
 });
