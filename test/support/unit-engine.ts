@@ -10,6 +10,7 @@ import type { Leadership } from '../../src/lease/leader-elector';
 import { HubQueues } from '../../src/engine/queue-shards';
 import { InMemoryQueue } from '../../src/queue/in-memory-queue';
 import { runRecordSchema, type RunRecord } from '../../src/hub/run-record';
+import type { ReceivedMessage } from '../../src/queue/queue-port';
 
 /**
  * The raise of a hand-made term: it holds no lease to raise its epoch under, so, as a stale
@@ -121,4 +122,24 @@ export function shuffled<T>(items: readonly T[], seed: number): T[] {
     [out[i], out[j]] = [out[j] as T, out[i] as T];
   }
   return out;
+}
+
+/** Every visible work message, received as a worker does (hidden for 10 minutes, as under the Functions host). */
+export async function receiveAll(engine: UnitEngine): Promise<ReceivedMessage[]> {
+  const out: ReceivedMessage[] = [];
+  for (;;) {
+    const batch = await engine.work.receive(32, 600);
+    if (batch.length === 0) return out;
+    out.push(...batch);
+  }
+}
+
+/** The first item of a work message. */
+export const firstOf = (message: ReceivedMessage): number => (JSON.parse(message.text) as { first: number }).first;
+
+/** The record of the one run of the `sum` job. */
+export async function sumRunRecord(engine: UnitEngine): Promise<RunRecord> {
+  const [found] = await engine.runs('sum');
+  if (!found) throw new Error('no run record');
+  return found;
 }

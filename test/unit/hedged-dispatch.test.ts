@@ -15,7 +15,15 @@ import { newRunRecord, runKeys, type RunRecord } from '../../src/hub/run-record'
 import type { HedgeOptions } from '../../src/jobs/job-definition';
 import type { ReceivedMessage } from '../../src/queue/queue-port';
 import { expectedSum, sumJob } from '../support/sample-jobs';
-import { handLeadership, termOf, unitEngine, type UnitEngine } from '../support/unit-engine';
+import {
+  handLeadership,
+  termOf,
+  unitEngine,
+  type UnitEngine,
+  receiveAll,
+  firstOf,
+  sumRunRecord as record,
+} from '../support/unit-engine';
 
 const RUN = 'sum/manual-hedge';
 const ITEMS = 20;
@@ -52,30 +60,12 @@ async function dispatchedRun(hedge: false | HedgeOptions, watches?: Map<string, 
   return { engine, book, term, sends, worker };
 }
 
-/** Every visible work message, received as a worker does (hidden for 10 minutes, as under the Functions host). */
-async function receiveAll(engine: UnitEngine): Promise<ReceivedMessage[]> {
-  const out: ReceivedMessage[] = [];
-  for (;;) {
-    const batch = await engine.work.receive(32, 600);
-    if (batch.length === 0) return out;
-    out.push(...batch);
-  }
-}
-
-const firstOf = (message: ReceivedMessage): number => (JSON.parse(message.text) as { first: number }).first;
-
 /** Processes and deletes the messages, as a healthy worker would. */
 async function process(engine: UnitEngine, worker: WorkerDeps, messages: readonly ReceivedMessage[]): Promise<void> {
   for (const message of messages) {
     expect((await handleWorkMessage(message.text, { dequeueCount: message.dequeueCount }, worker)).kind).toBe('processed');
     await engine.work.delete(message);
   }
-}
-
-async function record(engine: UnitEngine): Promise<RunRecord> {
-  const [found] = await engine.runs('sum');
-  if (!found) throw new Error('no run record');
-  return found;
 }
 
 describe('hedged dispatch', () => {

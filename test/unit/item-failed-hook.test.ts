@@ -13,7 +13,15 @@ import { newRunRecord, runKeys, type RunRecord } from '../../src/hub/run-record'
 import type { ItemFailedContext, ItemFailure } from '../../src/jobs/job-definition';
 import type { ReceivedMessage } from '../../src/queue/queue-port';
 import { expectedSum, sumJob } from '../support/sample-jobs';
-import { handLeadership, termOf, unitEngine, type UnitEngine } from '../support/unit-engine';
+import {
+  handLeadership,
+  termOf,
+  unitEngine,
+  type UnitEngine,
+  receiveAll,
+  firstOf,
+  sumRunRecord as record,
+} from '../support/unit-engine';
 
 const RUN = 'sum/manual-hook';
 const ITEMS = 20;
@@ -24,23 +32,6 @@ async function active(book: RunBook): Promise<ActiveRun> {
   if (!run || !('seen' in run)) throw new Error(`run ${RUN} is not open`);
   return run;
 }
-
-async function record(engine: UnitEngine): Promise<RunRecord> {
-  const [found] = await engine.runs('sum');
-  if (!found) throw new Error('no run record');
-  return found;
-}
-
-async function receiveAll(engine: UnitEngine): Promise<ReceivedMessage[]> {
-  const out: ReceivedMessage[] = [];
-  for (;;) {
-    const batch = await engine.work.receive(32, 600);
-    if (batch.length === 0) return out;
-    out.push(...batch);
-  }
-}
-
-const firstOf = (message: ReceivedMessage): number => (JSON.parse(message.text) as { first: number }).first;
 
 /** A run of `ITEMS` one-item messages whose items 3 and 11 fail every try, dispatched by the leader of epoch 1. */
 async function openRun(onItemFailed: (failure: ItemFailure, ctx: ItemFailedContext) => Promise<void> | void) {
