@@ -2,14 +2,18 @@ import { FakeClock } from '../../src/clock/fake-clock';
 import { LeaseLostError } from '../../src/errors';
 import { DEFAULT_TUNING, type EngineContext, type TermContext } from '../../src/engine/engine-context';
 import { jobStateKey, jobStateSchema, type JobState } from '../../src/hub/job-state';
-import { RunBook } from '../../src/engine/run-book';
+import { RunBook, type ActiveRun } from '../../src/engine/run-book';
+import { dispatchSlice } from '../../src/engine/dispatcher';
+import { planRun } from '../../src/engine/planner';
+import { RunStateCache } from '../../src/engine/run-state-cache';
+import { handleWorkMessage, type WorkerDeps } from '../../src/engine/worker';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
 import type { JobDefinition } from '../../src/jobs/job-definition';
 import type { Leadership } from '../../src/lease/leader-elector';
 import { HubQueues } from '../../src/engine/queue-shards';
 import { InMemoryQueue } from '../../src/queue/in-memory-queue';
-import { runRecordSchema, type RunRecord } from '../../src/hub/run-record';
+import { newRunRecord, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
 import type { ReceivedMessage } from '../../src/queue/queue-port';
 
 /**
@@ -142,4 +146,46 @@ export async function sumRunRecord(engine: UnitEngine): Promise<RunRecord> {
   const [found] = await engine.runs('sum');
   if (!found) throw new Error('no run record');
   return found;
+}
+
+/** An open run in `book`, as the engine's steps take it. */
+export async function activeRun(book: RunBook, runId: string): Promise<ActiveRun> {
+  const run = await book.get(runId);
+  if (!run || !('seen' in run)) throw new Error(`run ${runId} is not open`);
+  return run;
+}
+
+/**
+ * A manual run of the engine's `sum` job, planned and dispatched by the leader of epoch 1, with a
+ * worker that reports every failure at once (each try is the last) and a `process` that runs
+ * messages through it; `keep` leaves them on the queue, to be delivered again.
+ */
+export async function dispatchedSumRun(engine: UnitEngine, runId: string) {
+  const term = termOf(handLeadership(1));
+  const book = new RunBook(engine.ctx, term);
+  const job = engine.ctx.jobs.get('sum');
+  if (!job) throw new Error('the engine has no sum job');
+  const now = engine.clock.date();
+  await book.create(
+    job,
+    newRunRecord({ runId, job: 'sum', trigger: 'manual', occurrence: undefined, now, timeoutSeconds: 3600 }),
+  );
+  await planRun(engine.ctx, term, book, await activeRun(book, runId));
+  const dispatchedAt = engine.clock.date();
+  await dispatchSlice(engine.ctx, term, book, await activeRun(book, runId), engine.clock.now() + 60_000);
+  const worker: WorkerDeps = {
+    jobs: engine.ctx.jobs,
+    docs: engine.docs,
+    results: engine.results,
+    poison: engine.poison,
+    runs: new RunStateCache(engine.docs, { clock: engine.clock, ttlMs: 0 }),
+    maxAttempts: 1,
+  };
+  const process = async (messages: readonly ReceivedMessage[], keep = false) => {
+    for (const message of messages) {
+      await handleWorkMessage(message.text, { dequeueCount: message.dequeueCount }, worker);
+      if (!keep) await engine.work.delete(message);
+    }
+  };
+  return { term, book, dispatchedAt, process };
 }

@@ -1,17 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { dispatchSlice } from '../../src/engine/dispatcher';
 import { drainResults } from '../../src/engine/drain';
 import { failureHooksIdle } from '../../src/engine/failure-hooks';
 import { finalizeRun } from '../../src/engine/finalizer';
 import { hedgeStragglers } from '../../src/engine/hedger';
-import { planRun } from '../../src/engine/planner';
-import { RunBook, type ActiveRun } from '../../src/engine/run-book';
-import { RunStateCache } from '../../src/engine/run-state-cache';
-import { handleWorkMessage, type WorkerDeps } from '../../src/engine/worker';
+import { RunBook } from '../../src/engine/run-book';
 import type { RunOutput } from '../../src/hub/run-output';
-import { newRunRecord, runKeys, type RunRecord } from '../../src/hub/run-record';
+import { runKeys, type RunRecord } from '../../src/hub/run-record';
 import type { ItemFailedContext, ItemFailure } from '../../src/jobs/job-definition';
-import type { ReceivedMessage } from '../../src/queue/queue-port';
 import { expectedSum, sumJob } from '../support/sample-jobs';
 import {
   handLeadership,
@@ -21,17 +16,13 @@ import {
   receiveAll,
   firstOf,
   sumRunRecord as record,
+  activeRun,
+  dispatchedSumRun,
 } from '../support/unit-engine';
 
 const RUN = 'sum/manual-hook';
 const ITEMS = 20;
 const FAILING = new Set([3, 11]);
-
-async function active(book: RunBook): Promise<ActiveRun> {
-  const run = await book.get(RUN);
-  if (!run || !('seen' in run)) throw new Error(`run ${RUN} is not open`);
-  return run;
-}
 
 /** A run of `ITEMS` one-item messages whose items 3 and 11 fail every try, dispatched by the leader of epoch 1. */
 async function openRun(onItemFailed: (failure: ItemFailure, ctx: ItemFailedContext) => Promise<void> | void) {
@@ -43,38 +34,7 @@ async function openRun(onItemFailed: (failure: ItemFailure, ctx: ItemFailedConte
     hookTimeouts: { itemFailedSeconds: 30, graceSeconds: 10 },
   });
   const engine = unitEngine([job]);
-  const term = termOf(handLeadership(1));
-  const book = new RunBook(engine.ctx, term);
-  await book.create(
-    engine.ctx.jobs.get('sum')!,
-    newRunRecord({
-      runId: RUN,
-      job: 'sum',
-      trigger: 'manual',
-      occurrence: undefined,
-      now: engine.clock.date(),
-      timeoutSeconds: 3600,
-    }),
-  );
-  await planRun(engine.ctx, term, book, await active(book));
-  await dispatchSlice(engine.ctx, term, book, await active(book), engine.clock.now() + 60_000);
-  const worker: WorkerDeps = {
-    jobs: engine.ctx.jobs,
-    docs: engine.docs,
-    results: engine.results,
-    poison: engine.poison,
-    runs: new RunStateCache(engine.docs, { clock: engine.clock, ttlMs: 0 }),
-    // Every failure is the last try: its failure result goes at once.
-    maxAttempts: 1,
-  };
-  /** Processes the messages as a worker does; `keep` leaves them on the queue (a copy delivered again). */
-  const process = async (messages: readonly ReceivedMessage[], keep = false) => {
-    for (const message of messages) {
-      await handleWorkMessage(message.text, { dequeueCount: message.dequeueCount }, worker);
-      if (!keep) await engine.work.delete(message);
-    }
-  };
-  return { engine, term, book, process };
+  return { engine, ...(await dispatchedSumRun(engine, RUN)) };
 }
 
 /** Whether `promise` settles before the microtasks and timers due now have run. */
@@ -103,7 +63,7 @@ describe('onItemFailed', () => {
 
     // Message 11 straggles: the leader sends a copy, which fails too.
     await engine.clock.advance(10_000);
-    expect(await hedgeStragglers(engine.ctx, term, book, await active(book))).toBe(1);
+    expect(await hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN))).toBe(1);
     await process(await receiveAll(engine));
     expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: 1 });
     await failureHooksIdle(engine.ctx);
@@ -114,7 +74,7 @@ describe('onItemFailed', () => {
     const nextTerm = termOf(handLeadership(2));
     await process([held]);
     expect(await drainResults(engine.ctx, nextTerm, next)).toMatchObject({ folded: 0, duplicates: 1 });
-    await finalizeRun(engine.ctx, nextTerm, next, await active(next));
+    await finalizeRun(engine.ctx, nextTerm, next, await activeRun(next, RUN));
     await failureHooksIdle(engine.ctx);
 
     expect(calls).toEqual([
@@ -130,7 +90,7 @@ describe('onItemFailed', () => {
     });
     await process(await receiveAll(engine));
     expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: ITEMS });
-    await finalizeRun(engine.ctx, term, book, await active(book));
+    await finalizeRun(engine.ctx, term, book, await activeRun(book, RUN));
     await failureHooksIdle(engine.ctx);
     const ended = await record(engine);
     expect(ended).toMatchObject({ state: 'succeeded', counters: { succeeded: ITEMS - 2, failed: 2 } });
@@ -148,7 +108,7 @@ describe('onItemFailed', () => {
     });
     await process(await receiveAll(engine));
     expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: ITEMS });
-    await finalizeRun(engine.ctx, term, book, await active(book));
+    await finalizeRun(engine.ctx, term, book, await activeRun(book, RUN));
     expect(await record(engine)).toMatchObject({ state: 'succeeded' });
     expect(started).toBe(2);
     const idle = failureHooksIdle(engine.ctx);

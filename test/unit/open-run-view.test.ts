@@ -3,14 +3,10 @@ import { renderShow, renderStatus } from '../../src/cli/format';
 import { dispatchSlice } from '../../src/engine/dispatcher';
 import { drainResults } from '../../src/engine/drain';
 import { finalizeRun } from '../../src/engine/finalizer';
-import { planRun } from '../../src/engine/planner';
-import { RunBook, type ActiveRun } from '../../src/engine/run-book';
-import { RunStateCache } from '../../src/engine/run-state-cache';
-import { handleWorkMessage, type WorkerDeps } from '../../src/engine/worker';
+import { RunBook } from '../../src/engine/run-book';
 import { FAILURES_LISTED, runView, showView, statusView } from '../../src/hub/read-model';
 import { newRunRecord, OUTSTANDING_KEPT, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
 import { firstRunFailures, readRunDetails } from '../../src/hub/status';
-import type { ReceivedMessage } from '../../src/queue/queue-port';
 import { sumJob } from '../support/sample-jobs';
 import {
   handLeadership,
@@ -20,54 +16,18 @@ import {
   receiveAll,
   firstOf,
   sumRunRecord as record,
+  activeRun,
+  dispatchedSumRun,
 } from '../support/unit-engine';
 
 const RUN = 'sum/manual-open';
 const ITEMS = 20;
 const FAILING = new Set([3, 11]);
 
-async function active(book: RunBook): Promise<ActiveRun> {
-  const run = await book.get(RUN);
-  if (!run || !('seen' in run)) throw new Error(`run ${RUN} is not open`);
-  return run;
-}
-
 /** A run of `ITEMS` one-item messages (items 3 and 11 fail every try), dispatched by the leader of epoch 1. */
 async function openRun() {
   const engine = unitEngine([sumJob({ items: ITEMS, failWhen: (i) => FAILING.has(i) })]);
-  const term = termOf(handLeadership(1));
-  const book = new RunBook(engine.ctx, term);
-  const job = engine.ctx.jobs.get('sum')!;
-  await book.create(
-    job,
-    newRunRecord({
-      runId: RUN,
-      job: 'sum',
-      trigger: 'manual',
-      occurrence: undefined,
-      now: engine.clock.date(),
-      timeoutSeconds: 3600,
-    }),
-  );
-  await planRun(engine.ctx, term, book, await active(book));
-  const dispatchedAt = engine.clock.date();
-  await dispatchSlice(engine.ctx, term, book, await active(book), engine.clock.now() + 60_000);
-  const worker: WorkerDeps = {
-    jobs: engine.ctx.jobs,
-    docs: engine.docs,
-    results: engine.results,
-    poison: engine.poison,
-    runs: new RunStateCache(engine.docs, { clock: engine.clock, ttlMs: 0 }),
-    // Every failure is the last try: its failure result goes at once.
-    maxAttempts: 1,
-  };
-  const process = async (messages: readonly ReceivedMessage[]) => {
-    for (const message of messages) {
-      await handleWorkMessage(message.text, { dequeueCount: message.dequeueCount }, worker);
-      await engine.work.delete(message);
-    }
-  };
-  return { engine, term, book, dispatchedAt, process };
+  return { engine, ...(await dispatchedSumRun(engine, RUN)) };
 }
 
 describe('an open run, read while it is open', () => {
@@ -133,7 +93,7 @@ describe('an open run, read while it is open', () => {
     // A new leader takes the run over: the ages go on from the first send, not from its term.
     const next = new RunBook(engine.ctx, termOf(handLeadership(2)));
     const nextTerm = termOf(handLeadership(2));
-    await dispatchSlice(engine.ctx, nextTerm, next, await active(next), engine.clock.now() + 60_000);
+    await dispatchSlice(engine.ctx, nextTerm, next, await activeRun(next, RUN), engine.clock.now() + 60_000);
     await process(held.filter((m) => firstOf(m) === 7));
     expect(await drainResults(engine.ctx, nextTerm, next)).toMatchObject({ folded: 1 });
     expect((await record(engine)).outstanding).toEqual([{ message: 15, first: 15, count: 1, since: dispatchedAt.toISOString() }]);
@@ -142,7 +102,7 @@ describe('an open run, read while it is open', () => {
     await process(held.filter((m) => firstOf(m) === 15));
     expect(await drainResults(engine.ctx, nextTerm, next)).toMatchObject({ folded: 1 });
     expect((await record(engine)).outstanding).toEqual([]);
-    await finalizeRun(engine.ctx, nextTerm, next, await active(next));
+    await finalizeRun(engine.ctx, nextTerm, next, await activeRun(next, RUN));
     const ended = await record(engine);
     // Two items failed and the job tolerates none.
     expect(ended.state).toBe('failed');
