@@ -3,6 +3,7 @@ import { LeaseLostError } from '../../src/errors';
 import { DEFAULT_TUNING, type EngineContext, type TermContext } from '../../src/engine/engine-context';
 import { jobStateKey, jobStateSchema, type JobState } from '../../src/hub/job-state';
 import { RunBook, type ActiveRun } from '../../src/engine/run-book';
+import type { StragglerWatch } from '../../src/engine/straggler-watch';
 import { dispatchSlice } from '../../src/engine/dispatcher';
 import { planRun } from '../../src/engine/planner';
 import { RunStateCache } from '../../src/engine/run-state-cache';
@@ -156,13 +157,18 @@ export async function activeRun(book: RunBook, runId: string): Promise<ActiveRun
 }
 
 /**
- * A manual run of the engine's `sum` job, planned and dispatched by the leader of epoch 1, with a
- * worker that reports every failure at once (each try is the last) and a `process` that runs
+ * A manual run of the engine's `sum` job, planned and dispatched by the leader of epoch 1 (its
+ * book keeping `watches`, when given, as a coordinator keeps them across terms), with a worker
+ * (by default each try is the last, so a failure is reported at once) and a `process` that runs
  * messages through it; `keep` leaves them on the queue, to be delivered again.
  */
-export async function dispatchedSumRun(engine: UnitEngine, runId: string) {
+export async function dispatchedSumRun(
+  engine: UnitEngine,
+  runId: string,
+  options: { watches?: Map<string, StragglerWatch>; maxAttempts?: number } = {},
+) {
   const term = termOf(handLeadership(1));
-  const book = new RunBook(engine.ctx, term);
+  const book = new RunBook(engine.ctx, term, options.watches);
   const job = engine.ctx.jobs.get('sum');
   if (!job) throw new Error('the engine has no sum job');
   const now = engine.clock.date();
@@ -179,7 +185,7 @@ export async function dispatchedSumRun(engine: UnitEngine, runId: string) {
     results: engine.results,
     poison: engine.poison,
     runs: new RunStateCache(engine.docs, { clock: engine.clock, ttlMs: 0 }),
-    maxAttempts: 1,
+    maxAttempts: options.maxAttempts ?? 1,
   };
   const process = async (messages: readonly ReceivedMessage[], keep = false) => {
     for (const message of messages) {
@@ -187,5 +193,5 @@ export async function dispatchedSumRun(engine: UnitEngine, runId: string) {
       if (!keep) await engine.work.delete(message);
     }
   };
-  return { term, book, dispatchedAt, process };
+  return { term, book, worker, dispatchedAt, process };
 }

@@ -1,17 +1,14 @@
 import { describe, expect, it, vi } from 'vitest';
-import { dispatchSlice } from '../../src/engine/dispatcher';
 import { drainResults } from '../../src/engine/drain';
 import { finalizeRun } from '../../src/engine/finalizer';
 import { hedgeStragglers } from '../../src/engine/hedger';
-import { planRun } from '../../src/engine/planner';
-import { RunBook, type ActiveRun } from '../../src/engine/run-book';
+import { RunBook } from '../../src/engine/run-book';
 import type { StragglerWatch } from '../../src/engine/straggler-watch';
-import { RunStateCache } from '../../src/engine/run-state-cache';
 import { handleWorkMessage, type WorkerDeps } from '../../src/engine/worker';
 import { renderShow } from '../../src/cli/format';
 import { showView } from '../../src/hub/read-model';
 import type { RunOutput } from '../../src/hub/run-output';
-import { newRunRecord, runKeys, type RunRecord } from '../../src/hub/run-record';
+import { runKeys, type RunRecord } from '../../src/hub/run-record';
 import type { HedgeOptions } from '../../src/jobs/job-definition';
 import type { ReceivedMessage } from '../../src/queue/queue-port';
 import { expectedSum, sumJob } from '../support/sample-jobs';
@@ -23,40 +20,19 @@ import {
   receiveAll,
   firstOf,
   sumRunRecord as record,
+  activeRun,
+  dispatchedSumRun,
 } from '../support/unit-engine';
 
 const RUN = 'sum/manual-hedge';
 const ITEMS = 20;
 
-async function active(book: RunBook): Promise<ActiveRun> {
-  const run = await book.get(RUN);
-  if (!run || !('seen' in run)) throw new Error(`run ${RUN} is not open`);
-  return run;
-}
-
-/** A run of `ITEMS` one-item messages, planned and dispatched by the leader of `epoch`. */
+/** A run of `ITEMS` one-item messages, planned and dispatched by the leader of epoch 1. */
 async function dispatchedRun(hedge: false | HedgeOptions, watches?: Map<string, StragglerWatch>) {
   const engine = unitEngine([sumJob({ items: ITEMS, hedge })]);
-  const term = termOf(handLeadership(1));
-  const book = new RunBook(engine.ctx, term, watches);
-  const job = engine.ctx.jobs.get('sum')!;
-  const at = engine.clock.date();
-  await book.create(
-    job,
-    newRunRecord({ runId: RUN, job: 'sum', trigger: 'manual', occurrence: undefined, now: at, timeoutSeconds: 3600 }),
-  );
-  await planRun(engine.ctx, term, book, await active(book));
-  await dispatchSlice(engine.ctx, term, book, await active(book), engine.clock.now() + 60_000);
+  const { book, term, worker } = await dispatchedSumRun(engine, RUN, { ...(watches ? { watches } : {}), maxAttempts: 5 });
   expect((await engine.runs('sum'))[0]).toMatchObject({ state: 'running', cursor: ITEMS });
   const sends = vi.spyOn(engine.work, 'send');
-  const worker: WorkerDeps = {
-    jobs: engine.ctx.jobs,
-    docs: engine.docs,
-    results: engine.results,
-    poison: engine.poison,
-    runs: new RunStateCache(engine.docs, { clock: engine.clock, ttlMs: 0 }),
-    maxAttempts: 5,
-  };
   return { engine, book, term, sends, worker };
 }
 
@@ -82,10 +58,10 @@ describe('hedged dispatch', () => {
     expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: ITEMS - 1 });
 
     await engine.clock.advance(4999);
-    expect(await hedgeStragglers(engine.ctx, term, book, await active(book))).toBe(0);
+    expect(await hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN))).toBe(0);
     expect(sends).not.toHaveBeenCalled();
     await engine.clock.advance(1);
-    expect(await hedgeStragglers(engine.ctx, term, book, await active(book))).toBe(1);
+    expect(await hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN))).toBe(1);
     expect((await record(engine)).hedges).toBe(1);
     expect(sends).toHaveBeenCalledTimes(1);
 
@@ -104,7 +80,7 @@ describe('hedged dispatch', () => {
     await process(engine, worker, [late!]);
     expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: 0, duplicates: 1 });
 
-    await finalizeRun(engine.ctx, term, book, await active(book));
+    await finalizeRun(engine.ctx, term, book, await activeRun(book, RUN));
     const ended = await record(engine);
     expect(ended).toMatchObject({ state: 'succeeded', hedges: 1 });
     expect(ended.counters).toMatchObject({ planned: ITEMS, succeeded: ITEMS, failed: 0, duplicates: 1 });
@@ -126,14 +102,14 @@ describe('hedged dispatch', () => {
     // Every message is taken and none is finished: no durations, so the wait is processSeconds + graceSeconds.
     expect(await receiveAll(engine)).toHaveLength(ITEMS);
     await engine.clock.advance(129_999);
-    expect(await hedgeStragglers(engine.ctx, term, book, await active(book))).toBe(0);
+    expect(await hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN))).toBe(0);
     await engine.clock.advance(1);
-    expect(await hedgeStragglers(engine.ctx, term, book, await active(book))).toBe(bound);
+    expect(await hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN))).toBe(bound);
     // The copies are taken by slow instances too; an hour of turns sends nothing more.
     await receiveAll(engine);
     for (let t = 0; t < 360; t++) {
       await engine.clock.advance(10_000);
-      await hedgeStragglers(engine.ctx, term, book, await active(book));
+      await hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN));
       await receiveAll(engine);
     }
     expect(sends).toHaveBeenCalledTimes(bound);
@@ -153,28 +129,28 @@ describe('hedged dispatch', () => {
     await process(engine, worker, wave2);
     await drainResults(engine.ctx, termA, bookA); // 12, 15, 17 and 18 overtaken 3 s later
     await engine.clock.advance(2000);
-    expect(await hedgeStragglers(engine.ctx, termA, bookA, await active(bookA))).toBe(2);
+    expect(await hedgeStragglers(engine.ctx, termA, bookA, await activeRun(bookA, RUN))).toBe(2);
     expect((await record(engine)).hedges).toBe(2);
 
     // A new leader takes over and fences the run, as `takeOver` does.
     const { book: bookB, term: termB } = engine.book(2);
-    const runB = await active(bookB);
+    const runB = await activeRun(bookB, RUN);
     await bookB.save(runB, { ...runB.doc.value, updatedAt: engine.clock.date().toISOString() });
 
     // The old leader, unaware, finds four more overdue: its count of copies is refused, so none goes.
     await engine.clock.advance(3000);
-    await expect(hedgeStragglers(engine.ctx, termA, bookA, await active(bookA))).rejects.toThrow();
+    await expect(hedgeStragglers(engine.ctx, termA, bookA, await activeRun(bookA, RUN))).rejects.toThrow();
     expect(sends).toHaveBeenCalledTimes(2);
 
     // The new leader adopts the six uncounted messages (the copies of 2 and 5 are held too) and
     // knows no durations of its own: it waits the fallback from its start, then sends what is left.
     await receiveAll(engine);
-    expect(await hedgeStragglers(engine.ctx, termB, bookB, await active(bookB))).toBe(0);
+    expect(await hedgeStragglers(engine.ctx, termB, bookB, await activeRun(bookB, RUN))).toBe(0);
     await engine.clock.advance(130_000);
-    expect(await hedgeStragglers(engine.ctx, termB, bookB, await active(bookB))).toBe(2);
+    expect(await hedgeStragglers(engine.ctx, termB, bookB, await activeRun(bookB, RUN))).toBe(2);
     for (let t = 0; t < 30; t++) {
       await engine.clock.advance(10_000);
-      expect(await hedgeStragglers(engine.ctx, termB, bookB, await active(bookB))).toBe(0);
+      expect(await hedgeStragglers(engine.ctx, termB, bookB, await activeRun(bookB, RUN))).toBe(0);
     }
     expect(sends).toHaveBeenCalledTimes(4);
     expect((await record(engine)).hedges).toBe(4);
@@ -196,15 +172,15 @@ describe('hedged dispatch', () => {
     await engine.clock.advance(3000);
     // The term ends 3 s after message 7 was overtaken; the next one begins at once.
     const next = new RunBook(engine.ctx, termOf(handLeadership(2)), kept ? watches : new Map());
-    const run = await active(next);
+    const run = await activeRun(next, RUN);
     await next.save(run, { ...run.doc.value, updatedAt: engine.clock.date().toISOString() });
     const nextTerm = termOf(handLeadership(2));
     // Its first turn looks at once.
-    expect(await hedgeStragglers(engine.ctx, nextTerm, next, await active(next))).toBe(0);
+    expect(await hedgeStragglers(engine.ctx, nextTerm, next, await activeRun(next, RUN))).toBe(0);
     await engine.clock.advance(waitMs - 1);
-    expect(await hedgeStragglers(engine.ctx, nextTerm, next, await active(next))).toBe(0);
+    expect(await hedgeStragglers(engine.ctx, nextTerm, next, await activeRun(next, RUN))).toBe(0);
     await engine.clock.advance(1);
-    expect(await hedgeStragglers(engine.ctx, nextTerm, next, await active(next))).toBe(1);
+    expect(await hedgeStragglers(engine.ctx, nextTerm, next, await activeRun(next, RUN))).toBe(1);
     expect(sends).toHaveBeenCalledTimes(1);
   });
 
@@ -236,7 +212,7 @@ describe('hedged dispatch', () => {
     await drainResults(engine.ctx, term, book);
     for (let t = 0; t < 60; t++) {
       await engine.clock.advance(10_000);
-      expect(await hedgeStragglers(engine.ctx, term, book, await active(book))).toBe(0);
+      expect(await hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN))).toBe(0);
     }
     expect(sends).not.toHaveBeenCalled();
     expect((await record(engine)).hedges).toBe(0);
