@@ -6,7 +6,7 @@ import { redactSecrets } from '../src/redact';
 import { parseInstanceLine } from '../src/local/instance-events';
 import type { Term } from './invariants';
 
-/** A worker that died on purpose right after sending the result of a message on its last delivery. */
+/** A worker that died on purpose right after sending an item's final failure, before its message was deleted. */
 export interface WorkerDeath {
   instance: string;
   run: string;

@@ -82,7 +82,8 @@ export function faultExpectations(
       const { first, count, instance } = target;
       const hung = hungIn(target.run);
       const items = Array.from({ length: count }, (_, i) => first + i).filter((i) => !hung.has(i));
-      // The result was on the queue before the poison copy existed: its outcomes count, not the copy's.
+      // Its items fail by design, with their own reason: whichever delivery's result counts, and
+      // never a poison copy's "no result" (the message is delivered again, not poisoned).
       out.set(target.run, {
         ...base,
         fault: label(`${instance} died after sending the result of items ${first}..${first + count - 1}`),

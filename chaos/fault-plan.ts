@@ -61,9 +61,10 @@ export type FaultStep =
    */
   | { kind: 'unreadable-record'; atMs: number; windowMs: number }
   /**
-   * The first instance whose worker sends the result of a message on its last delivery within
-   * `withinMs` SIGKILLs itself before the message is deleted, so the result and a poison copy
-   * of the message both reach the leader; a replacement starts `restartAfterMs` later.
+   * The first instance whose worker sends an item's final failure (its last try) within
+   * `withinMs` SIGKILLs itself before the message is deleted, so the message is delivered again
+   * and a second result for the same items reaches the leader after the first; a replacement
+   * starts `restartAfterMs` later.
    */
   | { kind: 'worker-death'; atMs: number; withinMs: number; restartAfterMs: number }
   /** One hook of one run of a test job never settles and ignores its abort signal. */
@@ -115,7 +116,7 @@ function meanBusyMs(kind: FaultKind, leaseSeconds: number): number {
       return 0;
     case 'unreadable-record':
       return 25_000;
-    // Mostly waiting for a message on its last delivery.
+    // Mostly waiting for a failing item's last try.
     case 'worker-death':
       return 12_000;
     // The hang bites when the run gets there; the soak does not wait for it.

@@ -76,6 +76,9 @@ export interface SoakReport {
   kept: boolean;
 }
 
+/** A failing item is tried five times, a second apart, so it costs seconds of a 20 s period. */
+const CHAOS_RETRY = { attempts: 5, delaySeconds: 1, backoff: 1 };
+
 /**
  * The soak's test jobs: every 20 s, known outputs, items that fail on every attempt, and (in
  * the second) items slower than a lease, so a worker outlives the leader that sent it work.
@@ -91,6 +94,7 @@ export const CHAOS_JOBS: SyntheticJobSpec[] = [
     timeoutSeconds: 120,
     // Its hooks answer at once, so seconds are plenty; a hung one (`hung-hook`) costs seconds too.
     hookTimeouts: { splitSeconds: 3, processSeconds: 3, finalizeSeconds: 3, graceSeconds: 1, maxSplitTimeouts: 2 },
+    retry: CHAOS_RETRY,
   },
   {
     name: 'chaos-slow',
@@ -102,13 +106,14 @@ export const CHAOS_JOBS: SyntheticJobSpec[] = [
     slowMs: 17_000,
     failureTolerance: { percent: 20 },
     timeoutSeconds: 150,
+    retry: CHAOS_RETRY,
   },
 ];
 /** The job whose hooks `hung-hook` faults hang: its runs are short, so a hung one costs little time. */
 const HUNG_JOB = CHAOS_JOBS[0] as SyntheticJobSpec;
 
-// Failed items are retried after 1 s, not 30 s as in the app's host.json, so a failing item costs
-// seconds, not two minutes; five deliveries leave room for those a kill or a lost answer burns.
+// A message whose worker died or failed is delivered again after 1 s, not 30 s as in the app's
+// host.json; five deliveries leave room for those a kill or a lost answer burns.
 const CHAOS_HOST_JSON = {
   version: '2.0',
   extensions: {
@@ -167,7 +172,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   // Hang orders for the test jobs' hooks (`hung-hook`): files the instances look for by name.
   const hangOrders = join(data, 'hang-orders');
   mkdirSync(hangOrders, { recursive: true });
-  // While this file exists, the first worker to send a last delivery's result dies (`worker-death`).
+  // While this file exists, the first worker to send an item's final failure dies (`worker-death`).
   const dieAfterSending = join(data, 'die-after-sending');
   writeFileSync(join(data, 'host.json'), JSON.stringify(CHAOS_HOST_JSON, null, 2));
 
@@ -393,7 +398,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         const dead = new Set(instances.all.filter((i) => i.death));
         const died = () => instances.all.find((i) => i.death && !dead.has(i));
         writeFileSync(dieAfterSending, '');
-        instances.log('fault: the first worker to send the result of a message on its last delivery will die before deleting it');
+        instances.log("fault: the first worker to send an item's final failure will die before its message is deleted");
         const until = Date.now() + patient(step.withinMs);
         while (!died() && Date.now() < until) await sleep(100);
         if (!died()) {

@@ -43,6 +43,16 @@ export const syntheticJobSpecSchema = z
       })
       .strict()
       .optional(),
+    /** How often and how soon a failed item is tried again (`defineJob`'s `retry`, which checks it). */
+    retry: z
+      .object({
+        attempts: z.number().optional(),
+        delaySeconds: z.number().optional(),
+        backoff: z.number().optional(),
+        maxDelaySeconds: z.number().optional(),
+      })
+      .strict()
+      .optional(),
     /**
      * A folder of hang orders, for the chaos soak: while the file `hangOrderName(...)` names
      * exists there, that call of `split`, `process` (of one item) or `finalize` never settles and
@@ -84,6 +94,7 @@ export function createSyntheticJob(spec: SyntheticJobSpec): JobDefinition {
     ...(s.failureTolerance ? { failureTolerance: s.failureTolerance } : {}),
     ...(s.timeoutSeconds ? { timeoutSeconds: s.timeoutSeconds } : {}),
     ...(s.hookTimeouts ? { hookTimeouts: s.hookTimeouts } : {}),
+    ...(s.retry ? { retry: s.retry } : {}),
     itemSchema: z.object({ i: z.number().int().min(0) }),
     resultSchema: z.object({ v: z.number() }),
     split:

@@ -20,9 +20,11 @@ export type {
   ItemFailedContext,
   FailureTolerance,
   HookTimeouts,
+  HedgeOptions,
   OverlapPolicyName,
   RunCountersView,
 } from './jobs/job-definition';
+export type { ItemRetryOptions } from './jobs/retry-policy';
 
 // --- the hub: read what happened, ask for runs ------------------------------------------
 export { BatonClient } from './app/baton-client';

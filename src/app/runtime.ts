@@ -299,6 +299,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   const workers = queues.active.map((shard): WorkerDeps => ({
     jobs: jobMap,
     docs,
+    work: shard.work,
     results: shard.results,
     poison: shard.poison,
     runs,

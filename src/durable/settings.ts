@@ -1,6 +1,7 @@
 import type * as df from 'durable-functions';
 import { z } from 'zod';
 import { InvalidConfigError } from '../errors';
+import type { ItemRetryOptions } from '../jobs/retry-policy';
 import { durableFunctions } from './durable-functions';
 
 /**
@@ -60,6 +61,21 @@ export function resolveDurableSettings(partial: Partial<DurableRunSettings> = {}
  */
 export function chunkItemsFor(settings: DurableRunSettings, itemsPerMessage: number): number {
   return Math.max(1, Math.floor(settings.chunkItems / itemsPerMessage)) * itemsPerMessage;
+}
+
+/**
+ * A job's runs: the deployment's settings with what the job's own `retry` option sets over them
+ * (the queue engine reads the same option). Durable waits at least 1 ms between tries.
+ */
+export function durableSettingsFor(settings: DurableRunSettings, retry: Readonly<ItemRetryOptions>): DurableRunSettings {
+  const ms = (seconds: number) => Math.max(1, Math.round(seconds * 1000));
+  return {
+    ...settings,
+    ...(retry.attempts === undefined ? {} : { maxAttempts: retry.attempts }),
+    ...(retry.delaySeconds === undefined ? {} : { firstRetryIntervalMs: ms(retry.delaySeconds) }),
+    ...(retry.backoff === undefined ? {} : { backoffCoefficient: retry.backoff }),
+    ...(retry.maxDelaySeconds === undefined ? {} : { maxRetryIntervalMs: ms(retry.maxDelaySeconds) }),
+  };
 }
 
 /** Durable's retry policy for `attempts` tries with the run's backoff. */

@@ -14,7 +14,7 @@ import { isChunkInstance, jobInstancePrefix, runIdOfInstance, runInstanceId } fr
 import { DURABLE_NAMES } from './names';
 import { assertDurableReady } from './ready';
 import { settleRun, type RunEndDeps } from './run-end';
-import { resolveDurableSettings, type DurableRunSettings } from './settings';
+import { durableSettingsFor, resolveDurableSettings, type DurableRunSettings } from './settings';
 import type { RunEndTelemetry } from '../telemetry/run-telemetry';
 
 export interface StartDueRunsDeps {
@@ -260,7 +260,7 @@ async function startJob(
       job: job.name,
       occurrence: occurrence.toISOString(),
       trigger: 'schedule',
-      settings,
+      settings: durableSettingsFor(settings, job.retry),
     };
     let outcome: 'started' | 'exists';
     try {

@@ -12,6 +12,7 @@ import {
   resultMessageSchema,
   runIdSchema,
   workMessageSchema,
+  type ResultMessage,
 } from './messages';
 import { describeIssue } from '../jobs/error-text';
 import { itemOutcomeSchema, type ItemOutcome } from '../jobs/item-outcome';
@@ -66,10 +67,23 @@ interface Group {
   claims: string[];
   /** How long the workers took over the messages, as they reported (hedged dispatch compares against it). */
   durations: number[];
+  /** Items the workers sent back to be tried again, and in how long. */
+  retrying: RetryNote[];
 }
 
+type RetryNote = NonNullable<ResultMessage['retrying']>;
+
 type Parsed =
-  | { kind: 'group'; run: string; job?: string; outcomes: ItemOutcome[]; rejected: number; claim?: string; ms?: number }
+  | {
+      kind: 'group';
+      run: string;
+      job?: string;
+      outcomes: ItemOutcome[];
+      rejected: number;
+      claim?: string;
+      ms?: number;
+      retrying?: RetryNote;
+    }
   | { kind: 'dead'; reason: string; run?: string }
   /** Its run cannot be read now: the message comes back after the drain visibility. */
   | { kind: 'later' }
@@ -97,14 +111,16 @@ export function drainResults(
       };
     const { run, job } = parsed.data;
     const ms = parsed.data.ms === undefined ? {} : { ms: parsed.data.ms };
-    if (parsed.data.outcomes) return { kind: 'group', run, job, outcomes: parsed.data.outcomes, rejected: 0, ...ms };
+    const retrying = parsed.data.retrying ? { retrying: parsed.data.retrying } : {};
+    if (parsed.data.outcomes) return { kind: 'group', run, job, outcomes: parsed.data.outcomes, rejected: 0, ...ms, ...retrying };
+    if (parsed.data.claim === undefined) return { kind: 'group', run, job, outcomes: [], rejected: 0, ...retrying };
     const claim = parsed.data.claim as string;
     try {
       const claimed = itemOutcomeSchema
         .array()
         .min(1)
         .safeParse(await loadClaim(claim, ctx.docs, { abortSignal: term.signal }));
-      if (claimed.success) return { kind: 'group', run, job, outcomes: claimed.data, rejected: 0, claim, ...ms };
+      if (claimed.success) return { kind: 'group', run, job, outcomes: claimed.data, rejected: 0, claim, ...ms, ...retrying };
       return { kind: 'dead', reason: `claim-check blob ${claim} does not hold outcomes`, run: parsed.data.run };
     } catch (err) {
       if (err instanceof ClaimMissingError) return { kind: 'dead', reason: err.message, run: parsed.data.run };
@@ -241,6 +257,7 @@ async function drain(
     group.rejected += parsed.rejected;
     if (parsed.claim) group.claims.push(parsed.claim);
     if (parsed.ms !== undefined) group.durations.push(parsed.ms);
+    if (parsed.retrying) group.retrying.push(parsed.retrying);
   }
   // Shown again by the next drain visibility at the latest, when the gate may have opened.
   const holdSeconds = Math.min(DEFER_SECONDS, ctx.tuning.drainVisibilitySeconds);
@@ -331,6 +348,11 @@ async function applyToRun(
   if (!misdirected) await keepOutsidePlan(ctx, term, group, run.seen.size);
   const outcomes = misdirected ? [] : group.byMessage.flat();
   const rejected = group.rejected + misdirected;
+  // Only retry notes: nothing to count, so no checkpoint either.
+  if (outcomes.length === 0 && rejected === 0) {
+    watchProgress(book, run, [], [], group.retrying);
+    return { folded: 0, duplicates: 0, misdirected: 0 };
+  }
   const before = run.seen.clone();
   const folded = foldOutcomes(run.job, { acc: record.acc, seen: run.seen, counters: record.counters }, outcomes);
   const live = run.seen;
@@ -372,7 +394,7 @@ async function applyToRun(
     run.seen = before; // the checkpoint did not land; neither did these items
     throw err;
   }
-  if (!misdirected) watchProgress(book, run, group.durations, outcomes);
+  if (!misdirected) watchProgress(book, run, group.durations, outcomes, group.retrying);
   // Told once the checkpoint that counts them has landed, and only by it: a later copy of an
   // item is a duplicate, so no failure is handed over twice (at most once, see `onItemFailed`).
   if (folded.failures.length > 0) tellFailures(ctx, run.job, runId, folded.failures);
@@ -391,9 +413,16 @@ async function applyToRun(
 
 /**
  * Tells the run's straggler watch (hedged dispatch) what this checkpoint counted: the durations
- * workers reported, and each message whose items are all counted now, by whichever copy.
+ * workers reported, each message whose items are all counted now, by whichever copy, and the
+ * messages whose failed items went back to the queue for a later try.
  */
-function watchProgress(book: RunBook, run: ActiveRun, durations: readonly number[], outcomes: readonly ItemOutcome[]): void {
+function watchProgress(
+  book: RunBook,
+  run: ActiveRun,
+  durations: readonly number[],
+  outcomes: readonly ItemOutcome[],
+  retrying: readonly RetryNote[],
+): void {
   const watch = book.watching(run.doc.value.runId);
   if (!watch || !run.seen) return;
   for (const ms of durations) watch.observe(ms);
@@ -401,6 +430,12 @@ function watchProgress(book: RunBook, run: ActiveRun, durations: readonly number
   const touched = new Set<number>();
   for (const outcome of outcomes) if (outcome.i < run.seen.size) touched.add(Math.floor(outcome.i / itemsPerMessage));
   for (const m of touched) if (messageCounted(run.seen, m, itemsPerMessage)) watch.counted(m);
+  for (const note of retrying) {
+    const messages = new Set(
+      note.items.filter((i) => i < run.seen!.size && !run.seen!.has(i)).map((i) => Math.floor(i / itemsPerMessage)),
+    );
+    for (const m of messages) watch.retrying(m, note.inMs);
+  }
 }
 
 /**
@@ -425,6 +460,7 @@ async function deleteAll(term: TermContext, messages: Received[], queues: number
 function groupFor(groups: Map<string, Group>, run: string, job: string | undefined): Group {
   const key = job === undefined ? run : `${run}\n${job}`;
   let group = groups.get(key);
-  if (!group) groups.set(key, (group = { run, job, messages: [], byMessage: [], rejected: 0, claims: [], durations: [] }));
+  if (!group)
+    groups.set(key, (group = { run, job, messages: [], byMessage: [], rejected: 0, claims: [], durations: [], retrying: [] }));
   return group;
 }

@@ -41,11 +41,19 @@ export const workMessageSchema = z
     count: z.number().int().positive(),
     items: z.array(z.unknown()).optional(),
     claim: z.string().optional(),
+    /**
+     * Tries its items have had already: a worker sends failed items back with the try they
+     * failed on. Absent on a message as planned (and on a hedged copy, which is one).
+     */
+    tried: z.number().int().positive().max(1000).optional(),
   })
   .refine((m) => (m.items === undefined) !== (m.claim === undefined), 'exactly one of items and claim')
   .refine((m) => m.items === undefined || m.items.length === m.count, 'items.length must equal count')
   .refine(ownClaim, OWN_CLAIM);
 export type WorkMessage = z.infer<typeof workMessageSchema>;
+
+/** Items a result's retry note names at most; a message holds at most this many items. */
+export const MAX_RETRY_NOTE_ITEMS = 1000;
 
 /** Outcomes of some items of one run; only the items it names. */
 export const resultMessageSchema = z
@@ -62,8 +70,24 @@ export const resultMessageSchema = z
      * against it). A result without one, or with one that is not a duration, still counts.
      */
     ms: z.number().nonnegative().finite().optional().catch(undefined),
+    /**
+     * Items of the message that failed this try and went back to the queue, to be tried again
+     * `inMs` from now: not stragglers until then. A note the leader can do without, so a
+     * malformed one is dropped rather than the outcomes with it.
+     */
+    retrying: z
+      .object({
+        items: z.array(z.number().int().nonnegative()).min(1).max(MAX_RETRY_NOTE_ITEMS),
+        inMs: z.number().nonnegative().finite(),
+      })
+      .optional()
+      .catch(undefined),
   })
-  .refine((m) => (m.outcomes === undefined) !== (m.claim === undefined), 'exactly one of outcomes and claim')
+  .refine(
+    (m) =>
+      (m.outcomes === undefined) !== (m.claim === undefined) || (m.outcomes === undefined && m.claim === undefined && m.retrying),
+    'exactly one of outcomes and claim (or only a retry note)',
+  )
   .refine(ownClaim, OWN_CLAIM);
 export type ResultMessage = z.infer<typeof resultMessageSchema>;
 

@@ -34,9 +34,9 @@ export function hedgeGrant(bound: number, sent: number, wanted: number): number 
 }
 
 interface Outstanding {
-  /** Send order in this watch: a copy gets a new one. */
+  /** Send order in this watch: a copy or a retry gets a new one. */
   seq: number;
-  /** When its last copy (or the original) was sent, or when this watch adopted it. */
+  /** When its last copy (or the original) was sent, when this watch adopted it, or when its retry is due. */
   sentAt: number;
   /** When a message sent after it was first counted. */
   overtakenAt: number | undefined;
@@ -58,9 +58,10 @@ interface Outstanding {
  * message is due once that wait reaches `HEDGE_MULTIPLE` times the `HEDGE_PERCENTILE` of the
  * durations workers reported, and never before the floor. A copy is a send like any other: the
  * wait of a message starts again when its copy goes out, and is twice as long for each copy
- * already sent. A copy held too (a second paused instance) is copied again, later; a message
- * that is not held but failing, retried by the queue after its visibility timeout and silent
- * until its last attempt, costs a few copies rather than one per wait.
+ * already sent. A copy held too (a second paused instance) is copied again, later. A message
+ * whose items failed and went back to the queue to be tried again (`retrying`) waits from when
+ * that try is due. One whose worker died before it said so is silent until the queue shows it
+ * again, and costs a few copies rather than one per wait.
  *
  * How many copies may go is not decided here but by the bound the caller keeps durable
  * (`hedgeBound`, `hedgeGrant`); `due` returns at most the number it is asked for.
@@ -119,6 +120,20 @@ export class StragglerWatch {
     }
   }
 
+  /**
+   * The message's worker failed some of its items and sent them back to the queue, to be tried
+   * again `inMs` from now: until then nobody holds them, so its wait starts again after that, from
+   * a new place in the send order (as a copy's does, without doubling the next wait).
+   */
+  retrying(message: number, inMs: number): void {
+    const entry = this.out.get(message);
+    if (!entry) return;
+    entry.seq = ++this.seq;
+    entry.sentAt = this.clock.now() + Math.max(0, inMs);
+    entry.overtakenAt = undefined;
+    this.waiting.push({ message, seq: entry.seq });
+  }
+
   /** Whether the message is sent and not counted, as far as this watch knows. */
   tracks(message: number): boolean {
     return this.out.has(message);
@@ -169,7 +184,9 @@ export class StragglerWatch {
     const threshold = this.thresholdMs();
     const due: { message: number; since: number }[] = [];
     for (const [message, entry] of this.out) {
-      const since = entry.overtakenAt ?? Math.max(entry.sentAt, this.lastProgressAt);
+      // Never before it went out: a retry's send lies ahead, and a message sent after the retry
+      // note may be counted before then.
+      const since = Math.max(entry.sentAt, entry.overtakenAt ?? this.lastProgressAt);
       if (now - since >= threshold * 2 ** entry.copies) due.push({ message, since });
     }
     due.sort((a, b) => a.since - b.since || a.message - b.message);

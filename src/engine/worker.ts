@@ -12,25 +12,34 @@ import {
   workMessageSchema,
   type PoisonNote,
   type ResultMessage,
+  type WorkMessage,
 } from './messages';
 import { describeIssue } from '../jobs/error-text';
 import type { ItemOutcome } from '../jobs/item-outcome';
 import type { RunStateCache } from './run-state-cache';
+import { retryDelaySeconds, retryScheduleOf } from '../jobs/retry-policy';
 
 export interface WorkerDeps {
   jobs: ReadonlyMap<string, JobDefinition>;
   docs: DocumentStore;
+  /** The work queue the messages come from: failed items go back to it for their next try. */
+  work: QueuePort;
   results: QueuePort;
   poison: QueuePort;
   runs: RunStateCache;
-  /** The host's maxDequeueCount: the attempt on which failures become final. */
+  /**
+   * The host's maxDequeueCount: the delivery of one message on which its failures become final
+   * whatever the job's retries say (the host moves it to the poison queue after it). Also the
+   * job's `retry.attempts` when the job sets none.
+   */
   maxAttempts: number;
   log?: (level: 'info' | 'warn', message: string) => void;
 }
 
 export type WorkOutcome =
-  | { kind: 'processed'; succeeded: number; failed: number }
-  /** Some items failed before the last attempt: the caller must fail the invocation so the host redelivers. */
+  /** `retrying` items failed and went back to the work queue for a later try; `failed` are final. */
+  | { kind: 'processed'; succeeded: number; failed: number; retrying: number }
+  /** The message cannot be handled here now: the caller must fail the invocation so the host redelivers. */
   | { kind: 'retry'; failed: number; firstError: string }
   | { kind: 'dropped'; reason: string }
   | { kind: 'poisoned'; reason: string };
@@ -88,8 +97,10 @@ export async function handleWorkMessage(
     throw err;
   }
 
-  const attempt = meta.dequeueCount;
-  const final = attempt >= deps.maxAttempts;
+  // Tries so far: those of earlier messages of these items, and this message's own deliveries.
+  const attempt = (message.tried ?? 0) + meta.dequeueCount;
+  const retry = retryScheduleOf(job.retry, deps.maxAttempts);
+  const final = attempt >= retry.attempts || meta.dequeueCount >= deps.maxAttempts;
   const outcomes: ItemOutcome[] = [];
   let firstError: string | undefined;
   // `process` sees its signal abort when the run is cancelled or times out meanwhile.
@@ -117,18 +128,63 @@ export async function handleWorkMessage(
     signal.removeEventListener('abort', forward);
   }
   const failed = outcomes.filter((o) => !o.ok).length;
-  // Before the last attempt only successes are reported; the failed items come back with the
-  // message. Successes reported twice are harmless: the leader counts each index once.
-  const report = final ? outcomes : outcomes.filter((o) => o.ok);
-  if (report.length > 0) {
-    const ms = Math.round(performance.now() - startedAt);
-    const result: ResultMessage = { v: 1, t: 'result', run: message.run, job: message.job, outcomes: report, ms };
+  // Before the last try only successes are reported; the failed items go back to the queue,
+  // hidden until their next try is due. Sent before this message completes: if this worker dies
+  // in between, the host redelivers the message and the items are tried twice, which the
+  // leader's count of each index once makes harmless.
+  let retrying: { items: number[]; inMs: number } | undefined;
+  if (failed > 0 && !final) {
+    const delaySeconds = retryDelaySeconds(retry, attempt);
+    const again = outcomes.flatMap((o, offset) => (o.ok ? [] : [offset]));
+    for (const range of contiguous(again)) {
+      const retryMessage: WorkMessage = {
+        v: 1,
+        t: 'work',
+        run: message.run,
+        job: message.job,
+        first: message.first + range.from,
+        count: range.count,
+        items: items.slice(range.from, range.from + range.count),
+        tried: attempt,
+      };
+      const text = await encodeWithClaimCheck(retryMessage, 'items', deps.docs, { abortSignal: signal });
+      // The queue hides a message for whole seconds.
+      await deps.work.send(text, { abortSignal: signal, visibilityTimeoutSeconds: Math.ceil(delaySeconds) });
+    }
+    retrying = { items: again.map((offset) => message.first + offset), inMs: Math.ceil(delaySeconds) * 1000 };
+    deps.log?.(
+      'info',
+      `${failed} item(s) of run ${message.run} failed try ${attempt} of ${retry.attempts}; ` +
+        `trying again in ${Math.ceil(delaySeconds)} s: ${firstError ?? 'failed'}`,
+    );
+  }
+  const report = retrying ? outcomes.filter((o) => o.ok) : outcomes;
+  if (report.length > 0 || retrying) {
+    const result: ResultMessage = {
+      v: 1,
+      t: 'result',
+      run: message.run,
+      job: message.job,
+      ...(report.length > 0 ? { outcomes: report, ms: Math.round(performance.now() - startedAt) } : {}),
+      ...(retrying ? { retrying } : {}),
+    };
     await deps.results.send(await encodeWithClaimCheck(result, 'outcomes', deps.docs, { abortSignal: signal }), {
       abortSignal: signal,
     });
   }
-  if (failed > 0 && !final) return { kind: 'retry', failed, firstError: firstError ?? 'failed' };
-  return { kind: 'processed', succeeded: outcomes.length - failed, failed };
+  const retried = retrying?.items.length ?? 0;
+  return { kind: 'processed', succeeded: outcomes.length - failed, failed: failed - retried, retrying: retried };
+}
+
+/** Runs of consecutive offsets, in order. */
+function contiguous(offsets: readonly number[]): { from: number; count: number }[] {
+  const ranges: { from: number; count: number }[] = [];
+  for (const offset of offsets) {
+    const last = ranges.at(-1);
+    if (last && last.from + last.count === offset) last.count++;
+    else ranges.push({ from: offset, count: 1 });
+  }
+  return ranges;
 }
 
 class ClaimShapeError extends Error {}

@@ -52,6 +52,39 @@ const hedgeOptions = z
   )
   .strict();
 
+const retrySeconds = z
+  .number({ message: 'must be a number of seconds' })
+  .min(0, 'must be 0 or more')
+  .max(3600, 'must be at most 3600 (an hour)');
+
+const retryOptions = z
+  .object(
+    {
+      attempts: z
+        .number({ message: 'must be a number of tries' })
+        .int('must be a whole number of tries')
+        .min(1, 'must be at least 1 (the first try; 1 means no retry)')
+        .max(100, 'must be at most 100')
+        .optional(),
+      delaySeconds: retrySeconds.optional(),
+      backoff: z
+        .number({ message: 'must be a number (each wait is this many times the one before)' })
+        .min(1, 'must be at least 1 (each wait is this many times the one before)')
+        .max(10, 'must be at most 10')
+        .optional(),
+      maxDelaySeconds: retrySeconds.optional(),
+    },
+    {
+      error: (issue) =>
+        issue.code === 'invalid_type' ? 'must be { attempts, delaySeconds, backoff, maxDelaySeconds } (item retries)' : undefined,
+    },
+  )
+  .strict()
+  .refine((r) => r.delaySeconds === undefined || r.maxDelaySeconds === undefined || r.maxDelaySeconds >= r.delaySeconds, {
+    message: 'must be at least delaySeconds',
+    path: ['maxDelaySeconds'],
+  });
+
 /** A job's name: it names blobs, queues' messages and metrics, so it is kept plain. */
 export const JOB_NAME_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$/;
 
@@ -117,6 +150,7 @@ const jobOptionsSchema = z.object({
     }),
   // `false` is `maxPercent: 0`, so a bad field is named by its own path (`hedge.maxPercent`).
   hedge: z.preprocess((v) => (v === false ? { maxPercent: 0 } : (v ?? {})), hedgeOptions),
+  retry: retryOptions.default({}),
   split: fn('split(ctx) returns the items'),
   process: fn('process(item, ctx) returns the result'),
   aggregate: z.object({
@@ -161,6 +195,8 @@ export function defineJob<Item, Result, Acc, Output = Acc>(
     maxResultBytes: value.maxResultBytes,
     hookTimeouts: Object.freeze({ ...value.hookTimeouts }),
     hedge: value.hedge.maxPercent > 0 ? Object.freeze({ ...value.hedge }) : false,
+    // Only the fields set, so an engine's defaults fill the rest.
+    retry: Object.freeze(Object.fromEntries(Object.entries(value.retry).filter(([, v]) => v !== undefined))),
     split: options.split,
     process: options.process,
     aggregate: {

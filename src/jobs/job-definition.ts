@@ -1,4 +1,5 @@
 import type { JobSchema } from './job-schema';
+import type { ItemRetryOptions } from './retry-policy';
 
 /** Default of `maxItemBytes` and `maxResultBytes`: 1 MiB of JSON (UTF-8). */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024;
@@ -22,7 +23,10 @@ export interface SplitContext {
 export interface ProcessContext {
   runId: string;
   itemIndex: number;
-  /** 1 on the first delivery of the item's message, then 2, 3, … up to the max attempts. */
+  /**
+   * 1 on the item's first try, then 2, 3, … up to the job's `retry.attempts`. A redelivery of the
+   * same message (its worker died) counts as a try too.
+   */
   attempt: number;
   signal: AbortSignal;
 }
@@ -162,6 +166,12 @@ export interface JobOptions<Item, Result, Acc, Output> {
    */
   hedge?: false | HedgeOptions;
   /**
+   * How often and how soon an item whose `process` fails is tried again. Default: the
+   * deployment's attempts (5), waiting 1 s, then twice as long each time, at most 60 s. See
+   * `ItemRetryOptions`.
+   */
+  retry?: ItemRetryOptions;
+  /**
    * Gives the items. A leader that takes over mid-plan calls it again and skips the items
    * already persisted, so for one run it must give the same items in the same order.
    */
@@ -200,6 +210,8 @@ export interface JobDefinition<Item = unknown, Result = unknown, Acc = unknown, 
   readonly hookTimeouts: Readonly<Required<HookTimeouts>>;
   /** Hedged dispatch, or `false` when it is off (`maxPercent: 0` is `false` here). */
   readonly hedge: false | Readonly<Required<HedgeOptions>>;
+  /** Only what the job set: each engine fills in its deployment's defaults (`retryScheduleOf`). */
+  readonly retry: Readonly<ItemRetryOptions>;
   split(ctx: SplitContext): Iterable<Item> | AsyncIterable<Item>;
   process(item: Item, ctx: ProcessContext): Promise<Result> | Result;
   /** `merge` stays optional: only the durable engine needs it (see `assertDurableReady`). */

@@ -109,7 +109,7 @@ async function main(): Promise<void> {
   // The host's queue polling is counted with the app's own requests: both are this instance's cost.
   const queueService = createQueueServiceClient(parseStorageSettings(env), { requestCounter: runtime.storageRequests });
   const trigger = env.BATON_CHAOS_DIE_AFTER_SENDING?.trim();
-  const dieAfterSending = trigger ? { trigger, lastAttempt: runtime.settings.maxAttempts } : undefined;
+  const dieAfterSending = trigger ? { trigger } : undefined;
   // For the frozen-timer test only: every timer of this instance stays silent, as a host whose
   // singleton timer listener stopped; the tick messages must keep leadership going.
   const freezeTimers = parseSetting(
@@ -232,17 +232,14 @@ let ticksHeld = 0;
  * many tick messages its handlers hold (a term a tick woke holds its tick until the term ends).
  *
  * `dieAfterSending` is the chaos soak's `BATON_CHAOS_DIE_AFTER_SENDING`: the path of a trigger
- * file. While it exists, the first instance whose worker has sent the result of a message on
- * its last delivery removes it (so only one instance dies per trigger) and SIGKILLs itself,
- * before the host deletes the message. The result is then on the results queue and the message
- * comes back once more, so the host moves it to the poison queue: the case in which the leader
- * must count the result, not the poison copy. Nothing else can make a real process die at
- * exactly that point, between two storage calls of the host.
+ * file. While it exists, the first instance whose worker has sent the final failure of an item
+ * (its last try) removes it (so only one instance dies per trigger) and SIGKILLs itself, before
+ * the host deletes the message. The result is then on the results queue and the message comes
+ * back, so its items are tried and reported again: the leader must count the first result once
+ * and the rest as duplicates. Nothing else can make a real process die at exactly that point,
+ * between two storage calls of the host.
  */
-function countWork(
-  registration: Registration,
-  dieAfterSending: { trigger: string; lastAttempt: number } | undefined,
-): Registration {
+function countWork(registration: Registration, dieAfterSending: { trigger: string } | undefined): Registration {
   if (registration.kind !== 'queue') return registration;
   const counted: QueueRegistration = {
     ...registration,
@@ -252,15 +249,16 @@ function countWork(
       const outcome = await registration.handler(entry, context).finally(() => {
         if (tick) emit({ kind: 'ticks', held: --ticksHeld });
       });
-      const o = outcome as { kind?: string; succeeded?: number; failed?: number } | undefined;
-      if (o?.kind === 'processed') emit({ kind: 'worked', items: (o.succeeded ?? 0) + (o.failed ?? 0) });
+      const o = outcome as { kind?: string; succeeded?: number; failed?: number; retrying?: number } | undefined;
+      if (o?.kind === 'processed') emit({ kind: 'worked', items: (o.succeeded ?? 0) + (o.failed ?? 0) + (o.retrying ?? 0) });
       const dequeueCount = Number(context.triggerMetadata?.dequeueCount);
       const work = entry as { run?: unknown; first?: unknown; count?: unknown } | null;
-      // Processed on the last attempt means every outcome was in the result it sent.
+      // A final failure: every outcome of the message was in the result it sent.
       if (
         dieAfterSending !== undefined &&
         o?.kind === 'processed' &&
-        dequeueCount >= dieAfterSending.lastAttempt &&
+        (o.failed ?? 0) > 0 &&
+        o.retrying === 0 &&
         typeof work?.run === 'string' &&
         typeof work.first === 'number' &&
         typeof work.count === 'number' &&

@@ -14,6 +14,8 @@ import { parseBatonSettings } from '../../src/app/settings';
 import { useAzurite } from '../support/azurite';
 import { expectedSum, sumJob } from '../support/sample-jobs';
 import { patience } from '../support/slowdown';
+import { waitFor } from '../support/edge-support';
+import type { ReceivedMessage } from '../../src/queue/queue-port';
 
 const fixture = useAzurite();
 const timer: Timer = {
@@ -64,7 +66,7 @@ describe('the Functions app handlers', () => {
     expect(output).toMatchObject({ state: 'succeeded', output: expectedSum(60) });
   });
 
-  it('the worker handler throws before the last attempt so the host retries, and reports the failure on the last', async () => {
+  it("the worker handler sends a failed item back to its shard's queue for its next try, and reports the failure on the last", async () => {
     const env = {
       AzureWebJobsStorage: fixture.azurite.connectionString,
       BATON_HUB: fixture.uniqueName('retry'),
@@ -73,6 +75,7 @@ describe('the Functions app handlers', () => {
     const runtime = createBatonRuntime(env, { jobs: [sumJob({ items: 1, failWhen: () => true })] });
     const [, worker] = batonRegistrations(runtime) as [TimerRegistration, QueueRegistration];
     const docs = runtime.coordinator.ctx.docs;
+    const work = runtime.workers[0]!.work;
     const runId = 'sum/manual-handler-test';
     const now = new Date();
     const planned = newRunRecord({ runId, job: 'sum', trigger: 'manual', occurrence: undefined, now, timeoutSeconds: 3600 });
@@ -84,10 +87,26 @@ describe('the Functions app handlers', () => {
     const message = { v: 1, t: 'work', run: runId, job: 'sum', first: 0, count: 1, items: [{ i: 0 }] };
     const context = (dequeueCount: number) =>
       new InvocationContext({ invocationId: `d${dequeueCount}`, triggerMetadata: { dequeueCount } });
-    await expect(worker.handler(message, context(1))).rejects.toThrow(
-      /1 item\(s\) failed on attempt 1 of 2; retrying: Error: item 0 is cursed/,
-    );
-    await expect(worker.handler(message, context(2))).resolves.toMatchObject({ kind: 'processed', failed: 1 });
+    // The delivery succeeds (the host deletes it): the item waits on the queue for its next try.
+    await expect(worker.handler(message, context(1))).resolves.toEqual({
+      kind: 'processed',
+      succeeded: 0,
+      failed: 0,
+      retrying: 1,
+    });
+    let retry: ReceivedMessage | undefined;
+    await waitFor('the item back on the work queue', async () => {
+      [retry] = await work.receive(1, 60);
+      return retry !== undefined;
+    });
+    expect(JSON.parse(retry!.text)).toEqual({ ...message, tried: 1 });
+    // Its second try is the last of BATON_MAX_ATTEMPTS: the failure is final, on its first delivery.
+    await expect(worker.handler(JSON.parse(retry!.text), context(1))).resolves.toEqual({
+      kind: 'processed',
+      succeeded: 0,
+      failed: 1,
+      retrying: 0,
+    });
   });
 
   it("host.json's queue settings match what the engine sends and expects", () => {
@@ -95,7 +114,7 @@ describe('the Functions app handlers', () => {
     expect(host.extensionBundle).toEqual({ id: 'Microsoft.Azure.Functions.ExtensionBundle', version: '[4.*, 5.0.0)' });
     // Messages are JSON text, not base64.
     expect(host.extensions.queues.messageEncoding).toBe('none');
-    // The worker's last attempt is the host's last delivery.
+    // A message's failures are final on the host's last delivery, whatever the job's retries say.
     expect(host.extensions.queues.maxDequeueCount).toBe(parseBatonSettings({}).maxAttempts);
     expect(host.extensions.queues.maxDequeueCount).toBe(DEFAULT_TUNING.maxAttempts);
     expect(host.extensions.queues.batchSize).toBe(16);

@@ -56,13 +56,14 @@ export async function receiveExactly(
 
 /** What a worker instance is given, with a cold run cache so it reads the run's current state. */
 export function edgeWorkerDeps(
-  ports: Pick<EnginePorts, 'docs' | 'results' | 'poison'>,
+  ports: Pick<EnginePorts, 'docs' | 'work' | 'results' | 'poison'>,
   jobs: JobDefinition[],
   maxAttempts = 3,
 ): WorkerDeps {
   return {
     jobs: new Map(jobs.map((j) => [j.name, j])),
     docs: ports.docs,
+    work: ports.work,
     results: ports.results,
     poison: ports.poison,
     runs: new RunStateCache(ports.docs, { ttlMs: 0 }),

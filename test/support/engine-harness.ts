@@ -71,6 +71,7 @@ export function buildEngine(
   const workerDeps = (shard: QueueShard): WorkerDeps => ({
     jobs: jobMap,
     docs: ports.docs,
+    work: shard.work,
     results: shard.results,
     poison: shard.poison,
     runs: new RunStateCache(ports.docs, { clock, ttlMs: 200 }),

@@ -195,7 +195,7 @@ export const MALFORMED_CASES: MalformedCase[] = [
     name: 'result: missing fields (neither outcomes nor claim)',
     queue: 'results',
     body: () => without(result({}), 'outcomes'),
-    deadLetter: /^malformed result: exactly one of outcomes and claim$/,
+    deadLetter: /^malformed result: exactly one of outcomes and claim \(or only a retry note\)$/,
   },
   {
     name: 'result: an outcome missing its ok field',

@@ -129,6 +129,7 @@ export class MalformedHub {
     this.workerDeps = {
       jobs: this.ctx.jobs,
       docs: ports.docs,
+      work: ports.work,
       results: ports.results,
       poison: this.workerPoison,
       // Cold: every message reads its run's current state.
@@ -224,13 +225,18 @@ export class MalformedHub {
   /**
    * Receives every visible work message and hands each to the worker the way the host does:
    * deleted on success; on a throw redelivered, and after the last attempt moved as is to the
-   * poison queue. Returns the deliveries by message text.
+   * poison queue. Items a worker sent back to be tried again are delivered once their try is
+   * due. Returns the deliveries by message text.
    */
   async workerPass(): Promise<Map<string, Delivery[]>> {
     const seen = new Map<string, Delivery[]>();
     for (let round = 0; round < 50; round++) {
       const batch = await this.ports.work.receive(32, 30);
-      if (batch.length === 0) break;
+      if (batch.length === 0) {
+        if ((await this.ports.work.approximateCount()) === 0) break;
+        await this.wait(1000);
+        continue;
+      }
       for (const message of batch) {
         const delivery = await this.deliver(hostEntry(message.text), message.dequeueCount);
         seen.set(message.text, [...(seen.get(message.text) ?? []), delivery]);

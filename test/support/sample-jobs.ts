@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { defineJob } from '../../src/jobs/define-job';
 import type { HedgeOptions, HookTimeouts, JobOptions } from '../../src/jobs/job-definition';
+import type { ItemRetryOptions } from '../../src/jobs/retry-policy';
 
 export interface SumAcc {
   count: number;
@@ -24,6 +25,7 @@ export function sumJob(options: {
   hedge?: false | HedgeOptions;
   onItemFailed?: JobOptions<{ i: number; pad?: string }, { v: number }, SumAcc, SumAcc>['onItemFailed'];
   hookTimeouts?: HookTimeouts;
+  retry?: ItemRetryOptions;
 }) {
   return defineJob<{ i: number; pad?: string }, { v: number }, SumAcc>({
     name: options.name ?? 'sum',
@@ -35,6 +37,7 @@ export function sumJob(options: {
     ...(options.hedge !== undefined ? { hedge: options.hedge } : {}),
     ...(options.onItemFailed ? { onItemFailed: options.onItemFailed } : {}),
     ...(options.hookTimeouts ? { hookTimeouts: options.hookTimeouts } : {}),
+    ...(options.retry ? { retry: options.retry } : {}),
     itemSchema: z.object({ i: z.number().int(), pad: z.string().optional() }),
     resultSchema: z.object({ v: z.number() }),
     *split() {

@@ -182,6 +182,7 @@ export async function dispatchedSumRun(
   const worker: WorkerDeps = {
     jobs: engine.ctx.jobs,
     docs: engine.docs,
+    work: engine.work,
     results: engine.results,
     poison: engine.poison,
     runs: new RunStateCache(engine.docs, { clock: engine.clock, ttlMs: 0 }),

@@ -45,6 +45,8 @@ describe('defineJob', () => {
         maxSplitTimeouts: 3,
       },
       hedge: { maxPercent: 5, minWaitSeconds: 5 },
+      // The engine fills in its deployment's defaults.
+      retry: {},
     });
     expect(job.finalize).toBeUndefined();
     expect(job.itemSchema).toBeUndefined();
@@ -89,6 +91,22 @@ describe('defineJob', () => {
     ['a floor of its own', { minWaitSeconds: 0.5 }, { maxPercent: 5, minWaitSeconds: 0.5 }],
   ])('takes hedge %s', (_name, hedge, expected) => {
     expect(defineJob(base({ hedge })).hedge).toEqual(expected);
+  });
+
+  it.each<[string, unknown, unknown]>([
+    ['none', undefined, {}],
+    ['attempts only', { attempts: 1 }, { attempts: 1 }],
+    ['no delay', { delaySeconds: 0 }, { delaySeconds: 0 }],
+    [
+      'a whole schedule',
+      { attempts: 8, delaySeconds: 0.5, backoff: 1.5, maxDelaySeconds: 30 },
+      { attempts: 8, delaySeconds: 0.5, backoff: 1.5, maxDelaySeconds: 30 },
+    ],
+    ['fields left undefined are left out', { attempts: undefined, backoff: 3 }, { backoff: 3 }],
+  ])('takes retry %s', (_name, retry, expected) => {
+    const job = defineJob(base(retry === undefined ? {} : { retry }));
+    expect(job.retry).toStrictEqual(expected);
+    expect(Object.isFrozen(job.retry)).toBe(true);
   });
 
   it('a bad hedge option is one line naming the job and the option once', () => {
@@ -186,6 +204,21 @@ describe('defineJob', () => {
     ['hedge.minWaitSeconds negative', { hedge: { minWaitSeconds: -1 } }, 'tally.hedge.minWaitSeconds', /0 or more/],
     ['hedge.minWaitSeconds over a day', { hedge: { minWaitSeconds: 86_401 } }, 'tally.hedge.minWaitSeconds', /at most 86400/],
     ['hedge unknown key', { hedge: { percent: 5 } }, 'tally.hedge', /percent/],
+    ['retry not an object', { retry: 3 }, 'tally.retry', /must be \{ attempts, delaySeconds, backoff, maxDelaySeconds \}/],
+    ['retry.attempts 0', { retry: { attempts: 0 } }, 'tally.retry.attempts', /at least 1 \(the first try; 1 means no retry\)/],
+    ['retry.attempts a fraction', { retry: { attempts: 2.5 } }, 'tally.retry.attempts', /whole number of tries/],
+    ['retry.attempts over 100', { retry: { attempts: 101 } }, 'tally.retry.attempts', /at most 100/],
+    ['retry.delaySeconds negative', { retry: { delaySeconds: -1 } }, 'tally.retry.delaySeconds', /0 or more/],
+    ['retry.delaySeconds over an hour', { retry: { delaySeconds: 3601 } }, 'tally.retry.delaySeconds', /at most 3600/],
+    ['retry.backoff under 1', { retry: { backoff: 0.5 } }, 'tally.retry.backoff', /at least 1/],
+    ['retry.backoff over 10', { retry: { backoff: 11 } }, 'tally.retry.backoff', /at most 10/],
+    [
+      'retry.maxDelaySeconds below delaySeconds',
+      { retry: { delaySeconds: 10, maxDelaySeconds: 5 } },
+      'tally.retry.maxDelaySeconds',
+      /at least delaySeconds/,
+    ],
+    ['retry unknown key', { retry: { tries: 3 } }, 'tally.retry', /tries/],
     ['hookTimeouts unknown key', { hookTimeouts: { planSeconds: 5 } }, 'tally.hookTimeouts', /planSeconds/],
     ['itemSchema not a Standard Schema', { itemSchema: { parse: () => 1 } }, 'tally.itemSchema', /Standard Schema/],
     ['resultSchema not a Standard Schema', { resultSchema: 'number' }, 'tally.resultSchema', /Standard Schema/],

@@ -20,6 +20,7 @@ import {
   type InstanceView,
 } from '../../src/durable';
 import { useFakeDurable } from '../support/durable-extension';
+import type { ItemRetryOptions } from '../../src/jobs/retry-policy';
 import { withMerge } from '../support/durable-jobs';
 import { sumJob, type SumAcc } from '../support/sample-jobs';
 
@@ -87,6 +88,26 @@ describe('startDueRuns', () => {
     const again = await startDueRuns({ jobs, client: durable.port(), docs, epoch: 4, now: T1 });
     expect(again).toMatchObject({ started: [], existing: [DUE_RUN] });
     expect(durable.starts).toHaveLength(1);
+  });
+
+  it.each<[string, ItemRetryOptions, Partial<typeof DEFAULT_DURABLE_SETTINGS>]>([
+    ['none', {}, {}],
+    ['attempts only', { attempts: 7 }, { maxAttempts: 7 }],
+    [
+      'every field',
+      { attempts: 3, delaySeconds: 0.5, backoff: 3, maxDelaySeconds: 20 },
+      { maxAttempts: 3, firstRetryIntervalMs: 500, backoffCoefficient: 3, maxRetryIntervalMs: 20_000 },
+    ],
+    ['no delay: the least Durable waits', { delaySeconds: 0 }, { firstRetryIntervalMs: 1 }],
+  ])("the job's retry option (%s) is the run's retry settings, over the deployment's", async (_name, retry, expected) => {
+    const { docs } = hub();
+    const durable = await fakeDurable();
+    const jobs = [withMerge(sumJob({ name: 'nightly', items: 1, schedule: '0 * * * * *', retry }), mergeSum)];
+    await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T0 });
+    await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: T1 });
+    expect(durable.starts.map((s) => (s.input as { settings: unknown }).settings)).toEqual([
+      { ...DEFAULT_DURABLE_SETTINGS, ...expected },
+    ]);
   });
 
   it('two starters racing on one occurrence without the lease make one orchestration, and neither fails', async () => {

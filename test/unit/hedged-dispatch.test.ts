@@ -201,6 +201,46 @@ describe('hedged dispatch', () => {
     expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: 4, malformed: 0 });
   });
 
+  it('an item tried again after a delay is no straggler: its retry note holds copies off until the try is due', async () => {
+    const engine = unitEngine([
+      sumJob({
+        items: ITEMS,
+        hedge: { maxPercent: 10, minWaitSeconds: 5 },
+        failWhen: (i) => i === 7,
+        retry: { attempts: 3, delaySeconds: 10, backoff: 1 },
+      }),
+    ]);
+    const { book, term, worker } = await dispatchedSumRun(engine, RUN, { maxAttempts: 5 });
+    const hedge = async () => hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN));
+    await process(engine, worker, await receiveAll(engine));
+    expect(await drainResults(engine.ctx, term, book)).toMatchObject({ folded: ITEMS - 1 });
+    for (const attempt of [2, 3]) {
+      // Waiting 10 s for its next try, then the 5 s floor: a copy any sooner would be waste.
+      await engine.clock.advance(10_000);
+      expect(await hedge()).toBe(0);
+      const [retry, ...more] = await receiveAll(engine);
+      expect(more).toEqual([]);
+      expect(JSON.parse(retry!.text)).toMatchObject({ first: 7, count: 1, tried: attempt - 1 });
+      await process(engine, worker, [retry!]);
+      await drainResults(engine.ctx, term, book);
+      await engine.clock.advance(5_000 - 1);
+      expect(await hedge()).toBe(0);
+    }
+    expect((await record(engine)).counters).toMatchObject({ succeeded: ITEMS - 1, failed: 1, duplicates: 0 });
+    expect((await record(engine)).hedges).toBe(0);
+  });
+
+  it('a result that only says items are tried again costs no checkpoint', async () => {
+    const { engine, book, term, worker } = await dispatchedRun({ maxPercent: 10, minWaitSeconds: 5 });
+    await process(engine, worker, await receiveAll(engine));
+    await drainResults(engine.ctx, term, book);
+    const before = await engine.docs.read(runKeys.record(RUN));
+    await engine.results.send(JSON.stringify({ v: 1, t: 'result', run: RUN, job: 'sum', retrying: { items: [3], inMs: 1000 } }));
+    expect(await drainResults(engine.ctx, term, book)).toMatchObject({ received: 1, folded: 0, malformed: 0 });
+    expect((await engine.docs.read(runKeys.record(RUN)))?.etag).toBe(before?.etag);
+    expect(engine.results.peekAll()).toEqual([]);
+  });
+
   it('with hedging off no copy is sent, however long a message is held', async () => {
     const { engine, book, term, sends, worker } = await dispatchedRun(false);
     const received = await receiveAll(engine);

@@ -121,6 +121,7 @@ const RUN = 'pad/manual-limits';
 
 async function workerSetup(job: ReturnType<typeof padJob>['job'], planned = 6, maxAttempts = 1) {
   const docs = new InMemoryDocumentStore();
+  const workQueue = new InMemoryQueue('work');
   const results = new InMemoryQueue('results');
   const poison = new InMemoryQueue('work-poison');
   const records = new FencedDocuments<RunRecord>(docs, { parse: (v) => runRecordSchema.parse(v) });
@@ -140,6 +141,7 @@ async function workerSetup(job: ReturnType<typeof padJob>['job'], planned = 6, m
   const deps: WorkerDeps = {
     jobs: new Map([[job.name, job]]),
     docs,
+    work: workQueue,
     results,
     poison,
     runs: new RunStateCache(docs),
@@ -147,7 +149,7 @@ async function workerSetup(job: ReturnType<typeof padJob>['job'], planned = 6, m
   };
   const sent = (): ItemOutcome[] =>
     results.peekAll().flatMap((text) => resultMessageSchema.parse(JSON.parse(text)).outcomes ?? []);
-  return { deps, sent, results, poison };
+  return { deps, sent, workQueue, results, poison };
 }
 
 const work = (first: number, items: unknown[]): string =>
@@ -163,7 +165,7 @@ describe('the worker', () => {
       { dequeueCount: 1 },
       s.deps,
     );
-    expect(outcome).toEqual({ kind: 'processed', succeeded: 2, failed: 2 });
+    expect(outcome).toEqual({ kind: 'processed', succeeded: 2, failed: 2, retrying: 0 });
     expect(processed).toEqual([0, 2]);
     const byItem = new Map(s.sent().map((o) => [o.i, o]));
     expect(byItem.get(1)).toMatchObject({
@@ -183,7 +185,7 @@ describe('the worker', () => {
     const { job } = padJob({ maxResultBytes: limit, resultPad: (i) => 100 + i - 1 });
     const s = await workerSetup(job);
     const outcome = await handleWorkMessage(work(0, [{ i: 0 }, { i: 1 }, { i: 2 }, { i: 3 }]), { dequeueCount: 1 }, s.deps);
-    expect(outcome).toEqual({ kind: 'processed', succeeded: 2, failed: 2 });
+    expect(outcome).toEqual({ kind: 'processed', succeeded: 2, failed: 2, retrying: 0 });
     const sent = s.sent();
     expect(sent.filter((o) => o.ok).map((o) => o.i)).toEqual([0, 1]);
     for (const i of [2, 3]) {
@@ -201,11 +203,14 @@ describe('the worker', () => {
     expect(s.poison.peekAll()).toEqual([]);
   });
 
-  it('before the last attempt, an oversized result asks for a retry like any failure', async () => {
+  it('before the last try, an oversized result goes back to be tried again like any failure', async () => {
     const { job } = padJob({ maxResultBytes: resultBytes(10), resultPad: () => 50 });
     const s = await workerSetup(job, 6, 3);
     const outcome = await handleWorkMessage(work(0, [{ i: 0 }]), { dequeueCount: 1 }, s.deps);
-    expect(outcome).toMatchObject({ kind: 'retry', failed: 1, firstError: expect.stringContaining('maxResultBytes') });
+    expect(outcome).toMatchObject({ kind: 'processed', failed: 0, retrying: 1 });
+    expect(s.workQueue.peekAll().map((t) => JSON.parse(t) as unknown)).toEqual([
+      expect.objectContaining({ first: 0, count: 1, tried: 1 }),
+    ]);
   });
 
   it('reports a result JSON cannot carry as that item failing, not as a crash of the message', async () => {
@@ -215,7 +220,7 @@ describe('the worker', () => {
     });
     const s = await workerSetup(job);
     const outcome = await handleWorkMessage(work(0, [{ i: 0 }, { i: 1 }, { i: 2 }]), { dequeueCount: 1 }, s.deps);
-    expect(outcome).toEqual({ kind: 'processed', succeeded: 2, failed: 1 });
+    expect(outcome).toEqual({ kind: 'processed', succeeded: 2, failed: 1, retrying: 0 });
     expect(s.sent().find((o) => o.i === 1)).toMatchObject({ ok: false, e: expect.stringMatching(/^result is not JSON: /) });
   });
 });

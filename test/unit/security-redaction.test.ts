@@ -101,6 +101,7 @@ describe('the worker trigger', () => {
     const deps: WorkerDeps = {
       jobs: new Map([[job.name, job]]),
       docs,
+      work: new InMemoryQueue('work'),
       results,
       poison: new InMemoryQueue('work-poison'),
       runs: new RunStateCache(docs),

@@ -155,6 +155,35 @@ describe('StragglerWatch: when a message is due for a copy', () => {
     expect(watch.due(5)).toEqual([7]);
   });
 
+  it('a message whose items went back to the queue waits from when their next try is due, not from the send', async () => {
+    const { clock, watch } = watchOf({ messages: 3, samples: 10, ms: 100 }); // threshold: the 5 s floor
+    watch.counted(1); // 0 overtaken
+    await clock.advance(1000);
+    watch.retrying(0, 8000); // its worker failed it and sent it back, due in 8 s
+    await clock.advance(4000);
+    watch.counted(2); // sent before the retry note: overtaking nothing
+    watch.sent(3);
+    watch.counted(3); // sent after the note and counted before the retry is due: not a reason to copy yet
+    await clock.advance(4000 + 5000 - 1);
+    expect(watch.due(5)).toEqual([]);
+    await clock.advance(1);
+    expect(watch.due(5)).toEqual([0]);
+    // The retry was no copy: the first copy waits twice the threshold, not four times.
+    watch.sent(0);
+    await clock.advance(10_000);
+    expect(watch.due(5)).toEqual([0]);
+  });
+
+  it('a retry note for a counted or unknown message changes nothing', async () => {
+    const { clock, watch } = watchOf({ messages: 2, samples: 10, ms: 100 });
+    watch.counted(0);
+    watch.retrying(0, 60_000);
+    watch.retrying(9, 60_000);
+    expect(watch.tracked()).toEqual([1]);
+    await clock.advance(5000);
+    expect(watch.due(5)).toEqual([1]);
+  });
+
   it('forgets a message another leader counted without taking that for progress', async () => {
     const { clock, watch } = watchOf({ messages: 2, samples: 10, ms: 100 });
     await clock.advance(4000);

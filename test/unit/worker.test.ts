@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { FakeClock } from '../../src/clock/fake-clock';
-import { poisonNoteSchema, resultMessageSchema, type WorkMessage } from '../../src/engine/messages';
+import { poisonNoteSchema, resultMessageSchema, type ResultMessage, type WorkMessage } from '../../src/engine/messages';
 import type { ItemOutcome } from '../../src/jobs/item-outcome';
 import { RunStateCache } from '../../src/engine/run-state-cache';
 import { handleWorkMessage, type WorkerDeps } from '../../src/engine/worker';
@@ -9,6 +9,7 @@ import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
 import { defineJob } from '../../src/jobs/define-job';
 import type { ProcessContext } from '../../src/jobs/job-definition';
+import type { ItemRetryOptions } from '../../src/jobs/retry-policy';
 import { InMemoryQueue } from '../../src/queue/in-memory-queue';
 import { newRunRecord, runKeys, runRecordSchema, type RunRecord, type RunState } from '../../src/hub/run-record';
 
@@ -17,7 +18,9 @@ const SECRET_TAIL = 'y'.repeat(2000);
 
 interface Setup {
   deps: WorkerDeps;
+  clock: FakeClock;
   docs: InMemoryDocumentStore;
+  work: InMemoryQueue;
   results: InMemoryQueue;
   poison: InMemoryQueue;
   calls: Array<{ item: number; ctx: ProcessContext }>;
@@ -29,10 +32,18 @@ interface Setup {
  * carrying a connection string and a long tail.
  */
 async function setup(
-  options: { state?: RunState; planned?: number; failOn?: number[]; leakOn?: number[]; maxAttempts?: number } = {},
+  options: {
+    state?: RunState;
+    planned?: number;
+    failOn?: number[];
+    leakOn?: number[];
+    maxAttempts?: number;
+    retry?: ItemRetryOptions;
+  } = {},
 ): Promise<Setup> {
   const clock = new FakeClock();
   const docs = new InMemoryDocumentStore();
+  const work = new InMemoryQueue('work', { clock });
   const results = new InMemoryQueue('results', { clock });
   const poison = new InMemoryQueue('work-poison', { clock });
   const calls: Setup['calls'] = [];
@@ -41,6 +52,7 @@ async function setup(
     name: 'square',
     schedule: '0 0 0 1 1 *',
     itemsPerMessage: 3,
+    ...(options.retry ? { retry: options.retry } : {}),
     itemSchema: z.number().int(),
     resultSchema: z.number(),
     split: () => [],
@@ -74,17 +86,22 @@ async function setup(
   const deps: WorkerDeps = {
     jobs: new Map([[job.name, job]]),
     docs,
+    work,
     results,
     poison,
     runs: new RunStateCache(docs, { clock }),
     maxAttempts: options.maxAttempts ?? 3,
     log: (level, message) => logs.push(`${level} ${message}`),
   };
-  return { deps, docs, results, poison, calls, logs };
+  return { deps, clock, docs, work, results, poison, calls, logs };
 }
 
 function work(first: number, items: number[]): WorkMessage {
   return { v: 1, t: 'work', run: RUN, job: 'square', first, count: items.length, items };
+}
+
+function sentResults(queue: InMemoryQueue): ResultMessage[] {
+  return queue.peekAll().map((text) => resultMessageSchema.parse(JSON.parse(text)));
 }
 
 function sentOutcomes(queue: InMemoryQueue): ItemOutcome[][] {
@@ -99,7 +116,7 @@ describe('handleWorkMessage', () => {
   it('processes every item and sends one result message', async () => {
     const s = await setup();
     const outcome = await handleWorkMessage(JSON.stringify(work(3, [3, 4, 5])), { dequeueCount: 1 }, s.deps);
-    expect(outcome).toEqual({ kind: 'processed', succeeded: 3, failed: 0 });
+    expect(outcome).toEqual({ kind: 'processed', succeeded: 3, failed: 0, retrying: 0 });
     expect(sentOutcomes(s.results)).toEqual([
       [
         { i: 3, ok: true, r: 9 },
@@ -116,30 +133,129 @@ describe('handleWorkMessage', () => {
     expect(s.calls.every((c) => c.ctx.signal instanceof AbortSignal && !c.ctx.signal.aborted)).toBe(true);
   });
 
-  it.each([1, 2])('an item failing on attempt %i of 3 asks for a retry and reports only the successes', async (dequeueCount) => {
-    const s = await setup({ failOn: [1] });
-    const outcome = await handleWorkMessage(JSON.stringify(work(0, [0, 1, 2])), { dequeueCount }, s.deps);
-    expect(outcome).toEqual({ kind: 'retry', failed: 1, firstError: 'Error: item 1 is cursed' });
-    expect(sentOutcomes(s.results)).toEqual([
-      [
+  it.each([
+    [1, undefined, 1, 1],
+    [2, undefined, 2, 2],
+    [1, 1, 2, 2],
+  ])(
+    'an item failing (delivery %i, tried %s: try %i of 3) goes back to the queue for %i s; only successes are reported',
+    async (dequeueCount, tried, attempt, delaySeconds) => {
+      const s = await setup({ failOn: [1] });
+      const message = { ...work(0, [0, 1, 2]), ...(tried ? { tried } : {}) };
+      const outcome = await handleWorkMessage(JSON.stringify(message), { dequeueCount }, s.deps);
+      expect(outcome).toEqual({ kind: 'processed', succeeded: 2, failed: 0, retrying: 1 });
+      const [result] = sentResults(s.results);
+      expect(result?.outcomes).toEqual([
         { i: 0, ok: true, r: 0 },
         { i: 2, ok: true, r: 4 },
+      ]);
+      expect(result?.retrying).toEqual({ items: [1], inMs: delaySeconds * 1000 });
+      expect(s.calls.map((c) => c.ctx.attempt)).toEqual([attempt, attempt, attempt]);
+      // Hidden until its next try is due, then there with only the failed item and its tries.
+      expect(await s.work.receive(32, 30)).toEqual([]);
+      await s.clock.advance(delaySeconds * 1000 - 1);
+      expect(await s.work.receive(32, 30)).toEqual([]);
+      await s.clock.advance(1);
+      const again = await s.work.receive(32, 30);
+      expect(again.map((m) => JSON.parse(m.text) as unknown)).toEqual([{ ...work(1, [1]), tried: attempt }]);
+      expect(s.logs.some((l) => l.startsWith('info') && l.includes(`failed try ${attempt} of 3`))).toBe(true);
+    },
+  );
+
+  it('a retried message is tried on until the job says, then its failures are final', async () => {
+    const s = await setup({ failOn: [1] });
+    let text = JSON.stringify(work(0, [0, 1, 2]));
+    const tries: number[] = [];
+    for (;;) {
+      const outcome = await handleWorkMessage(text, { dequeueCount: 1 }, s.deps);
+      tries.push(s.calls.at(-1)!.ctx.attempt);
+      if (outcome.kind !== 'processed' || outcome.retrying === 0) {
+        expect(outcome).toEqual({ kind: 'processed', succeeded: 0, failed: 1, retrying: 0 });
+        break;
+      }
+      await s.clock.advance(60_000);
+      const [next] = await s.work.receive(1, 30);
+      await s.work.delete(next!);
+      text = next!.text;
+    }
+    expect(tries).toEqual([1, 2, 3]);
+    expect(sentResults(s.results).map((r) => [r.outcomes ?? [], r.retrying?.items ?? []])).toEqual([
+      [
+        [
+          { i: 0, ok: true, r: 0 },
+          { i: 2, ok: true, r: 4 },
+        ],
+        [1],
       ],
+      [[], [1]],
+      [[{ i: 1, ok: false, e: 'Error: item 1 is cursed', a: 3 }], []],
     ]);
-    expect(s.calls.map((c) => c.ctx.attempt)).toEqual([dequeueCount, dequeueCount, dequeueCount]);
+    expect(await s.work.approximateCount()).toBe(0);
   });
 
-  it('when every item fails before the last attempt, nothing is sent', async () => {
+  it.each<[string, ItemRetryOptions, number | undefined, number, number | 'final']>([
+    ['attempts 1: no retry', { attempts: 1 }, undefined, 1, 'final'],
+    ['attempts past the host: the host bounds one message', { attempts: 10 }, undefined, 3, 'final'],
+    ['attempts past the host: a new message starts its count again', { attempts: 10 }, 5, 1, 32],
+    ['delay × backoff^(try − 1)', { delaySeconds: 2, backoff: 3, maxDelaySeconds: 100 }, 1, 1, 6],
+    ['capped at maxDelaySeconds', { attempts: 9, delaySeconds: 2, backoff: 3, maxDelaySeconds: 10 }, 5, 1, 10],
+    ['a fraction of a second is hidden for a whole one', { delaySeconds: 0.2, backoff: 1 }, undefined, 1, 1],
+    ['no delay', { delaySeconds: 0 }, undefined, 1, 0],
+  ])('the job retry option: %s', async (_name, retry, tried, dequeueCount, expected) => {
+    const s = await setup({ failOn: [4], retry });
+    const message = { ...work(3, [3, 4, 5]), ...(tried ? { tried } : {}) };
+    const outcome = await handleWorkMessage(JSON.stringify(message), { dequeueCount }, s.deps);
+    if (expected === 'final') {
+      expect(outcome).toEqual({ kind: 'processed', succeeded: 2, failed: 1, retrying: 0 });
+      expect(await s.work.approximateCount()).toBe(0);
+      return;
+    }
+    expect(outcome).toEqual({ kind: 'processed', succeeded: 2, failed: 0, retrying: 1 });
+    expect(sentResults(s.results)[0]?.retrying).toEqual({ items: [4], inMs: expected * 1000 });
+    if (expected > 0) {
+      await s.clock.advance(expected * 1000 - 1);
+      expect(await s.work.receive(32, 30)).toEqual([]);
+      await s.clock.advance(1);
+    }
+    expect(await s.work.receive(32, 30)).toHaveLength(1);
+  });
+
+  it('failed items go back as one message per run of neighbours, each with its own items', async () => {
+    const s = await setup({ failOn: [3, 4, 6], planned: 9 });
+    const outcome = await handleWorkMessage(JSON.stringify(work(3, [3, 4, 5, 6])), { dequeueCount: 1 }, s.deps);
+    expect(outcome).toEqual({ kind: 'processed', succeeded: 1, failed: 0, retrying: 3 });
+    await s.clock.advance(1000);
+    const again = (await s.work.receive(32, 30)).map((m) => JSON.parse(m.text) as WorkMessage);
+    expect(again.sort((a, b) => a.first - b.first)).toEqual([
+      { ...work(3, [3, 4]), tried: 1 },
+      { ...work(6, [6]), tried: 1 },
+    ]);
+    expect(sentResults(s.results)[0]?.retrying?.items).toEqual([3, 4, 6]);
+  });
+
+  it('a failed retry send fails the delivery, so the host delivers the message again', async () => {
+    const s = await setup({ failOn: [1] });
+    s.work.send = () => Promise.reject(new Error('ServerBusy'));
+    await expect(handleWorkMessage(JSON.stringify(work(0, [0, 1, 2])), { dequeueCount: 1 }, s.deps)).rejects.toThrow(
+      'ServerBusy',
+    );
+    // Nothing says the item is being tried again when it is not.
+    expect(s.results.peekAll()).toEqual([]);
+  });
+
+  it('when every item fails before the last try, the result carries only the retry note', async () => {
     const s = await setup({ failOn: [0, 1, 2] });
     const outcome = await handleWorkMessage(JSON.stringify(work(0, [0, 1, 2])), { dequeueCount: 1 }, s.deps);
-    expect(outcome).toMatchObject({ kind: 'retry', failed: 3 });
-    expect(s.results.peekAll()).toEqual([]);
+    expect(outcome).toMatchObject({ kind: 'processed', failed: 0, retrying: 3 });
+    expect(sentResults(s.results)).toEqual([
+      { v: 1, t: 'result', run: RUN, job: 'square', retrying: { items: [0, 1, 2], inMs: 1000 } },
+    ]);
   });
 
   it.each([3, 4])('on dequeue %i of max 3 the failure is final and sent with its attempt', async (dequeueCount) => {
     const s = await setup({ failOn: [1] });
     const outcome = await handleWorkMessage(JSON.stringify(work(0, [0, 1, 2])), { dequeueCount }, s.deps);
-    expect(outcome).toEqual({ kind: 'processed', succeeded: 2, failed: 1 });
+    expect(outcome).toEqual({ kind: 'processed', succeeded: 2, failed: 1, retrying: 0 });
     expect(sentOutcomes(s.results)).toEqual([
       [
         { i: 0, ok: true, r: 0 },
@@ -169,12 +285,14 @@ describe('handleWorkMessage', () => {
     expect(text).not.toContain(SECRET_TAIL);
   });
 
-  it('the retry reason is redacted too, since the host logs it', async () => {
+  it('the retry line is masked too, since the host logs it', async () => {
     const s = await setup({ leakOn: [0] });
     const outcome = await handleWorkMessage(JSON.stringify(work(0, [0])), { dequeueCount: 1 }, s.deps);
-    if (outcome.kind !== 'retry') throw new Error(`expected retry, got ${outcome.kind}`);
-    expect(outcome.firstError).not.toContain('abc123');
-    expect(outcome.firstError.length).toBeLessThanOrEqual(501);
+    expect(outcome).toMatchObject({ kind: 'processed', retrying: 1 });
+    const line = s.logs.find((l) => l.includes('trying again'));
+    expect(line).toContain('AccountKey=***');
+    expect(line).not.toContain('abc123');
+    expect(line!.length).toBeLessThanOrEqual(700);
   });
 
   it.each<RunState>(['succeeded', 'failed', 'cancelled', 'timed-out'])(
@@ -193,7 +311,7 @@ describe('handleWorkMessage', () => {
   it.each<RunState>(['planning', 'dispatching', 'running', 'finalizing'])('a message of a %s run is processed', async (state) => {
     const s = await setup({ state });
     const outcome = await handleWorkMessage(JSON.stringify(work(0, [2])), { dequeueCount: 1 }, s.deps);
-    expect(outcome).toEqual({ kind: 'processed', succeeded: 1, failed: 0 });
+    expect(outcome).toEqual({ kind: 'processed', succeeded: 1, failed: 0, retrying: 0 });
   });
 
   it('an already-parsed object body is processed like its JSON text', async () => {
@@ -203,7 +321,7 @@ describe('handleWorkMessage', () => {
     const a = await handleWorkMessage(JSON.stringify(message), { dequeueCount: 3 }, asText.deps);
     const b = await handleWorkMessage(structuredClone(message), { dequeueCount: 3 }, asObject.deps);
     expect(b).toEqual(a);
-    expect(b).toEqual({ kind: 'processed', succeeded: 2, failed: 1 });
+    expect(b).toEqual({ kind: 'processed', succeeded: 2, failed: 1, retrying: 0 });
     expect(sentOutcomes(asObject.results)).toEqual(sentOutcomes(asText.results));
     expect(asObject.poison.peekAll()).toEqual([]);
   });
@@ -244,7 +362,7 @@ describe('handleWorkMessage', () => {
   it('an item failing the item schema fails without calling process', async () => {
     const s = await setup();
     const outcome = await handleWorkMessage(JSON.stringify({ ...work(0, [0]), items: ['zero'] }), { dequeueCount: 3 }, s.deps);
-    expect(outcome).toEqual({ kind: 'processed', succeeded: 0, failed: 1 });
+    expect(outcome).toEqual({ kind: 'processed', succeeded: 0, failed: 1, retrying: 0 });
     expect(s.calls).toEqual([]);
     const [outcomes] = sentOutcomes(s.results);
     expect(outcomes?.[0]).toMatchObject({ i: 0, ok: false, e: expect.stringMatching(/item schema/), a: 3 });
