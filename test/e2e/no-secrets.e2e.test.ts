@@ -194,7 +194,7 @@ describe('a full local run at BATON_LOG_LEVEL=debug prints no secret', () => {
       // Debug is on: the instances' info lines reach the cluster's output, failing items' retries among them.
       expect(out).toMatch(/^instance-\d: run tiny\/manual-\S+ planned 24 items in 12 messages$/m);
       expect(out).toMatch(
-        /^instance-\d: baton-worker failed: Error: 1 item\(s\) failed on attempt 1 of 2; retrying: Error: synthetic item (6|13|20) fails/m,
+        /^instance-\d: 1 item\(s\) of run tiny\/manual-\S+ failed try 1 of 2; trying again in 1 s: Error: synthetic item (6|13|20) fails/m,
       );
       expectNoSecrets('baton start stdout', out);
       expectNoSecrets('baton start stderr', cluster.stderr.join(''));
@@ -269,7 +269,7 @@ describe('a full local run at BATON_LOG_LEVEL=debug prints no secret', () => {
         // Debug lines are there (the timer's per-tick line, the engine's info lines), and the retries' errors.
         expect(all).toMatch(holderNamed);
         expect(all).toContain(`planned 24 items in 12 messages`);
-        expect(all).toMatch(/baton-worker failed: Error: 1 item\(s\) failed on attempt 1 of 2/);
+        expect(all).toMatch(/1 item\(s\) of run tiny\/manual-\S+ failed try 1 of 2; trying again in 1 s/);
         for (const instance of pair) {
           expectNoSecrets(`${instance.name} stdout`, instance.out.join(''));
           expectNoSecrets(`${instance.name} stderr`, instance.err.join(''));
