@@ -13,6 +13,12 @@ export const instanceEventSchema = z.discriminatedUnion('kind', [
     to: z.string().optional(),
   }),
   z.object({ kind: z.literal('worked'), items: z.number() }),
+  /**
+   * A work message this instance's worker took up (`held`), or let go (`held: false`: its handler
+   * returned, its result sent, or threw). Only with `BATON_CHAOS_REPORT_WORK=1`: the chaos soak's
+   * straggler fault stops an instance while it holds one, and these say which.
+   */
+  z.object({ kind: z.literal('work'), run: z.string(), first: z.number(), count: z.number(), held: z.boolean() }),
   /** The loopback port on which it serves the app's http functions (the cluster's front door forwards there). */
   z.object({ kind: z.literal('http'), port: z.number() }),
   /**

@@ -110,6 +110,7 @@ async function main(): Promise<void> {
   const queueService = createQueueServiceClient(parseStorageSettings(env), { requestCounter: runtime.storageRequests });
   const trigger = env.BATON_CHAOS_DIE_AFTER_SENDING?.trim();
   const dieAfterSending = trigger ? { trigger } : undefined;
+  const reportWork = env.BATON_CHAOS_REPORT_WORK?.trim() === '1';
   // For the frozen-timer test only: every timer of this instance stays silent, as a host whose
   // singleton timer listener stopped; the tick messages must keep leadership going.
   const freezeTimers = parseSetting(
@@ -120,7 +121,7 @@ async function main(): Promise<void> {
   const host = new LocalHost({
     registrations: app.registrations
       .filter((r) => !(freezeTimers && r.kind === 'timer'))
-      .map((r) => countWork(r, dieAfterSending)),
+      .map((r) => countWork(r, dieAfterSending, reportWork)),
     queues: (name) => new AzureQueue(queueService, name),
     hostConfig,
     visibilityTimeoutSeconds,
@@ -230,6 +231,9 @@ let ticksHeld = 0;
 /**
  * Reports items processed per message, so the live view can show work per instance, and how
  * many tick messages its handlers hold (a term a tick woke holds its tick until the term ends).
+ * With `reportWork` (`BATON_CHAOS_REPORT_WORK=1`, set only by the chaos soak), also each work
+ * message as its handler takes it up and lets it go: a line per message is too many to send by
+ * default, and only the soak needs to know what a worker holds.
  *
  * `dieAfterSending` is the chaos soak's `BATON_CHAOS_DIE_AFTER_SENDING`: the path of a trigger
  * file. While it exists, the first instance whose worker has sent the final failure of an item
@@ -239,20 +243,30 @@ let ticksHeld = 0;
  * and the rest as duplicates. Nothing else can make a real process die at exactly that point,
  * between two storage calls of the host.
  */
-function countWork(registration: Registration, dieAfterSending: { trigger: string } | undefined): Registration {
+function countWork(
+  registration: Registration,
+  dieAfterSending: { trigger: string } | undefined,
+  reportWork = false,
+): Registration {
   if (registration.kind !== 'queue') return registration;
   const counted: QueueRegistration = {
     ...registration,
     handler: async (entry: unknown, context: InvocationContext) => {
       const tick = asTickMessage(entry) !== undefined;
       if (tick) emit({ kind: 'ticks', held: ++ticksHeld });
+      const work = entry as { run?: unknown; first?: unknown; count?: unknown } | null;
+      const held =
+        reportWork && typeof work?.run === 'string' && typeof work.first === 'number' && typeof work.count === 'number'
+          ? { run: work.run, first: work.first, count: work.count }
+          : undefined;
+      if (held) emit({ kind: 'work', ...held, held: true });
       const outcome = await registration.handler(entry, context).finally(() => {
         if (tick) emit({ kind: 'ticks', held: --ticksHeld });
+        if (held) emit({ kind: 'work', ...held, held: false });
       });
       const o = outcome as { kind?: string; succeeded?: number; failed?: number; retrying?: number } | undefined;
       if (o?.kind === 'processed') emit({ kind: 'worked', items: (o.succeeded ?? 0) + (o.failed ?? 0) + (o.retrying ?? 0) });
       const dequeueCount = Number(context.triggerMetadata?.dequeueCount);
-      const work = entry as { run?: unknown; first?: unknown; count?: unknown } | null;
       // A final failure: every outcome of the message was in the result it sent.
       if (
         dieAfterSending !== undefined &&

@@ -584,9 +584,10 @@ describe('bad configuration stops start-up with one line naming the setting', ()
       'BATON_LOCAL_VISIBILITY_SECONDS',
       'BATON_LOCAL_FREEZE_TIMERS',
     ]);
-    // Not settings: test-only sabotage switches, off unless set: src/fencing (1 turns fencing
-    // off) and the chaos soak's dying worker in src/local/instance-main.ts (a trigger file).
-    const notSettings = new Set(['BATON_UNSAFE_DISABLE_FENCING', 'BATON_CHAOS_DIE_AFTER_SENDING']);
+    // Not settings: test-only switches, off unless set: src/fencing (1 turns fencing off), and
+    // in src/local/instance-main.ts the chaos soak's dying worker (a trigger file) and its
+    // report of the work messages a worker holds (1 turns it on).
+    const notSettings = new Set(['BATON_UNSAFE_DISABLE_FENCING', 'BATON_CHAOS_DIE_AFTER_SENDING', 'BATON_CHAOS_REPORT_WORK']);
     const covered = new Set(rows.map((row) => row.setting));
     const missing = [...read].filter((name) => !covered.has(name) && !instanceOnly.has(name) && !notSettings.has(name));
     expect(missing).toEqual([]);
