@@ -53,6 +53,10 @@ export const syntheticJobSpecSchema = z
       })
       .strict()
       .optional(),
+    /** Hedged dispatch (`defineJob`'s `hedge`, which checks it): `false` turns it off. */
+    hedge: z
+      .union([z.literal(false), z.object({ maxPercent: z.number().optional(), minWaitSeconds: z.number().optional() }).strict()])
+      .optional(),
     /**
      * A folder of hang orders, for the chaos soak: while the file `hangOrderName(...)` names
      * exists there, that call of `split`, `process` (of one item) or `finalize` never settles and
@@ -95,6 +99,7 @@ export function createSyntheticJob(spec: SyntheticJobSpec): JobDefinition {
     ...(s.timeoutSeconds ? { timeoutSeconds: s.timeoutSeconds } : {}),
     ...(s.hookTimeouts ? { hookTimeouts: s.hookTimeouts } : {}),
     ...(s.retry ? { retry: s.retry } : {}),
+    ...(s.hedge !== undefined ? { hedge: s.hedge } : {}),
     itemSchema: z.object({ i: z.number().int().min(0) }),
     resultSchema: z.object({ v: z.number() }),
     split:

@@ -122,6 +122,12 @@ describe('the synthetic job', () => {
     ['a negative count', '[{"name":"a","items":-1}]', /BATON_SYNTHETIC_JOBS is invalid at 0\.items/],
     ['an unknown field', '[{"name":"a","items":1,"itmes":2}]', /BATON_SYNTHETIC_JOBS is invalid/],
     ['a bad schedule', '[{"name":"a","items":1,"schedule":"every minute"}]', /BATON_SYNTHETIC_JOBS\.0\.schedule/],
+    ['hedging on as true', '[{"name":"a","items":1,"hedge":true}]', /BATON_SYNTHETIC_JOBS is invalid at 0\.hedge/],
+    [
+      'a hedge bound over 100 %',
+      '[{"name":"a","items":1,"hedge":{"maxPercent":101}}]',
+      /BATON_SYNTHETIC_JOBS is invalid at 0: job a: hedge\.maxPercent must be 0-100/,
+    ],
   ])('BATON_SYNTHETIC_JOBS with %s fails with one line naming it', (_, value, message) => {
     let error: unknown;
     try {
@@ -133,6 +139,16 @@ describe('the synthetic job', () => {
     expect((error as InvalidSettingError).setting).toBe('BATON_SYNTHETIC_JOBS');
     expect((error as Error).message).toMatch(message);
     expect((error as Error).message).not.toContain('\n');
+  });
+
+  it("hedges as any job does unless told otherwise: the chaos soak's straggler check turns it off to see it fail", () => {
+    expect(createSyntheticJob({ name: 'sum', items: 3 }).hedge).toEqual({ maxPercent: 5, minWaitSeconds: 5 });
+    expect(createSyntheticJob({ name: 'sum', items: 3, hedge: false }).hedge).toBe(false);
+    expect(createSyntheticJob({ name: 'sum', items: 3, hedge: { minWaitSeconds: 2 } }).hedge).toEqual({
+      maxPercent: 5,
+      minWaitSeconds: 2,
+    });
+    expect(parseSyntheticJobs({ BATON_SYNTHETIC_JOBS: '[{"name":"a","items":5,"hedge":false}]' })[0]?.hedge).toBe(false);
   });
 
   it('unset or empty means no synthetic jobs; a valid list parses with defaults', () => {
