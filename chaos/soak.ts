@@ -550,6 +550,16 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       const runs = await everyRun(docs).catch(() => undefined);
       return runs !== undefined && runs.filter((r) => Date.parse(r.createdAt) <= createdBy).every((r) => isTerminal(r.state));
     };
+    // A run its job's state counts as started may have no record yet: a redeploy that stops its
+    // leader between the two writes leaves it to the next leader to create. Until then no list of
+    // records shows it, and the queues would be judged before its late duplicates came and went.
+    const startedEnded = async (): Promise<boolean> => {
+      const runs = await everyRun(docs).catch(() => undefined);
+      if (!runs) return false;
+      const ended = new Set(runs.filter((r) => isTerminal(r.state)).map((r) => r.runId));
+      const states = await Promise.all(CHAOS_JOBS.map((job) => jobStateOf(job.name)));
+      return states.every((state) => state !== undefined && state.active.every((run) => ended.has(run)));
+    };
     // The occurrence account judges every occurrence due before the faults stopped, and one due
     // under the last fault (a leader killed just before it) is decided only once a successor
     // leads, a lease later: the schedules stay on until each job's state is checked past it.
@@ -583,7 +593,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     restWhenIdle = false;
     for (let i = 0; i < options.instances; i++) instances.spawn();
     const redeployedAt = Date.now();
-    while (Date.now() < redeployedAt + longest && !(await allEnded())) await sleep(1000);
+    while (Date.now() < redeployedAt + longest && !((await allEnded()) && (await startedEnded()))) await sleep(1000);
     // Results of ended runs are swept by the leader's idle drain; give it time to come round.
     const queues = createQueueServiceClient({ kind: 'connectionString', connectionString: azurite.connectionString });
     // What is left on the queues: visible messages other than ticks (peeked), and hidden ones
