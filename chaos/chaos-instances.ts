@@ -16,6 +16,13 @@ export interface WorkerDeath {
   at: number;
 }
 
+/** A work message a worker has taken up and not finished with (its result not sent). */
+export interface HeldMessage {
+  run: string;
+  first: number;
+  count: number;
+}
+
 export interface ChaosInstance {
   name: string;
   proc: ChildProcess;
@@ -32,6 +39,12 @@ export interface ChaosInstance {
   death?: WorkerDeath;
   /** Tick messages its handlers hold now: each stays hidden while the term it woke lasts. */
   ticksHeld: number;
+  /** Work messages its worker holds now, by `run#first`: reported only by an instance started with `BATON_CHAOS_REPORT_WORK=1`. */
+  held: Map<string, HeldMessage>;
+  /** Called, as its line is read, when it takes up a work message (`held`) or finishes one. */
+  onWork?: (message: HeldMessage, held: boolean) => void;
+  /** When its last line on stdout was read (ms since the epoch). */
+  lastLineAt: number;
   exited: Promise<void>;
 }
 
@@ -70,7 +83,8 @@ export class ChaosInstances {
     return this.all.find((i) => i.name === name && i.alive);
   }
 
-  spawn(): ChaosInstance {
+  /** Starts an instance; `env` adds to, or overrides, the settings every instance gets. */
+  spawn(env: NodeJS.ProcessEnv = {}): ChaosInstance {
     const name = `instance-${this.next++}`;
     const script = join(__dirname, '..', 'src', 'local', `instance-main${__filename.endsWith('.ts') ? '.ts' : '.js'}`);
     const args = __filename.endsWith('.ts') ? ['--import', 'tsx', script] : [script];
@@ -80,6 +94,7 @@ export class ChaosInstances {
         BATON_INSTANCE: name,
         BATON_APP_VERSION: this.version,
         BATON_LOCAL_FREEZE_TIMERS: this.frozenTimers ? '1' : '0',
+        ...env,
       },
       // stdin stays open: an instance stops when its stdin ends, so it cannot outlive the soak.
       stdio: ['pipe', 'pipe', 'pipe'],
@@ -92,6 +107,8 @@ export class ChaosInstances {
       version: this.version,
       frozen: this.frozenTimers,
       ticksHeld: 0,
+      held: new Map(),
+      lastLineAt: Date.now(),
       exited: new Promise<void>((r) => (resolveExit = r)),
     };
     proc.on('exit', (code, signal) => {
@@ -100,6 +117,7 @@ export class ChaosInstances {
       resolveExit();
     });
     createInterface({ input: proc.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+      instance.lastLineAt = Date.now();
       const event = parseInstanceLine(line);
       if (!event) {
         if (line.trim()) this.log(`${name}: ${line}`);
@@ -107,6 +125,12 @@ export class ChaosInstances {
       }
       if (event.kind === 'started') instance.startedAt = event.at ?? Date.now();
       if (event.kind === 'ticks') instance.ticksHeld = event.held;
+      if (event.kind === 'work') {
+        const message = { run: event.run, first: event.first, count: event.count };
+        if (event.held) instance.held.set(`${event.run}#${event.first}`, message);
+        else instance.held.delete(`${event.run}#${event.first}`);
+        instance.onWork?.(message, event.held);
+      }
       if (event.kind === 'stopping') this.log(`${name} stopping: ${event.why}`);
       if (event.kind === 'chaos') {
         const { run, first, count, dequeueCount } = event;
@@ -133,6 +157,9 @@ export class ChaosInstances {
       } else if (event.kind === 'log' && event.level === 'warn') {
         this.log(`${name} warn: ${event.message}`);
         this.warnings.push({ instance: name, at: event.at ?? Date.now(), message: event.message });
+      } else if (event.kind === 'log' && /^hedged \d+ message/.test(event.message)) {
+        // The copies a leader sent: what a straggler's run was saved by, or waited for.
+        this.log(`${name}: ${event.message}`);
       }
     });
     createInterface({ input: proc.stderr as NodeJS.ReadableStream }).on('line', (line) => this.log(`${name} stderr: ${line}`));

@@ -1,5 +1,5 @@
 import { expectedSynthetic, SYNTHETIC_FAILURE, type SyntheticJobSpec } from '../functions/synthetic-job';
-import type { WorkerDeath } from './chaos-instances';
+import type { HeldMessage, WorkerDeath } from './chaos-instances';
 import type { HungHook, LeaseDeleteTarget } from './fault-plan';
 import type { Expectation } from './invariants';
 
@@ -20,7 +20,9 @@ export type FaultTarget =
   /** `startedAt`: the new version's first instance up; `takeoverAt`: one of them led (null: none did). */
   | { kind: 'rolling-deploy'; version: string; from: string; startedAt: number; takeoverAt: number | null }
   /** The window in which every instance ran with its timers off. */
-  | { kind: 'frozen-timer'; from: number; to: number };
+  | { kind: 'frozen-timer'; from: number; to: number }
+  /** `instance` stopped at `stoppedAt` holding `held` (work messages of `runs`), and resumed at `resumedAt`. */
+  | { kind: 'straggler'; instance: string; runs: string[]; held: HeldMessage[]; stoppedAt: number; resumedAt: number };
 
 /**
  * What a hook that ignored its signal past its bound leaves behind (`HookTimeoutError`): a split

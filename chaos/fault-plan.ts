@@ -13,15 +13,16 @@ export const FAULT_KINDS = [
   'keyed-trigger',
   'rolling-deploy',
   'frozen-timer',
+  'straggler',
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 /**
- * Kinds a plan injects once rather than once per round: each replaces every instance and takes a
- * minute or so, and a round of them would leave a 10-minute soak too few rounds of the others
- * (three, so every hook gets hung).
+ * Kinds a plan injects once rather than once per round: the deploy kinds replace every instance
+ * and take a minute or so, and a straggler stays paused half a minute; a round of them would
+ * leave a 10-minute soak too few rounds of the others (three, so every hook gets hung).
  */
-export const ONCE_PER_PLAN: readonly FaultKind[] = ['rolling-deploy', 'frozen-timer'];
+export const ONCE_PER_PLAN: readonly FaultKind[] = ['rolling-deploy', 'frozen-timer', 'straggler'];
 
 /** The job hooks a `hung-hook` fault can hang. */
 export const HUNG_HOOKS = ['split', 'process', 'finalize'] as const;
@@ -79,7 +80,13 @@ export type FaultStep =
   /** Every instance replaced, one at a time, by one of the next app version (start new, SIGTERM old). */
   | { kind: 'rolling-deploy'; atMs: number }
   /** Every instance replaced by one whose timers are off; after `windowMs`, replaced back. */
-  | { kind: 'frozen-timer'; atMs: number; windowMs: number };
+  | { kind: 'frozen-timer'; atMs: number; windowMs: number }
+  /**
+   * One more instance starts, and is stopped (SIGSTOP) while its worker holds work messages of an
+   * open run, for `pauseMs`, far past the run's hedge wait; then SIGCONT. Its messages stay hidden
+   * all the while, so only a copy of them can end the run before it comes back.
+   */
+  | { kind: 'straggler'; atMs: number; pauseMs: number };
 
 export interface FaultPlanOptions {
   seed: number;
@@ -127,6 +134,10 @@ function meanBusyMs(kind: FaultKind, leaseSeconds: number): number {
       return 15_000;
     case 'frozen-timer':
       return 52_500 + 2 * 15_000;
+    // The pause, and its instance's start and stop. Waiting for a run to catch it in is not
+    // counted, as a pause's wait for an open run is not.
+    case 'straggler':
+      return 30_000;
   }
 }
 
@@ -212,6 +223,11 @@ function makeStep(
     case 'frozen-timer':
       // Longer than a period of the soak's schedules (20 s) and 30 s, so the window can show a gap.
       return { kind, atMs, windowMs: rng.int(45_000, 60_000) };
+    case 'straggler':
+      // Five times the soak jobs' hedge wait (5 s) and more, and longer than a clean run of the
+      // job it hits takes twice (about 6 s each): a run that waits for the straggler's return
+      // ends well past the bound on its makespan.
+      return { kind, atMs, pauseMs: rng.int(25_000, 30_000) };
   }
 }
 
@@ -230,6 +246,8 @@ export function stepDurationMs(step: FaultStep): number {
       return step.windowMs;
     case 'frozen-timer':
       return step.windowMs;
+    case 'straggler':
+      return step.pauseMs;
     // These last as long as their target takes: the soak waits for it, not the plan.
     case 'worker-death':
     case 'hung-hook':

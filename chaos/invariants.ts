@@ -76,6 +76,8 @@ export const INVARIANTS = {
   'frozen-timer-ticks': 'with every timer frozen, runs still start: never more than a schedule period and 30 s apart',
   'occurrences-accounted':
     'every occurrence due while the faults ran started within the SIGKILL bound (after it was due, or after a fault under way then), or is recorded as skipped for an overlap or missed while a fault was under way',
+  'straggler-makespan':
+    "a run whose work messages a stopped worker held ended before the worker came back, and within twice its job's median clean makespan plus its hedge wait",
 } as const;
 export type InvariantRule = keyof typeof INVARIANTS;
 
@@ -105,6 +107,8 @@ export interface CheckInput {
   occurrences?: Omit<OccurrenceAccountInput, 'runs'>;
   /** Windows in which every instance's timers were off, and the longest period of the jobs' schedules. */
   frozenTimers?: { windows: ReadonlyArray<{ from: number; to: number }>; periodMs: number };
+  /** Workers stopped while they held work messages, and what the runs they hit are judged against; without it, `straggler-makespan` is not checked. */
+  stragglers?: StragglerInput;
   /** Accepted and refused blob writes as storage answered them; without it, the write-order checks are skipped. */
   audit?: readonly AuditEntry[];
   /** When the faults stopped (ms since the epoch); default: the runs' own creation times. */
@@ -137,6 +141,8 @@ export interface CheckResult {
   audit?: { writes: number; accepted: number; refused: number; documents: number };
   /** How the occurrences due while the faults ran were accounted for. */
   occurrences?: Omit<OccurrenceAccount, 'violations'>;
+  /** Each run a straggler hit: its makespan beside its job's clean ones, and when it ended beside the straggler's return. */
+  stragglers?: StragglerTally[];
 }
 
 /**
@@ -175,6 +181,16 @@ export async function checkInvariants(input: CheckInput): Promise<CheckResult> {
   if (input.terms) violations.push(...checkTerms(input.terms, input.leaseDeletions ?? []));
   if (input.terms && input.deploys) violations.push(...checkDeploys(input.deploys, input.terms, input.deployTakeoverMs));
   if (input.frozenTimers) violations.push(...checkFrozenTimers(input.runs, input.frozenTimers));
+  let stragglers: StragglerTally[] | undefined;
+  if (input.stragglers) {
+    const found = checkStragglers(
+      input.runs.map((r) => r.record),
+      input.stragglers,
+    );
+    violations.push(...found.violations);
+    notes.push(...found.notes);
+    stragglers = found.tally;
+  }
   let occurrences: CheckResult['occurrences'];
   if (input.occurrences) {
     const { violations: found, ...tally } = accountForOccurrences({
@@ -223,6 +239,7 @@ export async function checkInvariants(input: CheckInput): Promise<CheckResult> {
     notes,
     ...(audit ? { audit } : {}),
     ...(occurrences ? { occurrences } : {}),
+    ...(stragglers ? { stragglers } : {}),
   };
 }
 
@@ -468,6 +485,147 @@ export function checkFrozenTimers(
     }
   }
   return out;
+}
+
+/** A worker stopped (SIGSTOP) while it held work messages of `runs`, from `stoppedAt` until `resumedAt` (ms since the epoch). */
+export interface StragglerHit {
+  instance: string;
+  runs: readonly string[];
+  stoppedAt: number;
+  resumedAt: number;
+}
+
+export interface StragglerInput {
+  hits: readonly StragglerHit[];
+  /**
+   * A job's clean runs: those open only within [from, to] (while the faults ran, before the
+   * settling redeploy stops every instance), during no fault window, and aimed at by no fault.
+   */
+  from: number;
+  to: number;
+  faults: ReadonlyArray<{ from: number; to: number }>;
+  aimed: ReadonlySet<string>;
+  /**
+   * By job, how long a straggling message waits before its leader sends a copy: the job's
+   * `hedge.minWaitSeconds`, or its process bound plus grace if that is longer (the wait while too
+   * few messages have reported a duration); 0 when the job does not hedge.
+   */
+  hedgeWaitMs: ReadonlyMap<string, number>;
+}
+
+export interface StragglerTally {
+  run: string;
+  instance: string;
+  /** From the run's creation to its end; null if it has not ended. */
+  makespanMs: number | null;
+  /** The median makespan of its job's clean runs (null: there were none), and how many there were. */
+  cleanMs: number | null;
+  cleanRuns: number;
+  hedgeWaitMs: number;
+  boundMs: number | null;
+  /** How long the worker was stopped. */
+  stoppedMs: number;
+  /** How long before the worker came back the run ended; negative if after it, null if it has not ended. */
+  endedBeforeResumeMs: number | null;
+  /** Copies its leaders sent, and results counted twice. */
+  hedges: number;
+  duplicates: number;
+}
+
+const openSpan = (r: RunRecord): { from: number; to: number } | undefined =>
+  r.endedAt ? { from: Date.parse(r.createdAt), to: Date.parse(r.endedAt) } : undefined;
+
+/**
+ * A run whose messages a stopped worker held must not wait for that worker: its messages stay
+ * hidden while it is stopped, so only a copy (hedged dispatch) can end the run before the worker
+ * comes back. Each such run must have ended before the worker was resumed, and within
+ *
+ *   2 × (the median makespan of its job's clean runs) + its hedge wait
+ *
+ * of its creation: the rest of the run, as a clean run of its job takes it; then the wait before
+ * the copy goes; then the copy's own trip through a worker, the results queue and the run's end,
+ * no longer than a clean run's whole makespan. The median, not the longest, as one clean run slow
+ * for reasons the check cannot see (a cold first run, a successor leader warming up after a
+ * fault) would otherwise loosen the bound for every run. The clean runs are of the same soak, so
+ * the bound follows the machine's load and needs no slowdown factor. Without a clean run of the
+ * job only the first half is checked, and a note says so.
+ */
+export function checkStragglers(
+  runs: readonly RunRecord[],
+  input: StragglerInput,
+): { violations: Violation[]; tally: StragglerTally[]; notes: string[] } {
+  const violations: Violation[] = [];
+  const notes: string[] = [];
+  const tally: StragglerTally[] = [];
+  const byId = new Map(runs.map((r) => [r.runId, r]));
+  const hit = new Set(input.hits.flatMap((h) => h.runs));
+  const cleanOf = (job: string): number[] =>
+    runs.flatMap((r) => {
+      const span = openSpan(r);
+      if (r.job !== job || r.state !== 'succeeded' || !span || input.aimed.has(r.runId) || hit.has(r.runId)) return [];
+      if (span.from < input.from || span.to > input.to) return [];
+      if (input.faults.some((f) => f.from <= span.to && f.to >= span.from)) return [];
+      return [span.to - span.from];
+    });
+  for (const straggler of input.hits) {
+    for (const runId of straggler.runs) {
+      const v = (evidence: string) => violations.push({ rule: 'straggler-makespan', subject: runId, evidence });
+      const record = byId.get(runId);
+      const stoppedMs = straggler.resumedAt - straggler.stoppedAt;
+      const by = `${straggler.instance} was stopped ${stoppedMs} ms holding its messages`;
+      if (!record) {
+        v(`${by}, and the run has no run record`);
+        continue;
+      }
+      const clean = cleanOf(record.job);
+      const cleanMs = median(clean);
+      const hedgeWaitMs = input.hedgeWaitMs.get(record.job) ?? 0;
+      const boundMs = cleanMs === null ? null : 2 * cleanMs + hedgeWaitMs;
+      const span = isTerminal(record.state) ? openSpan(record) : undefined;
+      const makespanMs = span ? span.to - span.from : null;
+      tally.push({
+        run: runId,
+        instance: straggler.instance,
+        makespanMs,
+        cleanMs,
+        cleanRuns: clean.length,
+        hedgeWaitMs,
+        boundMs,
+        stoppedMs,
+        endedBeforeResumeMs: span ? straggler.resumedAt - span.to : null,
+        hedges: record.hedges,
+        duplicates: record.counters.duplicates,
+      });
+      if (!span || makespanMs === null) {
+        v(`${by}, and the run is still ${record.state} at the end`);
+        continue;
+      }
+      if (span.to >= straggler.resumedAt) {
+        v(
+          `${by}; the run ended ${span.to - straggler.resumedAt} ms after it was resumed, ${makespanMs} ms after its ` +
+            'creation: it waited for the worker to come back rather than for a copy of its messages',
+        );
+      }
+      if (boundMs === null) {
+        notes.push(
+          `no clean run of ${record.job} to bound the makespan of ${runId} by; only its end before the straggler's return was checked`,
+        );
+      } else if (makespanMs > boundMs) {
+        v(
+          `${by}; the run took ${makespanMs} ms from creation to end, over its bound of ${boundMs} ms: twice the median ` +
+            `of ${clean.length} clean run(s) of ${record.job} (${cleanMs} ms) and its hedge wait (${hedgeWaitMs} ms)`,
+        );
+      }
+    }
+  }
+  return { violations, tally, notes };
+}
+
+function median(values: readonly number[]): number | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? (sorted[mid] as number) : Math.round(((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2);
 }
 
 /**

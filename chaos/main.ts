@@ -52,6 +52,10 @@ export function chaosProgram(): Command {
       positive('--slowdown'),
     )
     .option(
+      '--no-hedge',
+      'the test jobs without hedged dispatch: a run a straggler hit then waits for it (the straggler check must fail)',
+    )
+    .option(
       '--settle-seconds <s>',
       'longest wait for runs to end after the faults (default: longest job timeout + 20 s)',
       wholeNumber('--settle-seconds'),
@@ -69,6 +73,7 @@ export function chaosProgram(): Command {
         settleSeconds?: number;
         minGapSeconds?: number;
         slowdown?: number;
+        hedge: boolean;
       }) => {
         const seed = opts.seed ?? Math.floor(Math.random() * 2 ** 31);
         const report = await runSoak({
@@ -79,6 +84,7 @@ export function chaosProgram(): Command {
           ...(opts.faults ? { kinds: opts.faults } : {}),
           ...(opts.data ? { data: opts.data } : {}),
           keep: opts.keep,
+          hedge: opts.hedge,
           ...(opts.settleSeconds !== undefined ? { settleSeconds: opts.settleSeconds } : {}),
           ...(opts.minGapSeconds !== undefined ? { minGapSeconds: opts.minGapSeconds } : {}),
           ...(opts.slowdown !== undefined ? { slowdown: opts.slowdown } : {}),

@@ -71,6 +71,13 @@ function describeTarget(target: FaultTarget, report: SoakReport): string {
       );
     case 'frozen-timer':
       return `frozen-timer: every timer off for ${((target.to - target.from) / 1000).toFixed(0)} s`;
+    case 'straggler': {
+      const held = target.held.map((m) => `${m.run} items ${m.first}..${m.first + m.count - 1}`).join(', ');
+      return (
+        `straggler: ${target.instance} stopped for ${((target.resumedAt - target.stoppedAt) / 1000).toFixed(0)} s holding ${held}; ` +
+        target.runs.map((run) => `${run}: ${ended(run)}`).join('; ')
+      );
+    }
   }
 }
 
@@ -92,6 +99,14 @@ export function formatCheck(check: CheckResult): string[] {
       `occurrences due while the faults ran: ${o.due}; ${o.onTime} started within the SIGKILL bound, ` +
         `${o.lateButExplained} later but within it of a fault's end, ${o.skipped} skipped (overlap), ${o.missed} missed during a fault` +
         (o.unchecked ? `, ${o.unchecked} not run and past the job states' recent events` : ''),
+    );
+  }
+  for (const t of check.stragglers ?? []) {
+    const s = (ms: number | null) => (ms === null ? '?' : `${(ms / 1000).toFixed(1)} s`);
+    lines.push(
+      `straggler: ${t.run} took ${s(t.makespanMs)} (bound ${s(t.boundMs)}: twice the median of ${t.cleanRuns} clean run(s), ` +
+        `${s(t.cleanMs)}, and a hedge wait of ${s(t.hedgeWaitMs)}); it ended ${s(t.endedBeforeResumeMs)} before ${t.instance} ` +
+        `came back from ${s(t.stoppedMs)} stopped; ${t.hedges} copies sent, ${t.duplicates} duplicates`,
     );
   }
   lines.push('', '| invariant | violations |', '|---|---|');

@@ -13,11 +13,11 @@ import { FencedDocuments } from '../src/fencing/fenced-documents';
 import { isTerminal, runKeys, runRecordSchema, scheduledRunId, type RunRecord } from '../src/hub/run-record';
 import type { DocumentStore } from '../src/fencing/document-store';
 import { Schedule } from '../src/schedule/schedule';
-import { expectedSynthetic, hangOrderName, type SyntheticJobSpec } from '../functions/synthetic-job';
+import { createSyntheticJob, expectedSynthetic, hangOrderName, type SyntheticJobSpec } from '../functions/synthetic-job';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../src/storage/client-factory';
 import { storageErrorOf } from '../src/storage/rest-error';
 import { auditEntryOf, AuditTrailWriter, blobKeyOf, isAuditedWrite, readAuditTrail } from './audit-trail';
-import { ChaosInstances } from './chaos-instances';
+import { ChaosInstances, type ChaosInstance, type HeldMessage } from './chaos-instances';
 import { faultExpectations, jobExpectation, type FaultTarget } from './fault-effects';
 import { FAULT_KINDS, planFaults, type FaultKind, type FaultStep, type HungHook } from './fault-plan';
 import { FaultProxy, type ProxyAction } from './fault-proxy';
@@ -46,6 +46,11 @@ export interface SoakOptions {
   /** Least quiet time between two faults (default 8 s); the plan shares out what is left. */
   minGapSeconds?: number;
   /**
+   * Hedged dispatch in the test jobs (default on, as in every job). Off, a run a straggler hit
+   * waits for the straggler to come back: the straggler check's broken build.
+   */
+  hedge?: boolean;
+  /**
    * How much slower this machine is than the one the soak's own waits were set on (default 1, at
    * least 1): the waits for a first leader, an open run, a leader to aim at or a fault to land are
    * multiplied by it. On a starved machine they would otherwise run out and skip faults or fail.
@@ -60,6 +65,8 @@ export interface SoakReport {
   instances: number;
   queueShards: number;
   kinds: FaultKind[];
+  /** Whether the test jobs hedged (`SoakOptions.hedge`). */
+  hedge: boolean;
   faults: Record<FaultKind, number>;
   /** What the faults aimed at a run, an instance or the lease hit, in the order they were injected. */
   targets: FaultTarget[];
@@ -111,6 +118,25 @@ export const CHAOS_JOBS: SyntheticJobSpec[] = [
 ];
 /** The job whose hooks `hung-hook` faults hang: its runs are short, so a hung one costs little time. */
 const HUNG_JOB = CHAOS_JOBS[0] as SyntheticJobSpec;
+/**
+ * The job a straggler is stopped in: a clean run of it sends no copy, so its hedge bound (5 % of
+ * 100 messages: 5 copies) is there for the straggler's. chaos-slow's 3 go to its items slow by
+ * design, whose copies are as slow, so a straggler there could find none left.
+ */
+const STRAGGLER_JOB = CHAOS_JOBS[0] as SyntheticJobSpec;
+/**
+ * The straggler's host hides a message it runs for this long, past any pause the plan draws: a
+ * paused instance's messages then stay hidden until it comes back, as under the Functions host,
+ * which hides them for 10 minutes (the other instances' 10 s is the soak's, so kills end sooner).
+ */
+const STRAGGLER_VISIBILITY_SECONDS = 120;
+/**
+ * Messages the straggler takes at a time (host.json `batchSize`, taking more only when it holds
+ * none): at most 2 of a run's messages, well within the 5 copies hedging may send for the run;
+ * the rest are for its messages that fail by design, which are retried for seconds and can look
+ * like stragglers too. A worker holding more than the bound leaves is past what hedging covers.
+ */
+const STRAGGLER_BATCH = 2;
 
 // A message whose worker died or failed is delivered again after 1 s, not 30 s as in the app's
 // host.json; five deliveries leave room for those a kill or a lost answer burns.
@@ -175,6 +201,16 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   // While this file exists, the first worker to send an item's final failure dies (`worker-death`).
   const dieAfterSending = join(data, 'die-after-sending');
   writeFileSync(join(data, 'host.json'), JSON.stringify(CHAOS_HOST_JSON, null, 2));
+  const stragglerHostJson = join(data, 'straggler-host.json');
+  const { queues: hostQueues } = CHAOS_HOST_JSON.extensions;
+  writeFileSync(
+    stragglerHostJson,
+    JSON.stringify(
+      { ...CHAOS_HOST_JSON, extensions: { queues: { ...hostQueues, batchSize: STRAGGLER_BATCH, newBatchThreshold: 0 } } },
+      null,
+      2,
+    ),
+  );
 
   let azurite: RunningAzurite = await startAzurite({ persistTo: azuriteDir });
   const blobProxy = await FaultProxy.start({
@@ -197,7 +233,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const proxied = azurite.connectionString
     .replace(/BlobEndpoint=http:\/\/[^/]+/, `BlobEndpoint=http://127.0.0.1:${blobProxy.port}`)
     .replace(/QueueEndpoint=http:\/\/[^/]+/, `QueueEndpoint=http://127.0.0.1:${queueProxy.port}`);
-  let jobs: SyntheticJobSpec[] = CHAOS_JOBS.map((job) => ({ ...job, hangOrders }));
+  const hedge = options.hedge ?? true;
+  let jobs: SyntheticJobSpec[] = CHAOS_JOBS.map((job) => ({ ...job, hangOrders, ...(hedge ? {} : { hedge: false as const }) }));
   /** The app's default while the faults run; off for the final redeploy (see there). */
   let restWhenIdle = true;
   const instances = new ChaosInstances(
@@ -306,6 +343,56 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   };
   const aimed: Array<Promise<void>> = [];
 
+  const runOpen = async (run: string): Promise<boolean> => {
+    const record = await new FencedDocuments<RunRecord>(docs, { parse: (v) => runRecordSchema.parse(v) })
+      .read(runKeys.record(run))
+      .catch(() => undefined);
+    return record?.value.state === 'dispatching' || record?.value.state === 'running';
+  };
+  /**
+   * Stops `instance` (SIGSTOP) as its worker takes up a work message of an open run of the
+   * straggler job that no other fault was aimed at, and says what it holds then, once every line
+   * it wrote before the stop has been read. A stop that finds it holding nothing (it finished
+   * first), a message of another run, or the lease, is undone at once, and the next message waited for.
+   */
+  const stopHolding = async (
+    instance: ChaosInstance,
+    withinMs: number,
+  ): Promise<{ held: HeldMessage[]; stoppedAt: number; tries: number } | undefined> => {
+    const until = Date.now() + withinMs;
+    let tries = 0;
+    const eligible = (run: string): boolean =>
+      run.startsWith(`${STRAGGLER_JOB.name}/`) && !targets.some((t) => runsAimedAt(t).includes(run));
+    while (instance.alive && Date.now() < until) {
+      let stoppedAt: number | undefined;
+      // Called as the line is read, so the stop lands while the handler still waits on storage.
+      instance.onWork = (message, held) => {
+        if (stoppedAt !== undefined || !held || !eligible(message.run)) return;
+        instance.proc.kill('SIGSTOP');
+        stoppedAt = Date.now();
+      };
+      while (stoppedAt === undefined && instance.alive && Date.now() < until) await sleep(50);
+      instance.onWork = undefined;
+      if (stoppedAt === undefined) return undefined;
+      tries++;
+      while (Date.now() - Math.max(stoppedAt, instance.lastLineAt) < 300) await sleep(50);
+      const held = [...instance.held.values()];
+      const open = await Promise.all(held.map((m) => runOpen(m.run)));
+      if (held.length > 0 && held.every((m, i) => eligible(m.run) && open[i]) && (await leaseHolder()) !== instance.name)
+        return { held, stoppedAt, tries };
+      instance.proc.kill('SIGCONT');
+    }
+    return undefined;
+  };
+  /** Stops an instance as a scale-in does (SIGTERM, SIGKILL after 15 s), running it first if it was stopped. */
+  const scaleIn = async (instance: ChaosInstance): Promise<void> => {
+    instance.proc.kill('SIGCONT');
+    instance.proc.kill('SIGTERM');
+    await Promise.race([instance.exited, sleep(15_000)]);
+    if (instance.alive) instance.proc.kill('SIGKILL');
+    await instance.exited;
+  };
+
   /** Injects one fault: whether it did, or `later` when it counts itself once it has bitten. */
   const inject = async (step: FaultStep): Promise<boolean | 'later'> => {
     switch (step.kind) {
@@ -369,7 +456,11 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           const out = (r: (typeof open)[number]) => r.counters.planned - r.counters.succeeded - r.counters.failed;
           // A run another fault was aimed at is left alone, so each fault's effect is its own to
           // judge: their delays add up (a poison copy waits a drain visibility into each term).
-          const spared = new Set(targets.flatMap((t) => (t.kind === 'hung-hook' || t.kind === 'worker-death' ? [t.run] : [])));
+          const spared = new Set(
+            targets.flatMap((t) =>
+              t.kind === 'hung-hook' || t.kind === 'worker-death' ? [t.run] : t.kind === 'straggler' ? t.runs : [],
+            ),
+          );
           return open
             .filter((r) => (r.state === 'dispatching' || r.state === 'running') && !spared.has(r.runId))
             .sort((a, b) => out(b) - out(a));
@@ -491,6 +582,40 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           takeoverAt = led()?.at ?? null;
         });
         targets.push({ kind: 'rolling-deploy', version: to, from, startedAt, takeoverAt });
+        return true;
+      }
+      case 'straggler': {
+        // One more instance, as a scale-out brings, so the cluster keeps its N to do the rest.
+        const straggler = instances.spawn({
+          BATON_HOST_JSON: stragglerHostJson,
+          BATON_LOCAL_VISIBILITY_SECONDS: String(STRAGGLER_VISIBILITY_SECONDS),
+          BATON_CHAOS_REPORT_WORK: '1',
+        });
+        // A run of the job starts every 20 s; one may be skipped for an overlap.
+        const caught = await stopHolding(straggler, patient(60_000));
+        if (!caught) {
+          await scaleIn(straggler);
+          return false;
+        }
+        const runs = [...new Set(caught.held.map((m) => m.run))];
+        const held = caught.held.map((m) => `${m.run} items ${m.first}..${m.first + m.count - 1}`).join(', ');
+        const before = caught.tries > 1 ? ` (after ${caught.tries - 1} stop(s) undone at once)` : '';
+        instances.log(
+          `fault: SIGSTOP ${straggler.name} (a straggler, not the leader) for ${step.pauseMs} ms, holding ${held}${before}`,
+        );
+        await sleep(Math.max(0, caught.stoppedAt + step.pauseMs - Date.now()));
+        straggler.proc.kill('SIGCONT');
+        const resumedAt = Date.now();
+        targets.push({
+          kind: 'straggler',
+          instance: straggler.name,
+          runs,
+          held: caught.held,
+          stoppedAt: caught.stoppedAt,
+          resumedAt,
+        });
+        instances.log(`fault: SIGCONT ${straggler.name}; it finishes what it holds and stops, as a scale-in does`);
+        await scaleIn(straggler);
         return true;
       }
       case 'frozen-timer': {
@@ -688,6 +813,17 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         windows: targets.flatMap((t) => (t.kind === 'frozen-timer' ? [{ from: t.from, to: t.to }] : [])),
         periodMs: FROZEN_CHECK_PERIOD_MS,
       },
+      stragglers: {
+        hits: targets.flatMap((t) =>
+          t.kind === 'straggler' ? [{ instance: t.instance, runs: t.runs, stoppedAt: t.stoppedAt, resumedAt: t.resumedAt }] : [],
+        ),
+        // Clean runs ended before the settling redeploy, which stops every instance.
+        from: start,
+        to: settledAt,
+        faults: faultWindows,
+        aimed: new Set(targets.flatMap(runsAimedAt)),
+        hedgeWaitMs: new Map(jobs.map((job) => [job.name, hedgeWaitMs(job)])),
+      },
       audit: readAuditTrail(audit.file),
       faultsStoppedAt,
     });
@@ -697,6 +833,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       instances: options.instances,
       queueShards: options.queueShards ?? 1,
       kinds,
+      hedge,
       faults,
       targets,
       targetRuns: Object.fromEntries(
@@ -748,6 +885,24 @@ function inheritedEnv(): NodeJS.ProcessEnv {
   for (const [key, value] of Object.entries(process.env)) if (!/^(BATON_|AzureWebJobs)/i.test(key)) env[key] = value;
   if (process.env.BATON_UNSAFE_DISABLE_FENCING) env.BATON_UNSAFE_DISABLE_FENCING = process.env.BATON_UNSAFE_DISABLE_FENCING;
   return env;
+}
+
+/** The runs a fault was aimed at or hit, as its target names them. */
+function runsAimedAt(target: FaultTarget): string[] {
+  if ('run' in target) return [target.run];
+  if ('runs' in target) return target.runs;
+  return [];
+}
+
+/**
+ * How long a straggling message of `job` waits before its leader sends a copy: the job's hedge
+ * floor, or while too few messages have reported a duration the longest one item may take
+ * (process bound and grace), whichever is longer; 0 when the job does not hedge.
+ */
+function hedgeWaitMs(job: SyntheticJobSpec): number {
+  const { hedge, hookTimeouts } = createSyntheticJob(job);
+  if (!hedge) return 0;
+  return Math.max(hedge.minWaitSeconds, hookTimeouts.processSeconds + hookTimeouts.graceSeconds) * 1000;
 }
 
 function sumCounts(proxies: readonly FaultProxy[]): Record<ProxyAction, number> {

@@ -8,10 +8,12 @@ import {
   checkEpochOrder,
   checkFrozenTimers,
   checkInvariants,
+  checkStragglers,
   checkTerms,
   type CheckedRun,
   type CheckInput,
   type InvariantRule,
+  type StragglerInput,
 } from '../../chaos/invariants';
 import { newRunRecord, transition, type RunRecord } from '../../src/hub/run-record';
 import { expectedSynthetic, type SyntheticJobSpec } from '../../functions/synthetic-job';
@@ -227,6 +229,21 @@ describe('the invariant checker', () => {
       'a run still open at the end',
       { runs: [{ record: { ...broken.record, state: 'running', endedAt: null } }] },
       'terminal-in-time',
+    ],
+    [
+      'a run whose messages a stopped worker held, ended after the worker came back',
+      {
+        runs: [goodRun(0)],
+        stragglers: {
+          hits: [{ instance: 'i', runs: [goodRun(0).record.runId], stoppedAt: T0 + 1000, resumedAt: T0 + 4000 }],
+          from: T0,
+          to: T0 + 60_000,
+          faults: [],
+          aimed: new Set(),
+          hedgeWaitMs: new Map([['sum', 5000]]),
+        },
+      },
+      'straggler-makespan',
     ],
     [
       'a run that ended later than its timeout (60 s) and the grace (15 s) after the faults stopped',
@@ -623,5 +640,115 @@ describe('runs with every timer frozen', () => {
     const found = checkFrozenTimers(runs.map(created), { windows: [window], periodMs: 20_000 });
     expect(found).toHaveLength(gaps);
     for (const v of found) expect(v.rule).toBe('frozen-timer-ticks');
+  });
+});
+
+describe('the runs a straggler hit', () => {
+  /** A run of `sum` created `at` seconds after T0 that took `seconds`. */
+  const tookRun = (at: number, seconds: number, overrides: Partial<RunRecord> = {}): CheckedRun =>
+    goodRun(at, { endedAt: new Date(T0 + (at + seconds) * 1000).toISOString(), ...overrides });
+  const took = (at: number, seconds: number, overrides: Partial<RunRecord> = {}): RunRecord =>
+    tookRun(at, seconds, overrides).record;
+  // Three clean runs (4, 5 and 6 s: median 5 s) before the straggler, stopped 1 s into the run at
+  // 60 s for 27 s, inside its fault's window; the hedge wait is 5 s, so the bound is 15 s.
+  const clean = [took(0, 4), took(20, 5), took(40, 6)];
+  const hitAt = 60;
+  const input = (overrides: Partial<StragglerInput> = {}): StragglerInput => ({
+    hits: [{ instance: 'instance-6', runs: [took(hitAt, 0).runId], stoppedAt: T0 + 61_000, resumedAt: T0 + 88_000 }],
+    from: T0,
+    to: T0 + 300_000,
+    faults: [{ from: T0 + 60_500, to: T0 + 90_000 }],
+    aimed: new Set(),
+    hedgeWaitMs: new Map([['sum', 5000]]),
+    ...overrides,
+  });
+
+  it('accepts a run that a copy ended soon, and reports its makespan beside the clean ones', () => {
+    const { violations, tally, notes } = checkStragglers([...clean, took(hitAt, 9, { hedges: 2 })], input());
+    expect(violations).toEqual([]);
+    expect(notes).toEqual([]);
+    expect(tally).toEqual([
+      {
+        run: took(hitAt, 0).runId,
+        instance: 'instance-6',
+        makespanMs: 9000,
+        cleanMs: 5000,
+        cleanRuns: 3,
+        hedgeWaitMs: 5000,
+        boundMs: 15_000,
+        stoppedMs: 27_000,
+        endedBeforeResumeMs: 19_000,
+        hedges: 2,
+        duplicates: 0,
+      },
+    ]);
+  });
+
+  it.each([
+    { name: 'exactly at its bound', seconds: 15, found: [] },
+    {
+      name: 'over its bound, before the worker came back',
+      seconds: 16,
+      found: ['over its bound of 15000 ms: twice the median of 3'],
+    },
+    {
+      name: 'after the worker came back: its return ended the run',
+      seconds: 30,
+      found: ['the run ended 2000 ms after it was resumed', 'over its bound of 15000 ms'],
+    },
+  ])('reports a run that ended $name', ({ seconds, found }) => {
+    const { violations } = checkStragglers([...clean, took(hitAt, seconds)], input());
+    expect(violations.map((v) => v.rule)).toEqual(found.map(() => 'straggler-makespan'));
+    found.forEach((text, i) => expect(violations[i]?.evidence).toContain(text));
+  });
+
+  it('reports a run still open at the end, or one with no record', () => {
+    const open = { ...took(hitAt, 0), state: 'running' as const, endedAt: null };
+    expect(checkStragglers([...clean, open], input()).violations[0]?.evidence).toMatch(/still running at the end$/);
+    expect(checkStragglers(clean, input()).violations[0]?.evidence).toMatch(/has no run record$/);
+  });
+
+  it('counts as clean only succeeded runs of the job, open in the window, during no fault, aimed at by none', () => {
+    const unclean = [
+      took(100, 40), // during a fault
+      took(140, 40), // aimed at
+      took(290, 40), // ends after the window
+      took(200, 40, { state: 'failed' }),
+      { ...took(220, 40), job: 'other' },
+    ];
+    const found = checkStragglers(
+      [...clean, ...unclean, took(hitAt, 9)],
+      input({ faults: [...input().faults, { from: T0 + 120_000, to: T0 + 121_000 }], aimed: new Set([unclean[1]!.runId]) }),
+    );
+    expect(found.tally[0]).toMatchObject({ cleanRuns: 3, cleanMs: 5000, boundMs: 15_000 });
+  });
+
+  it('takes the median of the clean runs, so one slow one does not loosen the bound', () => {
+    const slowOne = [took(0, 4), took(20, 5), took(40, 30)];
+    expect(checkStragglers([...slowOne, took(hitAt, 16)], input()).violations).toHaveLength(1);
+    // An even count: the mean of the middle two.
+    const four = checkStragglers([...clean, took(100, 8), took(hitAt, 9)], input());
+    expect(four.tally[0]).toMatchObject({ cleanRuns: 4, cleanMs: 5500, boundMs: 16_000 });
+  });
+
+  it('without hedging allows no wait for a copy', () => {
+    const { violations, tally } = checkStragglers([...clean, took(hitAt, 12)], input({ hedgeWaitMs: new Map([['sum', 0]]) }));
+    expect(tally[0]?.boundMs).toBe(10_000);
+    expect(violations).toHaveLength(1);
+  });
+
+  it("checks only the end before the worker's return when the job had no clean run, and says so", () => {
+    const alone = checkStragglers([took(hitAt, 20)], input());
+    expect(alone.violations).toEqual([]);
+    expect(alone.notes.join('\n')).toMatch(/no clean run of sum to bound the makespan of/);
+    expect(checkStragglers([took(hitAt, 28)], input()).violations).toHaveLength(1);
+  });
+
+  it('are part of the check when given, and reported with it', async () => {
+    const runs = [tookRun(0, 4), tookRun(20, 5), tookRun(40, 6), tookRun(hitAt, 9)];
+    const result = await checkInvariants({ runs, leftovers: [], expectations, stragglers: input() });
+    expect(result.violations).toEqual([]);
+    expect(result.stragglers?.[0]).toMatchObject({ makespanMs: 9000, boundMs: 15_000 });
+    expect((await checkInvariants({ runs, leftovers: [], expectations })).stragglers).toBeUndefined();
   });
 });

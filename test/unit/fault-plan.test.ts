@@ -65,6 +65,20 @@ describe('the fault plan', () => {
     }
   });
 
+  it("stops a straggler once per plan, for five times the soak jobs' hedge wait (5 s) and more", () => {
+    for (const seed of [1, 2, 3, 42, 20261127]) {
+      const stragglers = stepsOf(planFaults({ seed, durationMs: 600_000, leaseSeconds: 15 }), 'straggler');
+      expect(stragglers).toHaveLength(1);
+      expect(stragglers[0]!.pauseMs).toBeGreaterThanOrEqual(25_000);
+      expect(stragglers[0]!.pauseMs).toBeLessThanOrEqual(30_000);
+      expect(stepDurationMs(stragglers[0]!)).toBe(stragglers[0]!.pauseMs);
+    }
+    // Alone, as the hedging-off soak runs it: one straggler, over within the time.
+    const alone = planFaults({ seed: 21, durationMs: 90_000, kinds: ['straggler'], leaseSeconds: 15 });
+    expect(alone.map((s) => s.kind)).toEqual(['straggler']);
+    expect(alone[0]!.atMs + stepDurationMs(alone[0]!)).toBeLessThanOrEqual(90_000);
+  });
+
   it('keeps a run record unavailable longer than the SDK retries one call (16 s), so the calls fail', () => {
     const windows = stepsOf(planFaults({ seed: 9, durationMs: 600_000, leaseSeconds: 15 }), 'unreadable-record');
     expect(windows.length).toBeGreaterThan(0);
