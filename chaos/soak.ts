@@ -132,11 +132,11 @@ const STRAGGLER_JOB = CHAOS_JOBS[0] as SyntheticJobSpec;
 const STRAGGLER_VISIBILITY_SECONDS = 120;
 /**
  * Messages the straggler takes at a time (host.json `batchSize`, taking more only when it holds
- * none): at most 2 of a run's messages, well within the 5 copies hedging may send for the run;
- * the rest are for its messages that fail by design, which are retried for seconds and can look
- * like stragglers too. A worker holding more than the bound leaves is past what hedging covers.
+ * none): the shipped host.json's 16, what a real instance stopped mid-batch holds. A run may copy
+ * at least 24 (`hedge.minCopies`), so every message it holds can be copied; a worker holding
+ * more than the run's bound is past what hedging covers.
  */
-const STRAGGLER_BATCH = 2;
+const STRAGGLER_BATCH = 16;
 
 // A message whose worker died or failed is delivered again after 1 s, not 30 s as in the app's
 // host.json; five deliveries leave room for those a kill or a lost answer burns.

@@ -16,7 +16,7 @@ export async function hedgeStragglers(ctx: EngineContext, term: TermContext, boo
   const record = run.doc.value;
   const { hedge, itemsPerMessage } = run.job;
   if (!hedge || record.ending || (record.state !== 'dispatching' && record.state !== 'running')) return 0;
-  const bound = hedgeBound(hedge.maxPercent, record.messages);
+  const bound = hedgeBound(hedge.maxPercent, record.messages, hedge.minCopies);
   const left = hedgeGrant(bound, record.hedges, bound);
   if (left === 0) return 0;
   const watch = book.stragglersOf(run);

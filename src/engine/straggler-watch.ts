@@ -20,12 +20,13 @@ export interface HedgePolicy {
 }
 
 /**
- * The most copies a run may send in all: `maxPercent` of its messages, rounded up (so a run with
- * hedging on may always send one). Every leader of the run counts against the same bound.
+ * The most copies a run may send in all: `maxPercent` of its messages, rounded up, and never fewer
+ * than `minCopies` (so one stopped instance's whole batch can be copied in a small run), at most
+ * one per message. Every leader of the run counts against the same bound.
  */
-export function hedgeBound(maxPercent: number, messages: number): number {
+export function hedgeBound(maxPercent: number, messages: number, minCopies = 0): number {
   if (!(maxPercent > 0) || messages <= 0) return 0;
-  return Math.min(messages, Math.ceil((maxPercent * messages) / 100 - 1e-9));
+  return Math.min(messages, Math.max(minCopies, Math.ceil((maxPercent * messages) / 100 - 1e-9)));
 }
 
 /** How many of `wanted` copies may go now, when `sent` of a run's `bound` have been sent. */

@@ -44,10 +44,18 @@ const hedgeOptions = z
         .min(0, 'must be 0 or more')
         .max(86_400, 'must be at most 86400 (a day)')
         .default(DEFAULT_HEDGE.minWaitSeconds),
+      minCopies: z
+        .number({ message: 'must be a number of copies' })
+        .int('must be a whole number of copies')
+        .min(0, 'must be 0-1000 (copies any run may send, whatever its size)')
+        .max(1000, 'must be 0-1000 (copies any run may send, whatever its size)')
+        .default(DEFAULT_HEDGE.minCopies),
     },
     {
       error: (issue) =>
-        issue.code === 'invalid_type' ? 'must be false or { maxPercent, minWaitSeconds } (hedged dispatch)' : undefined,
+        issue.code === 'invalid_type'
+          ? 'must be false or { maxPercent, minWaitSeconds, minCopies } (hedged dispatch)'
+          : undefined,
     },
   )
   .strict();

@@ -128,6 +128,12 @@ export interface HedgeOptions {
   maxPercent?: number;
   /** No copy of a message before it has waited this long, however fast the run's items are. Default 5. */
   minWaitSeconds?: number;
+  /**
+   * However few messages a run has, it may send this many copies (at most one per message), so
+   * that one stopped instance's whole batch can be copied. Default 24: what one instance holds at
+   * most under the shipped host.json (`batchSize` 16 plus `newBatchThreshold` 8). 0 to 1000.
+   */
+  minCopies?: number;
 }
 
 /** What `defineJob` takes. */
@@ -162,7 +168,7 @@ export interface JobOptions<Item, Result, Acc, Output> {
   hookTimeouts?: HookTimeouts;
   /**
    * Copies of a straggler's work message (queue engine only). Default
-   * `{ maxPercent: 5, minWaitSeconds: 5 }`; `false` turns it off. See `HedgeOptions`.
+   * `{ maxPercent: 5, minWaitSeconds: 5, minCopies: 24 }`; `false` turns it off. See `HedgeOptions`.
    */
   hedge?: false | HedgeOptions;
   /**
@@ -223,7 +229,7 @@ export interface JobDefinition<Item = unknown, Result = unknown, Acc = unknown, 
 }
 
 /** Defaults of `HedgeOptions`. */
-export const DEFAULT_HEDGE: Readonly<Required<HedgeOptions>> = Object.freeze({ maxPercent: 5, minWaitSeconds: 5 });
+export const DEFAULT_HEDGE: Readonly<Required<HedgeOptions>> = Object.freeze({ maxPercent: 5, minWaitSeconds: 5, minCopies: 24 });
 
 /** Whether a run with these counts is within the job's tolerance. With none set, any failure fails it. */
 export function withinTolerance(tolerance: FailureTolerance, planned: number, failed: number): boolean {

@@ -62,7 +62,7 @@ describe('hedged dispatch on Azurite', () => {
     expect(record?.state).toBe('succeeded');
     expect(record?.counters).toMatchObject({ planned: items, succeeded: items, failed: 0 });
     expect(record?.hedges).toBeGreaterThanOrEqual(1);
-    expect(record?.hedges).toBeLessThanOrEqual(hedgeBound(DEFAULT_HEDGE.maxPercent, items));
+    expect(record?.hedges).toBeLessThanOrEqual(hedgeBound(DEFAULT_HEDGE.maxPercent, items, DEFAULT_HEDGE.minCopies));
     const output = await engine.readJson<RunOutput>(runKeys.output(runId));
     expect(output?.output).toEqual(expectedSum(items));
 

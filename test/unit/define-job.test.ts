@@ -44,7 +44,7 @@ describe('defineJob', () => {
         graceSeconds: 10,
         maxSplitTimeouts: 3,
       },
-      hedge: { maxPercent: 5, minWaitSeconds: 5 },
+      hedge: { maxPercent: 5, minWaitSeconds: 5, minCopies: 24 },
       // The engine fills in its deployment's defaults.
       retry: {},
     });
@@ -87,8 +87,9 @@ describe('defineJob', () => {
   it.each<[string, unknown, unknown]>([
     ['off with false', false, false],
     ['off with maxPercent 0', { maxPercent: 0, minWaitSeconds: 2 }, false],
-    ['a bound of its own', { maxPercent: 20 }, { maxPercent: 20, minWaitSeconds: 5 }],
-    ['a floor of its own', { minWaitSeconds: 0.5 }, { maxPercent: 5, minWaitSeconds: 0.5 }],
+    ['a bound of its own', { maxPercent: 20 }, { maxPercent: 20, minWaitSeconds: 5, minCopies: 24 }],
+    ['a floor of its own', { minWaitSeconds: 0.5 }, { maxPercent: 5, minWaitSeconds: 0.5, minCopies: 24 }],
+    ['no least number of copies', { minCopies: 0 }, { maxPercent: 5, minWaitSeconds: 5, minCopies: 0 }],
   ])('takes hedge %s', (_name, hedge, expected) => {
     expect(defineJob(base({ hedge })).hedge).toEqual(expected);
   });
@@ -196,7 +197,10 @@ describe('defineJob', () => {
       'tally.hookTimeouts.maxSplitTimeouts',
       /at least 1/,
     ],
-    ['hedge not an object', { hedge: true }, 'tally.hedge', /must be false or \{ maxPercent, minWaitSeconds \}/],
+    ['hedge not an object', { hedge: true }, 'tally.hedge', /must be false or \{ maxPercent, minWaitSeconds, minCopies \}/],
+    ['hedge.minCopies a fraction', { hedge: { minCopies: 2.5 } }, 'tally.hedge.minCopies', /whole number of copies/],
+    ['hedge.minCopies negative', { hedge: { minCopies: -1 } }, 'tally.hedge.minCopies', /0-1000/],
+    ['hedge.minCopies over 1000', { hedge: { minCopies: 1001 } }, 'tally.hedge.minCopies', /0-1000/],
     ['hedge a string', { hedge: 'on' }, 'tally.hedge', /must be false or/],
     ['hedge.maxPercent over 100', { hedge: { maxPercent: 101 } }, 'tally.hedge.maxPercent', /0-100/],
     ['hedge.maxPercent negative', { hedge: { maxPercent: -1 } }, 'tally.hedge.maxPercent', /0-100/],

@@ -93,32 +93,43 @@ describe('hedged dispatch', () => {
   });
 
   it.each([
-    // maxPercent of 20 messages → bound
-    { maxPercent: 10, bound: 2 },
-    { maxPercent: 1, bound: 1 },
-    { maxPercent: 100, bound: ITEMS },
-  ])('never past the bound ($maxPercent % → $bound copies), even while every instance is slow', async ({ maxPercent, bound }) => {
-    const { engine, book, term, sends } = await dispatchedRun({ maxPercent, minWaitSeconds: 5 });
-    // Every message is taken and none is finished: no durations, so the wait is processSeconds + graceSeconds.
-    expect(await receiveAll(engine)).toHaveLength(ITEMS);
-    await engine.clock.advance(129_999);
-    expect(await hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN))).toBe(0);
-    await engine.clock.advance(1);
-    expect(await hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN))).toBe(bound);
-    // The copies are taken by slow instances too; an hour of turns sends nothing more.
-    await receiveAll(engine);
-    for (let t = 0; t < 360; t++) {
-      await engine.clock.advance(10_000);
-      await hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN));
+    // maxPercent of 20 messages, at least minCopies → bound
+    { maxPercent: 10, minCopies: 0, bound: 2 },
+    { maxPercent: 1, minCopies: 0, bound: 1 },
+    { maxPercent: 100, minCopies: 0, bound: ITEMS },
+    { maxPercent: 10, minCopies: 6, bound: 6 },
+    { maxPercent: 5, minCopies: 24, bound: ITEMS },
+  ])(
+    'never past the bound ($maxPercent %, at least $minCopies → $bound copies), even while every instance is slow',
+    async ({ maxPercent, minCopies, bound }) => {
+      const { engine, book, term, sends } = await dispatchedRun({ maxPercent, minWaitSeconds: 5, minCopies });
+      // Every message is taken and none is finished: no durations, so the wait is processSeconds + graceSeconds.
+      expect(await receiveAll(engine)).toHaveLength(ITEMS);
+      await engine.clock.advance(129_999);
+      expect(await hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN))).toBe(0);
+      await engine.clock.advance(1);
+      expect(await hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN))).toBe(bound);
+      // The copies are taken by slow instances too; an hour of turns sends nothing more.
       await receiveAll(engine);
-    }
-    expect(sends).toHaveBeenCalledTimes(bound);
-    expect((await record(engine)).hedges).toBe(bound);
-  });
+      for (let t = 0; t < 360; t++) {
+        await engine.clock.advance(10_000);
+        await hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN));
+        await receiveAll(engine);
+      }
+      expect(sends).toHaveBeenCalledTimes(bound);
+      expect((await record(engine)).hedges).toBe(bound);
+    },
+  );
 
   it('a leader change mid-hedge: the new leader sends only what is left of the bound, the old one is refused', async () => {
     // 20 % of 20 messages: at most 4 copies across every leader.
-    const { engine, book: bookA, term: termA, sends, worker } = await dispatchedRun({ maxPercent: 20, minWaitSeconds: 5 });
+    const {
+      engine,
+      book: bookA,
+      term: termA,
+      sends,
+      worker,
+    } = await dispatchedRun({ maxPercent: 20, minWaitSeconds: 5, minCopies: 0 });
     const held = new Set([2, 5, 12, 15, 17, 18]);
     const received = await receiveAll(engine);
     const wave1 = received.filter((m) => firstOf(m) < 10 && !held.has(firstOf(m)));

@@ -38,6 +38,19 @@ describe('hedgeBound and hedgeGrant: never past the bound', () => {
   });
 
   it.each([
+    // maxPercent, messages, minCopies, bound
+    [5, 100, 24, 24], // a small run can copy one stopped instance's whole batch
+    [5, 10, 24, 10], // never more than one copy per message
+    [5, 1500, 24, 75], // a large run: the percentage
+    [5, 480, 24, 24],
+    [5, 500, 24, 25],
+    [0, 100, 24, 0], // off is off
+    [5, 0, 24, 0],
+  ])('maxPercent %d of %d messages with minCopies %d: at most %d copies', (maxPercent, messages, minCopies, bound) => {
+    expect(hedgeBound(maxPercent, messages, minCopies)).toBe(bound);
+  });
+
+  it.each([
     // bound, sent so far, wanted, granted
     [75, 0, 3, 3],
     [75, 73, 5, 2],

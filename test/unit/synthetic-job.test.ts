@@ -142,11 +142,12 @@ describe('the synthetic job', () => {
   });
 
   it("hedges as any job does unless told otherwise: the chaos soak's straggler check turns it off to see it fail", () => {
-    expect(createSyntheticJob({ name: 'sum', items: 3 }).hedge).toEqual({ maxPercent: 5, minWaitSeconds: 5 });
+    expect(createSyntheticJob({ name: 'sum', items: 3 }).hedge).toEqual({ maxPercent: 5, minWaitSeconds: 5, minCopies: 24 });
     expect(createSyntheticJob({ name: 'sum', items: 3, hedge: false }).hedge).toBe(false);
     expect(createSyntheticJob({ name: 'sum', items: 3, hedge: { minWaitSeconds: 2 } }).hedge).toEqual({
       maxPercent: 5,
       minWaitSeconds: 2,
+      minCopies: 24,
     });
     expect(parseSyntheticJobs({ BATON_SYNTHETIC_JOBS: '[{"name":"a","items":5,"hedge":false}]' })[0]?.hedge).toBe(false);
   });
