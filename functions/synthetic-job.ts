@@ -24,6 +24,8 @@ export const syntheticJobSpecSchema = z
     /** Items whose index i has i % slowEvery === slowEvery - 1 take `slowMs`. */
     slowEvery: z.number().int().min(1).optional(),
     slowMs: z.number().int().min(0).max(600_000).default(0),
+    /** Each item that is not slow takes this long (none by default), so that slow ones are slow beside real work. */
+    itemMs: z.number().int().min(0).max(600_000).optional(),
     failureTolerance: z
       .object({
         count: z.number().int().min(0, { error: 'must be 0 or more (failed items a run may have and still succeed)' }).optional(),
@@ -113,7 +115,8 @@ export function createSyntheticJob(spec: SyntheticJobSpec): JobDefinition {
           },
     async process(item, ctx) {
       if (ordered(ctx.runId, 'process', item.i)) await hang();
-      if (everyNth(s.slowEvery, item.i) && s.slowMs > 0) await sleep(s.slowMs, undefined, { signal: ctx.signal });
+      const ms = everyNth(s.slowEvery, item.i) ? s.slowMs : (s.itemMs ?? 0);
+      if (ms > 0) await sleep(ms, undefined, { signal: ctx.signal });
       if (everyNth(s.failEvery, item.i)) throw new Error(`synthetic item ${item.i} fails by design`);
       return { v: 2 * item.i };
     },

@@ -116,6 +116,26 @@ describe('the synthetic job', () => {
     expect(Date.now() - started, `${bound.why}, capped at 50000 ms`).toBeLessThan(boundMs);
   });
 
+  it('makes every item take itemMs, and a slow one slowMs instead', async () => {
+    const job = createSyntheticJob({ name: 'work', items: 2, itemMs: 60_000, slowEvery: 2, slowMs: 0 });
+    const ctx = (itemIndex: number, signal: AbortSignal) => ({ runId: 'r', itemIndex, attempt: 1, signal });
+    // The slow item (index 1) takes slowMs, 0 here, not itemMs: it is done without any wait.
+    await expect(job.process({ i: 1 }, ctx(1, new AbortController().signal))).resolves.toEqual({ v: 2 });
+    // The other one is still waiting out its 60 s when its signal aborts, and stops then.
+    const abort = new AbortController();
+    let settled = false;
+    const processing = job.process({ i: 0 }, ctx(0, abort.signal));
+    void Promise.resolve(processing).then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    // A turn of the event loop: an item that did not wait would have settled by now.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(settled).toBe(false);
+    abort.abort(new Error('run cancelled'));
+    await expect(processing).rejects.toThrow();
+  });
+
   it.each([
     ['not JSON', '{', /BATON_SYNTHETIC_JOBS must be a JSON array/],
     ['not an array', '{"name":"a","items":1}', /BATON_SYNTHETIC_JOBS is invalid/],
