@@ -178,6 +178,129 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       ];
     },
   },
+  stragglers: {
+    measures:
+      'Whether one instance that stops answering, or a few slow or failing items, decides how long a run takes. The ' +
+      'figure is the makespan: a run record created → ended, its output written first. A local cluster of three real ' +
+      'instance processes runs 1,500 items of 400 ms, one item per message, with the local host’s message visibility ' +
+      'set to the Functions host’s 10 minutes (`BATON_LOCAL_VISIBILITY_SECONDS=600`), so a message an instance holds ' +
+      'comes back to the queue only after 600 s, as on Azure. Each scenario runs on a fresh cluster after a warm-up ' +
+      'run, right after a clean run of the same job on that cluster, which is its floor: **kill**, once half the items ' +
+      'are counted a follower (not the leader) that holds work messages of the run gets SIGKILL, and a replacement ' +
+      'starts once it has exited; **pause**, the same with SIGSTOP, and SIGCONT 60 s later, or once the run has ' +
+      'ended if sooner (nothing the victim does after the end can change the makespan); **slow**, every 100th item ' +
+      '(1 %) takes 10 × as long; **failing**, every 100th item throws on every try, and the job tolerates exactly ' +
+      'those. Whether the victim holds messages is read from its own telemetry: every instance reports each ' +
+      'second its worker invocations so far, those under way included, and a `worked` event as each message’s ' +
+      'handler returns; the invocations since the run began minus the `worked` events are the messages in its hands. ' +
+      'A batch received together ends together, perhaps in the moment between a report and the signal, so the ' +
+      'signal goes to a follower whose report shows work of the run 40–150 ms after a burst of its `worked` events ' +
+      'ended, when its queue trigger has just taken the next batch, which runs for a whole item. The run proves it: ' +
+      'only a copy gets a held item done before its 600 s, so a run that needed no copy was struck while the victim ' +
+      'held nothing uncounted, and the pair is redone. The messages still hidden in the queue after the run (read ' +
+      'with none visible, before SIGCONT for a pause) are what the victim had received and not deleted. Goals (issue 32): kill and pause ≤ 1.3 × clean, slow ≤ 1.5 ×, ' +
+      'failing ≤ 1.5 × clean + the job’s retry schedule (the sum of the delays between its tries); in each, the ' +
+      'output exact (the synthetic fingerprint of count, sum and sum of squares catches an item counted twice or ' +
+      'missed, and the failing run’s manifest must list exactly its failing items) and the hedged copies within the ' +
+      'job’s bound. The headline is the scenario furthest from its goal; every goal is listed under the latest ' +
+      'result. `BENCH_STRAGGLERS_SCENARIOS` picks scenarios (comma-separated), `BENCH_STRAGGLERS_ROUNDS` repeats the ' +
+      'pairs (each scenario then reports its round with the median ratio).',
+    limits:
+      '**The hedge wait.** Nothing but hedged dispatch gets a held message done before its 600 s: the leader copies a ' +
+      'message once it has waited 4 × the p90 of the run’s message durations since a message sent after it was ' +
+      'counted, never less than the job’s `hedge.minWaitSeconds` (5 s by default). At 400 ms items 4 × p90 is about ' +
+      '2 s, so the 5 s floor rules: the victim’s messages are copied together a little over 5 s after the fault (the ' +
+      'floor counts from when a later message is counted, then the leader’s next pass), and each copy joins the back ' +
+      'of the queue, behind at most the in-flight window (`BATON_MAX_IN_FLIGHT`, 256 on the local cluster). Before ' +
+      '5 messages have reported a duration the wait is `processSeconds` + `graceSeconds` (130 s by default), which ' +
+      'only a fault in the first seconds of a run would meet. **The lost worker.** Struck at half way, the copies are ' +
+      'done well before the end, and what the fault costs is mostly the victim’s 16 worker slots: until its ' +
+      'replacement polls (kill, a few seconds here; on Azure a new instance takes longer, but the copies do not wait ' +
+      'for it) or for the rest of the run (pause). The pace falls by less than a third, since the cluster is held as ' +
+      'much by the two cores Azurite and every instance share as by its 3 × 16 slots; each fault’s pace before and ' +
+      'after it is in the results. A fault in the last seconds of a run would add the whole wait and a copy’s ' +
+      'processing to the makespan, a quarter of a 20 s run for the 5 s floor alone: not measured here. **The ' +
+      'bound.** A run sends at most 5 % of its messages as copies (`hedge.maxPercent`), and an instance can hold up ' +
+      'to host.json’s `batchSize` + `newBatchThreshold` (24) messages, so a run of fewer than about 480 messages ' +
+      'cannot copy all one victim holds, and the rest wait out the 600 s. **Slow items** of 4 s stay under the 5 s ' +
+      'floor and are never copied; they cost their slots and the time of the last of them (the run’s last item is ' +
+      'one). **A paused victim** resumes into a run that has ended; what it sends then changes nothing. **Failing ' +
+      'items** are retried by the host: a failed invocation’s message comes back after host.json’s ' +
+      '`visibilityTimeout` (30 s in the reference app), not after the 600 s a held message waits, for ' +
+      '`BATON_MAX_ATTEMPTS` (5) tries; between tries the message looks like a straggler, so the leader spends copies ' +
+      'on it. **Noise.** Azurite runs in process on the same two cores as the instances, and the machine is shared: ' +
+      'a run’s pace moves by a third from one minute to the next, more than the goals’ margins. Hence a clean run ' +
+      'beside each scenario, three rounds, and the median; every round’s ratio is listed below.',
+    more: (result) => {
+      const scenarios = summaryList<{
+        name: string;
+        makespanSeconds: number;
+        ratio: number;
+        hedges: number;
+        hedgeBound: number;
+        exact: boolean;
+        counters: { duplicates: number };
+        clean: { makespanSeconds: number; hedges: number; exact: boolean };
+        fault?: {
+          signal: string;
+          atMs: number;
+          heldAtSignal: number;
+          hiddenAfterRun: number | null;
+          replacement?: { startedAtMs: number };
+          resumedAtMs?: number;
+        };
+      }>(result, 'scenarios', (s) => typeof s.name === 'string' && typeof s.makespanSeconds === 'number');
+      if (scenarios.length === 0) return [];
+      const seconds = (ms: number) => `${formatNumber(ms / 1000)} s`;
+      const fault = (f: NonNullable<(typeof scenarios)[number]['fault']>) =>
+        `${f.signal} at ${seconds(f.atMs)}, holding ${f.heldAtSignal} at its last report, ${f.hiddenAfterRun ?? 'n/a'} left hidden` +
+        (f.replacement !== undefined ? `; replacement up at ${seconds(f.replacement.startedAtMs)}` : '') +
+        (f.resumedAtMs !== undefined ? `; SIGCONT at ${seconds(f.resumedAtMs)}` : '');
+      const schedule = (result?.summary as { retrySchedule?: { totalSeconds?: unknown; source?: unknown } } | undefined)
+        ?.retrySchedule;
+      const failing = scenarios.some((s) => s.name === 'failing');
+      const pairs = summaryList<{ scenario: string; ratio: number }>(
+        result,
+        'pairs',
+        (p) => typeof p.scenario === 'string' && typeof p.ratio === 'number',
+      );
+      const rounds = scenarios
+        .map((s) => s.name)
+        .filter((n) => pairs.some((p) => p.scenario === n))
+        .map(
+          (n) =>
+            `${n} ${pairs
+              .filter((p) => p.scenario === n)
+              .map((p) => p.ratio.toFixed(3))
+              .join(', ')}`,
+        );
+      return [
+        '**Every scenario of the latest run** (times from the run record’s creation; copies are the hedged copies ' +
+          'the run sent, against its bound).',
+        '',
+        '| scenario | makespan | clean run before it | ratio | copies (bound) | duplicates | output | fault |',
+        '|---|--:|--:|--:|--:|--:|---|---|',
+        ...scenarios.map(
+          (s) =>
+            `| ${s.name} | ${formatNumber(s.makespanSeconds)} s | ${formatNumber(s.clean.makespanSeconds)} s | ` +
+            `${s.ratio.toFixed(3)} | ${s.hedges} (${s.hedgeBound}) | ${s.counters.duplicates} | ` +
+            `${s.exact && s.clean.exact ? 'exact' : '**not exact**'} | ${s.fault ? fault(s.fault) : '—'} |`,
+        ),
+        '',
+        ...(rounds.length > 0
+          ? [`**Every round** (each pair's ratio; the table shows the median round): ${rounds.join('; ')}.`, '']
+          : []),
+        failing
+          ? `The failing run's retry schedule: ${String(schedule?.totalSeconds)} s (${String(schedule?.source)}).`
+          : 'The failing scenario is not in the latest run: its job is to declare the job option `retry`, which ' +
+            '`defineJob` does not take yet (the switch `JOB_RETRY_OPTION` in `bench/benchmarks/stragglers.ts` says ' +
+            'what to change when it does). Asked for by name before then (`BENCH_STRAGGLERS_SCENARIOS=failing`), it ' +
+            "runs on the host's retries, and its allowance is their schedule: host.json's `visibilityTimeout` " +
+            'between `BATON_MAX_ATTEMPTS` tries.',
+        '',
+      ];
+    },
+  },
   throughput: {
     measures:
       'Items per second through a whole run of N = 2,000 items with a trivial `process`, one item per message, on a local ' +
