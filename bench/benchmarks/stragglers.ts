@@ -2,6 +2,7 @@ import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { readHostQueueConfig } from '../../src/app/host-config';
 import { hedgeBound } from '../../src/engine/straggler-watch';
+import { retryDelaySeconds, retryScheduleOf, totalRetryDelaySeconds, type ItemRetryOptions } from '../../src/jobs/retry-policy';
 import { isTerminal, runKeys, type RunRecord } from '../../src/hub/run-record';
 import { readRunDetails, readRunFailures, type RunDetails } from '../../src/hub/status';
 import { DEFAULT_HEDGE } from '../../src/jobs/job-definition';
@@ -85,53 +86,18 @@ const TICK = DEFAULT_CLUSTER.coordinatorSchedule;
 const VERBOSE = process.env.BENCH_VERBOSE === '1';
 const HOST_JSON = join(resolve(__dirname, '..', '..'), 'functions', 'host.json');
 
-/**
- * ─── SWITCH: the job option `retry` ───────────────────────────────────────────────────────────
- * `defineJob` does not take `retry` yet; while this is false the failing job is declared without
- * it and its items are retried by the host alone: the message comes back after host.json's
- * `visibilityTimeout`, `BATON_MAX_ATTEMPTS` tries in all. The failing scenario then runs only
- * when asked for by name (`BENCH_STRAGGLERS_SCENARIOS`), against that schedule. Once `defineJob`
- * takes `retry`, give the synthetic job's spec (functions/synthetic-job.ts) a `retry` field that
- * it passes on to `defineJob`, and set this to true: the failing job is then declared with
- * `FAILING_RETRY` and the scenario is in the default list.
- */
-const JOB_RETRY_OPTION = false;
+/** The failing job's tries: three, 1 s then 2 s apart (the worker sends failed items back). */
+const FAILING_RETRY: ItemRetryOptions = { attempts: 3, delaySeconds: 1 };
 
-/** What the failing job configures once `JOB_RETRY_OPTION` is on (the shape `defineJob` will take). */
-export interface RetryOptions {
-  attempts?: number;
-  delaySeconds?: number;
-  backoff?: number;
-  maxDelaySeconds?: number;
-}
-const FAILING_RETRY: RetryOptions = { attempts: 3, delaySeconds: 1 };
-
-/**
- * The delays between the tries of `retry`, in seconds, with its announced defaults: `attempts`
- * the deployment's (`BATON_MAX_ATTEMPTS`), the first delay `delaySeconds` (1), each next one
- * `backoff` (2) times longer, none over `maxDelaySeconds` (60).
- */
-export function retryDelays(retry: RetryOptions, deploymentAttempts: number): number[] {
-  const attempts = retry.attempts ?? deploymentAttempts;
-  const delay = retry.delaySeconds ?? 1;
-  const backoff = retry.backoff ?? 2;
-  const cap = retry.maxDelaySeconds ?? 60;
-  return Array.from({ length: Math.max(0, attempts - 1) }, (_, k) => Math.min(cap, delay * backoff ** k));
-}
-
-/** The failing job's retry schedule as configured: its own `retry`, or the host's redelivery. */
+/** The failing job's retry schedule, as the queue engine's worker applies it. */
 function retrySchedule(): { source: string; delaysSeconds: number[]; totalSeconds: number } {
   const host = readHostQueueConfig(HOST_JSON);
-  const attempts = Number(process.env.BATON_MAX_ATTEMPTS ?? host.maxDequeueCount);
-  const delays = JOB_RETRY_OPTION
-    ? retryDelays(FAILING_RETRY, attempts)
-    : Array.from({ length: attempts - 1 }, () => host.retryDelaySeconds);
+  const schedule = retryScheduleOf(FAILING_RETRY, Number(process.env.BATON_MAX_ATTEMPTS ?? host.maxDequeueCount));
+  const delays = Array.from({ length: Math.max(0, schedule.attempts - 1) }, (_, k) => retryDelaySeconds(schedule, k + 1));
   return {
-    source: JOB_RETRY_OPTION
-      ? `the job's retry ${JSON.stringify(FAILING_RETRY)}`
-      : `the host's redelivery (no job retry option yet): host.json visibilityTimeout ${host.retryDelaySeconds} s between ${attempts} tries (maxDequeueCount)`,
+    source: `the job's retry ${JSON.stringify(FAILING_RETRY)}`,
     delaysSeconds: delays,
-    totalSeconds: delays.reduce((a, b) => a + b, 0),
+    totalSeconds: totalRetryDelaySeconds(schedule),
   };
 }
 
@@ -181,8 +147,7 @@ function scenarios(sizes: Sizes): Scenario[] {
     {
       name: 'failing',
       what: `every ${ODD_EVERY}th item (1 %) throws on every try; the job tolerates exactly those ${odd} failures`,
-      // Declared with `retry` only once defineJob takes it (see JOB_RETRY_OPTION).
-      job: JOB_RETRY_OPTION ? ({ ...failing, retry: FAILING_RETRY } as SyntheticJobSpec) : failing,
+      job: { ...failing, retry: FAILING_RETRY },
     },
   ];
 }
@@ -195,7 +160,7 @@ function chosen(all: Scenario[], smoke: boolean): Scenario[] {
   const unknown = (asked ?? []).filter((s) => !ALL_SCENARIOS.includes(s as ScenarioName));
   if (unknown.length > 0) throw new Error(`unknown scenario ${unknown.join(', ')}; known: ${ALL_SCENARIOS.join(', ')}`);
   // The smoke run: the floor and one fault, which finds a victim, hedges and ends.
-  const names = smoke ? ['clean', 'pause'] : (asked ?? ALL_SCENARIOS.filter((s) => s !== 'failing' || JOB_RETRY_OPTION));
+  const names = smoke ? ['clean', 'pause'] : (asked ?? ALL_SCENARIOS);
   return all.filter((s) => s.name === 'clean' || names.includes(s.name));
 }
 
@@ -487,7 +452,7 @@ async function measureScenario(
       if (smoke) {
         // A smoke run resumes the victim once the leader has sent a copy of each message it held
         // (as far as the run's bound allows), not after the whole pause.
-        const copies = Math.min(victim.held, hedgeBound(DEFAULT_HEDGE.maxPercent, record.messages));
+        const copies = Math.min(victim.held, hedgeBound(DEFAULT_HEDGE.maxPercent, record.messages, DEFAULT_HEDGE.minCopies));
         await cluster.waitFor(
           () => (hasEnded || (latest?.hedges ?? 0) >= copies ? true : undefined),
           120_000,
@@ -547,7 +512,7 @@ async function measureScenario(
     counters: details.record.counters,
     messages: details.record.messages,
     hedges: details.record.hedges,
-    hedgeBound: hedgeBound(DEFAULT_HEDGE.maxPercent, details.record.messages),
+    hedgeBound: hedgeBound(DEFAULT_HEDGE.maxPercent, details.record.messages, DEFAULT_HEDGE.minCopies),
     hedgeLines: hedgeLines(cluster, runId, createdAt),
     exact: inexact.length === 0,
     inexact,
@@ -732,7 +697,6 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
         rounds,
         roundChosen:
           'per scenario, the round with the median ratio (the higher middle one of an even count); every round is in `pairs`',
-        retryOption: JOB_RETRY_OPTION ? 'on' : 'off: defineJob does not take retry yet (see JOB_RETRY_OPTION)',
         retrySchedule: schedule,
         scenarios: chosenPairs.map((p) => ({ ...describe(p.ours), ratio: p.ratio, clean: describe(p.clean) })),
         pairs: [...pairs.values()].flat().map((p) => ({

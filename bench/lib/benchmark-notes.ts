@@ -292,11 +292,7 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
           : []),
         failing
           ? `The failing run's retry schedule: ${String(schedule?.totalSeconds)} s (${String(schedule?.source)}).`
-          : 'The failing scenario is not in the latest run: its job is to declare the job option `retry`, which ' +
-            '`defineJob` does not take yet (the switch `JOB_RETRY_OPTION` in `bench/benchmarks/stragglers.ts` says ' +
-            'what to change when it does). Asked for by name before then (`BENCH_STRAGGLERS_SCENARIOS=failing`), it ' +
-            "runs on the host's retries, and its allowance is their schedule: host.json's `visibilityTimeout` " +
-            'between `BATON_MAX_ATTEMPTS` tries.',
+          : 'The failing scenario is not in the latest run (`BENCH_STRAGGLERS_SCENARIOS` left it out).',
         '',
       ];
     },

@@ -2,7 +2,6 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { retryDelays } from '../../bench/benchmarks/stragglers';
 import type { BenchmarkNotes } from '../../bench/lib/benchmark-notes';
 import { BENCHMARK_NOTES } from '../../bench/lib/benchmark-notes';
 import { formatGoal, formatNumber, renderBenchmarksMarkdown, writeBenchmarksMarkdown } from '../../bench/lib/benchmarks-md';
@@ -494,7 +493,7 @@ describe('renderBenchmarksMarkdown', () => {
     expect(before).not.toContain('| shards |');
   });
 
-  it('lists every stragglers scenario with its clean run, copies and fault, and says why failing is missing', () => {
+  it('lists every stragglers scenario with its clean run, copies and fault, and says when failing is missing', () => {
     const clean = { makespanSeconds: 20, hedges: 0, exact: true };
     const scenarios = [
       {
@@ -533,7 +532,7 @@ describe('renderBenchmarksMarkdown', () => {
       '| kill | 24.0 s | 20.0 s | 1.200 | 16 (75) | 0 | exact | SIGKILL at 10.0 s, holding 12 at its last report, 16 left hidden; replacement up at 12.5 s |',
     );
     expect(section).toContain('| slow | 21.0 s | 20.0 s | 1.050 | 0 (75) | 0 | **not exact** | — |');
-    expect(section).toContain('`JOB_RETRY_OPTION`');
+    expect(section).toContain('The failing scenario is not in the latest run');
 
     const withFailing = renderBenchmarksMarkdown([
       result(
@@ -630,23 +629,5 @@ describe('writeBenchmarksMarkdown', () => {
     expect(again.svgPath).toBeUndefined();
     expect(existsSync(svgPath)).toBe(false);
     expect(readFileSync(markdownPath, 'utf8')).toMatch(/appears here after the\s+throughput benchmark has run/);
-  });
-});
-
-/** The failing scenario's allowance: the delays between a job's tries, with `retry`'s announced defaults. */
-describe("the stragglers benchmark's retry schedule", () => {
-  it('waits delaySeconds before the second try, backoff times longer before each next one', () => {
-    expect(retryDelays({ attempts: 3, delaySeconds: 1 }, 5)).toEqual([1, 2]);
-    expect(retryDelays({ attempts: 4, delaySeconds: 2, backoff: 3 }, 5)).toEqual([2, 6, 18]);
-  });
-
-  it("takes the deployment's attempts, a 1 s first delay and a backoff of 2 by default", () => {
-    expect(retryDelays({}, 5)).toEqual([1, 2, 4, 8]);
-    expect(retryDelays({}, 1)).toEqual([]);
-  });
-
-  it('caps every delay at maxDelaySeconds, 60 by default', () => {
-    expect(retryDelays({ attempts: 5, delaySeconds: 10, maxDelaySeconds: 25 }, 5)).toEqual([10, 20, 25, 25]);
-    expect(retryDelays({ attempts: 4, delaySeconds: 40 }, 5)).toEqual([40, 60, 60]);
   });
 });
