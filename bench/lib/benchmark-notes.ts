@@ -220,15 +220,15 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'much by the two cores Azurite and every instance share as by its 3 × 16 slots; each fault’s pace before and ' +
       'after it is in the results. A fault in the last seconds of a run would add the whole wait and a copy’s ' +
       'processing to the makespan, a quarter of a 20 s run for the 5 s floor alone: not measured here. **The ' +
-      'bound.** A run sends at most 5 % of its messages as copies (`hedge.maxPercent`), and an instance can hold up ' +
-      'to host.json’s `batchSize` + `newBatchThreshold` (24) messages, so a run of fewer than about 480 messages ' +
-      'cannot copy all one victim holds, and the rest wait out the 600 s. **Slow items** of 4 s stay under the 5 s ' +
+      'bound.** A run sends at most 5 % of its messages as copies (`hedge.maxPercent`, 75 of this run’s 1,500) or ' +
+      '`hedge.minCopies` (24), whichever is more: an instance can hold up to host.json’s `batchSize` + ' +
+      '`newBatchThreshold` (24) messages, so one victim’s whole batch can be copied in a run of any size; two ' +
+      'victims at once in a small run could hold more than the bound. **Slow items** of 4 s stay under the 5 s ' +
       'floor and are never copied; they cost their slots and the time of the last of them (the run’s last item is ' +
       'one). **A paused victim** resumes into a run that has ended; what it sends then changes nothing. **Failing ' +
-      'items** are retried by the host: a failed invocation’s message comes back after host.json’s ' +
-      '`visibilityTimeout` (30 s in the reference app), not after the 600 s a held message waits, for ' +
-      '`BATON_MAX_ATTEMPTS` (5) tries; between tries the message looks like a straggler, so the leader spends copies ' +
-      'on it. **Noise.** Azurite runs in process on the same two cores as the instances, and the machine is shared: ' +
+      'items** are tried again by the worker, not the queue: the job’s `retry: { attempts: 3, delaySeconds: 1 }` ' +
+      'sends each failed item back to the queue hidden for 1 s, then 2 s, and the result tells the leader when the ' +
+      'next try is due, so it spends no copy on a message that is only waiting for its try. **Noise.** Azurite runs in process on the same two cores as the instances, and the machine is shared: ' +
       'a run’s pace moves by a third from one minute to the next, more than the goals’ margins. Hence a clean run ' +
       'beside each scenario, three rounds, and the median; every round’s ratio is listed below.',
     more: (result) => {
