@@ -331,6 +331,26 @@ function burstJustEnded(instance: BenchInstance, now: number, itemMs: number): {
 }
 
 /**
+ * Work messages `instance` holds now, by its own `work` events (`BATON_CHAOS_REPORT_WORK`), when
+ * the latest of them was taken up less than half an item's time ago: sure to be under way still
+ * when the signal lands. 0 otherwise.
+ */
+function takenLately(instance: BenchInstance, now: number, itemMs: number): number {
+  const open = new Map<string, number>();
+  let latest = Number.NEGATIVE_INFINITY;
+  for (const e of instance.events as TimedEvent[]) {
+    if (e.kind !== 'work') continue;
+    const key = `${e.run}#${e.first}#${e.count}`;
+    if (e.held) {
+      open.set(key, (open.get(key) ?? 0) + 1);
+      latest = Math.max(latest, e.at);
+    } else if ((open.get(key) ?? 0) > 1) open.set(key, (open.get(key) ?? 0) - 1);
+    else open.delete(key);
+  }
+  return open.size > 0 && now - latest < itemMs / 2 ? [...open.values()].reduce((a, b) => a + b, 0) : 0;
+}
+
+/**
  * Sends `signal` to a follower whose latest report shows it running work messages of the run,
  * just after a burst of its `worked` events has ended: the handlers that returned freed its slots,
  * and its queue trigger took the next batch at once, which then runs for a whole item. A report
@@ -353,9 +373,17 @@ async function strike(
       if (!instance.alive || instance === leader) continue;
       const held = heldBy(instance, baselines.get(instance));
       const burst = burstJustEnded(instance, Date.now(), itemMs);
-      if (!held || held.held < 1 || !burst) continue;
-      instance.proc.kill(signal);
-      return { victim: held, at: Date.now(), burst };
+      if (held && held.held >= 1 && burst) {
+        instance.proc.kill(signal);
+        return { victim: held, at: Date.now(), burst };
+      }
+      // Or its worker took up a message of a run so lately that it is surely still on it.
+      const taken = takenLately(instance, Date.now(), itemMs);
+      if (taken > 0) {
+        instance.proc.kill(signal);
+        const at = Date.now();
+        return { victim: { instance, held: taken, reportedAt: at }, at, burst: { endedAt: at, size: 0 } };
+      }
     }
     if (Date.now() > deadline) {
       throw new Error(
@@ -529,7 +557,9 @@ function clusterOptions(instances: number, jobs: SyntheticJobSpec[]) {
     hub: 'stragglers',
     coordinatorSchedule: TICK,
     jobs,
-    env: { BATON_LOCAL_VISIBILITY_SECONDS: String(VISIBILITY_SECONDS) },
+    // Each instance also says as its worker takes up and lets go of each work message, which
+    // tells for sure that a victim holds one when the batch timing below cannot.
+    env: { BATON_LOCAL_VISIBILITY_SECONDS: String(VISIBILITY_SECONDS), BATON_CHAOS_REPORT_WORK: '1' },
   };
 }
 

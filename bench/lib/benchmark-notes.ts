@@ -195,7 +195,9 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'handler returns; the invocations since the run began minus the `worked` events are the messages in its hands. ' +
       'A batch received together ends together, perhaps in the moment between a report and the signal, so the ' +
       'signal goes to a follower whose report shows work of the run 40–150 ms after a burst of its `worked` events ' +
-      'ended, when its queue trigger has just taken the next batch, which runs for a whole item. The run proves it: ' +
+      'ended, when its queue trigger has just taken the next batch, which runs for a whole item, or as soon as its ' +
+      'own per-message events (`BATON_CHAOS_REPORT_WORK`) show it took up a message less than half an item ago. ' +
+      'The run proves it: ' +
       'only a copy gets a held item done before its 600 s, so a run that needed no copy was struck while the victim ' +
       'held nothing uncounted, and the pair is redone. The messages still hidden in the queue after the run (read ' +
       'with none visible, before SIGCONT for a pause) are what the victim had received and not deleted. Goals (issue 32): kill and pause ≤ 1.3 × clean, slow ≤ 1.5 ×, ' +
