@@ -134,7 +134,8 @@ export async function handleWorkMessage(
   // leader's count of each index once makes harmless.
   let retrying: { items: number[]; inMs: number } | undefined;
   if (failed > 0 && !final) {
-    const delaySeconds = retryDelaySeconds(retry, attempt);
+    // The queue hides a message for whole seconds.
+    const hiddenSeconds = Math.ceil(retryDelaySeconds(retry, attempt));
     const again = outcomes.flatMap((o, offset) => (o.ok ? [] : [offset]));
     for (const range of contiguous(again)) {
       const retryMessage: WorkMessage = {
@@ -148,14 +149,13 @@ export async function handleWorkMessage(
         tried: attempt,
       };
       const text = await encodeWithClaimCheck(retryMessage, 'items', deps.docs, { abortSignal: signal });
-      // The queue hides a message for whole seconds.
-      await deps.work.send(text, { abortSignal: signal, visibilityTimeoutSeconds: Math.ceil(delaySeconds) });
+      await deps.work.send(text, { abortSignal: signal, visibilityTimeoutSeconds: hiddenSeconds });
     }
-    retrying = { items: again.map((offset) => message.first + offset), inMs: Math.ceil(delaySeconds) * 1000 };
+    retrying = { items: again.map((offset) => message.first + offset), inMs: hiddenSeconds * 1000 };
     deps.log?.(
       'info',
       `${failed} item(s) of run ${message.run} failed try ${attempt} of ${retry.attempts}; ` +
-        `trying again in ${Math.ceil(delaySeconds)} s: ${firstError ?? 'failed'}`,
+        `trying again in ${hiddenSeconds} s: ${firstError ?? 'failed'}`,
     );
   }
   const report = retrying ? outcomes.filter((o) => o.ok) : outcomes;
