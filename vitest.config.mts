@@ -52,7 +52,6 @@ const START_ORDER = [
   'test/e2e/cluster-kill-leader.e2e.test.ts',
   'test/e2e/scale-failover.e2e.test.ts',
   'test/e2e/failover.e2e.test.ts',
-  'test/e2e/status-page.e2e.test.ts',
   'test/e2e/no-secrets.e2e.test.ts',
 ];
 

@@ -2,7 +2,9 @@
  * Issue 4, acceptance 3 and 4 against one running `baton start --instances 3` (no --once):
  * `baton status --json` finds its leader, `baton trigger` + `baton show --json` follow a
  * blob-audit run to its counters and exact output, and SIGTERM then takes the cluster down
- * within 10 s with no instance process left and no Azurite port listening.
+ * within 10 s with no instance process left and no Azurite port listening. Then clusters
+ * stopped at awkward moments: while seeding, before a `--once` run ended, with an instance
+ * that does not stop.
  */
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { readFileSync } from 'node:fs';
@@ -242,6 +244,27 @@ describe('stopping a cluster at awkward moments', () => {
       expect(childPids(early.pid)).toEqual([]);
     },
   );
+
+  it('SIGTERM before its --once run ended: exits 130, as after Ctrl-C', { timeout: patience(60_000) }, async () => {
+    const logs = instanceLogDir();
+    const once = spawnTracked(
+      '--once cluster stopped mid-run',
+      process.execPath,
+      [
+        cliPath,
+        ...['start', '--app', referenceApp, '--once', '--job', 'endless', '--instances', '1', '--hub', 'once'],
+        '--log-dir',
+        logs,
+      ],
+      // One item that takes a minute: the run cannot end before the signal lands, however slow the machine.
+      { ...process.env, BATON_SYNTHETIC_JOBS: JSON.stringify([{ name: 'endless', items: 1, slowEvery: 1, slowMs: 60_000 }]) },
+      logs,
+    );
+    const requested = await once.waitForLine(/^requested run (\S+)$/, 30_000);
+    process.kill(once.pid, 'SIGTERM');
+    expect(await once.waitExit(60_000)).toEqual({ code: 130, signal: null });
+    expect(once.indexOf(/^SIGTERM: stopping the cluster/)).toBeGreaterThan(requested.index);
+  });
 
   it(
     'a second SIGINT kills an instance that does not stop (here: SIGSTOPped) and exits',
