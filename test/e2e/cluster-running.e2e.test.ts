@@ -32,6 +32,7 @@ import {
   referenceApp,
   demoSetup,
 } from '../support/cluster-process';
+import { runEnded } from '../support/cluster-run';
 import { closedPort } from '../support/cli-harness';
 import { timeBound } from '../support/time-bound';
 import { waitFor } from '../support/edge-support';
@@ -70,6 +71,8 @@ interface ShowJson {
 }
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'timed-out']);
+/** The cluster's own line for a leader it reads from the hub, or for a resting one. */
+const LEADER_SHOWN = /^leader: (instance-\d+ epoch \d+|none \(resting until )/;
 
 let releaseDist: (() => void) | undefined;
 
@@ -107,6 +110,9 @@ describe('a running local cluster and the baton CLI', () => {
       const t0 = Date.now();
       let status: StatusJson | undefined;
       for (;;) {
+        // The cluster prints the leader it reads from the same records: ask once it has one, not
+        // every half second until then (each CLI call is a process that loads the SDKs).
+        await cluster.waitForLine(LEADER_SHOWN, 40_000);
         status = json<StatusJson>(await runBaton(['status', '--json', ...base], 60_000), 'status');
         if (status.leader?.identity || status.restingUntil) break;
         if (Date.now() - t0 > patience(40_000)) throw new Error(`no leader in status --json within ${describePatience(40_000)}`);
@@ -150,6 +156,8 @@ describe('a running local cluster and the baton CLI', () => {
         } else expect(run.err).toMatch(/no run/);
         if (Date.now() - t1 > patience(80_000))
           throw new Error(`run ${trigger.runId} did not finish within ${describePatience(80_000)}`);
+        // The cluster prints the run's end as it reads it: ask again once it has, not every second.
+        await cluster.waitForLine(runEnded(trigger.runId), 80_000);
         await sleep(1_000);
       }
       timings.push(`triggered run finished (seen by show --json) after ${Date.now() - t1} ms`);
