@@ -57,7 +57,7 @@ export function chaosProgram(): Command {
     )
     .option(
       '--settle-seconds <s>',
-      'longest wait for runs to end after the faults (default: longest job timeout + 20 s)',
+      'longest wait for runs to end after the faults (default: longest job timeout + 20 s; 0: no settling, the check runs as the faults end)',
       wholeNumber('--settle-seconds'),
     )
     .action(

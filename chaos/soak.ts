@@ -41,6 +41,8 @@ export interface SoakOptions {
   /**
    * Longest wait for runs to end, in each settling phase, and for queues to empty. Default: the
    * longest job timeout plus 20 s, which the invariants need; shorter only to see violations sooner.
+   * 0 settles nothing: no redeploy, the instances stop as the faults end and the check judges what
+   * is there (for a build expected to fail, whose violations are in the audit trail already).
    */
   settleSeconds?: number;
   /** Least quiet time between two faults (default 8 s); the plan shares out what is left. */
@@ -703,27 +705,12 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           }),
         )
       ).every(Boolean);
-    // The processes that lived through the faults must end the runs the faults hit, on their own.
-    options.log('soak: faults stopped; waiting for the runs they hit to end');
-    while (Date.now() < faultsStoppedAt + longest && !((await allEnded(faultsStoppedAt)) && (await checkedPast(faultsStoppedAt))))
-      await sleep(1000);
-    const settledAt = Date.now();
-    // Then a deploy with the schedules off, so the runs started since can end and none begins.
-    options.log('soak: redeploying with the schedules off so the runs started since can end');
-    await instances.stopAll();
-    // Hang orders stay: a hung run still open must keep meeting its hang, as its documented end needs.
-    jobs = jobs.map((job) => ({ ...job, schedule: '0 0 0 1 1 *' }));
-    // With nothing due, a resting leader would sweep the late duplicates of ended runs only when
-    // its rest ends, minutes on: the queues are checked drained, so this leader stands.
-    restWhenIdle = false;
-    for (let i = 0; i < options.instances; i++) instances.spawn();
-    const redeployedAt = Date.now();
-    while (Date.now() < redeployedAt + longest && !((await allEnded()) && (await startedEnded()))) await sleep(1000);
-    // Results of ended runs are swept by the leader's idle drain; give it time to come round.
     const queues = createQueueServiceClient({ kind: 'connectionString', connectionString: azurite.connectionString });
     // What is left on the queues: visible messages other than ticks (peeked), and hidden ones
     // (in a worker's hands, or the live leader's beacon, which stays hidden while it leads).
-    const queued = async (): Promise<{ visible: number; hidden: number }> => {
+    // `pastPeek`: messages beyond what a peek shows, counted as visible work, among which a
+    // hidden one cannot be told apart.
+    const queued = async (): Promise<{ visible: number; hidden: number; pastPeek: number }> => {
       const counts = await Promise.all(
         (await messageQueuesOf(queues, hub)).map(async (q) => {
           const client = queues.getQueueClient(q);
@@ -731,46 +718,71 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
             (p) => p.approximateMessagesCount ?? 0,
             () => 0,
           );
-          if (count === 0) return { visible: 0, hidden: 0 };
+          if (count === 0) return { visible: 0, hidden: 0, pastPeek: 0 };
           const peeked = await client.peekMessages({ numberOfMessages: 32 }).then(
             (r) => r.peekedMessageItems,
             () => [],
           );
           const work = peeked.filter((m) => !isTickMessage(m.messageText)).length;
           // Past 32 visible, the rest count as work: the wait goes on either way.
-          return {
-            visible: work + Math.max(0, count - 32),
-            hidden: Math.max(0, count - peeked.length - Math.max(0, count - 32)),
-          };
+          const pastPeek = Math.max(0, count - 32);
+          return { visible: work + pastPeek, hidden: Math.max(0, count - peeked.length - pastPeek), pastPeek };
         }),
       );
-      return counts.reduce((a, b) => ({ visible: a.visible + b.visible, hidden: a.hidden + b.hidden }), {
-        visible: 0,
-        hidden: 0,
-      });
+      return counts.reduce(
+        (a, b) => ({ visible: a.visible + b.visible, hidden: a.hidden + b.hidden, pastPeek: a.pastPeek + b.pastPeek }),
+        { visible: 0, hidden: 0, pastPeek: 0 },
+      );
     };
-    // Hidden messages allowed for: the leader's beacon, and each tick a live instance's handler
-    // holds (a term a tick woke keeps it hidden until the term ends). A hidden work message looks
-    // the same from here, so the instances say how many ticks they hold; any more is work. The
-    // count comes over a pipe and the queue's over HTTP, so the two must agree twice running.
-    const drainFrom = Date.now();
-    const settled = (q: { visible: number; hidden: number }) => q.visible === 0 && q.hidden <= 1 + instances.ticksHeld;
-    let draining = await queued();
-    let agreed = settled(draining) ? 1 : 0;
-    while (agreed < 2 && Date.now() - drainFrom < Math.min(QUEUE_SETTLE_MS, longest)) {
+    // The processes that lived through the faults must end the runs the faults hit, on their own.
+    if (longest > 0) options.log('soak: faults stopped; waiting for the runs they hit to end');
+    else options.log('soak: faults stopped; no settling (--settle-seconds 0): the check judges what is there now');
+    while (Date.now() < faultsStoppedAt + longest && !((await allEnded(faultsStoppedAt)) && (await checkedPast(faultsStoppedAt))))
       await sleep(1000);
-      draining = await queued();
-      agreed = settled(draining) ? agreed + 1 : 0;
+    const settledAt = Date.now();
+    // Without settling there is nothing to redeploy for: no run would be given time to end.
+    if (longest > 0) {
+      // Then a deploy with the schedules off, so the runs started since can end and none begins.
+      options.log('soak: redeploying with the schedules off so the runs started since can end');
+      await instances.stopAll();
+      // Hang orders stay: a hung run still open must keep meeting its hang, as its documented end needs.
+      jobs = jobs.map((job) => ({ ...job, schedule: '0 0 0 1 1 *' }));
+      // With nothing due, a resting leader would sweep the late duplicates of ended runs only when
+      // its rest ends, minutes on: the queues are checked drained, so this leader stands.
+      restWhenIdle = false;
+      for (let i = 0; i < options.instances; i++) instances.spawn();
+      const redeployedAt = Date.now();
+      while (Date.now() < redeployedAt + longest && !((await allEnded()) && (await startedEnded()))) await sleep(1000);
+      // Results of ended runs are swept by the leader's idle drain; give it time to come round.
+      // Hidden messages allowed for: the leader's beacon, and each tick a live instance's handler
+      // holds (a term a tick woke keeps it hidden until the term ends). A hidden work message looks
+      // the same from here, so the instances say how many ticks they hold; any more is work. The
+      // count comes over a pipe and the queue's over HTTP, so the two must agree twice running.
+      const drainFrom = Date.now();
+      const settled = (q: { visible: number; hidden: number }) => q.visible === 0 && q.hidden <= 1 + instances.ticksHeld;
+      let draining = await queued();
+      let agreed = settled(draining) ? 1 : 0;
+      while (agreed < 2 && Date.now() - drainFrom < Math.min(QUEUE_SETTLE_MS, longest)) {
+        await sleep(1000);
+        draining = await queued();
+        agreed = settled(draining) ? agreed + 1 : 0;
+      }
+      options.log(
+        `soak: queues after ${((Date.now() - drainFrom) / 1000).toFixed(0)} s of draining: ${draining.visible} visible, ` +
+          `${draining.hidden} hidden (allowed: the beacon and ${instances.ticksHeld} tick(s) that woke a term)`,
+      );
     }
-    options.log(
-      `soak: queues after ${((Date.now() - drainFrom) / 1000).toFixed(0)} s of draining: ${draining.visible} visible, ` +
-        `${draining.hidden} hidden (allowed: the beacon and ${instances.ticksHeld} tick(s) that woke a term)`,
-    );
-    await instances.stopAll();
-    // Messages a stopped instance held stay hidden until their visibility timeout ends. The last
-    // leader's beacon surfaced when it released: visible, and a tick, so it keeps nobody waiting.
-    const left = await queued();
-    if (left.visible + left.hidden > 0) await sleep(Math.min((LOCAL_VISIBILITY_SECONDS + 1) * 1000, longest));
+    // Unsettled, the check looks at nothing the instances would finish on a graceful stop.
+    await instances.stopAll(longest > 0 ? undefined : 2000);
+    // Messages a stopped instance held stay hidden until their visibility timeout ends: wait for
+    // them to come back, that long at most. The last leader's beacon surfaced when it released:
+    // visible, and a tick, so it keeps nobody waiting.
+    const surfaceBy = Date.now() + Math.min((LOCAL_VISIBILITY_SECONDS + 1) * 1000, longest);
+    for (;;) {
+      const left = await queued();
+      if ((left.hidden === 0 && left.pastPeek === 0) || Date.now() >= surfaceBy) break;
+      await sleep(250);
+    }
     const snapshot = await readHubSnapshot(docs, queues, hub);
     for (const target of targets) {
       if (target.kind !== 'unreadable-record') continue;
