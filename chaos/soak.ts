@@ -156,7 +156,10 @@ const CHAOS_HOST_JSON = {
   },
 };
 const LEASE_SECONDS = 15;
-/** The period of the soak jobs' schedules (every 20 s each), for the frozen-timer check. */
+/**
+ * The period of the soak jobs' schedules (every 20 s each): the frozen-timer check's, and the
+ * longest wait for a moment with no run open to redeploy at.
+ */
 const FROZEN_CHECK_PERIOD_MS = 20_000;
 const QUEUE_SETTLE_MS = 45_000;
 const LOCAL_VISIBILITY_SECONDS = 10;
@@ -742,8 +745,23 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const settledAt = Date.now();
     // Without settling there is nothing to redeploy for: no run would be given time to end.
     if (longest > 0) {
+      // The deploy comes when no run is open, if one comes within a schedule period. A run open
+      // across it has its slow items cut short and run again by the new instances, whose leader
+      // hedges them, and the copies' late results wait for the idle drain, half a minute after the
+      // run ends. Quiet, the old instances finish what they hold as they stop, and the new
+      // leader's first drain sweeps it. Nothing judged depends on the moment: clean runs are
+      // judged up to `settledAt`, occurrences up to the faults' end.
+      const quietBy = Date.now() + Math.min(patient(FROZEN_CHECK_PERIOD_MS), longest);
+      const noneActive = async (): Promise<boolean> =>
+        (await Promise.all(CHAOS_JOBS.map((job) => jobStateOf(job.name)))).every((state) => state?.active.length === 0);
+      let quiet = false;
+      while (!(quiet = (await noneActive()) && (await allEnded()) && (await startedEnded())) && Date.now() < quietBy)
+        await sleep(250);
       // Then a deploy with the schedules off, so the runs started since can end and none begins.
-      options.log('soak: redeploying with the schedules off so the runs started since can end');
+      options.log(
+        `soak: redeploying with the schedules off ${quiet ? 'with no run open' : 'so the runs started since can end'} ` +
+          `(${((Date.now() - settledAt) / 1000).toFixed(0)} s after the runs the faults hit ended)`,
+      );
       await instances.stopAll();
       // Hang orders stay: a hung run still open must keep meeting its hang, as its documented end needs.
       jobs = jobs.map((job) => ({ ...job, schedule: '0 0 0 1 1 *' }));
