@@ -62,6 +62,8 @@ const TERM_GUARD_MS = 1000;
 const SCHEDULE = DEFAULT_CLUSTER.coordinatorSchedule;
 const GRID = tickGrid(SCHEDULE);
 const INSTANCES = 3;
+/** A smoke run's cluster: the leader to kill and one follower to take over. */
+const SMOKE_INSTANCES = 2;
 /** Kills are kept this far from both renewals of their cycle, so the last renewal before the kill is known. */
 const RENEW_MARGIN_MS = 150;
 /** Renewals of one term watched after the trials, for the renewal intervals. */
@@ -176,9 +178,9 @@ function planKill(ready: Ready, u: number): Plan | undefined {
  * When the cycle may be short or long, a point past the short one's renewal is only used if the
  * leader did not renew there; if it did, the trial aims again from that renewal.
  */
-async function aimKill(cluster: BenchCluster, u: number): Promise<{ ready: Ready; plan: Plan }> {
+async function aimKill(cluster: BenchCluster, instances: number, u: number): Promise<{ ready: Ready; plan: Plan }> {
   for (;;) {
-    const ready = await waitForReady(cluster, INSTANCES, 60_000);
+    const ready = await waitForReady(cluster, instances, 60_000);
     const plan = await cluster.waitFor(
       () => (sameTerm(cluster, ready) ? planKill(ready, u) : null),
       RENEW_MS * 3,
@@ -204,17 +206,18 @@ function endedBeforeKill(victim: BenchInstance, epoch: number, t0: number): bool
 
 export async function run(options: BenchOptions = {}): Promise<BenchResult> {
   const trials = options.smoke ? 1 : Number(process.env.BENCH_FAILOVER_TRIALS ?? 10);
+  const instances = options.smoke ? SMOKE_INSTANCES : INSTANCES;
   const started = performance.now();
   const loadAtStart = loadavg();
   const fractions = stratifiedOffsets(trials, 0, 1);
   const samples: Sample[] = [];
   let redone = 0;
   let intervals: number[] = [];
-  const cluster = await BenchCluster.start({ instances: INSTANCES, leaseSeconds: LEASE_SECONDS, coordinatorSchedule: SCHEDULE });
+  const cluster = await BenchCluster.start({ instances, leaseSeconds: LEASE_SECONDS, coordinatorSchedule: SCHEDULE });
   try {
     for (let trial = 1; trial <= trials; trial++) {
       const u = fractions[trial - 1] as number;
-      const { ready, plan } = await aimKill(cluster, u);
+      const { ready, plan } = await aimKill(cluster, instances, u);
       const victim = ready.leader;
       const t0 = Date.now();
       victim.proc.kill('SIGKILL');
@@ -270,7 +273,7 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
     }
     // The cycle itself: let the last leader renew a few times (every victim was killed after one).
     if (!options.smoke) {
-      const ready = await waitForReady(cluster, INSTANCES, 60_000);
+      const ready = await waitForReady(cluster, instances, 60_000);
       await cluster.waitFor(
         () => (!sameTerm(cluster, ready) || renewalsOf(ready.leader, ready.epoch).length >= OBSERVED_RENEWALS ? true : undefined),
         OBSERVED_RENEWALS * RENEW_MS + 15_000,
@@ -289,7 +292,7 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
   const goalRatio = (LEASE_MS + 1000) / LEASE_MS;
   const summary = {
     what: 'SIGKILL to the leading instance → the first `acquired` event of another instance (emitted just before its leader task runs), on one machine clock',
-    cluster: `${INSTANCES} real instance processes (dist/src/local/instance-main.js), one in-process Azurite in memory; a replacement started after each trial`,
+    cluster: `${instances} real instance processes (dist/src/local/instance-main.js), one in-process Azurite in memory; a replacement started after each trial`,
     trials,
     leaseSeconds: LEASE_SECONDS,
     renewIntervalMs: RENEW_MS,

@@ -355,7 +355,7 @@ async function withAzurite<T>(items: number, fn: (env: Env) => Promise<T>): Prom
 }
 
 export async function run(options: BenchOptions = {}): Promise<BenchResult> {
-  const [items, trials] = options.smoke ? [200, 1] : [ITEMS, TRIALS];
+  const [items, trials] = options.smoke ? [100, 1] : [ITEMS, TRIALS];
   const started = performance.now();
   const samples: Sample[] = [];
   const record = (s: Sample): void => {

@@ -60,6 +60,11 @@ const VERBOSE = process.env.BENCH_VERBOSE === '1';
 
 /** Ticks an idle follower's lease reads are counted over, per arm, before its trials. */
 const COST_WINDOW_TICKS = 6;
+/**
+ * A smoke run: a leader and one follower, to hand over to; the follower's lease reads counted
+ * over two ticks.
+ */
+const SMOKE = { instances: 2, costWindowTicks: 2 };
 
 /** The local cluster's default coordinator schedule (every second), and the 2 s diagnostic. */
 const ARMS = {
@@ -184,11 +189,11 @@ interface Cost {
  * counted by its storage client and reported about once a second) over a window of idle ticks.
  * A follower's tick is one lease read when the lease is held.
  */
-async function idleFollowerCost(cluster: BenchCluster, tickMs: number): Promise<Cost> {
+async function idleFollowerCost(cluster: BenchCluster, tickMs: number, windowTicks: number): Promise<Cost> {
   const leader = cluster.leader();
   const followers = cluster.instances.filter((i) => i.alive && i !== leader);
   const start = followers.map(leaseReads);
-  await sleep(COST_WINDOW_TICKS * tickMs);
+  await sleep(windowTicks * tickMs);
   await cluster.freshRequestReports(Date.now());
   let reads = 0;
   let ms = 0;
@@ -209,26 +214,28 @@ async function idleFollowerCost(cluster: BenchCluster, tickMs: number): Promise<
 async function handoverTrials(
   arm: Sample['arm'],
   trials: number,
+  sizes: { instances: number; costWindowTicks: number },
   beforeTrials?: (cluster: BenchCluster) => Promise<void>,
 ): Promise<{ samples: Sample[]; cost: Cost }> {
+  const { instances } = sizes;
   const { schedule } = ARMS[arm];
   const grid = tickGrid(schedule);
   const tickMs = grid.periodMs;
   const offsets = stratifiedOffsets(trials, 0, tickMs);
   const samples: Sample[] = [];
   let cost: Cost;
-  const cluster = await BenchCluster.start({ instances: INSTANCES, leaseSeconds: LEASE_SECONDS, coordinatorSchedule: schedule });
+  const cluster = await BenchCluster.start({ instances, leaseSeconds: LEASE_SECONDS, coordinatorSchedule: schedule });
   try {
-    await waitForReady(cluster, INSTANCES, 60_000);
-    cost = await idleFollowerCost(cluster, tickMs);
+    await waitForReady(cluster, instances, 60_000);
+    cost = await idleFollowerCost(cluster, tickMs, sizes.costWindowTicks);
     await beforeTrials?.(cluster);
     for (let trial = 1; trial <= trials; trial++) {
       const offset = offsets[trial - 1] as number;
-      let ready = await waitForReady(cluster, INSTANCES, 60_000);
+      let ready = await waitForReady(cluster, instances, 60_000);
       // The tick grid is on the schedule's period since the epoch (croner, UTC): phase 0 is a tick.
       await sleepUntil(nextAt(grid.offsetMs, tickMs, offset, Date.now() + 20));
       while (cluster.leader() !== ready.leader || lastLeaderEvent(ready.leader, 'acquired') !== ready.acquiredAt) {
-        ready = await waitForReady(cluster, INSTANCES, 60_000);
+        ready = await waitForReady(cluster, instances, 60_000);
         await sleepUntil(nextAt(grid.offsetMs, tickMs, offset, Date.now() + 20));
       }
       const victim = ready.leader;
@@ -312,16 +319,17 @@ function armSummary(arm: Sample['arm'], samples: readonly Sample[], cost: Cost) 
 
 export async function run(options: BenchOptions = {}): Promise<BenchResult> {
   const trials = options.smoke ? 1 : Number(process.env.BENCH_HANDOVER_TRIALS ?? 10);
-  const floorCount = options.smoke ? 3 : Number(process.env.BENCH_HANDOVER_FLOOR_TRIALS ?? 20);
+  const floorCount = options.smoke ? 1 : Number(process.env.BENCH_HANDOVER_FLOOR_TRIALS ?? 20);
   const diagnostic = !options.smoke && process.env.BENCH_HANDOVER_DIAGNOSTIC !== '0';
+  const sizes = options.smoke ? SMOKE : { instances: INSTANCES, costWindowTicks: COST_WINDOW_TICKS };
   const started = performance.now();
   const loadAtStart = loadavg();
   let floorSamples: FloorSample[] = [];
-  const headline = await handoverTrials('headline', trials, async (cluster) => {
+  const headline = await handoverTrials('headline', trials, sizes, async (cluster) => {
     floorSamples = await floorTrials(cluster.connectionString, floorCount);
   });
   const headlineSeconds = (performance.now() - started) / 1000;
-  const diagnosticArm = diagnostic ? await handoverTrials('diagnostic', trials) : undefined;
+  const diagnosticArm = diagnostic ? await handoverTrials('diagnostic', trials, sizes) : undefined;
 
   const headlineTickMs = tickGrid(ARMS.headline.schedule).periodMs;
   const diagnosticTickMs = tickGrid(ARMS.diagnostic.schedule).periodMs;
@@ -331,7 +339,7 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
   const goalRatio = GOAL_MS / floor;
   const summary = {
     what: "the leaderless gap of a graceful handover: the SIGTERMed leader's `released` event (its last act as leader) → the first `acquired` event of another instance (emitted just before its leader task runs), on one machine clock. SIGTERM → acquired is delayMs, a diagnostic",
-    cluster: `${INSTANCES} real instance processes (dist/src/local/instance-main.js), one in-process Azurite in memory; a replacement started after each trial`,
+    cluster: `${sizes.instances} real instance processes (dist/src/local/instance-main.js), one in-process Azurite in memory; a replacement started after each trial`,
     trials,
     leaseSeconds: LEASE_SECONDS,
     headline: {
@@ -341,7 +349,7 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
     percentiles: PERCENTILE_METHOD,
     sigtermPhase: `SIGTERMs spread over the tick cycle: one per 1/trials of it, random within, shuffled; phase = ms since the last tick boundary (the schedule's grid since the epoch, as croner fires in UTC: whole seconds for the ${headlineTickMs} ms headline, even seconds for the ${diagnosticTickMs} ms diagnostic)`,
     floor: {
-      what: `plain @azure/storage-blob, not Baton: client A holds a blob lease; client B (its own BlobServiceClient) polls acquireLease every ${FLOOR_POLL_MS} ms (fixed rate, 409 = held); A calls releaseLease at a random point of B's cycle after B has polled at least twice; time from just before releaseLease to B's successful acquire. Same Azurite, same run, while the headline arm's ${INSTANCES}-instance cluster idles on it; one warm-up trial not recorded`,
+      what: `plain @azure/storage-blob, not Baton: client A holds a blob lease; client B (its own BlobServiceClient) polls acquireLease every ${FLOOR_POLL_MS} ms (fixed rate, 409 = held); A calls releaseLease at a random point of B's cycle after B has polled at least twice; time from just before releaseLease to B's successful acquire. Same Azurite, same run, while the headline arm's ${sizes.instances}-instance cluster idles on it; one warm-up trial not recorded`,
       why: 'there is no SDK floor for a leader handing over to another process; this is the storage event underneath it (a lease released, then taken by a process already waiting for it) with no election logic',
       ms: floorStats,
       medianMs: median(floorSamples.map((s) => s.ms)),
@@ -355,7 +363,7 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
       met: ours <= GOAL_MS,
     },
     boundBy: `the successor's poll. On SIGTERM the leader marks the lease as leaving and surfaces its tick beacon; the followers see the mark on their next tick (0 to one tick, askedAfterMs) and one asks; the leader, reading the request every pollMs (100 ms on a ${headlineTickMs} ms tick) while it leaves, yields at the coordinator's next safe point, reserves the lease for the requester and releases. The requester reads the lease every pollMs while its request stands, so it takes the lease 0 to pollMs after the release, plus the read, the acquire and the epoch bump: that is the gap. The tick decides only delayMs (how long the old leader leads on), and costs nothing at shutdown: no follower reads more often while idle`,
-    cost: `the price of the ${headlineTickMs} ms tick: every follower reads the lease once per tick, so one lease read (blob.head) per second per follower, against one per ${diagnosticTickMs / 1000} s on the ${diagnosticTickMs} ms schedule (measured per arm over ${COST_WINDOW_TICKS} idle ticks before its trials: headline.cost, diagnostic2sTick.cost). Each of these reads is a billed storage transaction on Azure`,
+    cost: `the price of the ${headlineTickMs} ms tick: every follower reads the lease once per tick, so one lease read (blob.head) per second per follower, against one per ${diagnosticTickMs / 1000} s on the ${diagnosticTickMs} ms schedule (measured per arm over ${sizes.costWindowTicks} idle ticks before its trials: headline.cost, diagnostic2sTick.cost). Each of these reads is a billed storage transaction on Azure`,
     diagnostic2sTick: diagnosticArm
       ? {
           note: `same trials on a fresh cluster with BATON_COORDINATOR_SCHEDULE "${ARMS.diagnostic.schedule}" (a tick every ${diagnosticTickMs} ms)`,

@@ -30,6 +30,8 @@ import { report, type BenchOptions, type BenchResult } from '../lib/report';
 export const name = 'idle-cost';
 
 const INSTANCES = 3;
+/** A smoke run's cluster: a leader and one follower. */
+const SMOKE_INSTANCES = 2;
 const TICK = DEFAULT_CLUSTER.coordinatorSchedule;
 const TICK_MS = tickGrid(TICK).periodMs;
 const GOAL_SHARE = 0.03;
@@ -69,9 +71,15 @@ function coordinatorTimeAt(instance: BenchInstance, at: number): { count: number
   return report.coordinator;
 }
 
-async function measure(scenario: Scenario, windowMs: number, job: { name: string; schedule: string }, trigger: boolean) {
+async function measure(
+  scenario: Scenario,
+  windowMs: number,
+  job: { name: string; schedule: string },
+  trigger: boolean,
+  instances: number,
+) {
   const cluster = await BenchCluster.start({
-    instances: INSTANCES,
+    instances,
     hub: `idle-${scenario.name}`,
     jobs: [{ ...job, items: 1 }],
     coordinatorSchedule: TICK,
@@ -130,7 +138,7 @@ async function measure(scenario: Scenario, windowMs: number, job: { name: string
       invocationMs,
       share: invocationMs / windowMs,
       invocationSecondsPerHour: (invocationMs / 1000) * (3_600_000 / windowMs),
-      requestsPerTickPerInstance: (cluster.totalRequests().total - requestsBefore) / ticks / INSTANCES,
+      requestsPerTickPerInstance: (cluster.totalRequests().total - requestsBefore) / ticks / instances,
       terms:
         cluster.instances.flatMap((i) => i.events).filter((e) => e.kind === 'leader' && e.type === 'acquired').length -
         termsBefore,
@@ -163,7 +171,8 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
   const smoke = options.smoke === true;
   // A smoke run checks the mechanism: a yearly job (the leader rests the longest rest at once)
   // and a trigger that must wake it. A full run has a run every minute in its window.
-  const windowMs = smoke ? 12_000 : Number(process.env.BENCH_IDLE_COST_SECONDS ?? 300) * 1000;
+  const windowMs = smoke ? 6_000 : Number(process.env.BENCH_IDLE_COST_SECONDS ?? 300) * 1000;
+  const instances = smoke ? SMOKE_INSTANCES : INSTANCES;
   const heldWindowMs = smoke ? 0 : Math.min(windowMs, 60_000);
   const job = { name: 'minutely', schedule: smoke ? '0 0 0 1 1 *' : '0 * * * * *' };
   const started = performance.now();
@@ -174,12 +183,13 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
     windowMs,
     job,
     smoke,
+    instances,
   );
   // The floor, on the same Azurite and the same lease blob, right after the window.
-  const readsMs = await timeLeaseReads(resting.cluster, smoke ? 10 : 60);
+  const readsMs = await timeLeaseReads(resting.cluster, smoke ? 5 : 60);
   await resting.cluster.stop();
   const floorReadMs = percentile(readsMs, 50);
-  const floorMs = floorReadMs * (windowMs / TICK_MS) * INSTANCES;
+  const floorMs = floorReadMs * (windowMs / TICK_MS) * instances;
   const results = [resting.result];
   if (heldWindowMs > 0) {
     const held = await measure(
@@ -187,6 +197,7 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
       heldWindowMs,
       job,
       false,
+      instances,
     );
     await held.cluster.stop();
     results.push(held.result);
@@ -209,7 +220,7 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
       summary: {
         what: 'coordinator invocation time (its timer and tick messages), summed over every instance, in a window of an idle hub whose one job is due every minute; as a share of wall time and as invocation-seconds per hour',
         headline: `resting: ${(resting.result.share * 100).toFixed(2)} % of wall time (${resting.result.invocationSecondsPerHour.toFixed(0)} invocation-seconds per hour) against a floor of one lease read per tick per instance`,
-        cluster: `${INSTANCES} real instance processes on one in-process Azurite, a coordinator tick every ${TICK_MS} ms; a fresh cluster per scenario`,
+        cluster: `${instances} real instance processes on one in-process Azurite, a coordinator tick every ${TICK_MS} ms; a fresh cluster per scenario`,
         job: smoke
           ? 'one one-item job due once a year, and one trigger a third of the way into the window (the wake)'
           : 'one one-item job due every minute at second 0',

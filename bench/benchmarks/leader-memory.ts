@@ -3,6 +3,7 @@ import type { SyntheticJobSpec } from '../../functions/synthetic-job';
 import { probeEnv, readProbe, type ProbeLine } from '../lib/live-heap-probe';
 import { BenchCluster, type BenchInstance, type TimedEvent } from '../lib/bench-cluster';
 import { inexactness } from '../lib/synthetic-runs';
+import { sideBySide } from '../lib/side-by-side';
 import { median, report, type BenchOptions, type BenchResult } from '../lib/report';
 
 /**
@@ -29,6 +30,10 @@ import { median, report, type BenchOptions, type BenchResult } from '../lib/repo
  *
  * One instance by default: it leads from the start, and the figures are the whole process, its
  * own worker included (a worker holds one batch of messages, the same for both sizes).
+ *
+ * A smoke run (which checks that both arms work, not what they measure) runs each arm on one
+ * cluster, the two side by side: the small run, then the large one at once, its baseline the
+ * leader's report right after the small run.
  */
 export const name = 'leader-memory';
 
@@ -78,83 +83,130 @@ function memoryEvents(instance: BenchInstance, from: number, to = Number.POSITIV
   return instance.events.filter((e): e is MemoryEvent => e.kind === 'memory' && e.at >= from && e.at <= to);
 }
 
-async function measure(items: number, trial: number, arm: Arm): Promise<Sample> {
-  const wall0 = performance.now();
-  const spec: SyntheticJobSpec = { name: 'memory', items, itemsPerMessage: ITEMS_PER_MESSAGE };
+/**
+ * A fresh cluster (Azurite and instances) for `arm`, with a job for each size (`memory`, or
+ * `memory-<items>` when one cluster runs more than one size, as a smoke run's does), and each
+ * instance's probe lines.
+ */
+async function startCluster(arm: Arm, sizes: readonly number[]): Promise<Started> {
+  const specs = new Map(
+    sizes.map((items): [number, SyntheticJobSpec] => [
+      items,
+      { name: sizes.length > 1 ? `memory-${items}` : 'memory', items, itemsPerMessage: ITEMS_PER_MESSAGE },
+    ]),
+  );
   const cluster = await BenchCluster.start({
     instances: INSTANCES,
-    jobs: [spec],
+    jobs: [...specs.values()],
     ...(arm === 'probe' ? { env: probeEnv(PROBE_MS) } : {}),
   });
+  return { cluster, specs, probes: new Map(cluster.instances.map((i) => [i, arm === 'probe' ? readProbe(i) : []])) };
+}
+
+interface Started {
+  cluster: BenchCluster;
+  specs: Map<number, SyntheticJobSpec>;
+  probes: Map<BenchInstance, ProbeLine[]>;
+}
+
+/** One run of `items` on a fresh cluster, stopped after it. */
+async function measure(items: number, trial: number, arm: Arm): Promise<Sample> {
+  const wall0 = performance.now();
+  const started = await startCluster(arm, [items]);
   try {
-    const probes = new Map(cluster.instances.map((i) => [i, arm === 'probe' ? readProbe(i) : []]));
-    const leader = await cluster.waitFor(() => cluster.leader(), 60_000, 'a leader');
-    const acquired = cluster.acquiredSince(0)?.at ?? Date.now();
-    // Baseline: the leader idle, start-up settled, in a report made after the settling time.
-    await new Promise((r) => setTimeout(r, Math.max(0, acquired + SETTLE_MS - Date.now())));
-    const settled = Date.now();
-    const base = await cluster.waitFor(() => memoryEvents(leader, settled).at(0), 10_000, 'a baseline memory report');
-    const live = probes.get(leader) as ProbeLine[];
-    if (arm === 'probe') await cluster.waitFor(() => live.find((p) => p.at >= settled), 10_000, 'a baseline probe line');
-
-    const triggered = Date.now();
-    const runId = await cluster.trigger(spec.name);
-    const details = await cluster.waitForRun(runId, items >= 50_000 ? 180_000 : 90_000);
-    const ended = Date.now();
-    // The peaks are sampled every 200 ms and reported every second: one report after the end has them all.
-    const after = await cluster.waitFor(() => memoryEvents(leader, ended).at(0), 10_000, 'a memory report after the run');
-
-    // The run is what we meant it to be: the right answer, every item once, one leader throughout.
-    const { record } = details;
-    const wrong = inexactness(spec, details);
-    if (wrong.length > 0) throw new Error(`run ${runId} is not exact: ${wrong.join('; ')}`);
-    // A new term of the same instance is fine (terms are bounded); another instance leading is not.
-    if (cluster.leader() !== leader || cluster.acquiredSince(triggered, leader)) {
-      throw new Error(`the leader changed during run ${runId}: its figures would not be one leader's`);
-    }
-
-    const stored = await cluster.docs.read(runKeys.record(runId));
-    if (!stored) throw new Error(`run record of ${runId} is missing`);
-    const sample: Sample = {
-      arm,
-      items,
-      trial,
-      messages: record.messages,
-      checkpointBytes: Buffer.byteLength(stored.body),
-      seenBytes: Buffer.byteLength(JSON.stringify(record.seen)),
-      accBytes: Buffer.byteLength(JSON.stringify(record.acc)),
-      runMs: ended - triggered,
-      wallMs: 0,
-    };
-    if (arm === 'plain') {
-      const during = memoryEvents(leader, triggered, ended);
-      Object.assign(sample, {
-        peakHeapUsed: after.peakHeapUsed,
-        peakRss: after.peakRss,
-        baselineHeapUsed: base.heapUsed,
-        baselineRss: base.rss,
-        runMaxHeapUsed: Math.max(0, ...during.map((e) => e.heapUsed)),
-        runMaxRss: Math.max(0, ...during.map((e) => e.rss)),
-      });
-    } else {
-      const during = live.filter((p) => p.at >= triggered && p.at <= ended);
-      const before = live.filter((p) => p.at < triggered).at(-1);
-      if (during.length === 0 || !before) throw new Error(`no probe lines around run ${runId}`);
-      Object.assign(sample, {
-        peakLiveHeap: Math.max(...during.map((p) => p.liveHeap)),
-        baselineLiveHeap: before.liveHeap,
-        liveSamples: during.length,
-        meanGcMs: during.reduce((a, p) => a + p.gcMs, 0) / during.length,
-      });
-    }
-    return sample;
+    return (await measureOn(started, items, trial, arm)).sample;
   } finally {
-    await cluster.stop();
+    await started.cluster.stop();
     if (VERBOSE)
       console.error(
         `  (${arm} ${items} items, trial ${trial}: cluster up and down in ${Math.round(performance.now() - wall0)} ms)`,
       );
   }
+}
+
+/**
+ * One run of `items` on `cluster`, whose arm is `arm`; and the leader's first memory report after
+ * it. With `after`, that report of a run just before on the same cluster (a smoke run's), the
+ * next run is triggered at once, with it for the idle baseline: an idle leader looks at its
+ * requests less and less often (every 5 s at last), so a trigger right after a run is taken up
+ * sooner than one after the usual settle.
+ */
+async function measureOn(
+  { cluster, specs, probes }: Started,
+  items: number,
+  trial: number,
+  arm: Arm,
+  after?: MemoryEvent,
+): Promise<{ sample: Sample; after: MemoryEvent }> {
+  const spec = specs.get(items) as SyntheticJobSpec;
+  const leader = await cluster.waitFor(() => cluster.leader(), 60_000, 'a leader');
+  const live = probes.get(leader) as ProbeLine[];
+  let base = after;
+  if (!base) {
+    const acquired = cluster.acquiredSince(0)?.at ?? Date.now();
+    // Baseline: the leader idle, start-up settled, in a report made after the settling time.
+    await new Promise((r) => setTimeout(r, Math.max(0, acquired + SETTLE_MS - Date.now())));
+    const settled = Date.now();
+    base = await cluster.waitFor(() => memoryEvents(leader, settled).at(0), 10_000, 'a baseline memory report');
+    if (arm === 'probe') await cluster.waitFor(() => live.find((p) => p.at >= settled), 10_000, 'a baseline probe line');
+  }
+
+  const triggered = Date.now();
+  const runId = await cluster.trigger(spec.name);
+  const details = await cluster.waitForRun(runId, items >= 50_000 ? 180_000 : 90_000);
+  const ended = Date.now();
+  // The peaks are sampled every 200 ms and reported every second: one report after the end has them all.
+  const last = await cluster.waitFor(() => memoryEvents(leader, ended).at(0), 10_000, 'a memory report after the run');
+
+  // The run is what we meant it to be: the right answer, every item once, one leader throughout.
+  const { record } = details;
+  const wrong = inexactness(spec, details);
+  if (wrong.length > 0) throw new Error(`run ${runId} is not exact: ${wrong.join('; ')}`);
+  // A new term of the same instance is fine (terms are bounded); another instance leading is not.
+  if (cluster.leader() !== leader || cluster.acquiredSince(triggered, leader)) {
+    throw new Error(`the leader changed during run ${runId}: its figures would not be one leader's`);
+  }
+
+  const stored = await cluster.docs.read(runKeys.record(runId));
+  if (!stored) throw new Error(`run record of ${runId} is missing`);
+  const sample: Sample = {
+    arm,
+    items,
+    trial,
+    messages: record.messages,
+    checkpointBytes: Buffer.byteLength(stored.body),
+    seenBytes: Buffer.byteLength(JSON.stringify(record.seen)),
+    accBytes: Buffer.byteLength(JSON.stringify(record.acc)),
+    runMs: ended - triggered,
+    wallMs: 0,
+  };
+  if (arm === 'plain') {
+    const during = memoryEvents(leader, triggered, ended);
+    Object.assign(sample, {
+      peakHeapUsed: last.peakHeapUsed,
+      peakRss: last.peakRss,
+      baselineHeapUsed: base.heapUsed,
+      baselineRss: base.rss,
+      runMaxHeapUsed: Math.max(0, ...during.map((e) => e.heapUsed)),
+      runMaxRss: Math.max(0, ...during.map((e) => e.rss)),
+    });
+  } else {
+    let during = live.filter((p) => p.at >= triggered && p.at <= ended);
+    // A run triggered at once (`after`) can end between two of the probe's lines, which come a
+    // second or more apart on a busy machine: then the first line after it stands in.
+    if (during.length === 0 && after) {
+      during = [await cluster.waitFor(() => live.find((p) => p.at > ended), 10_000, 'a probe line after the run')];
+    }
+    const before = live.filter((p) => p.at < triggered).at(-1);
+    if (during.length === 0 || !before) throw new Error(`no probe lines around run ${runId}`);
+    Object.assign(sample, {
+      peakLiveHeap: Math.max(...during.map((p) => p.liveHeap)),
+      baselineLiveHeap: before.liveHeap,
+      liveSamples: during.length,
+      meanGcMs: during.reduce((a, p) => a + p.gcMs, 0) / during.length,
+    });
+  }
+  return { sample, after: last };
 }
 
 const mib = (bytes: number | undefined): string => `${((bytes ?? Number.NaN) / MiB).toFixed(1)} MiB`;
@@ -165,20 +217,49 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
   const trials = options.smoke ? 1 : Number(process.env.BENCH_MEMORY_TRIALS ?? 1);
   const started = performance.now();
   const samples: Sample[] = [];
-  // Sizes and arms alternate, so drift on the machine falls on all alike.
-  for (let trial = 1; trial <= trials; trial++) {
-    for (const items of [small, large]) {
-      for (const arm of ['probe', 'plain'] as const) {
-        const t0 = performance.now();
-        const s = await measure(items, trial, arm);
-        s.wallMs = performance.now() - t0;
-        samples.push(s);
-        if (VERBOSE) {
-          const figures =
-            arm === 'plain'
-              ? `peak heap ${mib(s.peakHeapUsed)} (baseline ${mib(s.baselineHeapUsed)}), peak RSS ${mib(s.peakRss)} (baseline ${mib(s.baselineRss)})`
-              : `peak live heap ${mib(s.peakLiveHeap)} (baseline ${mib(s.baselineLiveHeap)}, ${s.liveSamples} samples)`;
-          console.error(`  ${arm} ${items} items, trial ${trial}: ${figures}, record ${s.checkpointBytes} B, run ${s.runMs} ms`);
+  const print = (s: Sample): void => {
+    if (!VERBOSE) return;
+    const figures =
+      s.arm === 'plain'
+        ? `peak heap ${mib(s.peakHeapUsed)} (baseline ${mib(s.baselineHeapUsed)}), peak RSS ${mib(s.peakRss)} (baseline ${mib(s.baselineRss)})`
+        : `peak live heap ${mib(s.peakLiveHeap)} (baseline ${mib(s.baselineLiveHeap)}, ${s.liveSamples} samples)`;
+    console.error(`  ${s.arm} ${s.items} items, trial ${s.trial}: ${figures}, record ${s.checkpointBytes} B, run ${s.runMs} ms`);
+  };
+  if (options.smoke) {
+    // A smoke run: one cluster per arm, the two side by side, each running the small size then
+    // the large one (a cluster costs more than its tiny runs), whose baseline is the leader's
+    // report right after the small run.
+    const arms = await sideBySide(
+      (['probe', 'plain'] as const).map((arm) => async () => {
+        const started = await startCluster(arm, [small, large]);
+        try {
+          const measured: Sample[] = [];
+          let after: MemoryEvent | undefined;
+          for (const items of [small, large]) {
+            const t0 = performance.now();
+            let s: Sample;
+            ({ sample: s, after } = await measureOn(started, items, 1, arm, after));
+            s.wallMs = performance.now() - t0;
+            measured.push(s);
+            print(s);
+          }
+          return measured;
+        } finally {
+          await started.cluster.stop();
+        }
+      }),
+    );
+    samples.push(...arms.flat());
+  } else {
+    // Sizes and arms alternate, so drift on the machine falls on all alike.
+    for (let trial = 1; trial <= trials; trial++) {
+      for (const items of [small, large]) {
+        for (const arm of ['probe', 'plain'] as const) {
+          const t0 = performance.now();
+          const s = await measure(items, trial, arm);
+          s.wallMs = performance.now() - t0;
+          samples.push(s);
+          print(s);
         }
       }
     }
@@ -216,7 +297,9 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
     itemsPerMessage: ITEMS_PER_MESSAGE,
     trials,
     probeMs: PROBE_MS,
-    order: 'per trial: small (probe, plain) then large (probe, plain), each on a fresh cluster (Azurite and instances)',
+    order: options.smoke
+      ? 'smoke: one cluster (Azurite and instances) per arm, the two side by side, each running small then large'
+      : 'per trial: small (probe, plain) then large (probe, plain), each on a fresh cluster (Azurite and instances)',
     floor: floorFigures,
     ours: oursFigures,
     ratios: {

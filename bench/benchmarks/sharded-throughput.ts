@@ -1,6 +1,14 @@
 import { DEFAULT_CLUSTER } from '../../src/local/cluster';
 import { formatLine, goalMet, ratioOf, report, type BenchOptions, type BenchResult } from '../lib/report';
-import { alternateRounds, medianRun, startThroughputCluster, type FloorRun, type MeasuredRun } from '../lib/throughput-run';
+import { BenchCluster } from '../lib/bench-cluster';
+import {
+  alternateRounds,
+  medianRun,
+  smokeRound,
+  startThroughputCluster,
+  type FloorRun,
+  type MeasuredRun,
+} from '../lib/throughput-run';
 
 /**
  * sharded-throughput: the throughput benchmark's run (N items, one item per message, a trivial
@@ -22,6 +30,11 @@ export const name = 'sharded-throughput';
 
 const GOAL = { ratio: 0.8, direction: 'atLeast' as const };
 const INSTANCES = 3;
+/**
+ * A smoke run's cluster: two instances (two consumers in the floor), no warm-up run, and the
+ * floors run while it starts and elects its leader.
+ */
+const SMOKE_INSTANCES = 2;
 const SHARDS = [1, 2, 4];
 const JOB = 'sum';
 const TICK = DEFAULT_CLUSTER.coordinatorSchedule;
@@ -36,19 +49,22 @@ interface ShardedMeasurement {
   wallSeconds: number;
 }
 
-async function measureShards(shards: number, items: number, rounds: number, warmUp: boolean): Promise<ShardedMeasurement> {
+async function measureShards(shards: number, items: number, rounds: number, smoke: boolean): Promise<ShardedMeasurement> {
   const started = performance.now();
-  const cluster = await startThroughputCluster(
-    {
-      instances: INSTANCES,
-      coordinatorSchedule: TICK,
-      jobs: [{ name: JOB, items, itemsPerMessage: 1 }],
-      env: { BATON_QUEUE_SHARDS: String(shards) },
-    },
-    warmUp,
-  );
+  const options = {
+    instances: smoke ? SMOKE_INSTANCES : INSTANCES,
+    coordinatorSchedule: TICK,
+    jobs: [{ name: JOB, items, itemsPerMessage: 1 }],
+    env: { BATON_QUEUE_SHARDS: String(shards) },
+  };
+  const cluster = smoke ? await BenchCluster.start(options) : await startThroughputCluster(options);
   try {
-    const measured = await alternateRounds(cluster, { name: JOB, items }, { rounds, workers: INSTANCES, shards });
+    const job = { name: JOB, items };
+    const workers = options.instances;
+    const measured = smoke
+      ? (await smokeRound(cluster, job, { workers, shards }, () => cluster.waitFor(() => cluster.leader(), 60_000, 'a leader')))
+          .rounds
+      : await alternateRounds(cluster, job, { rounds, workers, shards });
     return {
       shards,
       floor: medianRun(measured.floor),
@@ -74,10 +90,11 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
   // tiny run, so the smoke run measures one count, the least that has more than one shard; the
   // one-shard path is the throughput benchmark's, smoked there.
   const counts = options.smoke ? [2] : (process.env.BENCH_SHARDED_COUNTS?.split(',').map(Number) ?? SHARDS);
-  const items = options.smoke ? 60 : Number(process.env.BENCH_SHARDED_ITEMS ?? 8000);
+  const items = options.smoke ? 30 : Number(process.env.BENCH_SHARDED_ITEMS ?? 8000);
   const rounds = options.smoke ? 1 : Number(process.env.BENCH_SHARDED_ROUNDS ?? 3);
+  const instances = options.smoke ? SMOKE_INSTANCES : INSTANCES;
   const samples: ShardedMeasurement[] = [];
-  for (const shards of counts) samples.push(await measureShards(shards, items, rounds, !options.smoke));
+  for (const shards of counts) samples.push(await measureShards(shards, items, rounds, options.smoke === true));
 
   const perShards = samples.map((m) => ({
     shards: m.shards,
@@ -117,7 +134,7 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
       summary: {
         headline: `the worst ratio of ours to its same-run floor over ${counts.join(', ')} shards; every shard count is in \`goals\``,
         items,
-        instances: INSTANCES,
+        instances,
         itemsPerMessage: 1,
         rounds,
         worstShards: worst.shards,
@@ -125,7 +142,7 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
         goals,
         measuredFrom: 'ours: run record createdAt → endedAt (output written first); floor: first send → last result deleted',
         floorShape:
-          `S work and S results queues; ${INSTANCES} consumers in ${INSTANCES} processes (polling before the clock starts) ` +
+          `S work and S results queues; ${instances} consumers in ${instances} processes (polling before the clock starts) ` +
           '× one receive-16 loop per work queue, per message send the result to the same shard + delete; 16 send lanes ' +
           'round robin over the work queues and one drainer receiving every results queue at once (32 per receive), both ' +
           'in the first consumer’s process; all concurrent. oneProcessFloor: every consumer in that one process',

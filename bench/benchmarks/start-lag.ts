@@ -8,6 +8,7 @@ import { Schedule } from '../../src/schedule/schedule';
 import type { SyntheticJobSpec } from '../../functions/synthetic-job';
 import { BenchCluster } from '../lib/bench-cluster';
 import { percentile, printableGoalRatio, tickGrid } from '../lib/failover-trials';
+import { sideBySide } from '../lib/side-by-side';
 import { formatLine, report, type BenchOptions, type BenchResult, type Goal } from '../lib/report';
 
 /**
@@ -186,64 +187,102 @@ function dueIn(spec: SyntheticJobSpec, start: number, end: number): string[] {
   return found;
 }
 
-async function measureScenario(
-  scenario: Scenario,
+/** A scenario to run on a cluster, and what runs beside its window (the floor, in steady's). */
+interface Planned {
+  scenario: Scenario;
+  duringWindow?: (start: number, end: number) => Promise<unknown>;
+}
+
+/**
+ * The scenarios one after another on one cluster (a full run gives each its own: one scenario
+ * per call), each in a window of its own; runs created up to `settleMs` after the last window
+ * still count. Every window is tallied once the last has settled.
+ */
+async function measureScenarios(
+  planned: readonly Planned[],
+  cluster: { hub: string; instances: number; jobs: readonly SyntheticJobSpec[]; env?: Record<string, string> },
   windowMs: number,
   settleMs: number,
-  duringWindow?: (start: number, end: number) => Promise<unknown>,
-): Promise<ScenarioResult> {
-  const cluster = await BenchCluster.start({
-    instances: INSTANCES,
-    hub: `lag-${scenario.name}`,
-    jobs: JOB_SPECS,
+): Promise<ScenarioResult[]> {
+  const shared = planned.length > 1;
+  const bench = await BenchCluster.start({
+    instances: cluster.instances,
+    hub: cluster.hub,
+    jobs: [...cluster.jobs],
     coordinatorSchedule: TICK,
     leaseSeconds: LEASE_SECONDS,
     // The app's default; with an occurrence every second its leader never rests.
     restWhenIdle: true,
-    ...(scenario.env ? { env: scenario.env } : {}),
+    ...(cluster.env ? { env: cluster.env } : {}),
   });
   try {
-    await cluster.waitFor(() => cluster.leader(), 60_000, 'a leader');
+    await bench.waitFor(() => bench.leader(), 60_000, 'a leader');
     // Warm: one run of any job created and ended, so every instance's queues and clients are up.
     const warmFrom = Date.now();
-    await cluster.waitFor(
-      () => (cluster.instances.some((i) => i.events.some((e) => e.kind === 'worked' && e.at >= warmFrom)) ? true : undefined),
+    await bench.waitFor(
+      () => (bench.instances.some((i) => i.events.some((e) => e.kind === 'worked' && e.at >= warmFrom)) ? true : undefined),
       60_000,
       'a first run worked',
     );
-    // The window starts on a whole second, just before an occurrence.
-    const start = Math.ceil((Date.now() + 1000) / 1000) * 1000 - 100;
-    const end = start + windowMs;
-    const changesBefore = (await cluster.readLease()).epoch;
-    const beside = duringWindow?.(start, end);
-    const disruptions = scenario.disrupt ? await scenario.disrupt(cluster, start, end) : 0;
-    await beside;
-    await until(end + settleMs);
-    const changes = (await cluster.readLease()).epoch - changesBefore;
-    return await tally(cluster, scenario, start, end, disruptions, changes);
+    const windows: { scenario: Scenario; start: number; end: number; disruptions: number; changes: number }[] = [];
+    for (const [k, { scenario, duringWindow }] of planned.entries()) {
+      const last = k === planned.length - 1;
+      const previous = windows.at(-1);
+      // After a disruption, the cluster is whole again (a SIGTERMed leader has exited) first.
+      if (previous) {
+        await bench.waitFor(
+          () => (bench.instances.filter((i) => i.alive).length === cluster.instances ? true : undefined),
+          60_000,
+          `${cluster.instances} live instances`,
+        );
+      }
+      // The window starts on a whole second, just before an occurrence: right after the last
+      // window when that has only just ended.
+      const start =
+        previous && Date.now() < previous.end + 50 ? previous.end : Math.ceil((Date.now() + 1000) / 1000) * 1000 - 100;
+      const end = start + windowMs;
+      const changesBefore = (await bench.readLease()).epoch;
+      const beside = duringWindow?.(start, end);
+      const disruptions = scenario.disrupt ? await scenario.disrupt(bench, start, end) : 0;
+      await beside;
+      // Only the last window needs the settle: the ones before it settle during those after.
+      await until(last ? end + settleMs : end);
+      const changes = (await bench.readLease()).epoch - changesBefore;
+      windows.push({ scenario, start, end, disruptions, changes });
+    }
+    const results: ScenarioResult[] = [];
+    for (const w of windows) {
+      results.push(await tally(bench, cluster.jobs, w.scenario, w.start, w.end, w.disruptions, w.changes, shared));
+    }
+    return results;
   } finally {
-    await cluster.stop();
+    await bench.stop();
   }
 }
 
 async function tally(
   cluster: BenchCluster,
+  jobs: readonly SyntheticJobSpec[],
   scenario: Scenario,
   start: number,
   end: number,
   disruptions: number,
   leaderChanges: number,
+  /** Duplicates among this window's occurrences only: other windows ran on the same cluster. */
+  windowOnly = false,
 ): Promise<ScenarioResult> {
   const states = new FencedDocuments<JobState>(cluster.docs);
   const occurrences: Occurrence[] = [];
   let duplicates = 0;
-  for (const spec of JOB_SPECS) {
+  for (const spec of jobs) {
     const due = dueIn(spec, start, end);
     const runs = (await cluster.runsOf(spec.name)).filter((r): r is RunRecord & { occurrence: string } => r.occurrence !== null);
     const byOccurrence = new Map<string, RunRecord[]>();
     for (const run of runs) byOccurrence.set(run.occurrence, [...(byOccurrence.get(run.occurrence) ?? []), run]);
     const schedule = new Set(dueIn(spec, start - 3_600_000, end + 3_600_000));
+    const inWindow = new Set(due);
     for (const [occurrence, list] of byOccurrence) {
+      if (windowOnly && schedule.has(occurrence) && !inWindow.has(occurrence)) continue;
       if (list.length > 1) duplicates += list.length - 1;
       if (!schedule.has(occurrence)) duplicates += list.length;
     }
@@ -364,28 +403,74 @@ const GOALS: GoalSpec[] = [
   },
 ];
 
+/**
+ * The smoke run's clusters: steady, sigterm and rolling one after another on one cluster (started
+ * as version 1, for the rolling deploy), and frozen, whose every instance has its timers off, on
+ * a cluster of its own beside it. Two instances each: a leader and one to take over.
+ */
+const SMOKE_INSTANCES = 2;
+/**
+ * And two of the jobs, due at seconds 0 and 2 of every 5: two occurrences in each window. Most of
+ * a smoke run's work is its runs (a third of a CPU second each), one every second with them all.
+ */
+const SMOKE_JOBS = JOB_SPECS.filter((_, k) => k === 0 || k === 2);
+const SMOKE_GROUPS: { hub: string; scenarios: ScenarioName[] }[] = [
+  { hub: 'lag-smoke', scenarios: ['steady', 'sigterm', 'rolling'] },
+  { hub: 'lag-smoke-frozen', scenarios: ['frozen'] },
+];
+
 export async function run(options: BenchOptions = {}): Promise<BenchResult> {
-  // A smoke run checks that the scenarios work: a few occurrences each, one disruption. It leaves
-  // out sigkill, whose window must outlast a lease expiry (the crash-failover smoke kills a leader).
-  const windowMs = options.smoke ? 8_000 : Number(process.env.BENCH_START_LAG_SECONDS ?? 100) * 1000;
-  const scenarios = options.smoke ? SCENARIOS.filter((s) => s.name !== 'sigkill') : SCENARIOS;
+  const smoke = options.smoke === true;
+  // A smoke run checks that the scenarios work: a few occurrences each (one of each job), one
+  // disruption. It leaves out sigkill, whose window must outlast a lease expiry (the
+  // crash-failover smoke kills a leader).
+  const windowMs = smoke ? 5_000 : Number(process.env.BENCH_START_LAG_SECONDS ?? 100) * 1000;
+  const scenarios = smoke ? SCENARIOS.filter((s) => s.name !== 'sigkill') : SCENARIOS;
   const started = performance.now();
   const loadAtStart = loadavg();
-  const results: ScenarioResult[] = [];
   let floorLateness: number[] = [];
-  for (const scenario of scenarios) {
-    // The floor is measured during the steady window, so both see the same machine.
-    const floor = async (start: number, end: number) => (floorLateness = await timerFloor(start, end));
-    // A smoke run only checks that runs are counted, not how late the last ones start.
-    const settleMs = options.smoke ? Math.min(scenario.settleMs, 3000) : scenario.settleMs;
-    const result = await measureScenario(scenario, windowMs, settleMs, scenario.name === 'steady' ? floor : undefined);
-    results.push(result);
-    if (VERBOSE || !options.smoke) {
-      console.error(
-        `  ${scenario.name}: start lag p50 ${result.startLagMs.p50} p99 ${result.startLagMs.p99} max ${result.startLagMs.max} ms; ` +
-          `first item p99 ${result.firstItemLagMs.p99} ms; ${result.started}/${result.due} started, not run ${JSON.stringify(result.notRun)}, ` +
-          `${result.duplicates} duplicate, ${result.disruptions} disruptions, ${result.leaderChanges} leader changes`,
-      );
+  // The floor is measured during the steady window, so both see the same machine.
+  const floor = async (start: number, end: number) => (floorLateness = await timerFloor(start, end));
+  const plan = (scenario: Scenario): Planned => ({ scenario, ...(scenario.name === 'steady' ? { duringWindow: floor } : {}) });
+  const print = (result: ScenarioResult): void => {
+    if (!VERBOSE && smoke) return;
+    console.error(
+      `  ${result.name}: start lag p50 ${result.startLagMs.p50} p99 ${result.startLagMs.p99} max ${result.startLagMs.max} ms; ` +
+        `first item p99 ${result.firstItemLagMs.p99} ms; ${result.started}/${result.due} started, not run ${JSON.stringify(result.notRun)}, ` +
+        `${result.duplicates} duplicate, ${result.disruptions} disruptions, ${result.leaderChanges} leader changes`,
+    );
+  };
+  const results: ScenarioResult[] = [];
+  if (smoke) {
+    // A smoke run only checks that runs are counted, not how late the last ones start: with two
+    // jobs its last occurrence is due at least 0.9 s before the last window ends.
+    const groups = await sideBySide(
+      SMOKE_GROUPS.map(({ hub, scenarios: names }) => () => {
+        const group = names.map((n) => scenarios.find((s) => s.name === n) as Scenario);
+        const last = group.at(-1) as Scenario;
+        const env = Object.assign({}, ...group.map((s) => s.env ?? {})) as Record<string, string>;
+        return measureScenarios(
+          group.map(plan),
+          { hub, instances: SMOKE_INSTANCES, jobs: SMOKE_JOBS, env },
+          windowMs,
+          Math.min(last.settleMs, 2000),
+        );
+      }),
+    );
+    const byName = new Map(groups.flat().map((r) => [r.name, r]));
+    for (const scenario of scenarios) results.push(byName.get(scenario.name) as ScenarioResult);
+    results.forEach(print);
+  } else {
+    for (const scenario of scenarios) {
+      const cluster = {
+        hub: `lag-${scenario.name}`,
+        instances: INSTANCES,
+        jobs: JOB_SPECS,
+        ...(scenario.env ? { env: scenario.env } : {}),
+      };
+      const [result] = await measureScenarios([plan(scenario)], cluster, windowMs, scenario.settleMs);
+      results.push(result as ScenarioResult);
+      print(result as ScenarioResult);
     }
   }
   const floorP99 = percentile(floorLateness, 99);
@@ -415,8 +500,12 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
       summary: {
         what: 'start lag: an occurrence (due, by the schedule) → its run record created, by storage’s clock; first-item lag: → the first item counted. Per scenario, over every occurrence due in its window',
         headline: 'steady p99 start lag against the p99 of a bare timer’s lateness; every scenario’s goal is in `goals`',
-        cluster: `${INSTANCES} real instance processes on one in-process Azurite, a coordinator tick every ${TICK_MS} ms, ${LEASE_SECONDS} s lease; a fresh cluster per scenario`,
-        jobs: `${JOBS} synthetic jobs of 4 items, each due every ${PERIOD_S} s at its own second (one occurrence a second in all)`,
+        cluster: smoke
+          ? `${SMOKE_INSTANCES} real instance processes per cluster on one in-process Azurite each, a coordinator tick every ${TICK_MS} ms, ${LEASE_SECONDS} s lease; steady, sigterm and rolling one after another on one cluster (smoke), frozen on its own beside it`
+          : `${INSTANCES} real instance processes on one in-process Azurite, a coordinator tick every ${TICK_MS} ms, ${LEASE_SECONDS} s lease; a fresh cluster per scenario`,
+        jobs: smoke
+          ? `${SMOKE_JOBS.length} synthetic jobs of 4 items, each due every ${PERIOD_S} s at its own second (${SMOKE_JOBS.map((j) => j.schedule).join(', ')}: smoke)`
+          : `${JOBS} synthetic jobs of 4 items, each due every ${PERIOD_S} s at its own second (one occurrence a second in all)`,
         windowSeconds: windowMs / 1000,
         scenarios: results.map(({ occurrences: _, ...rest }) => rest),
         floor: {

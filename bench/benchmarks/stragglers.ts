@@ -70,11 +70,11 @@ const PAUSE_MS = 60_000;
 const FAULT_AT = 0.5;
 /**
  * A smoke run: one pair, the pause, on a cluster of two (a leader and its follower, the victim),
- * no warm-up. Each instance's 16 slots turn over in waves as long as an item, 1.5 s, and the
- * fault strikes as the follower takes its second batch of three. Most of its cost is the
- * processes starting.
+ * no warm-up, 64 items: two waves of the two instances' slots when nothing happens. Each
+ * instance's 16 slots turn over in waves as long as an item, 1.5 s, and the fault strikes as the
+ * follower takes its second batch of three. Most of its cost is the processes starting.
  */
-const SMOKE: Sizes = { instances: 2, items: 96, itemMs: 1500, faultAt: 0 };
+const SMOKE: Sizes = { instances: 2, items: 64, itemMs: 1500, faultAt: 0 };
 /**
  * Pairs per scenario; each reports its round with the median ratio. A clean run and its scenario a
  * minute apart still differ by up to a third on this shared machine, as much as the goals' margins.

@@ -1,12 +1,13 @@
 import { DEFAULT_CLUSTER } from '../../src/local/cluster';
 import { Schedule } from '../../src/schedule/schedule';
 import { requestCountsSince } from '../../src/storage/request-counter';
-import type { BenchCluster } from '../lib/bench-cluster';
+import { BenchCluster } from '../lib/bench-cluster';
 import { report, type BenchOptions, type BenchResult } from '../lib/report';
 import {
   alternateRounds,
   medianRun,
   runOurs,
+  smokeRound,
   startThroughputCluster,
   type FloorRun,
   type MeasuredRun,
@@ -31,6 +32,11 @@ export const name = 'throughput';
 
 const GOAL = { ratio: 0.8, direction: 'atLeast' as const };
 const INSTANCES = 3;
+/**
+ * A smoke run: two instances (and two consumers in the floor), no warm-up run, a short idle
+ * window after a short settle, and the floors run while the cluster elects and idles.
+ */
+const SMOKE = { instances: 2, settleMs: 1000 };
 
 export interface ThroughputMeasurement {
   items: number;
@@ -54,20 +60,39 @@ export function lastThroughputMeasurement(items: number): ThroughputMeasurement 
 const TICK = DEFAULT_CLUSTER.coordinatorSchedule;
 const TICK_MS = Schedule.parse(TICK).fixedPeriod()!.periodMs;
 
-/** Starts the cluster, warms it up, measures idle cost, the floor and both runs of ours. */
-export async function measureThroughput(items: number, idleWindowMs: number, rounds = 1): Promise<ThroughputMeasurement> {
-  const cluster = await startThroughputCluster({
-    instances: INSTANCES,
+/**
+ * Starts the cluster, warms it up, measures idle cost, the floor and both runs of ours. A smoke
+ * run (one round) skips the warm-up and measures the floors beside the election and idle window.
+ */
+export async function measureThroughput(
+  items: number,
+  idleWindowMs: number,
+  rounds = 1,
+  smoke = false,
+): Promise<ThroughputMeasurement> {
+  const options = {
+    instances: smoke ? SMOKE.instances : INSTANCES,
     coordinatorSchedule: TICK,
     jobs: [
       { name: 'sum', items, itemsPerMessage: 1 },
       { name: 'sum50', items, itemsPerMessage: 50 },
     ],
-  });
+  };
+  const cluster = smoke ? await BenchCluster.start(options) : await startThroughputCluster(options);
   try {
-    const idle = await measureIdle(cluster, idleWindowMs);
-    const measured = await alternateRounds(cluster, { name: 'sum', items }, { rounds, workers: INSTANCES });
-    const packed = await runOurs(cluster, 'sum50', items);
+    const job = { name: 'sum', items };
+    let idle: Awaited<ReturnType<typeof measureIdle>>;
+    let measured: ThroughputMeasurement['rounds'];
+    if (smoke) {
+      ({ beside: idle, rounds: measured } = await smokeRound(cluster, job, { workers: options.instances }, async () => {
+        await cluster.waitFor(() => cluster.leader(), 60_000, 'a leader');
+        return measureIdle(cluster, idleWindowMs, SMOKE.settleMs);
+      }));
+    } else {
+      idle = await measureIdle(cluster, idleWindowMs);
+      measured = await alternateRounds(cluster, job, { rounds, workers: INSTANCES });
+    }
+    const packed = await runOurs(cluster, 'sum50', items, undefined, smoke);
     lastMeasurement = {
       items,
       floor: medianRun(measured.floor),
@@ -84,9 +109,9 @@ export async function measureThroughput(items: number, idleWindowMs: number, rou
 }
 
 /** Every instance's requests over a window with no run open: what idle ticks cost. */
-async function measureIdle(cluster: BenchCluster, windowMs: number) {
+async function measureIdle(cluster: BenchCluster, windowMs: number, settleMs = 3000) {
   // Let the warm-up's tail (drains, visibility renewals) settle first.
-  await new Promise((r) => setTimeout(r, 3000));
+  await new Promise((r) => setTimeout(r, settleMs));
   await cluster.freshRequestReports(Date.now());
   const before = cluster.instances.map((i) => ({ ...i.requests.byOperation }));
   const started = Date.now();
@@ -107,10 +132,11 @@ async function measureIdle(cluster: BenchCluster, windowMs: number) {
 }
 
 export async function run(options: BenchOptions = {}): Promise<BenchResult> {
-  const items = options.smoke ? 100 : 2000;
+  const items = options.smoke ? 50 : 2000;
   const started = Date.now();
   const rounds = options.smoke ? 1 : Number(process.env.BENCH_THROUGHPUT_ROUNDS ?? 3);
-  const m = await measureThroughput(items, options.smoke ? 4000 : 10_000, rounds);
+  const instances = options.smoke ? SMOKE.instances : INSTANCES;
+  const m = await measureThroughput(items, options.smoke ? 2000 : 10_000, rounds, options.smoke);
   const ours = m.ours.itemsPerSecond;
   const floor = m.floor.itemsPerSecond;
   return report(
@@ -119,7 +145,7 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
       samples: { rounds: m.rounds, itemsPerMessage50: m.packed },
       summary: {
         items,
-        instances: INSTANCES,
+        instances,
         rounds,
         perRound: m.rounds.ours.map((o, i) => ({
           ours: o.itemsPerSecond,
@@ -148,7 +174,7 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
         },
         measuredFrom: 'ours: run record createdAt → endedAt (output written first); floor: first send → last result deleted',
         floorShape:
-          `${INSTANCES} consumers in ${INSTANCES} processes (polling before the clock starts) × receive 16, per message ` +
+          `${instances} consumers in ${instances} processes (polling before the clock starts) × receive 16, per message ` +
           'send result + delete; 16 send lanes and one results drainer (32 per receive) in the first consumer’s ' +
           'process; all concurrent. oneProcessFloor: every consumer in that one process',
         coordinatorTick: TICK,

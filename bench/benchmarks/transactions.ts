@@ -17,8 +17,8 @@ const PER_ITEM_GOAL = 4.5;
 const IDLE_GOAL = 2;
 
 export async function run(options: BenchOptions = {}): Promise<BenchResult> {
-  const items = options.smoke ? 100 : 2000;
-  const m = lastThroughputMeasurement(items) ?? (await measureThroughput(items, options.smoke ? 4000 : 20_000));
+  const items = options.smoke ? 50 : 2000;
+  const m = lastThroughputMeasurement(items) ?? (await measureThroughput(items, options.smoke ? 2000 : 20_000, 1, options.smoke));
   const ours = m.ours.requestsTotal / items;
   const floor = m.floor.requestsTotal / items;
   const ticks = m.idle.windowMs / m.idle.tickMs;

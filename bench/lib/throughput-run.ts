@@ -92,9 +92,19 @@ export async function runFloor(
  * One run of `job` on the cluster, end to end: from the run record's creation to its end
  * (the output is written before the record turns terminal). Progress is sampled from the run
  * record every 250 ms; requests are the instances' own counts before and after.
+ *
+ * `rightAfter`: a run has just ended on this cluster, and its counts, read fresh after it, are
+ * this one's start (a smoke run's). It is triggered at once: an idle leader looks at its requests
+ * less and less often (every 5 s at last), so a trigger right after a run is taken up sooner.
  */
-export async function runOurs(cluster: BenchCluster, job: string, items: number, timeoutMs = 300_000): Promise<MeasuredRun> {
-  await cluster.freshRequestReports(Date.now());
+export async function runOurs(
+  cluster: BenchCluster,
+  job: string,
+  items: number,
+  timeoutMs = 300_000,
+  rightAfter = false,
+): Promise<MeasuredRun> {
+  if (!rightAfter) await cluster.freshRequestReports(Date.now());
   const before = cluster.totalRequests().byOperation;
   const runId = await cluster.trigger(job);
   const samples: { at: number; done: number }[] = [];
@@ -174,6 +184,32 @@ export async function alternateRounds(
     ours.push(await runOurs(cluster, job.name, job.items));
   }
   return { floor, floorOneProcess, ours };
+}
+
+/**
+ * A smoke run's one round: both floors, one shape after the other, while the cluster does
+ * `beside` (its election, an idle window: anything that does not run ours), then `job` once. It
+ * checks that every arm works, not how they compare, so the floors need not have the Azurite to
+ * themselves.
+ */
+export async function smokeRound<T>(
+  cluster: BenchCluster,
+  job: { name: string; items: number },
+  options: { workers: number; shards?: number },
+  beside: () => Promise<T>,
+): Promise<{ rounds: { floor: FloorRun[]; floorOneProcess: FloorRun[]; ours: MeasuredRun[] }; beside: T }> {
+  const floors = (async () => {
+    const floor = await runFloor(cluster.connectionString, job.items, options.workers, options.shards, 'per-instance');
+    const floorOneProcess = await runFloor(cluster.connectionString, job.items, options.workers, options.shards, 'one-process');
+    return { floor, floorOneProcess };
+  })();
+  const meanwhile = beside();
+  // Both settled before either answers: a failure must not leave the other running on.
+  await Promise.allSettled([floors, meanwhile]);
+  const { floor, floorOneProcess } = await floors;
+  const besideResult = await meanwhile;
+  const ours = await runOurs(cluster, job.name, job.items);
+  return { rounds: { floor: [floor], floorOneProcess: [floorOneProcess], ours: [ours] }, beside: besideResult };
 }
 
 /** The round with the median rate (the lower middle one for an even count). */

@@ -1,12 +1,16 @@
-/** Every benchmark but the long ones, run small (see test/support/bench-smoke.ts). */
+/** Every benchmark that no other bench-smoke file smokes (idle cost, leader memory, stragglers), run small (see test/support/bench-smoke.ts). */
 import { describe, expect, it } from 'vitest';
-import { BENCHMARKS, LONG_BENCHMARKS, smokeEach } from '../support/bench-smoke';
+import { BENCHMARKS, OTHER_BENCHMARKS, SMOKE_FILES, smokeEach } from '../support/bench-smoke';
 
 describe('benchmark smoke runs', () => {
-  it('finds the benchmarks, the long ones among them', () => {
+  it('finds the benchmarks, and each file smokes ones that are there, none twice', () => {
     expect(BENCHMARKS).toContain('dispatch');
-    for (const name of LONG_BENCHMARKS) expect(BENCHMARKS).toContain(name);
+    const named = Object.values(SMOKE_FILES).flat();
+    for (const name of named) expect(BENCHMARKS).toContain(name);
+    expect(new Set(named).size).toBe(named.length);
+    // So every benchmark is smoked by exactly one file.
+    expect([...named, ...OTHER_BENCHMARKS].sort()).toEqual(BENCHMARKS);
   });
 
-  smokeEach(BENCHMARKS.filter((name) => !LONG_BENCHMARKS.includes(name)));
+  smokeEach(OTHER_BENCHMARKS);
 });
