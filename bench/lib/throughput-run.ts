@@ -5,6 +5,7 @@ import { isTerminal, runKeys, type RunRecord } from '../../src/hub/run-record';
 import { requestCountsSince } from '../../src/storage/request-counter';
 import { describePatience, patience } from '../../test/support/slowdown';
 import { BenchCluster, type BenchClusterOptions } from './bench-cluster';
+import { sideBySide } from './side-by-side';
 import type { FloorProgress, FloorShape, FloorSummary } from './throughput-floor';
 
 /** [seconds since start, items/s over the preceding window] */
@@ -198,16 +199,13 @@ export async function smokeRound<T>(
   options: { workers: number; shards?: number },
   beside: () => Promise<T>,
 ): Promise<{ rounds: { floor: FloorRun[]; floorOneProcess: FloorRun[]; ours: MeasuredRun[] }; beside: T }> {
-  const floors = (async () => {
-    const floor = await runFloor(cluster.connectionString, job.items, options.workers, options.shards, 'per-instance');
-    const floorOneProcess = await runFloor(cluster.connectionString, job.items, options.workers, options.shards, 'one-process');
-    return { floor, floorOneProcess };
-  })();
-  const meanwhile = beside();
-  // Both settled before either answers: a failure must not leave the other running on.
-  await Promise.allSettled([floors, meanwhile]);
-  const { floor, floorOneProcess } = await floors;
-  const besideResult = await meanwhile;
+  const [{ floor, floorOneProcess }, besideResult] = await sideBySide([
+    async () => ({
+      floor: await runFloor(cluster.connectionString, job.items, options.workers, options.shards, 'per-instance'),
+      floorOneProcess: await runFloor(cluster.connectionString, job.items, options.workers, options.shards, 'one-process'),
+    }),
+    beside,
+  ] as const);
   const ours = await runOurs(cluster, job.name, job.items);
   return { rounds: { floor: [floor], floorOneProcess: [floorOneProcess], ours: [ours] }, beside: besideResult };
 }
