@@ -37,24 +37,22 @@ const START_ORDER = [
   'test/contract/queue.azurite.test.ts',
   'test/unit/hung-hooks.test.ts',
   'test/integration/epoch-reset.azurite.test.ts',
-  // The second group: the chaos smoke spans it on one worker while the other three take the rest.
-  // The soaks and the benchmark smokes mostly wait; the clusters keep a core busy. The four
-  // longest started together left the cores idle a third of the time: the two soaks start first,
-  // then clusters and smokes alternate.
+  // The second group, longest first, so that the last files to start are short and the group
+  // does not end on one file with the cores idle. Durations include each file's beforeAll: the
+  // consumer's npm install and tsc make it the second longest. Within that order, files that
+  // mostly wait (the soaks, the leadership smoke, failover's lease expiries) sit between those
+  // that keep a core busy (clusters, installs, the throughput smoke).
   'test/e2e/chaos-smoke.e2e.test.ts',
-  'test/e2e/chaos-broken.e2e.test.ts',
-  // Mostly npm installing the packed package into a fresh app: disk and network, not the cores.
   'test/e2e/consumer-app.e2e.test.ts',
-  'test/e2e/cluster.e2e.test.ts',
-  // The benchmark smokes, in three files of about the same length; the throughput one keeps a
-  // core busiest (the runs and their floors), the leadership one mostly waits on leases.
   'test/e2e/bench-smoke-throughput.e2e.test.ts',
-  'test/e2e/cluster-running.e2e.test.ts',
-  'test/e2e/bench-smoke-leadership.e2e.test.ts',
-  'test/e2e/cluster-kill-leader.e2e.test.ts',
   'test/e2e/bench-smoke.e2e.test.ts',
-  'test/e2e/scale-failover.e2e.test.ts',
+  'test/e2e/bench-smoke-leadership.e2e.test.ts',
+  'test/e2e/cluster.e2e.test.ts',
+  'test/e2e/chaos-broken.e2e.test.ts',
+  'test/e2e/cluster-kill-leader.e2e.test.ts',
   'test/e2e/failover.e2e.test.ts',
+  'test/e2e/scale-failover.e2e.test.ts',
+  'test/e2e/cluster-running.e2e.test.ts',
   'test/e2e/no-secrets.e2e.test.ts',
 ];
 
