@@ -20,7 +20,7 @@ export interface TimeBound {
  * `writtenMs` as the reference machine meets it, scaled by the floor measured now: one round,
  * just before the timed action, under the same load. The suite's start-up calibration has warmed
  * the disk cache the median of three guards against there; a round costs two processes (about
- * 1.5 s of CPU), and some files assert a duration in every case of a table.
+ * 0.8 s of CPU), and some files assert a duration in every case of a table.
  */
 export async function timeBound(writtenMs: number): Promise<TimeBound> {
   const { medianMs, factor } = await calibrate({ rounds: 1 });
