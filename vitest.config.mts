@@ -15,7 +15,9 @@ const START_ORDER = [
   // a core busy; when four waiting files started together, the two cores idled for most of a
   // minute. So the long ones alternate, waiting and busy, longest first in each kind (durations
   // and CPU from a fresh CI clone). The clusters of real processes (frozen-timer,
-  // rolling-deploy) run here: the last group is bound by the chaos smoke.
+  // rolling-deploy) run here: the last group is bound by the chaos smoke. The type-check and lint
+  // of every file is one process that keeps a core busy for half a minute or more: it starts first.
+  'test/integration/typecheck-lint.test.ts',
   'test/integration/leader-election.azurite.test.ts',
   'test/integration/bad-config-exit.test.ts',
   'test/integration/malformed-input.azurite.test.ts',
