@@ -17,8 +17,9 @@ const WORK = `require('@azure/storage-blob');`;
  * The median, over three rounds, of one round of the work: two processes at once, because the
  * suite's speed is what two cores give it. On two idle cores of the slower of the machines the
  * suite has run on, REFERENCE_ROUND_MS (docs/testing.md): the 700 ms the round with hashing took
- * there, times what this round takes against that one on one machine (452 against 817 ms, the
- * medians of two runs of seven rounds each), so the slowdowns the suite prints keep their scale.
+ * there, times what this round takes against that one on one machine (452 against 817 ms, each
+ * the mean of two runs' medians over seven rounds), so the slowdowns the suite prints keep their
+ * scale.
  */
 export const REFERENCE_ROUND_MS = 385;
 
