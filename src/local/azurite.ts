@@ -187,6 +187,7 @@ interface LokiCollection {
   findOne(query?: object): object | null;
   chain(...args: unknown[]): LokiResults;
   remove(doc: object | object[]): void;
+  update(doc: object | object[]): void;
 }
 interface LokiStore {
   db: { getCollection(name: string): LokiCollection };
@@ -274,7 +275,25 @@ function lookUpByIndexedKeys(blob: AzuriteServer, queue: AzuriteServer): void {
   };
   preferKeys(collection(blob, 'BLOBS_COLLECTION'), ['name']);
   preferKeys(collection(blob, 'BLOCKS_COLLECTION'), ['blobName']);
-  preferKeys(collection(queue, 'MESSAGES_COLLECTION'), ['messageId', 'queueName']);
+  const messages = collection(queue, 'MESSAGES_COLLECTION');
+  preferKeys(messages, ['messageId', 'queueName']);
+  updateOneAtATime(messages);
+}
+
+/**
+ * LokiJS updates an array of documents as a batch: it turns its adaptive indexes off, updates
+ * each document, then rebuilds every index of the collection by sorting all of its documents.
+ * Azurite 3.35's receive updates the messages it hands out as such a batch, so each receive,
+ * even of one message, re-sorted the four indexes over every message of every queue: 15 ms of
+ * CPU a receive with 2,000 messages waiting, 4 ms with ten. Updating the same documents one at a
+ * time moves each in its indexes in place, which leaves the store as the batch would.
+ */
+function updateOneAtATime(collection: LokiCollection): void {
+  const update = collection.update.bind(collection);
+  collection.update = (doc) => {
+    if (!Array.isArray(doc)) return update(doc);
+    for (const one of doc as object[]) update(one);
+  };
 }
 
 function preferKeys(collection: LokiCollection, keys: readonly string[]): void {

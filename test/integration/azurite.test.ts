@@ -11,9 +11,17 @@ import { startAzurite } from '../../src/local/azurite';
 import { patience } from '../support/slowdown';
 
 // Azurite's own copy of LokiJS, the one its stores build their collections from. A batch removal
-// ends in ensureAllIndexes(true): a full re-sort of every index, however little it removed.
+// ends in ensureAllIndexes(true): a full re-sort of every index, however little it removed; a
+// batch update, in a rebuild of every index it marked dirty.
 const { Collection, Resultset } = createRequire(import.meta.url)('lokijs') as {
-  Collection: { prototype: { ensureAllIndexes(force?: boolean): void; remove(doc: unknown): void; name: string } };
+  Collection: {
+    prototype: {
+      ensureAllIndexes(force?: boolean): void;
+      prepareFullDocIndex(): number[];
+      remove(doc: unknown): void;
+      name: string;
+    };
+  };
   Resultset: { prototype: { find(query?: object, firstOnly?: boolean): unknown; collection: { name: string } } };
 };
 
@@ -149,7 +157,53 @@ describe('startAzurite', () => {
     }
   });
 
-  describe('removals that leave the store indexes in place', () => {
+  describe('removals and updates that leave the store indexes in place', () => {
+    it('hands out received messages without rebuilding every index over every message', async () => {
+      const azurite = await startAzurite();
+      // Every index LokiJS builds from scratch starts from a list of every document.
+      const rebuilds = vi.spyOn(Collection.prototype, 'prepareFullDocIndex');
+      const messageRebuilds = () =>
+        rebuilds.mock.contexts.filter((c) => (c as { name: string }).name === '$MESSAGES_COLLECTION$').length;
+      try {
+        const queues = QueueServiceClient.fromConnectionString(azurite.connectionString);
+        const [work, other] = [queues.getQueueClient('work'), queues.getQueueClient('other')];
+        await Promise.all([work.create(), other.create()]);
+        for (let i = 0; i < 5; i++) await work.sendMessage(`m${i}`);
+        await other.sendMessage('elsewhere');
+        rebuilds.mockClear();
+        // Stock Azurite updates the messages a receive hands out as one LokiJS batch, which ends
+        // in a rebuild of every index of every queue's messages, one receive at a time.
+        const first = (await work.receiveMessages({ numberOfMessages: 3, visibilityTimeout: 1 })).receivedMessageItems;
+        const second = (await work.receiveMessages({ numberOfMessages: 3, visibilityTimeout: 60 })).receivedMessageItems;
+        expect(messageRebuilds()).toBe(0);
+        // Oldest first, each handed out once, each counted once.
+        expect(first.map((m) => m.messageText)).toEqual(['m0', 'm1', 'm2']);
+        expect(second.map((m) => m.messageText)).toEqual(['m3', 'm4']);
+        expect([...first, ...second].map((m) => m.dequeueCount)).toEqual([1, 1, 1, 1, 1]);
+        // The indexes still find them: the first three come back when their second is up, with
+        // receipts that delete them, and the other queue's message was never touched.
+        await vi.waitFor(
+          async () => {
+            const again = (await work.receiveMessages({ numberOfMessages: 5, visibilityTimeout: 60 })).receivedMessageItems;
+            expect(again.map((m) => [m.messageText, m.dequeueCount])).toEqual([
+              ['m0', 2],
+              ['m1', 2],
+              ['m2', 2],
+            ]);
+            for (const m of again) await work.deleteMessage(m.messageId, m.popReceipt);
+          },
+          { timeout: patience(30_000), interval: 250 },
+        );
+        expect((await work.peekMessages()).peekedMessageItems).toEqual([]);
+        expect((await other.peekMessages()).peekedMessageItems.map((m) => [m.messageText, m.dequeueCount])).toEqual([
+          ['elsewhere', 0],
+        ]);
+      } finally {
+        rebuilds.mockRestore();
+        await azurite.close();
+      }
+    });
+
     it('expires messages without re-sorting the message indexes on every queue call', async () => {
       const azurite = await startAzurite();
       const resorts = vi.spyOn(Collection.prototype, 'ensureAllIndexes');
