@@ -55,6 +55,20 @@ export async function pumpQueue(
   };
   const clock = options.clock ?? systemClock;
   const inFlight = new Set<Promise<void>>();
+  // A receive the server has already run has hidden its messages for `visibility` seconds.
+  // Aborted on the stop, its answer would be dropped and those messages stranded, handed to no
+  // one until they reappear: a run's items held up for the whole visibility timeout by one
+  // instance's graceful stop. So a receive under way when the stop comes may finish (up to
+  // RECEIVE_GRACE_MS, for a storage that does not answer), and what it brought is put back.
+  const late = new AbortController();
+  const pumped = new AbortController();
+  const onStop = (): void =>
+    void sleep(clock, RECEIVE_GRACE_MS, pumped.signal).then(
+      () => late.abort(signal.reason),
+      () => undefined,
+    );
+  if (signal.aborted) late.abort(signal.reason);
+  else signal.addEventListener('abort', onStop, { once: true });
 
   const run = async (message: ReceivedMessage): Promise<void> => {
     // Delivered more often than allowed (its handler's process died mid-run, again and again):
@@ -109,12 +123,18 @@ export async function pumpQueue(
     }
     let batch: ReceivedMessage[];
     try {
-      batch = await queue.receive(batchSize, visibility, { abortSignal: signal });
+      batch = await queue.receive(batchSize, visibility, { abortSignal: late.signal });
     } catch (error) {
       if (signal.aborted) break;
       options.onError?.(error, undefined);
       await sleep(clock, backOff(), signal).catch(() => undefined);
       continue;
+    }
+    if (signal.aborted) {
+      await Promise.allSettled(
+        batch.map((message) => queue.setVisibility(message, 0).catch((error: unknown) => options.onError?.(error, message))),
+      );
+      break;
     }
     for (const message of batch) {
       const tracked: Promise<void> = run(message)
@@ -125,5 +145,10 @@ export async function pumpQueue(
     if (batch.length === 0) await sleep(clock, backOff(), signal).catch(() => undefined);
     else idleDelay = 0;
   }
+  signal.removeEventListener('abort', onStop);
+  pumped.abort();
   await Promise.allSettled(inFlight);
 }
+
+/** How long a receive under way when the pump stops may take to answer before it is aborted. */
+const RECEIVE_GRACE_MS = 10_000;

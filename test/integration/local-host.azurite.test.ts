@@ -12,6 +12,7 @@ import { hubResources } from '../../src/hub/resources';
 import type { QueueRegistration, Registration, TimerRegistration } from '../../src/app/registration-types';
 import type { HostQueueConfig } from '../../src/app/host-config';
 import { LocalHost } from '../../src/local/local-host';
+import { pumpQueue } from '../../src/local/queue-pump';
 import { AzureQueue } from '../../src/queue/azure-queue';
 import { useAzurite } from '../support/azurite';
 import { describePatience, patience } from '../support/slowdown';
@@ -228,6 +229,44 @@ describe('LocalHost on Azurite', () => {
     expect(calls.map((c) => c.dequeueCount)).toEqual([1]);
     expect(await peekTexts(queueName)).toEqual([]);
     expect(logs.filter((l) => l.startsWith('error'))).toEqual([]);
+  });
+});
+
+describe('a stop that comes while a receive is under way', () => {
+  it('puts back what that receive hid, instead of leaving it hidden for the visibility timeout', async () => {
+    const queueName = fx.uniqueName('stopping');
+    const stop = new AbortController();
+    let onReceived = (): void => undefined;
+    const received = new Promise<void>((resolve) => (onReceived = resolve));
+    const stopped = new Promise<void>((resolve) => stop.signal.addEventListener('abort', () => resolve()));
+    /** Storage runs the receive (the messages are hidden), and its answer arrives after the stop. */
+    class AnswersAfterTheStop extends AzureQueue {
+      override async receive(...args: Parameters<AzureQueue['receive']>) {
+        const [max, visibility, options] = args;
+        const got = await super.receive(max, visibility);
+        if (got.length === 0) return got;
+        onReceived();
+        await stopped;
+        // As the SDK does: a call whose signal has aborted fails, its answer dropped.
+        if (options?.abortSignal?.aborted) throw Object.assign(new Error('The operation was aborted.'), { name: 'AbortError' });
+        return got;
+      }
+    }
+    const queue = new AnswersAfterTheStop(fx.queueService, queueName);
+    await queue.ensure();
+    await queue.send('an item of a run');
+    const handled: string[] = [];
+    const poison = new AzureQueue(fx.queueService, `${queueName}-poison`);
+    const pumped = pumpQueue(queue, poison, async (m) => void handled.push(m.text), stop.signal, {
+      visibilityTimeoutSeconds: 60,
+      maxPollingIntervalMs: 250,
+    });
+    await received;
+    stop.abort();
+    await pumped;
+    // Visible again at once, not in 60 s: the next instance's receive gets it.
+    expect(await peekTexts(queueName)).toEqual(['an item of a run']);
+    expect(handled).toEqual([]);
   });
 });
 
