@@ -1,4 +1,4 @@
-import { sleep, systemClock, type Clock } from '../clock/clock';
+import { sleep, systemClock, type Clock, type TimerHandle } from '../clock/clock';
 import type { MessageReceipt, QueuePort, ReceivedMessage } from '../queue/queue-port';
 
 export interface QueuePumpOptions {
@@ -61,14 +61,11 @@ export async function pumpQueue(
   // instance's graceful stop. So a receive under way when the stop comes may finish (up to
   // RECEIVE_GRACE_MS, for a storage that does not answer), and what it brought is put back.
   const late = new AbortController();
-  const pumped = new AbortController();
-  const onStop = (): void =>
-    void sleep(clock, RECEIVE_GRACE_MS, pumped.signal).then(
-      () => late.abort(signal.reason),
-      () => undefined,
-    );
-  if (signal.aborted) late.abort(signal.reason);
-  else signal.addEventListener('abort', onStop, { once: true });
+  let grace: TimerHandle | undefined;
+  const onStop = (): void => {
+    grace = clock.setTimeout(() => late.abort(signal.reason), RECEIVE_GRACE_MS);
+  };
+  signal.addEventListener('abort', onStop, { once: true });
 
   const run = async (message: ReceivedMessage): Promise<void> => {
     // Delivered more often than allowed (its handler's process died mid-run, again and again):
@@ -146,7 +143,7 @@ export async function pumpQueue(
     else idleDelay = 0;
   }
   signal.removeEventListener('abort', onStop);
-  pumped.abort();
+  if (grace !== undefined) clock.clearTimeout(grace);
   await Promise.allSettled(inFlight);
 }
 
