@@ -237,7 +237,7 @@ export function renderBenchmarksMarkdown(
     '',
     '## Reproducing them',
     '',
-    'From a clean checkout, with Node 20 or later; no Azure account is needed, each benchmark starts its own',
+    'From a clean checkout, with Node 22.15 or later; no Azure account is needed, each benchmark starts its own',
     'Azurite:',
     '',
     '```bash',

@@ -11,7 +11,7 @@ import { localHostBridge } from './local-host-bridge';
 import { batonRegistrations } from './registrations';
 import type { Registration } from './registration-types';
 import { createBatonRuntime, type BatonRuntime } from './runtime';
-import { checkTelemetrySettings, setupTelemetry } from './telemetry-setup';
+import { checkTelemetrySettings, setupTelemetry, type TelemetrySetup } from './telemetry-setup';
 
 /** The `app` namespace of `@azure/functions`: the user's own copy, so their host sees the functions. */
 export type FunctionsApp = typeof functionsApp;
@@ -80,11 +80,12 @@ export function registerBaton(app: FunctionsApp, options: RegisterBatonOptions):
   // Before the runtime, which takes its meter and logger from what this sets up.
   // A host that only inspects the app exports nothing, but hears of a setting that would fail.
   if (host?.inspectOnly) checkTelemetrySettings(env);
-  const telemetry = host?.inspectOnly
+  const telemetry: Pick<TelemetrySetup, 'shutdown' | 'providers'> = host?.inspectOnly
     ? { shutdown: () => Promise.resolve() }
     : setupTelemetry(env, host?.telemetry ?? { log: (message) => logger.info(message) });
   const runtime = createBatonRuntime(env, {
     jobs: options.jobs,
+    ...(telemetry.providers ? { telemetry: telemetry.providers } : {}),
     logger,
     hostQueueConfig: readHostQueueConfig(host?.hostJson ?? options.hostJson ?? findHostJson(process.cwd()), env),
     ...(host?.identity ? { identity: host.identity } : {}),

@@ -1,6 +1,7 @@
 import type { TokenCredential } from '@azure/identity';
-import { metrics } from '@opentelemetry/api';
-import { logs } from '@opentelemetry/api-logs';
+import { createRequire } from 'node:module';
+import { metrics, type MeterProvider } from '@opentelemetry/api';
+import { logs, type LoggerProvider } from '@opentelemetry/api-logs';
 import type { Resource } from '@opentelemetry/resources';
 import type { LogRecordExporter, LogRecordProcessor, ReadableLogRecord } from '@opentelemetry/sdk-logs';
 import type { MetricReader, PushMetricExporter, ResourceMetrics } from '@opentelemetry/sdk-metrics';
@@ -25,6 +26,13 @@ export interface TelemetrySetupOptions {
 export interface TelemetrySetup {
   /** Where metrics and events go: Application Insights and/or the local exporter (`none`: nowhere). */
   readonly destinations: ReadonlyArray<'azure-monitor' | Exclude<MetricsExporter, 'none'>>;
+  /**
+   * The providers Baton's instruments must be taken from (the runtime's `telemetry` option), when
+   * anything was set up. Not the global ones as Baton's own `@opentelemetry/api` sees them: an app
+   * can hold two copies of the API (Azure Monitor 1.21 nests 1.9 where the app has 1.10), and the
+   * API refuses a provider registered by an older copy, so every instrument would be a no-op.
+   */
+  readonly providers?: { meterProvider: MeterProvider; loggerProvider: LoggerProvider };
   /** Exports what is pending and stops; gives up when `signal` aborts. */
   shutdown(options?: { signal?: AbortSignal }): Promise<void>;
 }
@@ -59,50 +67,104 @@ export function aadCredential(env: Env): TokenCredential | undefined {
 }
 
 const AZURE_MONITOR = '@azure/monitor-opentelemetry';
+const SDK_METRICS = '@opentelemetry/sdk-metrics';
+const SDK_LOGS = '@opentelemetry/sdk-logs';
+const RESOURCES = '@opentelemetry/resources';
+const OTLP_METRICS = '@opentelemetry/exporter-metrics-otlp-http';
+const OTLP_LOGS = '@opentelemetry/exporter-logs-otlp-http';
+
+type Load = (id: string) => unknown;
+
+/** Whether `err` says `id` itself is missing (and not one of its own dependencies). */
+function isMissing(err: unknown, id: string): boolean {
+  return (err as { code?: unknown }).code === 'MODULE_NOT_FOUND' && String((err as Error).message).includes(`'${id}'`);
+}
 
 /**
- * The Application Insights exporter is an optional peer dependency (its tree is most of what an
- * install of Baton would otherwise weigh): an app that sets the connection string installs it.
- * `load` is for tests of the missing case.
+ * The exporters are optional peer dependencies: most of what an install of Baton would
+ * otherwise weigh, and what every cold start would otherwise download. An app installs the ones
+ * its settings name; a setting whose packages are missing fails at start-up with one line that
+ * names the setting and the command that fixes it. `load` is for tests of the missing case.
  */
-export function requireAzureMonitor(load: (id: string) => unknown = require): unknown {
-  try {
-    return load(AZURE_MONITOR);
-  } catch (err) {
-    const missing =
-      (err as { code?: unknown }).code === 'MODULE_NOT_FOUND' && String((err as Error).message).includes(AZURE_MONITOR);
-    if (!missing) throw err;
-    throw new InvalidSettingError(
-      'APPLICATIONINSIGHTS_CONNECTION_STRING',
-      `APPLICATIONINSIGHTS_CONNECTION_STRING is set, and ${AZURE_MONITOR} is not installed: npm install ${AZURE_MONITOR} (Baton sends its metrics and events to Application Insights through it)`,
-    );
-  }
+function requirePeers(ids: readonly string[], setting: string, why: string, purpose: string, load: Load): unknown[] {
+  const missing: string[] = [];
+  const loaded = ids.map((id) => {
+    try {
+      return load(id);
+    } catch (err) {
+      if (!isMissing(err, id)) throw err;
+      missing.push(id);
+      return undefined;
+    }
+  });
+  if (missing.length === 0) return loaded;
+  const list = missing.length === 1 ? `${missing[0]} is` : `${missing.slice(0, -1).join(', ')} and ${missing.at(-1)} are`;
+  throw new InvalidSettingError(setting, `${why}, and ${list} not installed: npm install ${missing.join(' ')} (${purpose})`);
+}
+
+/** `@azure/monitor-opentelemetry`, for `APPLICATIONINSIGHTS_CONNECTION_STRING`. */
+export function requireAzureMonitor(load: Load = require): unknown {
+  return requirePeers(
+    [AZURE_MONITOR],
+    'APPLICATIONINSIGHTS_CONNECTION_STRING',
+    'APPLICATIONINSIGHTS_CONNECTION_STRING is set',
+    'Baton sends its metrics and events to Application Insights through it',
+    load,
+  )[0];
+}
+
+/** The OpenTelemetry SDK packages `BATON_METRICS_EXPORTER=console|otlp` needs, in that order. */
+export function exporterPackages(exporter: Exclude<MetricsExporter, 'none'>): string[] {
+  return exporter === 'otlp' ? [SDK_METRICS, SDK_LOGS, RESOURCES, OTLP_METRICS, OTLP_LOGS] : [SDK_METRICS, SDK_LOGS, RESOURCES];
+}
+
+function requireExporterPackages(exporter: Exclude<MetricsExporter, 'none'>, load: Load): unknown[] {
+  const where = exporter === 'otlp' ? 'over OTLP' : 'to the console';
+  return requirePeers(
+    exporterPackages(exporter),
+    'BATON_METRICS_EXPORTER',
+    `BATON_METRICS_EXPORTER is ${exporter}`,
+    `Baton sends its metrics and events ${where} through them`,
+    load,
+  );
 }
 
 /**
  * What `setupTelemetry` would need, checked without setting anything up: its settings, and the
- * exporter package when the Application Insights connection string is set. For a host that only
- * inspects an app before starting it.
+ * packages they name. For a host that only inspects an app before starting it.
  */
-export function checkTelemetrySettings(env: Env = process.env, resolve: (id: string) => unknown = require.resolve): void {
-  parseMetricsExporter(env);
+export function checkTelemetrySettings(env: Env = process.env, resolve: Load = require.resolve): void {
+  const exporter = parseMetricsExporter(env);
   parseMetricExportIntervalMs(env);
   if (readSetting(env, 'APPLICATIONINSIGHTS_CONNECTION_STRING') !== undefined) requireAzureMonitor(resolve);
+  if (exporter !== 'none') requireExporterPackages(exporter, resolve);
+}
+
+interface Sdk {
+  metrics: typeof import('@opentelemetry/sdk-metrics');
+  logs: typeof import('@opentelemetry/sdk-logs');
+  resources: typeof import('@opentelemetry/resources');
+  otlp?: {
+    metrics: typeof import('@opentelemetry/exporter-metrics-otlp-http');
+    logs: typeof import('@opentelemetry/exporter-logs-otlp-http');
+  };
 }
 
 /**
- * The SDK's packages, loaded only when a setting asks for them: Azure Monitor alone takes about
- * 0.4 s to load, which every cold start of an app without it would otherwise pay.
+ * The SDK's packages, loaded only when a setting asks for them. Beside Azure Monitor, the
+ * reader and processor must be of the SDK it runs on (its MeterProvider checks its own
+ * classes' private fields), so they are loaded from where it resolves them.
  */
-const sdk = {
-  azureMonitor: () => requireAzureMonitor() as typeof import('@azure/monitor-opentelemetry'),
-  metrics: () => require('@opentelemetry/sdk-metrics') as typeof import('@opentelemetry/sdk-metrics'),
-  logs: () => require('@opentelemetry/sdk-logs') as typeof import('@opentelemetry/sdk-logs'),
-  resources: () => require('@opentelemetry/resources') as typeof import('@opentelemetry/resources'),
-  otlpMetrics: () =>
-    require('@opentelemetry/exporter-metrics-otlp-http') as typeof import('@opentelemetry/exporter-metrics-otlp-http'),
-  otlpLogs: () => require('@opentelemetry/exporter-logs-otlp-http') as typeof import('@opentelemetry/exporter-logs-otlp-http'),
-};
+function loadSdk(exporter: Exclude<MetricsExporter, 'none'>, beside?: string): Sdk {
+  const from = beside ? createRequire(require.resolve(beside)) : require;
+  const [metricsSdk, logsSdk, resources, otlpMetrics, otlpLogs] = requireExporterPackages(exporter, from);
+  return {
+    metrics: metricsSdk as Sdk['metrics'],
+    logs: logsSdk as Sdk['logs'],
+    resources: resources as Sdk['resources'],
+    ...(exporter === 'otlp' ? { otlp: { metrics: otlpMetrics, logs: otlpLogs } as NonNullable<Sdk['otlp']> } : {}),
+  };
+}
 
 /**
  * Sets up the OpenTelemetry SDK for the process, once, before the runtime is built (its meter
@@ -123,12 +185,16 @@ export function setupTelemetry(env: Env = process.env, options: TelemetrySetupOp
   const azure = readSetting(env, 'APPLICATIONINSIGHTS_CONNECTION_STRING') !== undefined;
   if (!azure && exporter === 'none') return { destinations: [], shutdown: () => Promise.resolve() };
 
+  const sdk = exporter === 'none' ? undefined : loadSdk(exporter, azure ? AZURE_MONITOR : undefined);
   const local =
-    exporter === 'none' ? undefined : localExport(exporter, intervalMs, options.writeLine ?? ((line) => console.log(line)));
+    exporter === 'none' || !sdk
+      ? undefined
+      : localExport(sdk, exporter, intervalMs, options.writeLine ?? ((line) => console.log(line)));
   const stops: Array<() => Promise<void>> = [];
   const destinations: Array<'azure-monitor' | Exclude<MetricsExporter, 'none'>> = [];
+  let providers: TelemetrySetup['providers'];
   if (azure) {
-    const { useAzureMonitor, shutdownAzureMonitor } = sdk.azureMonitor();
+    const { useAzureMonitor, shutdownAzureMonitor } = requireAzureMonitor() as typeof import('@azure/monitor-opentelemetry');
     try {
       // No resource of Baton's own: Azure's detectors name the app and the instance, as the
       // Functions host names them in its own telemetry.
@@ -139,7 +205,8 @@ export function setupTelemetry(env: Env = process.env, options: TelemetrySetupOp
         // drains all the time, so traces would cost far more than the metrics they sit beside.
         // The Functions host already records each invocation.
         instrumentationOptions: { http: { enabled: false }, azureSdk: { enabled: false } },
-        ...(local ? { metricReaders: [local.reader], logRecordProcessors: [local.processor] } : {}),
+        // Of Azure Monitor's own SDK (loadSdk), whatever the types installed beside Baton say.
+        ...(local ? { metricReaders: [local.reader as never], logRecordProcessors: [local.processor as never] } : {}),
       });
     } catch {
       // Its message may quote the connection string.
@@ -150,14 +217,20 @@ export function setupTelemetry(env: Env = process.env, options: TelemetrySetupOp
     }
     stops.push(() => shutdownAzureMonitor());
     destinations.push('azure-monitor');
-  } else if (local) {
-    const { MeterProvider } = sdk.metrics();
-    const { LoggerProvider } = sdk.logs();
-    const resource = resourceOf(env, options.instance);
+    // What useAzureMonitor registered, read through the API copies it registered them with.
+    const beside = createRequire(require.resolve(AZURE_MONITOR));
+    const api = beside('@opentelemetry/api') as typeof import('@opentelemetry/api');
+    const apiLogs = beside('@opentelemetry/api-logs') as typeof import('@opentelemetry/api-logs');
+    providers = { meterProvider: api.metrics.getMeterProvider(), loggerProvider: apiLogs.logs.getLoggerProvider() };
+  } else if (local && sdk) {
+    const { MeterProvider } = sdk.metrics;
+    const { LoggerProvider } = sdk.logs;
+    const resource = resourceOf(sdk, env, options.instance);
     const meterProvider = new MeterProvider({ resource, readers: [local.reader] });
     const loggerProvider = new LoggerProvider({ resource, processors: [local.processor] });
     metrics.setGlobalMeterProvider(meterProvider);
     logs.setGlobalLoggerProvider(loggerProvider);
+    providers = { meterProvider, loggerProvider };
     stops.push(
       () => meterProvider.shutdown(),
       () => loggerProvider.shutdown(),
@@ -167,6 +240,7 @@ export function setupTelemetry(env: Env = process.env, options: TelemetrySetupOp
   options.log?.(`metrics and events go to ${destinations.join(' and ')}`);
   const setup: TelemetrySetup = {
     destinations,
+    ...(providers ? { providers } : {}),
     shutdown: async ({ signal } = {}) => {
       if (active === setup) active = undefined;
       const done = Promise.allSettled(stops.map((stop) => stop())).then(() => undefined);
@@ -182,8 +256,8 @@ export function setupTelemetry(env: Env = process.env, options: TelemetrySetupOp
   return setup;
 }
 
-function resourceOf(env: Env, instance: string | undefined): Resource {
-  const { defaultResource, resourceFromAttributes } = sdk.resources();
+function resourceOf(sdk: Sdk, env: Env, instance: string | undefined): Resource {
+  const { defaultResource, resourceFromAttributes } = sdk.resources;
   return defaultResource().merge(
     resourceFromAttributes({
       'service.name': readSetting(env, 'OTEL_SERVICE_NAME') ?? 'baton',
@@ -193,27 +267,28 @@ function resourceOf(env: Env, instance: string | undefined): Resource {
 }
 
 function localExport(
+  sdk: Sdk,
   kind: Exclude<MetricsExporter, 'none'>,
   intervalMs: number,
   writeLine: (line: string) => void,
 ): { kind: Exclude<MetricsExporter, 'none'>; reader: MetricReader; processor: LogRecordProcessor } {
-  const { PeriodicExportingMetricReader } = sdk.metrics();
-  const { BatchLogRecordProcessor, SimpleLogRecordProcessor } = sdk.logs();
-  if (kind === 'otlp') {
-    const { OTLPMetricExporter } = sdk.otlpMetrics();
-    const { OTLPLogExporter } = sdk.otlpLogs();
+  const { PeriodicExportingMetricReader } = sdk.metrics;
+  const { BatchLogRecordProcessor, SimpleLogRecordProcessor } = sdk.logs;
+  if (kind === 'otlp' && sdk.otlp) {
+    const { OTLPMetricExporter } = sdk.otlp.metrics;
+    const { OTLPLogExporter } = sdk.otlp.logs;
     // The exporters read the endpoint, headers and protocol from the standard OTEL_EXPORTER_OTLP_* settings.
     return {
       kind,
       reader: new PeriodicExportingMetricReader({ exporter: new OTLPMetricExporter(), exportIntervalMillis: intervalMs }),
-      processor: new BatchLogRecordProcessor(new OTLPLogExporter()),
+      processor: new BatchLogRecordProcessor({ exporter: new OTLPLogExporter() }),
     };
   }
   return {
     kind,
     reader: new PeriodicExportingMetricReader({ exporter: new LineMetricExporter(writeLine), exportIntervalMillis: intervalMs }),
     // Events are rare (a change of leader, a run's end): each is written as it happens.
-    processor: new SimpleLogRecordProcessor(new LineEventExporter(writeLine)),
+    processor: new SimpleLogRecordProcessor({ exporter: new LineEventExporter(writeLine) }),
   };
 }
 

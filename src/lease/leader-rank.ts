@@ -1,4 +1,6 @@
-import { compare, valid } from 'semver';
+// The two functions alone: the whole package costs every cold start about 10 ms more to load.
+import compare from 'semver/functions/compare';
+import valid from 'semver/functions/valid';
 
 /**
  * How candidates rank for leadership: a newer app version first, then a higher priority. The

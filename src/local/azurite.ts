@@ -84,7 +84,7 @@ export async function startAzurite(options: StartAzuriteOptions = {}): Promise<R
 function setGcInterval(server: AzuriteServer, ms: number): void {
   const gc = (server as { gcManager?: { gcIntervalInMS?: unknown } }).gcManager;
   if (!gc || typeof gc.gcIntervalInMS !== 'number') {
-    throw new Error('startAzurite: this azurite version has no gcManager.gcIntervalInMS; pin azurite 3.35.x');
+    throw new Error('startAzurite: this azurite version has no gcManager.gcIntervalInMS; pin azurite 3.37.x');
   }
   gc.gcIntervalInMS = ms;
 }
@@ -111,7 +111,7 @@ function loadAzurite(): AzuriteModules {
     try {
       return require(`azurite/dist/src/${path}`) as Record<string, unknown>;
     } catch (err) {
-      throw new Error('startAzurite needs the azurite package (3.35.x): npm install --save-dev azurite@3.35.0', { cause: err });
+      throw new Error('startAzurite needs the azurite package (3.37.x): npm install --save-dev azurite@3.37', { cause: err });
     }
   };
   // Azurite only sends telemetry after its CLI calls init(); switch it off for good measure.
@@ -155,7 +155,7 @@ function configure(
   const folder = inMemory ? '' : resolve(options.persistTo as string);
   if (!inMemory) mkdirSync(join(folder, `__${service}storage__`), { recursive: true });
   const at = (file: string): string => (inMemory ? file : join(folder, file));
-  // The positional arguments of Azurite 3.35's BlobConfiguration/QueueConfiguration.
+  // The positional arguments of Azurite 3.37's BlobConfiguration/QueueConfiguration.
   return new Configuration(
     host,
     port,
@@ -197,7 +197,7 @@ interface LokiStore {
 }
 
 /**
- * Azurite 3.35 finds a request's operation by matching its path against the URI template of every
+ * Azurite 3.37 finds a request's operation by matching its path against the URI template of every
  * operation with the request's method, and parses each template again for every request: about
  * 25 parses per blob request, a tenth of the CPU that seeding the demo blobs took. A template is
  * a constant string and its parse has no state that a match changes, so each is parsed once.
@@ -209,7 +209,7 @@ function parseUriTemplatesOnce(req: (path: string) => Record<string, unknown>): 
   for (const service of ['blob', 'queue']) {
     const utils = req(`${service}/generated/utils/utils`);
     if (typeof utils.isURITemplateMatch !== 'function') {
-      throw new Error(`startAzurite: this azurite version has no ${service} isURITemplateMatch; pin azurite 3.35.x`);
+      throw new Error(`startAzurite: this azurite version has no ${service} isURITemplateMatch; pin azurite 3.37.x`);
     }
     // The same test as Azurite's own: a strict match in which no variable is empty.
     utils.isURITemplateMatch = (url: string, template: string): boolean => {
@@ -222,7 +222,7 @@ function parseUriTemplatesOnce(req: (path: string) => Record<string, unknown>): 
 }
 
 /**
- * Azurite 3.35 keeps messages and blob extents in LokiJS collections with binary indexes, and
+ * Azurite 3.37 keeps messages and blob extents in LokiJS collections with binary indexes, and
  * LokiJS re-sorts every index of a collection on each batch removal, even an empty one. Two of
  * Azurite's own calls remove in batches: the expired-message sweep that runs before every
  * receive, peek, delete and update (nearly always with nothing to remove), and the deletion of
@@ -234,14 +234,14 @@ function patchLokiRemovals(req: (path: string) => Record<string, unknown>): void
   const prototypeOf = (path: string): Record<string, unknown> => {
     const store = req(path).default as { prototype: Record<string, unknown> } | undefined;
     if (!store || typeof store.prototype !== 'object') {
-      throw new Error(`startAzurite: this azurite version has no ${path}; pin azurite 3.35.x`);
+      throw new Error(`startAzurite: this azurite version has no ${path}; pin azurite 3.37.x`);
     }
     return store.prototype;
   };
   const messages = prototypeOf('queue/persistence/LokiQueueMetadataStore');
   const extents = prototypeOf('common/persistence/LokiExtentMetadataStore');
   if (typeof messages.clearExpiredMessages !== 'function' || typeof extents.deleteExtent !== 'function') {
-    throw new Error('startAzurite: this azurite version has no clearExpiredMessages/deleteExtent; pin azurite 3.35.x');
+    throw new Error('startAzurite: this azurite version has no clearExpiredMessages/deleteExtent; pin azurite 3.37.x');
   }
   messages.clearExpiredMessages = async function (this: LokiStore, account: string, queue: string, context?: unknown) {
     this.checkQueueExist(account, queue, context);
@@ -257,7 +257,7 @@ function patchLokiRemovals(req: (path: string) => Record<string, unknown>): void
 }
 
 /**
- * Azurite 3.35 finds a blob, a blob's blocks or a queue's messages with LokiJS queries whose first
+ * Azurite 3.37 finds a blob, a blob's blocks or a queue's messages with LokiJS queries whose first
  * key is the account. LokiJS uses a binary index only for a query's first key, and everything
  * shares the account, so each blob read, write and lease call scanned every blob, and each receive
  * and delete every message: with the local cluster's 2,000 demo blobs, the scans were the largest
@@ -270,7 +270,7 @@ function lookUpByIndexedKeys(blob: AzuriteServer, queue: AzuriteServer): void {
     const store = (server as { metadataStore?: Record<string, unknown> }).metadataStore;
     const name = store?.[field];
     const found = typeof name === 'string' ? (store as unknown as LokiStore).db.getCollection(name) : undefined;
-    if (!found) throw new Error(`startAzurite: this azurite version has no ${field}; pin azurite 3.35.x`);
+    if (!found) throw new Error(`startAzurite: this azurite version has no ${field}; pin azurite 3.37.x`);
     return found;
   };
   preferKeys(collection(blob, 'BLOBS_COLLECTION'), ['name']);
@@ -283,7 +283,7 @@ function lookUpByIndexedKeys(blob: AzuriteServer, queue: AzuriteServer): void {
 /**
  * LokiJS updates an array of documents as a batch: it turns its adaptive indexes off, updates
  * each document, then rebuilds every index of the collection by sorting all of its documents.
- * Azurite 3.35's receive updates the messages it hands out as such a batch, so each receive,
+ * Azurite 3.37's receive updates the messages it hands out as such a batch, so each receive,
  * even of one message, re-sorted the four indexes over every message of every queue: 18 ms of
  * CPU a receive with 2,000 messages waiting, 4 ms with ten (6 and 2.7 ms after). Updating the same documents one at a
  * time moves each in its indexes in place, which leaves the store as the batch would.

@@ -4,21 +4,27 @@
  * the tarball and `@azure/functions`, its own host.json, tsconfig.json, one job and one unit
  * test, all written here, none copied from this repository) installs it, builds with `tsc`,
  * runs `npx baton start --once --job word-lengths` and its unit test through the testing entry,
- * on the Node running the suite (20 on CI) and on Node 22, which Flex Consumption runs.
+ * on the Node running the suite (22, which Flex Consumption runs) and on Node 24.
+ *
+ * It installs as a user does on the day: no lockfile, the registry's current versions in the
+ * ranges the app names, and the TypeScript npm gives today (`latest`), built with the tsconfig
+ * the README shows. A warning from npm that an engine or a peer dependency does not fit fails it:
+ * that is what a user would see first.
  *
  * The app's tsconfig checks library types (no skipLibCheck), so a public type that names a
  * package a consumer need not install (the optional durable-functions peer) fails here. Its
- * job's schema comes from the app's own zod 3, not Baton's zod 4. The app does not install the
- * optional Application Insights exporter, so its connection string must be refused in one line.
+ * job's schema comes from the app's own zod 3, not Baton's zod 4. Deployed with production
+ * dependencies only, the app has no Application Insights exporter (an optional peer), so its
+ * connection string must stop it with a line naming the setting and the package.
  */
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { markDistInUse, projectRoot } from '../support/cluster-process';
 import { patience } from '../support/slowdown';
-import { ensureNode22, NODE22_VERSION } from '../support/node22.mjs';
+import { ensureNode, NODE24_VERSION } from '../support/node-binary.mjs';
 
 const work = mkdtempSync(join(tmpdir(), 'baton-consumer-e2e-'));
 const app = join(work, 'inventory-app');
@@ -85,7 +91,7 @@ function writeApp(tarball: string): void {
         main: 'dist/src/index.js',
         scripts: { build: 'tsc', test: 'node --test dist/test/word-lengths.test.js' },
         dependencies: { '@azure/functions': '^4.16.0', 'baton-functions': `file:${tarball}`, zod: '^3.25.0' },
-        devDependencies: { '@types/node': '^20.19.0', azurite: '3.35.0', typescript: '^5.9.0' },
+        devDependencies: { '@types/node': '^22.0.0', azurite: '^3.37.0', typescript: 'latest' },
       },
       null,
       2,
@@ -107,20 +113,8 @@ function writeApp(tarball: string): void {
       Values: { FUNCTIONS_WORKER_RUNTIME: 'node', AzureWebJobsStorage: 'UseDevelopmentStorage=true' },
     }),
   );
-  file(
-    'tsconfig.json',
-    JSON.stringify({
-      compilerOptions: {
-        module: 'commonjs',
-        target: 'es2022',
-        outDir: 'dist',
-        rootDir: '.',
-        strict: true,
-        esModuleInterop: true,
-      },
-      include: ['src', 'test'],
-    }),
-  );
+  // The README's tsconfig, word for word.
+  file('tsconfig.json', readmeTsconfig());
   file(
     'src/jobs/word-lengths.ts',
     `import { defineJob } from 'baton-functions';
@@ -176,11 +170,27 @@ test(\`word-lengths counts every word once, on Node \${process.version}\`, async
   );
 }
 
+/** The tsconfig.json the README's first job shows, so a user who copies it gets what this test builds. */
+function readmeTsconfig(): string {
+  const readme = readFileSync(join(projectRoot, 'README.md'), 'utf8');
+  const block = /```jsonc?\n\/\/ tsconfig\.json\n([\s\S]*?)```/.exec(readme);
+  if (!block?.[1]) throw new Error('README.md shows no tsconfig.json block (```json, first line // tsconfig.json)');
+  JSON.parse(block[1]);
+  return block[1];
+}
+
+/** npm's warnings that say an engine or a peer dependency does not fit what was installed. */
+function misfits(stderr: string): string[] {
+  return stderr.split('\n').filter((line) => /^npm warn (EBADENGINE|ERESOLVE)|peer dep|unmet peer/i.test(line));
+}
+
 const EXACT = { words: 6, letters: 36, longest: 7 };
-let node22: string;
+let node24: string;
+let installWarnings: string[] = [];
+let tscVersion = '';
 
 beforeAll(async () => {
-  node22 = ensureNode22();
+  node24 = ensureNode(NODE24_VERSION);
   // npm pack reads dist/: held against the rebuild the README's npm start makes in another file.
   const release = markDistInUse();
   let packed: Ran;
@@ -192,18 +202,30 @@ beforeAll(async () => {
   expectOk(packed);
   const tarball = join(work, `baton-functions-${version}.tgz`);
   writeApp(tarball);
-  // From npm's cache where it can (npm ci filled it), from the registry where it must.
-  expectOk(
-    await run('npm install', npm, ['install', '--prefer-offline', '--no-audit', '--no-fund'], { timeoutMs: patience(240_000) }),
-  );
+  // As a user installs on the day: the registry's current versions (npm revalidates what it has
+  // cached), no lockfile.
+  const installed = await run('npm install', npm, ['install', '--no-audit', '--no-fund'], { timeoutMs: patience(240_000) });
+  expectOk(installed);
+  installWarnings = misfits(installed.err);
+  tscVersion = (await run('tsc --version', npx, ['tsc', '--version'], { timeoutMs: patience(60_000) })).out.trim();
   expectOk(await run('tsc', npx, ['tsc'], { timeoutMs: patience(120_000) }));
 }, patience(420_000));
 
 describe('a Functions app of its own that installs the package', () => {
   const nodes = (): [string, string | undefined, string][] => [
     [`Node ${process.version}`, undefined, process.version],
-    [`Node ${NODE22_VERSION}`, node22, `v${NODE22_VERSION}`],
+    [`Node ${NODE24_VERSION}`, node24, `v${NODE24_VERSION}`],
   ];
+
+  it("installs with today's versions and no warning that an engine or a peer does not fit", () => {
+    expect(installWarnings).toEqual([]);
+    // The TypeScript of the day, whatever its major: today 7, whose `types` default is empty.
+    expect(tscVersion).toMatch(/^Version \d+\./);
+    const installedTs = JSON.parse(readFileSync(join(app, 'node_modules', 'typescript', 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    timings.push(`TypeScript ${installedTs.version}`);
+  });
 
   it(
     'npx baton start --once --job word-lengths runs its job on two instances, with the exact output',
@@ -233,33 +255,49 @@ describe('a Functions app of its own that installs the package', () => {
   );
 
   it(
-    'without the optional Application Insights exporter installed, its connection string stops baton start with one line',
-    {
-      timeout: patience(60_000),
-    },
+    'deployed without the optional Application Insights exporter, its connection string stops the app with a line naming both',
+    { timeout: patience(180_000) },
     async () => {
-      const ran = await run(
-        'baton start with App Insights set',
-        npx,
-        ['baton', 'start', '--once', '--job', 'word-lengths', '--port', '0'],
-        {
-          env: { APPLICATIONINSIGHTS_CONNECTION_STRING: 'InstrumentationKey=00000000-0000-0000-0000-000000000000' },
-          timeoutMs: patience(30_000),
+      // What a deploy ships: production dependencies only. (In the app's own folder the exporter is
+      // there all the same: Azurite, a dev dependency, brings it through applicationinsights.)
+      const deployed = join(work, 'deployed');
+      mkdirSync(deployed, { recursive: true });
+      cpSync(join(app, 'dist'), join(deployed, 'dist'), { recursive: true });
+      cpSync(join(app, 'host.json'), join(deployed, 'host.json'));
+      const manifest = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')) as Record<string, unknown>;
+      delete manifest.devDependencies;
+      writeFileSync(join(deployed, 'package.json'), JSON.stringify(manifest, null, 2));
+      expectOk(
+        await run('npm install --omit=dev', npm, ['install', '--omit=dev', '--prefer-offline', '--no-audit', '--no-fund'], {
+          cwd: deployed,
+          timeoutMs: patience(120_000),
+        }),
+      );
+      const ran = await run('the deployed app with App Insights set', process.execPath, ['dist/src/index.js'], {
+        cwd: deployed,
+        env: {
+          AzureWebJobsStorage: 'UseDevelopmentStorage=true',
+          APPLICATIONINSIGHTS_CONNECTION_STRING: 'InstrumentationKey=00000000-0000-0000-0000-000000000000',
         },
-      );
+        timeoutMs: patience(30_000),
+      });
       expect(ran.code, ran.out).toBe(1);
-      expect(ran.err).toBe(
-        'baton: APPLICATIONINSIGHTS_CONNECTION_STRING is set, and @azure/monitor-opentelemetry is not installed: npm install @azure/monitor-opentelemetry (Baton sends its metrics and events to Application Insights through it)\n',
+      expect(ran.err).toContain(
+        'InvalidSettingError: APPLICATIONINSIGHTS_CONNECTION_STRING is set, and @azure/monitor-opentelemetry is not installed: npm install @azure/monitor-opentelemetry (Baton sends its metrics and events to Application Insights through it)\n',
       );
-      expect(ran.out).not.toContain('cluster up');
     },
   );
 
   it('its unit test runs the job once through the testing entry', { timeout: patience(120_000) }, async () => {
     for (const [label, node, expected] of nodes()) {
-      const ran = await run(`node --test (${label})`, node ?? process.execPath, ['--test', 'dist/test/word-lengths.test.js'], {
-        timeoutMs: patience(60_000),
-      });
+      const ran = await run(
+        `node --test (${label})`,
+        node ?? process.execPath,
+        ['--test', '--test-reporter=tap', 'dist/test/word-lengths.test.js'],
+        {
+          timeoutMs: patience(60_000),
+        },
+      );
       expectOk(ran);
       expect(ran.out, label).toContain(`ok 1 - word-lengths counts every word once, on Node ${expected}`);
     }

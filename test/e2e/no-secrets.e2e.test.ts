@@ -124,16 +124,22 @@ async function echoingStorage(): Promise<{ port: number; server: http.Server; re
     state.requests++;
     req.resume();
     req.on('end', () => {
+      // A HEAD has no body to quote anything in: it finds nothing, so the caller goes on to a
+      // write, which is refused with the URL quoted (escaped as XML, as Azure's bodies are; the
+      // storage SDKs now refuse a body that is not well-formed, and then quote nothing).
+      if (req.method === 'HEAD') {
+        res.writeHead(404, { 'x-ms-error-code': 'BlobNotFound', 'x-ms-request-id': '1' });
+        res.end();
+        return;
+      }
       res.writeHead(403, {
         'content-type': 'application/xml',
         'x-ms-error-code': 'AuthenticationFailed',
         'x-ms-request-id': '1',
       });
       res.end(
-        req.method === 'HEAD'
-          ? undefined
-          : '<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthenticationFailed</Code>' +
-              `<Message>Server failed to authenticate the request. Request URL: http://127.0.0.1${req.url}</Message></Error>`,
+        '<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthenticationFailed</Code>' +
+          `<Message>Server failed to authenticate the request. Request URL: http://127.0.0.1${(req.url ?? '').replaceAll('&', '&amp;')}</Message></Error>`,
       );
     });
   });
@@ -305,14 +311,17 @@ describe('a SAS connection whose storage errors quote the sig', () => {
     const deadline = Date.now() + patience(30_000);
     const text = () => instance.out.join('');
     // Both triggers fail against this storage: the worker's queue and the coordinator's lease.
-    while (!(/baton-worker: .*sig=\*\*\*/.test(text()) && /baton-coordinator failed: /.test(text())) && Date.now() < deadline) {
+    // The blob SDK quotes the refusal's message, request URL and all; the queue SDK (12.31 and
+    // newer) says only the status, so the URL reaches the log through the coordinator.
+    const quoted = /baton-coordinator failed: .*Request URL: .*sig=\*\*\*/;
+    while (!(quoted.test(text()) && /baton-worker: receive failed: /.test(text())) && Date.now() < deadline) {
       await sleep(200);
     }
     expect(await stopInstance(instance)).toBe(0);
     expect(storage.requests).toBeGreaterThan(0);
     // The refusal quoted the request URL, SAS and all; what left the process has sig masked.
-    expect(text()).toMatch(/baton-worker: receive failed: RestError: .*Request URL: .*sig=\*\*\*/);
-    expect(text()).toMatch(/baton-coordinator failed: /);
+    expect(text()).toMatch(quoted);
+    expect(text()).toMatch(/baton-worker: receive failed: RestError: /);
     expectNoSecrets('instance-sas stdout', text(), [secretSig]);
     expectNoSecrets('instance-sas stderr', instance.err.join(''), [secretSig]);
   });

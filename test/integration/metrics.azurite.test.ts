@@ -42,7 +42,7 @@ function observed() {
   const events = new InMemoryLogRecordExporter();
   const providers = {
     meterProvider: new MeterProvider({ readers: [reader] }),
-    loggerProvider: new LoggerProvider({ processors: [new SimpleLogRecordProcessor(events)] }),
+    loggerProvider: new LoggerProvider({ processors: [new SimpleLogRecordProcessor({ exporter: events })] }),
   };
   const metric = async (name: string): Promise<MetricData | undefined> => {
     const { resourceMetrics } = await reader.collect();
@@ -436,14 +436,15 @@ describe('Application Insights', () => {
       const endpoint = `https://127.0.0.1:${(server.address() as AddressInfo).port}/`;
       const ikey = '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d';
       const connectionString = `InstrumentationKey=${ikey};IngestionEndpoint=${endpoint};LiveEndpoint=${endpoint}`;
-      // As the Functions entry does it: setup first, then the runtime's telemetry on the global providers.
+      // As the Functions entry does it: setup first, then the runtime's telemetry on the providers
+      // it set up (the global ones, as Baton's copy of the API sees them, can be another copy's).
       const src = resolve(__dirname, '../../src');
       const script = `
         const { setupTelemetry } = require(${JSON.stringify(join(src, 'app/telemetry-setup.ts'))});
         const { BatonTelemetry } = require(${JSON.stringify(join(src, 'telemetry/baton-telemetry.ts'))});
         const { newRunRecord, transition } = require(${JSON.stringify(join(src, 'hub/run-record.ts'))});
         const setup = setupTelemetry(process.env, { log: (line) => console.log(line) });
-        const telemetry = new BatonTelemetry();
+        const telemetry = new BatonTelemetry(setup.providers);
         telemetry.leaderEvent({ type: 'acquired', identity: 'instance-a', epoch: 3, leaseId: 'l' });
         telemetry.itemsFolded('nightly', 9, 1);
         const created = new Date('2026-03-01T02:00:00.000Z');

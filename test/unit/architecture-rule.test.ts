@@ -31,7 +31,7 @@ function check(files: Record<string, string>): { code: number; out: string } {
   }
   copyFileSync(join(projectRoot, '.dependency-cruiser.cjs'), join(dir, '.dependency-cruiser.cjs'));
   writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { strict: true }, include: ['src', 'functions'] }));
-  const bin = join(projectRoot, 'node_modules', 'dependency-cruiser', 'bin', 'dependency-cruise.mjs');
+  const bin = join(projectRoot, 'node_modules', 'dependency-cruiser', 'bin', 'dependency-cruiser.mjs');
   try {
     const out = execFileSync(process.execPath, [bin, 'src', 'functions', '--config', '.dependency-cruiser.cjs'], {
       cwd: dir,

@@ -28,7 +28,7 @@ function harness(storageRequests?: StorageRequestCounter) {
   const events = new InMemoryLogRecordExporter();
   const telemetry = new BatonTelemetry({
     meterProvider: new MeterProvider({ readers: [reader] }),
-    loggerProvider: new LoggerProvider({ processors: [new SimpleLogRecordProcessor(events)] }),
+    loggerProvider: new LoggerProvider({ processors: [new SimpleLogRecordProcessor({ exporter: events })] }),
     ...(storageRequests ? { storageRequests } : {}),
   });
   const collect = async (): Promise<Map<string, MetricData>> => {
@@ -94,7 +94,7 @@ describe('Baton telemetry', () => {
     const events = new InMemoryLogRecordExporter();
     const telemetry = new BatonTelemetry({
       meterProvider: new MeterProvider({ readers: [reader] }),
-      loggerProvider: new LoggerProvider({ processors: [new SimpleLogRecordProcessor(events)] }),
+      loggerProvider: new LoggerProvider({ processors: [new SimpleLogRecordProcessor({ exporter: events })] }),
     });
     telemetry.leaderEvent({ type: 'acquired', ...term, leaseId: 'l1' });
     for (const latencyMs of [8, 30, 120]) telemetry.leaderEvent({ type: 'renewed', ...term, latencyMs });

@@ -1,0 +1,3 @@
+export declare const NODE22_VERSION: string;
+export declare const NODE24_VERSION: string;
+export declare function ensureNode(version: string): string;
