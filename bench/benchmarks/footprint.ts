@@ -23,9 +23,9 @@ import { median, report, type BenchOptions, type BenchResult } from '../lib/repo
  * keyless, each would load `@azure/identity` alike, and Baton's start-up tick would ask the
  * machine's identity endpoint for a token.
  *
- * Goals: Baton adds at most 3 MB zipped and 30 ms of cold start to the floor's. The table's row is
- * the zipped size (goal written as a ratio to the floor); the cold start is a second line, and
- * `met` in the results needs both.
+ * Goals: Baton adds at most 30 ms of cold start and 3 MB zipped to the floor's. The table's row is
+ * the cold start (goal written as a ratio to the floor); the size is a second line, and `bothMet`
+ * in the results needs both.
  */
 export const name = 'footprint';
 
@@ -254,17 +254,17 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
           runs,
           versions,
           addedPackages: added.slice(0, 15),
-          goalNote: `the goal's ratio is (floor + ${ZIP_GOAL_BYTES / MB} MB) / floor, so met means Baton adds at most ${ZIP_GOAL_BYTES / MB} MB zipped`,
+          goalNote: `the goal's ratio is (floor + ${COLD_START_GOAL_MS} ms) / floor, so met means Baton adds at most ${COLD_START_GOAL_MS} ms of cold start; the size goal (at most ${ZIP_GOAL_BYTES / MB} MB zipped more) is zipGoalMet`,
         },
-        ours: oursSize.zippedBytes / MB,
-        floor: floorSize.zippedBytes / MB,
-        unit: 'MB zipped',
-        goal: { ratio: (floorSize.zippedBytes + ZIP_GOAL_BYTES) / floorSize.zippedBytes, direction: 'atMost' },
+        ours: oursColdMs,
+        floor: floorColdMs,
+        unit: 'ms cold start',
+        goal: { ratio: (floorColdMs + COLD_START_GOAL_MS) / floorColdMs, direction: 'atMost' },
       },
       options,
     );
     console.log(
-      `footprint (cold start)  ours ${oursColdMs.toFixed(0)} ms  floor ${floorColdMs.toFixed(0)} ms  adds ${addedMs.toFixed(0)} ms  goal ≤ ${COLD_START_GOAL_MS} ms  ${coldMet ? 'met' : 'missed'}`,
+      `footprint (zipped)  ours ${(oursSize.zippedBytes / MB).toFixed(2)} MB  floor ${(floorSize.zippedBytes / MB).toFixed(2)} MB  adds ${(addedZip / MB).toFixed(2)} MB  goal ≤ ${ZIP_GOAL_BYTES / MB} MB  ${zipMet ? 'met' : 'missed'}`,
     );
     console.log(
       `footprint (unzipped)  ours ${(oursSize.unzippedBytes / MB).toFixed(1)} MB in ${oursSize.files} files  floor ${(floorSize.unzippedBytes / MB).toFixed(1)} MB in ${floorSize.files} files`,
