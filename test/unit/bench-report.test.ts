@@ -447,11 +447,12 @@ describe('renderBenchmarksMarkdown', () => {
     expect(renderBenchmarksMarkdown([...results].reverse(), NOTES)).toBe(md);
   });
 
-  it('has notes for the twelve benchmarks', () => {
+  it('has notes for the thirteen benchmarks', () => {
     expect(Object.keys(BENCHMARK_NOTES)).toEqual([
       'crash-failover',
       'graceful-handover',
       'start-lag',
+      'footprint',
       'idle-cost',
       'stragglers',
       'throughput',
