@@ -136,11 +136,19 @@ function requireExporterPackages(exporter: Exclude<MetricsExporter, 'none'>, loa
 export function checkTelemetrySettings(env: Env = process.env, resolve: Load = require.resolve): void {
   const exporter = parseMetricsExporter(env);
   parseMetricExportIntervalMs(env);
-  if (readSetting(env, 'APPLICATIONINSIGHTS_CONNECTION_STRING') !== undefined) requireAzureMonitor(resolve);
-  if (exporter !== 'none') requireExporterPackages(exporter, resolve);
+  const azure = readSetting(env, 'APPLICATIONINSIGHTS_CONNECTION_STRING') !== undefined;
+  if (azure) requireAzureMonitor(resolve);
+  // Where setupTelemetry will load them from (see loadSdk).
+  if (exporter !== 'none') requireExporterPackages(exporter, azure ? besideAzureMonitor(resolve).resolve : resolve);
+}
+
+/** A require that resolves as `@azure/monitor-opentelemetry` does, from where `resolve` finds it. */
+function besideAzureMonitor(resolve: Load = require.resolve): NodeJS.Require {
+  return createRequire(resolve(AZURE_MONITOR) as string);
 }
 
 interface Sdk {
+  kind: Exclude<MetricsExporter, 'none'>;
   metrics: typeof import('@opentelemetry/sdk-metrics');
   logs: typeof import('@opentelemetry/sdk-logs');
   resources: typeof import('@opentelemetry/resources');
@@ -155,10 +163,13 @@ interface Sdk {
  * reader and processor must be of the SDK it runs on (its MeterProvider checks its own
  * classes' private fields), so they are loaded from where it resolves them.
  */
-function loadSdk(exporter: Exclude<MetricsExporter, 'none'>, beside?: string): Sdk {
-  const from = beside ? createRequire(require.resolve(beside)) : require;
-  const [metricsSdk, logsSdk, resources, otlpMetrics, otlpLogs] = requireExporterPackages(exporter, from);
+function loadSdk(exporter: Exclude<MetricsExporter, 'none'>, azure: boolean): Sdk {
+  const [metricsSdk, logsSdk, resources, otlpMetrics, otlpLogs] = requireExporterPackages(
+    exporter,
+    azure ? besideAzureMonitor() : require,
+  );
   return {
+    kind: exporter,
     metrics: metricsSdk as Sdk['metrics'],
     logs: logsSdk as Sdk['logs'],
     resources: resources as Sdk['resources'],
@@ -185,11 +196,10 @@ export function setupTelemetry(env: Env = process.env, options: TelemetrySetupOp
   const azure = readSetting(env, 'APPLICATIONINSIGHTS_CONNECTION_STRING') !== undefined;
   if (!azure && exporter === 'none') return { destinations: [], shutdown: () => Promise.resolve() };
 
-  const sdk = exporter === 'none' ? undefined : loadSdk(exporter, azure ? AZURE_MONITOR : undefined);
   const local =
-    exporter === 'none' || !sdk
+    exporter === 'none'
       ? undefined
-      : localExport(sdk, exporter, intervalMs, options.writeLine ?? ((line) => console.log(line)));
+      : localExport(loadSdk(exporter, azure), intervalMs, options.writeLine ?? ((line) => console.log(line)));
   const stops: Array<() => Promise<void>> = [];
   const destinations: Array<'azure-monitor' | Exclude<MetricsExporter, 'none'>> = [];
   let providers: TelemetrySetup['providers'];
@@ -218,14 +228,14 @@ export function setupTelemetry(env: Env = process.env, options: TelemetrySetupOp
     stops.push(() => shutdownAzureMonitor());
     destinations.push('azure-monitor');
     // What useAzureMonitor registered, read through the API copies it registered them with.
-    const beside = createRequire(require.resolve(AZURE_MONITOR));
+    const beside = besideAzureMonitor();
     const api = beside('@opentelemetry/api') as typeof import('@opentelemetry/api');
     const apiLogs = beside('@opentelemetry/api-logs') as typeof import('@opentelemetry/api-logs');
     providers = { meterProvider: api.metrics.getMeterProvider(), loggerProvider: apiLogs.logs.getLoggerProvider() };
-  } else if (local && sdk) {
-    const { MeterProvider } = sdk.metrics;
-    const { LoggerProvider } = sdk.logs;
-    const resource = resourceOf(sdk, env, options.instance);
+  } else if (local) {
+    const { MeterProvider } = local.sdk.metrics;
+    const { LoggerProvider } = local.sdk.logs;
+    const resource = resourceOf(local.sdk, env, options.instance);
     const meterProvider = new MeterProvider({ resource, readers: [local.reader] });
     const loggerProvider = new LoggerProvider({ resource, processors: [local.processor] });
     metrics.setGlobalMeterProvider(meterProvider);
@@ -268,23 +278,25 @@ function resourceOf(sdk: Sdk, env: Env, instance: string | undefined): Resource 
 
 function localExport(
   sdk: Sdk,
-  kind: Exclude<MetricsExporter, 'none'>,
   intervalMs: number,
   writeLine: (line: string) => void,
-): { kind: Exclude<MetricsExporter, 'none'>; reader: MetricReader; processor: LogRecordProcessor } {
+): { sdk: Sdk; kind: Exclude<MetricsExporter, 'none'>; reader: MetricReader; processor: LogRecordProcessor } {
+  const { kind } = sdk;
   const { PeriodicExportingMetricReader } = sdk.metrics;
   const { BatchLogRecordProcessor, SimpleLogRecordProcessor } = sdk.logs;
-  if (kind === 'otlp' && sdk.otlp) {
+  if (sdk.otlp) {
     const { OTLPMetricExporter } = sdk.otlp.metrics;
     const { OTLPLogExporter } = sdk.otlp.logs;
     // The exporters read the endpoint, headers and protocol from the standard OTEL_EXPORTER_OTLP_* settings.
     return {
+      sdk,
       kind,
       reader: new PeriodicExportingMetricReader({ exporter: new OTLPMetricExporter(), exportIntervalMillis: intervalMs }),
       processor: new BatchLogRecordProcessor({ exporter: new OTLPLogExporter() }),
     };
   }
   return {
+    sdk,
     kind,
     reader: new PeriodicExportingMetricReader({ exporter: new LineMetricExporter(writeLine), exportIntervalMillis: intervalMs }),
     // Events are rare (a change of leader, a run's end): each is written as it happens.
