@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { z } from 'zod';
+import * as z from 'zod';
 
 /** The parts of host.json the local host honours, with the Functions host's defaults. */
 export interface HostQueueConfig {

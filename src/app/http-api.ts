@@ -1,5 +1,5 @@
 import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
-import { z } from 'zod';
+import * as z from 'zod';
 import type { DocumentStore } from '../fencing/document-store';
 import type { FailureEntry } from '../hub/fold';
 import { FAILURES_LISTED, runView, showView, statusView, type RunsView } from '../hub/read-model';
@@ -52,30 +52,36 @@ const pageSize = (fallback: number) =>
     .optional()
     .transform((n) => n ?? fallback);
 
-const runsQuery = z.object({
-  job: z.string().regex(JOB_NAME_PATTERN, 'must be a job name (1-48 lowercase letters, digits or inner hyphens)').optional(),
-  limit: pageSize(DEFAULT_RUNS),
-  /** The `next` of the previous page, from the same `job`: only runs created before that page's. */
-  after: z.string().min(1, 'must not be empty').optional(),
-});
+const runsQuery = z.lazy(() =>
+  z.object({
+    job: z.string().regex(JOB_NAME_PATTERN, 'must be a job name (1-48 lowercase letters, digits or inner hyphens)').optional(),
+    limit: pageSize(DEFAULT_RUNS),
+    /** The `next` of the previous page, from the same `job`: only runs created before that page's. */
+    after: z.string().min(1, 'must not be empty').optional(),
+  }),
+);
 
-const triggerQuery = z.object({
-  /** While a run of the job is open: start another (default), skip (answer with it), or wait. */
-  ifActive: z.enum(IF_ACTIVE, { error: `must be one of ${IF_ACTIVE.join(', ')}` }).optional(),
-});
+const triggerQuery = z.lazy(() =>
+  z.object({
+    /** While a run of the job is open: start another (default), skip (answer with it), or wait. */
+    ifActive: z.enum(IF_ACTIVE, { error: `must be one of ${IF_ACTIVE.join(', ')}` }).optional(),
+  }),
+);
 
-const failuresQuery = z.object({
-  /** Failures already read: the `next` of the previous page. */
-  offset: z
-    .string()
-    .regex(/^\d+$/, 'must be a whole number')
-    .transform(Number)
-    .optional()
-    .transform((n) => n ?? 0),
-  limit: pageSize(FAILURES_LISTED),
-});
+const failuresQuery = z.lazy(() =>
+  z.object({
+    /** Failures already read: the `next` of the previous page. */
+    offset: z
+      .string()
+      .regex(/^\d+$/, 'must be a whole number')
+      .transform(Number)
+      .optional()
+      .transform((n) => n ?? 0),
+    limit: pageSize(FAILURES_LISTED),
+  }),
+);
 
-const cancelBody = z.object({ reason: z.string().min(1).max(500).optional() }).strict();
+const cancelBody = z.lazy(() => z.object({ reason: z.string().min(1).max(500).optional() }).strict());
 
 function parse<T extends z.ZodTypeAny>(schema: T, value: unknown, where: string): z.output<T> {
   const parsed = schema.safeParse(value);

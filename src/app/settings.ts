@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { isVersion } from '../lease/leader-rank';
 import { InvalidSettingError } from '../errors.js';
 import type { HttpAuth } from './http-auth.js';

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import type { FailuresManifest } from '../hub/run-output';
 import { writeFailuresManifest } from '../hub/failures-manifest';
 import { indexRun } from '../hub/run-index';
@@ -12,7 +12,7 @@ import {
   isTerminal,
   newRunRecord,
   runKeys,
-  runRecordSchema,
+  runCountersSchema,
   transition,
   type RunRecord,
   type TerminalRunState,
@@ -46,11 +46,13 @@ export interface RunEndDeps {
 const STOPPED_BY_STARTER: ReadonlySet<string> = new Set<TerminalRunState>(['cancelled', 'timed-out']);
 
 /** The run orchestrator's `customStatus`, as far as it can be trusted (another version's may differ). */
-const progressSchema = z.object({
-  done: z.number().int().nonnegative(),
-  failed: z.number().int().nonnegative(),
-  total: z.number().int().nonnegative(),
-});
+const progressSchema = z.lazy(() =>
+  z.object({
+    done: z.number().int().nonnegative(),
+    failed: z.number().int().nonnegative(),
+    total: z.number().int().nonnegative(),
+  }),
+);
 
 /**
  * Counters with what the orchestration reported as done: those items' outcomes live in its
@@ -345,11 +347,13 @@ function describeOutput(output: unknown): string {
   return errorText(text.split('\n')[0] ?? '');
 }
 
-const outputSchema = z.object({
-  state: z.enum(['succeeded', 'failed']),
-  counters: runRecordSchema.shape.counters,
-  output: z.unknown(),
-});
+const outputSchema = z.lazy(() =>
+  z.object({
+    state: z.enum(['succeeded', 'failed']),
+    counters: runCountersSchema,
+    output: z.unknown(),
+  }),
+);
 
 async function readOutput(docs: DocumentStore, runId: string, signal?: AbortSignal) {
   const stored = await docs.read(runKeys.output(runId), { abortSignal: signal });

@@ -1,5 +1,5 @@
 import type * as df from 'durable-functions';
-import { z } from 'zod';
+import * as z from 'zod';
 import { InvalidConfigError } from '../errors';
 import type { ItemRetryOptions } from '../jobs/retry-policy';
 import { durableFunctions } from './durable-functions';

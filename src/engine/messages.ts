@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { z } from 'zod';
+import * as z from 'zod';
 import { itemOutcomeSchema } from '../jobs/item-outcome';
 import type { DocumentStore } from '../fencing/document-store';
 import { MAX_QUEUE_MESSAGE_BYTES } from '../queue/queue-port';
@@ -10,13 +10,15 @@ import { runKeys } from '../hub/run-record';
  * segments (`sum/../sum/manual-x` reads run `sum/manual-x`), and a name past the blob limit, or
  * a poison note repeating it, fits nowhere. Real ids are `<job>/<occurrence or manual-uuid>`.
  */
-export const runIdSchema = z
-  .string()
-  .min(1)
-  .max(512)
-  .refine((id) => id.split('/').every((segment) => segment !== '' && segment !== '.' && segment !== '..'), {
-    message: 'not a run id (an empty, "." or ".." segment)',
-  });
+export const runIdSchema = z.lazy(() =>
+  z
+    .string()
+    .min(1)
+    .max(512)
+    .refine((id) => id.split('/').every((segment) => segment !== '' && segment !== '.' && segment !== '..'), {
+      message: 'not a run id (an empty, "." or ".." segment)',
+    }),
+);
 
 /**
  * A claim check points into its own run's claims: the leader deletes the claims of messages of
@@ -31,64 +33,69 @@ function ownClaim(m: { run: string; claim?: string | undefined }): boolean {
 const OWN_CLAIM = { message: "must name a blob under its run's claims/", path: ['claim'] };
 
 /** One work message: items `first … first + count − 1` of a run, inline or behind a claim check. */
-export const workMessageSchema = z
-  .object({
-    v: z.literal(1),
-    t: z.literal('work'),
-    run: runIdSchema,
-    job: z.string().min(1),
-    first: z.number().int().nonnegative(),
-    count: z.number().int().positive(),
-    items: z.array(z.unknown()).optional(),
-    claim: z.string().optional(),
-    /**
-     * Tries its items have had already: a worker sends failed items back with the try they
-     * failed on. Absent on a message as planned (and on a hedged copy, which is one).
-     */
-    tried: z.number().int().positive().max(1000).optional(),
-  })
-  .refine((m) => (m.items === undefined) !== (m.claim === undefined), 'exactly one of items and claim')
-  .refine((m) => m.items === undefined || m.items.length === m.count, 'items.length must equal count')
-  .refine(ownClaim, OWN_CLAIM);
+export const workMessageSchema = z.lazy(() =>
+  z
+    .object({
+      v: z.literal(1),
+      t: z.literal('work'),
+      run: runIdSchema,
+      job: z.string().min(1),
+      first: z.number().int().nonnegative(),
+      count: z.number().int().positive(),
+      items: z.array(z.unknown()).optional(),
+      claim: z.string().optional(),
+      /**
+       * Tries its items have had already: a worker sends failed items back with the try they
+       * failed on. Absent on a message as planned (and on a hedged copy, which is one).
+       */
+      tried: z.number().int().positive().max(1000).optional(),
+    })
+    .refine((m) => (m.items === undefined) !== (m.claim === undefined), 'exactly one of items and claim')
+    .refine((m) => m.items === undefined || m.items.length === m.count, 'items.length must equal count')
+    .refine(ownClaim, OWN_CLAIM),
+);
 export type WorkMessage = z.infer<typeof workMessageSchema>;
 
 /** Items a result's retry note names at most; a message holds at most this many items. */
 export const MAX_RETRY_NOTE_ITEMS = 1000;
 
 /** Outcomes of some items of one run; only the items it names. */
-export const resultMessageSchema = z
-  .object({
-    v: z.literal(1),
-    t: z.literal('result'),
-    run: runIdSchema,
-    job: z.string().min(1),
-    // A worker sends a result only when it has outcomes; an empty one would be consumed without a trace.
-    outcomes: z.array(itemOutcomeSchema).min(1).optional(),
-    claim: z.string().optional(),
-    /**
-     * How long the worker took over the message, in ms (hedged dispatch measures stragglers
-     * against it). A result without one, or with one that is not a duration, still counts.
-     */
-    ms: z.number().nonnegative().finite().optional().catch(undefined),
-    /**
-     * Items of the message that failed this try and went back to the queue, to be tried again
-     * `inMs` from now: not stragglers until then. A note the leader can do without, so a
-     * malformed one is dropped rather than the outcomes with it.
-     */
-    retrying: z
-      .object({
-        items: z.array(z.number().int().nonnegative()).min(1).max(MAX_RETRY_NOTE_ITEMS),
-        inMs: z.number().nonnegative().finite(),
-      })
-      .optional()
-      .catch(undefined),
-  })
-  .refine(
-    (m) =>
-      (m.outcomes === undefined) !== (m.claim === undefined) || (m.outcomes === undefined && m.claim === undefined && m.retrying),
-    'exactly one of outcomes and claim (or only a retry note)',
-  )
-  .refine(ownClaim, OWN_CLAIM);
+export const resultMessageSchema = z.lazy(() =>
+  z
+    .object({
+      v: z.literal(1),
+      t: z.literal('result'),
+      run: runIdSchema,
+      job: z.string().min(1),
+      // A worker sends a result only when it has outcomes; an empty one would be consumed without a trace.
+      outcomes: z.array(itemOutcomeSchema).min(1).optional(),
+      claim: z.string().optional(),
+      /**
+       * How long the worker took over the message, in ms (hedged dispatch measures stragglers
+       * against it). A result without one, or with one that is not a duration, still counts.
+       */
+      ms: z.number().nonnegative().finite().optional().catch(undefined),
+      /**
+       * Items of the message that failed this try and went back to the queue, to be tried again
+       * `inMs` from now: not stragglers until then. A note the leader can do without, so a
+       * malformed one is dropped rather than the outcomes with it.
+       */
+      retrying: z
+        .object({
+          items: z.array(z.number().int().nonnegative()).min(1).max(MAX_RETRY_NOTE_ITEMS),
+          inMs: z.number().nonnegative().finite(),
+        })
+        .optional()
+        .catch(undefined),
+    })
+    .refine(
+      (m) =>
+        (m.outcomes === undefined) !== (m.claim === undefined) ||
+        (m.outcomes === undefined && m.claim === undefined && m.retrying),
+      'exactly one of outcomes and claim (or only a retry note)',
+    )
+    .refine(ownClaim, OWN_CLAIM),
+);
 export type ResultMessage = z.infer<typeof resultMessageSchema>;
 
 /**
@@ -97,27 +104,31 @@ export type ResultMessage = z.infer<typeof resultMessageSchema>;
  * sender still leads from one a newer term has made moot. It travels on shard 0's work queue,
  * which every instance already polls.
  */
-export const tickMessageSchema = z.object({
-  v: z.literal(1),
-  t: z.literal('tick'),
-  epoch: z.number().int().nonnegative(),
-  /** Lead even while the lease rests: a request came that a leader must apply (`WAKE_TICK`). */
-  wake: z.literal(true).optional(),
-  /** A wake that found a leader and is looking once more (see `createTickMessageHandler`). */
-  retried: z.literal(true).optional(),
-});
+export const tickMessageSchema = z.lazy(() =>
+  z.object({
+    v: z.literal(1),
+    t: z.literal('tick'),
+    epoch: z.number().int().nonnegative(),
+    /** Lead even while the lease rests: a request came that a leader must apply (`WAKE_TICK`). */
+    wake: z.literal(true).optional(),
+    /** A wake that found a leader and is looking once more (see `createTickMessageHandler`). */
+    retried: z.literal(true).optional(),
+  }),
+);
 export type TickMessage = z.infer<typeof tickMessageSchema>;
 
 /** What a worker puts on the poison queue for a message it cannot use. */
-export const poisonNoteSchema = z.object({
-  v: z.literal(1),
-  t: z.literal('poison'),
-  // A note is kept for its reason; one without (or only blanks) is unreadable, and kept as that.
-  reason: z.string().refine((reason) => reason.trim() !== '', 'a poison note needs a reason that is not blank'),
-  /** The original body, cut to fit. */
-  body: z.string(),
-  run: z.string().optional(),
-});
+export const poisonNoteSchema = z.lazy(() =>
+  z.object({
+    v: z.literal(1),
+    t: z.literal('poison'),
+    // A note is kept for its reason; one without (or only blanks) is unreadable, and kept as that.
+    reason: z.string().refine((reason) => reason.trim() !== '', 'a poison note needs a reason that is not blank'),
+    /** The original body, cut to fit. */
+    body: z.string(),
+    run: z.string().optional(),
+  }),
+);
 export type PoisonNote = z.infer<typeof poisonNoteSchema>;
 
 /**

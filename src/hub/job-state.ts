@@ -1,32 +1,36 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 const RECENT_LIMIT = 50;
 
-export const jobEventSchema = z.object({
-  at: z.string(),
-  occurrence: z.string().nullable(),
-  outcome: z.enum(['started', 'skipped', 'missed', 'cancelled']),
-  runId: z.string().optional(),
-  reason: z.string().optional(),
-});
+export const jobEventSchema = z.lazy(() =>
+  z.object({
+    at: z.string(),
+    occurrence: z.string().nullable(),
+    outcome: z.enum(['started', 'skipped', 'missed', 'cancelled']),
+    runId: z.string().optional(),
+    reason: z.string().optional(),
+  }),
+);
 export type JobEvent = z.infer<typeof jobEventSchema>;
 
 /**
  * Per job, what the schedule has seen: where it checked up to, which runs are open, and the
  * latest starts, skips and misses so people can see why a run did or did not happen.
  */
-export const jobStateSchema = z.object({
-  v: z.literal(1),
-  job: z.string(),
-  lastChecked: z.string().nullable(),
-  active: z.array(z.string()),
-  recent: z.array(jobEventSchema),
-  totals: z.object({
-    started: z.number().int().nonnegative(),
-    skipped: z.number().int().nonnegative(),
-    missed: z.number().int().nonnegative(),
+export const jobStateSchema = z.lazy(() =>
+  z.object({
+    v: z.literal(1),
+    job: z.string(),
+    lastChecked: z.string().nullable(),
+    active: z.array(z.string()),
+    recent: z.array(jobEventSchema),
+    totals: z.object({
+      started: z.number().int().nonnegative(),
+      skipped: z.number().int().nonnegative(),
+      missed: z.number().int().nonnegative(),
+    }),
   }),
-});
+);
 export type JobState = z.infer<typeof jobStateSchema>;
 
 export const jobStateKey = (job: string): string => `jobs/${job}.json`;

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { z } from 'zod';
+import * as z from 'zod';
 import { InvalidConfigError } from '../errors';
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments } from '../fencing/fenced-documents';
@@ -13,16 +13,18 @@ const PREFIX = 'requests/';
  * the leader reads, applies under its epoch, and deletes, so a request made while no one leads
  * waits for the next leader instead of racing it.
  */
-export const requestSchema = z.discriminatedUnion('kind', [
-  z.object({
-    kind: z.literal('run'),
-    job: z.string(),
-    id: z.string(),
-    /** `wait`: the leader applies it only once no other run of the job is open. */
-    ifActive: z.enum(['start', 'wait']).optional(),
-  }),
-  z.object({ kind: z.literal('cancel'), runId: z.string(), reason: z.string() }),
-]);
+export const requestSchema = z.lazy(() =>
+  z.discriminatedUnion('kind', [
+    z.object({
+      kind: z.literal('run'),
+      job: z.string(),
+      id: z.string(),
+      /** `wait`: the leader applies it only once no other run of the job is open. */
+      ifActive: z.enum(['start', 'wait']).optional(),
+    }),
+    z.object({ kind: z.literal('cancel'), runId: z.string(), reason: z.string() }),
+  ]),
+);
 export type EngineRequest = z.infer<typeof requestSchema>;
 
 /** Storage's time as a client learns it from its answers (a `StorageTimeClock` fed by `docs`'s client). */

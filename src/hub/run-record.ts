@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 export const RUN_STATES = [
   'planning',
@@ -40,116 +40,122 @@ export function canTransition(from: RunState, to: RunState): boolean {
 /** Outstanding messages a run record lists: enough to name a stuck one, small enough to rewrite at every checkpoint. */
 export const OUTSTANDING_KEPT = 5;
 
-const counters = z.object({
-  planned: z.number().int().nonnegative(),
-  dispatched: z.number().int().nonnegative(),
-  succeeded: z.number().int().nonnegative(),
-  failed: z.number().int().nonnegative(),
-  duplicates: z.number().int().nonnegative(),
-  rejected: z.number().int().nonnegative(),
-});
-export type RunCounters = z.infer<typeof counters>;
+export const runCountersSchema = z.lazy(() =>
+  z.object({
+    planned: z.number().int().nonnegative(),
+    dispatched: z.number().int().nonnegative(),
+    succeeded: z.number().int().nonnegative(),
+    failed: z.number().int().nonnegative(),
+    duplicates: z.number().int().nonnegative(),
+    rejected: z.number().int().nonnegative(),
+  }),
+);
+export type RunCounters = z.infer<typeof runCountersSchema>;
 
 /**
  * How a run ends, recorded before any of its end is written (output, manifest, terminal state),
  * so a leader that takes over half-way completes the same end instead of deciding another.
  */
-const ending = z.object({
-  state: z.enum(['succeeded', 'failed', 'cancelled', 'timed-out']),
-  reason: z.string().nullable(),
-  /** Whether the run ends with an output (every item counted) or early, listing what is missing. */
-  output: z.boolean(),
-});
+const ending = z.lazy(() =>
+  z.object({
+    state: z.enum(['succeeded', 'failed', 'cancelled', 'timed-out']),
+    reason: z.string().nullable(),
+    /** Whether the run ends with an output (every item counted) or early, listing what is missing. */
+    output: z.boolean(),
+  }),
+);
 export type RunEnding = z.infer<typeof ending>;
 
-export const runRecordSchema = z.object({
-  v: z.literal(1),
-  runId: z.string(),
-  job: z.string(),
-  trigger: z.enum(['schedule', 'manual']),
-  occurrence: z.string().nullable(),
-  state: z.enum(RUN_STATES),
-  createdAt: z.string(),
-  updatedAt: z.string(),
-  deadlineAt: z.string(),
-  endedAt: z.string().nullable(),
-  counters,
-  /** The epoch whose plan chunks are the plan (set when planning completes). */
-  planEpoch: z.number().int().nullable(),
-  planChunks: z.number().int().nonnegative(),
-  /** Items per plan chunk, a multiple of items per message so no message spans two chunks. */
-  chunkItems: z.number().int().nonnegative(),
-  /** Messages the plan packs into, and how many have surely been sent. */
-  messages: z.number().int().nonnegative(),
-  cursor: z.number().int().nonnegative(),
-  /** The aggregate checkpoint: the accumulator after every item marked in `seen`. */
-  acc: z.unknown(),
-  /** Base64 bitset over item indexes that have been counted (succeeded or failed). */
-  seen: z.string().nullable(),
-  /**
-   * The roots of the run's failure log, in order: write-once parts and indexes of parts
-   * (`failure-log.ts`) that hold every failure the checkpoint counted, with its reason.
-   */
-  failureParts: z.array(z.string()),
-  cancelRequested: z.boolean(),
-  endReason: z.string().nullable(),
-  outputKey: z.string().nullable(),
-  manifestKey: z.string().nullable(),
-  finalizeError: z.string().nullable(),
-  /**
-   * Plan chunks persisted so far, in order, as runs of consecutive chunks each written under one
-   * epoch: a leader that takes over mid-plan adds its own segment instead of planning again.
-   */
-  planSegments: z.array(z.object({ epoch: z.number().int(), chunks: z.number().int().nonnegative() })).default([]),
-  /** Items in the persisted chunks of `planSegments`: where a resumed split goes on from. */
-  planCursor: z.number().int().nonnegative().default(0),
-  /** Times the job's split gave no item within its bound; at the job's limit the run fails. */
-  splitTimeouts: z.number().int().nonnegative().default(0),
-  /**
-   * Copies of work messages the leaders of this run have sent for stragglers (hedged dispatch).
-   * Each leader adds its copies here in a fenced write before it sends them, so however often
-   * the leader changes, the copies sent never exceed what this says, nor the job's bound.
-   */
-  hedges: z.number().int().nonnegative().default(0),
-  /**
-   * The oldest work messages sent and not counted yet (at most `OUTSTANDING_KEPT`, the longest
-   * out first) as the leader saw them at its last checkpoint: each with its items and when it was
-   * first sent (storage time; a leader that takes a run over keeps the times this list gave).
-   * Only a leader that watches its run's messages (a job with hedged dispatch on) writes it;
-   * records written before it existed have none.
-   */
-  outstanding: z
-    .array(
-      z.object({
-        message: z.number().int().nonnegative(),
-        first: z.number().int().nonnegative(),
-        count: z.number().int().nonnegative(),
-        since: z.string(),
-      }),
-    )
-    .default([]),
-  /** Records written before endings were recorded have none. */
-  ending: ending.nullable().default(null),
-  /**
-   * When (storage time) the leader's checkpoint first counted an item of the run, succeeded or
-   * failed: with `occurrence`, how late the run's work began (its first-item lag).
-   */
-  firstItemAt: z.string().nullable().default(null),
-  /**
-   * What retention has deleted of this ended run, each with when it began (storage time): its
-   * output, its details (failure log, manifest, attachments) or, last, the whole run. `pending`
-   * names a part whose deletion began and has not been seen through.
-   */
-  pruned: z
-    .object({
-      output: z.string().nullable(),
-      details: z.string().nullable(),
-      run: z.string().nullable(),
-      pending: z.enum(['output', 'details']).nullable().default(null),
-    })
-    .nullable()
-    .default(null),
-});
+export const runRecordSchema = z.lazy(() =>
+  z.object({
+    v: z.literal(1),
+    runId: z.string(),
+    job: z.string(),
+    trigger: z.enum(['schedule', 'manual']),
+    occurrence: z.string().nullable(),
+    state: z.enum(RUN_STATES),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+    deadlineAt: z.string(),
+    endedAt: z.string().nullable(),
+    counters: runCountersSchema,
+    /** The epoch whose plan chunks are the plan (set when planning completes). */
+    planEpoch: z.number().int().nullable(),
+    planChunks: z.number().int().nonnegative(),
+    /** Items per plan chunk, a multiple of items per message so no message spans two chunks. */
+    chunkItems: z.number().int().nonnegative(),
+    /** Messages the plan packs into, and how many have surely been sent. */
+    messages: z.number().int().nonnegative(),
+    cursor: z.number().int().nonnegative(),
+    /** The aggregate checkpoint: the accumulator after every item marked in `seen`. */
+    acc: z.unknown(),
+    /** Base64 bitset over item indexes that have been counted (succeeded or failed). */
+    seen: z.string().nullable(),
+    /**
+     * The roots of the run's failure log, in order: write-once parts and indexes of parts
+     * (`failure-log.ts`) that hold every failure the checkpoint counted, with its reason.
+     */
+    failureParts: z.array(z.string()),
+    cancelRequested: z.boolean(),
+    endReason: z.string().nullable(),
+    outputKey: z.string().nullable(),
+    manifestKey: z.string().nullable(),
+    finalizeError: z.string().nullable(),
+    /**
+     * Plan chunks persisted so far, in order, as runs of consecutive chunks each written under one
+     * epoch: a leader that takes over mid-plan adds its own segment instead of planning again.
+     */
+    planSegments: z.array(z.object({ epoch: z.number().int(), chunks: z.number().int().nonnegative() })).default([]),
+    /** Items in the persisted chunks of `planSegments`: where a resumed split goes on from. */
+    planCursor: z.number().int().nonnegative().default(0),
+    /** Times the job's split gave no item within its bound; at the job's limit the run fails. */
+    splitTimeouts: z.number().int().nonnegative().default(0),
+    /**
+     * Copies of work messages the leaders of this run have sent for stragglers (hedged dispatch).
+     * Each leader adds its copies here in a fenced write before it sends them, so however often
+     * the leader changes, the copies sent never exceed what this says, nor the job's bound.
+     */
+    hedges: z.number().int().nonnegative().default(0),
+    /**
+     * The oldest work messages sent and not counted yet (at most `OUTSTANDING_KEPT`, the longest
+     * out first) as the leader saw them at its last checkpoint: each with its items and when it was
+     * first sent (storage time; a leader that takes a run over keeps the times this list gave).
+     * Only a leader that watches its run's messages (a job with hedged dispatch on) writes it;
+     * records written before it existed have none.
+     */
+    outstanding: z
+      .array(
+        z.object({
+          message: z.number().int().nonnegative(),
+          first: z.number().int().nonnegative(),
+          count: z.number().int().nonnegative(),
+          since: z.string(),
+        }),
+      )
+      .default([]),
+    /** Records written before endings were recorded have none. */
+    ending: ending.nullable().default(null),
+    /**
+     * When (storage time) the leader's checkpoint first counted an item of the run, succeeded or
+     * failed: with `occurrence`, how late the run's work began (its first-item lag).
+     */
+    firstItemAt: z.string().nullable().default(null),
+    /**
+     * What retention has deleted of this ended run, each with when it began (storage time): its
+     * output, its details (failure log, manifest, attachments) or, last, the whole run. `pending`
+     * names a part whose deletion began and has not been seen through.
+     */
+    pruned: z
+      .object({
+        output: z.string().nullable(),
+        details: z.string().nullable(),
+        run: z.string().nullable(),
+        pending: z.enum(['output', 'details']).nullable().default(null),
+      })
+      .nullable()
+      .default(null),
+  }),
+);
 export type RunRecord = z.infer<typeof runRecordSchema>;
 
 export function newRunRecord(input: {

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { InvalidConfigError } from '../errors';
 import { Schedule } from '../schedule/schedule';
 import {

@@ -1,5 +1,5 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import type { z } from 'zod';
+import type * as z from 'zod';
 import { redactSecrets } from '../redact';
 
 /** Longest failure reason kept for an item, in characters; reasons are stored once per failed item. */

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 /** What an instance process tells the cluster, one JSON object per stdout line. */
 export const instanceEventSchema = z.discriminatedUnion('kind', [

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import type { InvocationContext } from '@azure/functions';
 import { unlinkSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { InvalidSettingError } from '../errors.js';
 import { parseSetting, readSetting, type Env } from './setting.js';
 

@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import type * as z from 'zod';
 import { InvalidSettingError } from '../errors.js';
 
 /** App settings as the process sees them (`process.env`, or a test's own). */
