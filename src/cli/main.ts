@@ -101,7 +101,8 @@ function parseTimeoutSeconds(value: string): number {
   return n;
 }
 
-if (typeof require !== 'undefined' && typeof module !== 'undefined' && require.main === module) {
+/** Runs `baton` on this process's arguments and exits with its code: what the `bin` runs. */
+export function runCli(): void {
   // `baton status | head` closes stdout early; that is not an error worth a stack trace.
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
     if (err.code !== 'EPIPE') throw err;
@@ -113,3 +114,5 @@ if (typeof require !== 'undefined' && typeof module !== 'undefined' && require.m
     setTimeout(() => process.exit(code), 2000).unref();
   });
 }
+
+if (typeof require !== 'undefined' && typeof module !== 'undefined' && require.main === module) runCli();

@@ -1408,10 +1408,16 @@ describe('the deploy hook (infra/hooks/stage-package.mjs)', () => {
     for (const name of APP_PEERS) expect(manifest.dependencies[name], name).toMatch(/^\d+\.\d+\.\d+$/);
   });
 
-  it('stages every file package.json publishes, and stages it where git and azure.yaml expect', () => {
-    // Everything the package publishes (its `files`, exclusions aside), and the app's own entry and host.json.
-    const published = pkg.files.filter((path) => !path.startsWith('!'));
-    expect(Object.values(PACKAGE_FILES)).toEqual(expect.arrayContaining([...published, 'dist/functions', 'package-lock.json']));
+  it('stages the compiled app and every library module it loads, where git and azure.yaml expect', () => {
+    // The reference app loads the library compiled by tsc (dist/src), not the package's bundle.
+    expect(Object.values(PACKAGE_FILES)).toEqual(expect.arrayContaining(['dist/src', 'dist/functions', 'package-lock.json']));
+    const appDir = join(root, 'dist', 'functions');
+    for (const file of readdirSync(appDir).filter((name) => name.endsWith('.js'))) {
+      for (const [, target] of readFileSync(join(appDir, file), 'utf8').matchAll(/require\("(\.[^"]+)"\)/g)) {
+        const staged = relative(root, resolve(appDir, target!));
+        expect(Object.values(PACKAGE_FILES).some((dir) => staged.startsWith(`${dir}/`)), `${file} loads ${staged}`).toBe(true);
+      }
+    }
     // The app's host.json, at the root of the stage where the host reads it; its entry, as the
     // reference app's own package.json names it.
     expect(PACKAGE_FILES['host.json']).toBe('functions/host.json');
