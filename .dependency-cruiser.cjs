@@ -14,7 +14,10 @@ const LAYERS = [
   { name: 'telemetry', paths: ['src/telemetry/'] },
   { name: 'engines', paths: ['src/engine/', 'src/durable/'] },
   { name: 'composition root', paths: ['src/app/'] },
-  { name: 'skins', paths: ['src/cli/', 'src/local/', 'src/index\\.ts$', 'src/testing\\.ts$', 'src/functions\\.ts$', 'src/election\\.ts$'] },
+  {
+    name: 'skins',
+    paths: ['src/cli/', 'src/local/', 'src/index\\.ts$', 'src/testing\\.ts$', 'src/functions\\.ts$', 'src/election\\.ts$'],
+  },
 ];
 
 const anyOf = (paths) => `^(${paths.join('|')})`;

@@ -31,7 +31,7 @@ const program = new Command('npm run test:loaded --')
     'stand in for a slower machine: the suite and every burner pinned to one CPU (taskset -c <cpu>, default 0)',
   )
   .option('--logs <dir>', "where each run's whole output goes", join('.ci', 'loaded-logs'))
-  .argument('[filters...]', "passed on to vitest: run only the files they match (default: all, as npm test)")
+  .argument('[filters...]', 'passed on to vitest: run only the files they match (default: all, as npm test)')
   .parse();
 const filters = program.args;
 const opts = program.opts();

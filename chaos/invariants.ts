@@ -343,7 +343,7 @@ async function checkRun(run: CheckedRun, input: CheckInput): Promise<Violation[]
  * error: only a hung finalize gives one to the test jobs.
  */
 function checkFaultEffect(run: CheckedRun, expected: Expectation): Violation[] {
-  const { record, manifest } = run;
+  const { record } = run;
   const out: Violation[] = [];
   const by = expected.fault ? `${expected.fault}: ` : '';
   const v = (evidence: string) => out.push({ rule: 'fault-effect', subject: record.runId, evidence: `${by}${evidence}` });

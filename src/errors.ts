@@ -157,3 +157,13 @@ export class TaskAbandonedError extends BatonError {
     this.waitedMs = waitedMs;
   }
 }
+
+/** What a line about a failure quotes: an `Error`'s message, or any other thrown value as text. */
+export function messageOf(thrown: unknown): string {
+  return thrown instanceof Error ? thrown.message : String(thrown);
+}
+
+/** The same led by the error's name (`TypeError: …`), where the kind of failure is the news. */
+export function describeThrown(thrown: unknown): string {
+  return thrown instanceof Error ? `${thrown.name}: ${thrown.message}` : String(thrown);
+}

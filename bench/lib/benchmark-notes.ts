@@ -147,7 +147,7 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       '**Cold start.** The package ships its four entries as one bundled file with zod tree-shaken in ' +
       '(`build/bundle.mjs`), and builds the schemas of messages, records and the durable engine when first used: ' +
       'that took Baton’s share from about 120 ms to about 70. What is left, measured in one process on these ' +
-      'machines: compiling the bundle’s 0.8 MB (about 13 ms), zod’s and the bundle’s own start-up (about 10 ms), ' +
+      'machines: compiling the bundle’s 0.9 MB (about 13 ms), zod’s and the bundle’s own start-up (about 10 ms), ' +
       'the jobs entry’s modules (about 13 ms), and `registerBaton` (about 30 ms against the floor’s 10: three storage ' +
       'clients, the lease one with its own retries, the host.json and settings checks, nine registrations and the ' +
       'start-up tick). The Functions host’s own start (0.4–10 s on Flex) is not in either arm.',

@@ -8,7 +8,6 @@ import { readHubStatus, readRunDetails, type HubStatus, type RunDetails } from '
 import { listRuns, type RunsPage } from '../hub/run-index';
 import { readFailures } from '../hub/failures-manifest';
 import type { FailureEntry } from '../hub/fold';
-import type { RunRecord } from '../hub/run-record';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../storage/client-factory';
 import { AzureQueue } from '../queue/azure-queue';
 import { wakeHub } from '../hub/wake';

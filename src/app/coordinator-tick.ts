@@ -1,5 +1,5 @@
 import type { InvocationContext, Timer } from '@azure/functions';
-import { LeaseLostError } from '../errors';
+import { describeThrown, LeaseLostError, messageOf } from '../errors';
 import { redactSecrets } from '../redact';
 import type { Leadership } from '../lease/leader-elector';
 import type { BatonRuntime } from './runtime';
@@ -65,7 +65,7 @@ export function createCoordinatorTick(runtime: BatonRuntime, work: LeaderWork) {
       // Shutting down: the leader stopped its work and gave the lease back.
       if (runtime.shutdownSignal.aborted) return { led: false, holder: undefined };
       // SDK errors carry request details (headers included); the host gets a clean one-liner.
-      throw new Error(redactSecrets(err instanceof Error ? `${err.name}: ${err.message}` : String(err)));
+      throw new Error(redactSecrets(describeThrown(err)));
     }
   };
 }
@@ -104,9 +104,7 @@ export function createTickMessageHandler(
     try {
       outcome = await tick(BEACON_TIMER, context, message.wake ? { wake: true } : {});
     } catch (err) {
-      context.warn(
-        `tick from a message failed, ticking again in ${beacon.retrySeconds} s: ${err instanceof Error ? err.message : String(err)}`,
-      );
+      context.warn(`tick from a message failed, ticking again in ${beacon.retrySeconds} s: ${messageOf(err)}`);
     }
     if (outcome?.led === true) return outcome;
     // This instance is stopping and may still poll the queue: a second later another takes it.

@@ -16,6 +16,7 @@ import { withEpochRaises } from '../lease/epoch-refusal';
 import { createCoordinatorTick } from './coordinator-tick';
 import type { Registration } from './registration-types';
 import type { BatonRuntime } from './runtime';
+import { messageOf } from '../errors';
 
 /**
  * The durable engine's functions: the coordinator timer still elects a leader through the lease,
@@ -74,7 +75,7 @@ export function durableRegistrations(runtime: BatonRuntime): Registration[] {
           if (line) log.info(line);
         } catch (err) {
           if (leadership.signal.aborted) throw err;
-          log.warn(`retention slice failed, will retry: ${redactSecrets(err instanceof Error ? err.message : String(err))}`);
+          log.warn(`retention slice failed, will retry: ${redactSecrets(messageOf(err))}`);
         }
       }),
     },

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import * as z from 'zod';
+import { messageOf } from '../errors';
 
 /** The parts of host.json the local host honours, with the Functions host's defaults. */
 export interface HostQueueConfig {
@@ -110,7 +111,7 @@ export function readHostQueueConfig(path = 'host.json', env: Record<string, stri
   try {
     fromFile = JSON.parse(readFileSync(path, 'utf8'));
   } catch (err) {
-    throw new Error(`cannot read ${path}: ${err instanceof Error ? err.message : String(err)}`);
+    throw new Error(`cannot read ${path}: ${messageOf(err)}`);
   }
   const { raw, from } = withOverrides(fromFile, env);
   const parsed = hostJsonSchema.safeParse(raw);

@@ -7,7 +7,7 @@ import { IF_ACTIVE, keyedRunSegment, requestCancel, triggerRun, type RequestCloc
 import { isTerminal } from '../hub/run-record';
 import { firstRunFailures, listJobNames, readHubStatus, readRunDetails, readRunFailures } from '../hub/status';
 import { listRuns, type RunsPage } from '../hub/run-index';
-import { InvalidConfigError } from '../errors';
+import { InvalidConfigError, messageOf } from '../errors';
 import { JOB_NAME_PATTERN } from '../jobs/define-job';
 import type { LeaseStore } from '../lease/lease-store';
 import { authLevelFor, refusal, type HttpAuth, type RouteAccess } from './http-auth';
@@ -180,7 +180,7 @@ function guarded(
       if (err instanceof BadRequest) return json(400, { error: err.message });
       if (err instanceof NotFound) return json(404, { error: err.message });
       if (err instanceof Conflict) return json(409, { error: err.message });
-      deps.log.warn(`${name} failed: ${err instanceof Error ? err.message : String(err)}`);
+      deps.log.warn(`${name} failed: ${messageOf(err)}`);
       return json(500, { error: `${name} failed; the app's log has the reason` });
     }
   };

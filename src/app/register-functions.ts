@@ -12,6 +12,7 @@ import { batonRegistrations } from './registrations';
 import type { Registration } from './registration-types';
 import { createBatonRuntime, type BatonRuntime } from './runtime';
 import { checkTelemetrySettings, setupTelemetry, type TelemetrySetup } from './telemetry-setup';
+import { messageOf } from '../errors';
 
 /** The `app` namespace of `@azure/functions`: the user's own copy, so their host sees the functions. */
 export type FunctionsApp = typeof functionsApp;
@@ -119,7 +120,7 @@ export function registerBaton(app: FunctionsApp, options: RegisterBatonOptions):
       // The tick that ended released the lease; its wake for the successor goes out before we do.
       await settleWithin([runtime.ticks.settled()], graceMs);
       await telemetry.shutdown({ signal: AbortSignal.timeout(graceMs) }).catch((err: unknown) => {
-        logger.warn(`telemetry not flushed at shutdown: ${redactSecrets(err instanceof Error ? err.message : String(err))}`);
+        logger.warn(`telemetry not flushed at shutdown: ${redactSecrets(messageOf(err))}`);
       });
     })());
   app.hook.appTerminate(shutdown);

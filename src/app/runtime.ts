@@ -13,7 +13,7 @@ import type { WorkerDeps } from '../engine/worker';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type { DocumentStore } from '../fencing/document-store';
 import type { LeaseStore } from '../lease/lease-store';
-import { InvalidConfigError, InvalidSettingError } from '../errors';
+import { InvalidConfigError, InvalidSettingError, messageOf } from '../errors';
 import { visible } from '../visible';
 import { assertDurableReady } from '../durable/ready';
 import { assertUniqueJobs } from '../jobs/define-job';
@@ -335,7 +335,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
       wake: async (options) => {
         await wakeHub(tickQueue, options).catch((err: unknown) => {
           log.warn(
-            `could not wake a resting leader (the request stands; it is applied when the rest ends): ${redactSecrets(err instanceof Error ? err.message : String(err))}`,
+            `could not wake a resting leader (the request stands; it is applied when the rest ends): ${redactSecrets(messageOf(err))}`,
           );
         });
       },
@@ -344,7 +344,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
         const tick: TickMessage = { v: 1, t: 'tick', epoch: 0 };
         // A tick lost here costs only until the next timer tick or beacon; say so, and go on.
         await tickQueue.send(JSON.stringify(tick)).catch((err: unknown) => {
-          log.warn(`start-up tick not sent: ${redactSecrets(err instanceof Error ? err.message : String(err))}`);
+          log.warn(`start-up tick not sent: ${redactSecrets(messageOf(err))}`);
         });
       },
     },

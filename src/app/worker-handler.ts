@@ -1,6 +1,7 @@
 import type { InvocationContext } from '@azure/functions';
 import { handleWorkMessage, type WorkerDeps, type WorkOutcome } from '../engine/worker';
 import { redactSecrets } from '../redact';
+import { describeThrown } from '../errors';
 
 /**
  * The queue trigger's handler. A failure before the last attempt is thrown so the host
@@ -19,7 +20,7 @@ export function createWorkerHandler(deps: WorkerDeps) {
     } catch (err) {
       // A storage call failed (the host retries the message). SDK errors carry request details
       // (a SAS in a URL, headers); the host logs what is thrown, so it gets a clean one-liner.
-      throw new Error(redactSecrets(err instanceof Error ? `${err.name}: ${err.message}` : String(err)));
+      throw new Error(redactSecrets(describeThrown(err)));
     }
     if (outcome.kind === 'retry') {
       throw new Error(

@@ -1,7 +1,7 @@
 import { accessSync, constants, mkdirSync } from 'node:fs';
 import { InvalidArgumentError, type Command } from 'commander';
 import { resolve } from 'node:path';
-import { isBatonError } from '../errors';
+import { describeThrown, isBatonError } from '../errors';
 import type { JobDefinition } from '../jobs/job-definition';
 import { setLocalHostBridge } from '../app/local-host-bridge';
 import { appHostJson, loadFunctionsApp } from '../local/app-functions';
@@ -67,7 +67,7 @@ function inspectApp(appDir: string, hub: string): string[] {
       throw new CliError(redactSecrets(err.message), EXIT.failed);
     }
     // The app's own start-up failed (or its host.json): one line, as the host would report it.
-    const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+    const text = describeThrown(err);
     throw new CliError(`the app in ${appDir} failed to load: ${redactSecrets(text).replace(/\s*\n\s*/g, ' ')}`, EXIT.failed);
   } finally {
     setLocalHostBridge(undefined);

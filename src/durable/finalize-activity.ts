@@ -14,6 +14,7 @@ import { requireJob } from './jobs';
 import { DURABLE_EPOCH } from './names';
 import { assertDurableRecord, deleteOtherPlans, runRecords, runResultOf } from './run-records';
 import { writeOnce } from '../fencing/write-once';
+import { messageOf } from '../errors';
 
 /** Failures per part of the log: a part is read whole, so it stays a bounded read. */
 const FAILURES_PER_PART = 1000;
@@ -81,7 +82,7 @@ export function createFinalizeActivity(deps: DurableActivityDeps): (input: unkno
         );
       } catch (err) {
         if (signal.aborted) throw err;
-        finalizeError = errorText(err instanceof Error ? err.message : String(err));
+        finalizeError = errorText(messageOf(err));
         deps.log?.('warn', `run ${record.runId}: finalize hook failed: ${finalizeError}`);
       }
     }

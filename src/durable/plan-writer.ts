@@ -2,6 +2,7 @@ import type { DocumentStore } from '../fencing/document-store';
 import type { JobDefinition } from '../jobs/job-definition';
 import { PlanError, serializeItem } from '../jobs/plan-item';
 import { runKeys } from '../hub/run-record';
+import { messageOf } from '../errors';
 
 /**
  * Runs the job's `split` and writes the items as the queue engine's plan: NDJSON blobs of
@@ -37,7 +38,7 @@ export async function writePlan(
         step = await iterator.next();
       } catch (err) {
         if (signal.aborted) throw err;
-        throw new PlanError(`split failed: ${err instanceof Error ? err.message : String(err)}`);
+        throw new PlanError(`split failed: ${messageOf(err)}`);
       }
       if (step.done) {
         done = true;
@@ -47,7 +48,7 @@ export async function writePlan(
         lines.push(serializeItem(job, step.value, planned));
       } catch (err) {
         // JSON.stringify throws on a BigInt or a cycle: the split's bug, as in the queue planner.
-        throw err instanceof PlanError ? err : new PlanError(`split failed: ${err instanceof Error ? err.message : String(err)}`);
+        throw err instanceof PlanError ? err : new PlanError(`split failed: ${messageOf(err)}`);
       }
       planned++;
       if (lines.length === chunkItems) await flush();
@@ -68,7 +69,7 @@ function itemsOf(
   try {
     items = job.split({ runId: run.runId, occurrence: run.occurrence ? new Date(run.occurrence) : undefined, signal });
   } catch (err) {
-    throw new PlanError(`split failed: ${err instanceof Error ? err.message : String(err)}`);
+    throw new PlanError(`split failed: ${messageOf(err)}`);
   }
   if (items && typeof (items as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function') {
     return (items as AsyncIterable<unknown>)[Symbol.asyncIterator]();

@@ -4,7 +4,7 @@ import { writeFailuresManifest } from '../hub/failures-manifest';
 import { indexRun } from '../hub/run-index';
 import { finalizeContext } from '../hub/finalize-context';
 import { errorText } from '../jobs/error-text';
-import { StaleEpochError } from '../errors';
+import { messageOf, StaleEpochError } from '../errors';
 import type { DocumentStore } from '../fencing/document-store';
 import type { JobDefinition } from '../jobs/job-definition';
 import type { RunEndTelemetry } from '../telemetry/run-telemetry';
@@ -399,7 +399,7 @@ async function endAsOutput(
       );
     } catch (err) {
       if (deps.signal?.aborted) throw err;
-      finalizeError = errorText(err instanceof Error ? err.message : String(err));
+      finalizeError = errorText(messageOf(err));
     }
   }
   const ended = await endDurableRun(deps, record.runId, output.state, reason, {

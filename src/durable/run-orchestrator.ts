@@ -18,6 +18,7 @@ import { DURABLE_NAMES } from './names';
 import { assertDurableReady } from './ready';
 import { resolveDurableSettings, retryOptions } from './settings';
 import { failureReason, settleAll } from './settle';
+import { messageOf } from '../errors';
 
 /**
  * A run: split, one sub-orchestration per chunk, merge, finalize.
@@ -117,7 +118,7 @@ export function createRunOrchestrator(jobs: ReadonlyMap<string, JobDefinition>):
           merged = { acc: job.aggregate.merge(acc, result.data.acc) };
         } catch (err) {
           // Like `add` throwing in the fold: the chunk's items fail, not the run.
-          failAll(`could not be merged: aggregate.merge threw: ${err instanceof Error ? err.message : String(err)}`);
+          failAll(`could not be merged: aggregate.merge threw: ${messageOf(err)}`);
         }
         if (merged) {
           acc = merged.acc;

@@ -2,7 +2,7 @@ import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments, refuseStale } from '../fencing/fenced-documents';
 import { jobStateKey, jobStateSchema, newJobState, type JobEvent, type JobState } from '../hub/job-state';
 import { checkSchedule, recordCheck, recordedOccurrences } from '../hub/occurrence-ledger';
-import { LeaseLostError, StaleEpochError } from '../errors';
+import { describeThrown, LeaseLostError, StaleEpochError } from '../errors';
 import type { JobDefinition } from '../jobs/job-definition';
 import { scheduledRunId, type TerminalRunState } from '../hub/run-record';
 import { decideOverlap } from '../schedule/schedule';
@@ -97,7 +97,7 @@ function endsTheTick(deps: StartDueRunsDeps, err: unknown): boolean {
 
 function report(deps: StartDueRunsDeps, summary: StartSummary, job: string, err: unknown, what?: string): void {
   // SDK errors can carry request details, a SAS included.
-  const text = redactSecrets(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+  const text = redactSecrets(describeThrown(err));
   const error = what ? `${what}: ${text}` : text;
   summary.errors.push({ job, error });
   deps.log?.('warn', `job ${job}: ${error}; the other jobs went on, and this is tried again on the next tick`);
@@ -313,7 +313,7 @@ async function startJob(
   if (written) deps.telemetry?.occurrencesRecorded(job.name, recordedOccurrences(before, written.value));
   if (startError) {
     const { runId, err } = startError;
-    throw new Error(`start of run ${runId} failed: ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)}`, {
+    throw new Error(`start of run ${runId} failed: ${describeThrown(err)}`, {
       cause: err,
     });
   }

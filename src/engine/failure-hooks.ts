@@ -3,6 +3,7 @@ import { callHook } from '../jobs/call-hook';
 import { errorText } from '../jobs/error-text';
 import type { JobDefinition } from '../jobs/job-definition';
 import type { EngineContext } from './engine-context';
+import { messageOf } from '../errors';
 
 // A job's `onItemFailed`, called for the failures a landed checkpoint counted. The drain hands
 // them over and goes on: the calls run beside the leader's work, a few at a time, each bounded
@@ -43,10 +44,7 @@ export function tellFailures(ctx: EngineContext, job: JobDefinition, runId: stri
         signal: detached,
       }).then(
         () => undefined,
-        (err: unknown) =>
-          ctx.log.warn(
-            `run ${runId}: onItemFailed for item ${item} failed: ${errorText(err instanceof Error ? err.message : String(err))}`,
-          ),
+        (err: unknown) => ctx.log.warn(`run ${runId}: onItemFailed for item ${item} failed: ${errorText(messageOf(err))}`),
       ),
     );
   }

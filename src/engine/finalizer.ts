@@ -9,6 +9,7 @@ import type { EngineContext, TermContext } from './engine-context';
 import { forgetRun } from './reconcile';
 import type { ActiveRun, RunBook } from './run-book';
 import { errorText } from '../jobs/error-text';
+import { messageOf } from '../errors';
 
 const MISSING_LISTED = 100_000;
 
@@ -110,7 +111,7 @@ export async function completeEnding(ctx: EngineContext, term: TermContext, book
       );
     } catch (err) {
       if (term.signal.aborted) throw err;
-      finalizeError = errorText(err instanceof Error ? err.message : String(err));
+      finalizeError = errorText(messageOf(err));
       ctx.log.warn(`run ${record.runId}: finalize hook failed: ${finalizeError}`);
     }
   }

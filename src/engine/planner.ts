@@ -1,4 +1,4 @@
-import { HookTimeoutError } from '../errors';
+import { HookTimeoutError, messageOf } from '../errors';
 import { callHook } from '../jobs/call-hook';
 import { PlanError, serializeItem } from '../jobs/plan-item';
 import { redactSecrets } from '../redact';
@@ -241,9 +241,7 @@ async function checkpoint(
 
 async function failPlan(ctx: EngineContext, term: TermContext, book: RunBook, run: ActiveRun, err: unknown): Promise<void> {
   // The reason is kept in the run record and shown by `baton show`: a storage error from split can quote a SAS.
-  const reason = redactSecrets(
-    err instanceof PlanError ? err.message : `split failed: ${err instanceof Error ? err.message : String(err)}`,
-  );
+  const reason = redactSecrets(err instanceof PlanError ? err.message : `split failed: ${messageOf(err)}`);
   ctx.log.warn(`run ${run.doc.value.runId} failed while planning: ${reason}`);
   await book.save(run, transition(run.doc.value, 'failed', ctx.clock.date(), reason));
 }

@@ -1,4 +1,4 @@
-import { ConcurrentUpdateError, LeaseLostError, StaleEpochError } from '../errors';
+import { ConcurrentUpdateError, describeThrown, LeaseLostError, StaleEpochError } from '../errors';
 import { redactSecrets } from '../redact';
 import type { EngineContext, TermContext } from './engine-context';
 
@@ -11,7 +11,7 @@ import type { EngineContext, TermContext } from './engine-context';
 export function retryLater(ctx: EngineContext, term: TermContext, what: string, err: unknown): void {
   if (term.signal.aborted || err instanceof StaleEpochError || err instanceof LeaseLostError) throw err;
   // SDK errors can carry request details, a SAS included.
-  const line = `${what}: ${redactSecrets(err instanceof Error ? `${err.name}: ${err.message}` : String(err))}`;
+  const line = `${what}: ${redactSecrets(describeThrown(err))}`;
   if (err instanceof ConcurrentUpdateError) ctx.log.info(line);
   else ctx.log.warn(line);
 }

@@ -2,6 +2,7 @@ import type { Clock } from '../clock/clock';
 import type { LeaderEvent } from '../lease/leader-events';
 import type { MessageReceipt, QueuePort } from '../queue/queue-port';
 import type { TickMessage } from './messages';
+import { messageOf } from '../errors';
 
 export interface TickBeaconOptions {
   /** Shard 0's work queue: every instance polls it. */
@@ -80,7 +81,7 @@ export class TickBeacon {
   private then(step: () => Promise<unknown>): void {
     this.chain = this.chain.then(step).then(
       () => undefined,
-      (error: unknown) => this.options.log?.(`tick beacon: ${error instanceof Error ? error.message : String(error)}`),
+      (error: unknown) => this.options.log?.(`tick beacon: ${messageOf(error)}`),
     );
   }
 

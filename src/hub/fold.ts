@@ -5,6 +5,7 @@ import type { ItemOutcome } from '../jobs/item-outcome';
 import { errorText } from '../jobs/error-text';
 import { jsonBytes } from '../jobs/process-item';
 import { checkSchema } from '../jobs/job-schema';
+import { messageOf } from '../errors';
 
 export interface FailureEntry {
   item: number;
@@ -62,7 +63,7 @@ export function foldOutcomes(
           // A fold that throws on one result must not stop the run: that item fails instead.
           failures.push({
             item: outcome.i,
-            reason: errorText(`aggregate.add threw: ${err instanceof Error ? err.message : String(err)}`),
+            reason: errorText(`aggregate.add threw: ${messageOf(err)}`),
             attempts: 1,
           });
         }

@@ -1,5 +1,5 @@
 import type { Clock } from '../clock/clock';
-import { ConcurrentUpdateError, StaleEpochError } from '../errors';
+import { ConcurrentUpdateError, messageOf, StaleEpochError } from '../errors';
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments, type FencedDocument } from '../fencing/fenced-documents';
 import { DAY_MS, parseRunIndexDay, parseRunIndexEntry, runIndexDayFolder, runIndexKeys } from './run-index';
@@ -254,7 +254,7 @@ class Sweep {
     } catch (err) {
       // A newer leader, or the end of the term: the slice stops.
       if (err instanceof StaleEpochError || this.options.abortSignal?.aborted) throw err;
-      this.result.errors.push(`${runId}: ${err instanceof Error ? err.message : String(err)}`);
+      this.result.errors.push(`${runId}: ${messageOf(err)}`);
       this.result.more = false;
       return false;
     }
@@ -273,7 +273,7 @@ class Sweep {
       // A body that is there and is not a run record stays so: noted and passed by every pass,
       // where a failed request is tried again.
       if (this.options.abortSignal?.aborted || !(await this.docs.read(key, this.signal))) throw err;
-      this.result.errors.push(`${runId}: ${err instanceof Error ? err.message : String(err)}`);
+      this.result.errors.push(`${runId}: ${messageOf(err)}`);
       return undefined;
     }
     if (!doc || Date.parse(doc.value.createdAt) !== createdMs) return 'stray';

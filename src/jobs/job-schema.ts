@@ -1,5 +1,6 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
 import { describeIssues } from './error-text';
+import { messageOf } from '../errors';
 
 /**
  * A job's item or result schema: anything that implements Standard Schema v1, so a schema made
@@ -28,7 +29,7 @@ export function checkSchema<T>(schema: JobSchema<T>, value: unknown): SchemaChec
   try {
     result = schema['~standard'].validate(value);
   } catch (err) {
-    return { ok: false, problem: `the schema threw: ${err instanceof Error ? err.message : String(err)}` };
+    return { ok: false, problem: `the schema threw: ${messageOf(err)}` };
   }
   if (isPromiseLike(result)) {
     // Nothing will read it; without a handler a rejection would surface as unhandled.

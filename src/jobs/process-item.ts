@@ -4,6 +4,7 @@ import { errorText } from './error-text';
 import type { ItemOutcome } from './item-outcome';
 import type { JobDefinition } from './job-definition';
 import { checkSchema } from './job-schema';
+import { describeThrown, messageOf } from '../errors';
 
 /** One item through the job: size, item schema, `process`, result schema, JSON, size. A failure is an outcome, never a throw. */
 export async function processItem(
@@ -35,7 +36,7 @@ export async function processItem(
       signal: ctx.signal,
     });
   } catch (err) {
-    return fail(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+    return fail(describeThrown(err));
   }
   if (job.resultSchema) {
     const checked = checkSchema(job.resultSchema, result);
@@ -48,7 +49,7 @@ export async function processItem(
   try {
     resultBytes = jsonBytes(result);
   } catch (err) {
-    return fail(`result is not JSON: ${err instanceof Error ? err.message : String(err)}`);
+    return fail(`result is not JSON: ${messageOf(err)}`);
   }
   if (Number.isNaN(resultBytes)) return fail(`result is not JSON (${typeof result})`);
   if (resultBytes > job.maxResultBytes) {

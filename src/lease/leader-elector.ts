@@ -69,12 +69,12 @@ export type RunIfLeaderResult<T> =
   | { led: false; holder: LeaderInfo | undefined; restingUntil?: Date };
 
 /** What `handOver` did: whether this candidate led, and whom it handed the lease to. */
-export type HandOverResult =
+export type HandoverResult =
   | { led: false }
   /** `to`: the successor the lease was reserved for; undefined when nobody asked in time (a plain release). */
   | { led: true; epoch: number; to: string | undefined; waitedMs: number };
 
-export interface HandOverOptions {
+export interface HandoverOptions {
   /**
    * How long to lead on while waiting for a candidate to ask, and then for the task to reach a
    * safe point; fit it inside the host's shutdown grace. Past it the term ends as an abort would.
@@ -137,7 +137,7 @@ export class LeaderElector {
   /** This elector's own term while it leads, and what settles when that term has ended. */
   private active: { term: ActiveTerm; ended: Promise<void> } | undefined;
   /** The handover under way, so a second call waits for the first. */
-  private leaving: Promise<HandOverResult> | undefined;
+  private leaving: Promise<HandoverResult> | undefined;
   /**
    * Until when the lease rests, as this candidate last read it: until then a tick needs no read
    * (nothing but a wake can end a rest early, and a wake leads without looking at this).
@@ -204,14 +204,14 @@ export class LeaderElector {
    * candidate without a rank cannot say it is leaving: its term just ends. `to` names whom the
    * lease was reserved for; the reservation is a hint, and a failed one leaves the release plain.
    */
-  handOver(options: HandOverOptions): Promise<HandOverResult> {
+  handOver(options: HandoverOptions): Promise<HandoverResult> {
     const active = this.active;
     if (!active) return Promise.resolve({ led: false });
     this.leaving ??= this.leave(active, options).finally(() => (this.leaving = undefined));
     return this.leaving;
   }
 
-  private async leave(active: { term: ActiveTerm; ended: Promise<void> }, options: HandOverOptions): Promise<HandOverResult> {
+  private async leave(active: { term: ActiveTerm; ended: Promise<void> }, options: HandoverOptions): Promise<HandoverResult> {
     const { clock, store, identity } = this.options;
     const { term } = active;
     const startedAt = clock.now();
@@ -363,7 +363,7 @@ export class LeaderElector {
     record: LeaseRecord,
     signal: AbortSignal | undefined,
   ): Promise<Term | undefined> {
-    const { store, clock, identity, handover } = this.options;
+    const { store, identity, handover } = this.options;
     const bounded = <T>(call: (abortSignal: AbortSignal) => Promise<T>): Promise<T> => this.bounded(call, signal);
     let version: string;
     try {

@@ -37,7 +37,7 @@ export function describeLeaderEvent(event: LeaderEvent): { level: 'info' | 'warn
     case 'renew-failed':
       return {
         level: 'warn',
-        message: `lease renew failed, retrying: ${who} epoch=${event.epoch} lastRenewAgoMs=${Math.round(event.sinceLastRenewMs)} error=${errorText(event.error)}`,
+        message: `lease renew failed, retrying: ${who} epoch=${event.epoch} lastRenewAgoMs=${Math.round(event.sinceLastRenewMs)} error=${errorKind(event.error)}`,
       };
     case 'lost':
       return {
@@ -69,7 +69,7 @@ export function describeLeaderEvent(event: LeaderEvent): { level: 'info' | 'warn
     case 'release-failed':
       return {
         level: 'warn',
-        message: `lease release failed (it will expire): ${who} epoch=${event.epoch} error=${errorText(event.error)}`,
+        message: `lease release failed (it will expire): ${who} epoch=${event.epoch} error=${errorKind(event.error)}`,
       };
     case 'epoch-raised':
       // Warn: it means the lease record restarted its count (its blob or container was deleted).
@@ -78,7 +78,7 @@ export function describeLeaderEvent(event: LeaderEvent): { level: 'info' | 'warn
         message: `epoch raised above a stored epoch: ${who} epoch=${event.from}->${event.epoch} storedEpoch=${event.above}`,
       };
     case 'acquire-failed':
-      return { level: 'warn', message: `lease acquire failed: ${who} error=${errorText(event.error)}` };
+      return { level: 'warn', message: `lease acquire failed: ${who} error=${errorKind(event.error)}` };
     case 'task-abandoned':
       return {
         level: 'warn',
@@ -87,7 +87,7 @@ export function describeLeaderEvent(event: LeaderEvent): { level: 'info' | 'warn
   }
 }
 
-function errorText(error: unknown): string {
+function errorKind(error: unknown): string {
   if (error instanceof Error) {
     const code = (error as { code?: unknown }).code;
     const status = (error as { statusCode?: unknown }).statusCode;

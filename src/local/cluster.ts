@@ -22,6 +22,7 @@ import { parseInstanceLine } from './instance-events';
 import type { SetupFunction } from './setup-module';
 import { createView, type ClusterView, type InstanceView } from './live-view';
 import { DEFAULT_HTTP_PORT, serveHttpProxy, type LocalHttpServer } from './http-server';
+import { messageOf } from '../errors';
 
 export interface ClusterOptions {
   instances: number;
@@ -260,7 +261,7 @@ class Cluster {
       await Promise.race([setup({ env: this.instanceEnv(), signal, log: (line) => this.view.note(line) }), stopped]);
     } catch (err) {
       if (signal.aborted) return;
-      throw new SetupFailedError(redactSecrets(err instanceof Error ? err.message : String(err)));
+      throw new SetupFailedError(redactSecrets(messageOf(err)));
     }
   }
 
@@ -270,7 +271,7 @@ class Cluster {
     const runId = await requestRun(this.docs, this.options.job, {
       wake: (call) =>
         wakeHub(this.wakeQueue, call).catch((err: unknown) =>
-          this.view.note(`could not wake a resting leader: ${err instanceof Error ? err.message : String(err)}`),
+          this.view.note(`could not wake a resting leader: ${messageOf(err)}`),
         ),
     });
     this.view.note(`requested run ${runId}`);
@@ -436,7 +437,7 @@ class Cluster {
       const [status, recent] = await Promise.all([readHubStatus(this.docs, this.lease), listRuns(this.docs, { limit: 20 })]);
       this.view.update({ status, instances, finished: recent.runs.filter((r) => isTerminal(r.state)) });
     } catch (err) {
-      this.view.update({ status: undefined, instances, finished: [], error: err instanceof Error ? err.message : String(err) });
+      this.view.update({ status: undefined, instances, finished: [], error: messageOf(err) });
     }
   }
 }

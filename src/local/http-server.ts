@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { HttpRequest, InvocationContext, type HttpMethod, type HttpResponseInit } from '@azure/functions';
 import type { HttpRegistration } from '../app/registration-types';
 import { redactSecrets } from '../redact';
+import { describeThrown } from '../errors';
 
 /** Where the Functions host mounts http routes by default (host.json `extensions.http.routePrefix`). */
 export const ROUTE_PREFIX = 'api';
@@ -234,5 +235,5 @@ function send(res: ServerResponse, response: HttpResponseInit): void {
 }
 
 function describe(err: unknown): string {
-  return redactSecrets(err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+  return redactSecrets(describeThrown(err));
 }

@@ -1,14 +1,13 @@
 import * as z from 'zod';
 import type { InvocationContext } from '@azure/functions';
 import { unlinkSync } from 'node:fs';
-import { join } from 'node:path';
 import { asTickMessage } from '../app/registrations';
 import { type HttpRegistration, type QueueRegistration, type Registration } from '../app/registration-types';
 import { type BatonRuntime } from '../app/runtime';
 import { setLocalHostBridge } from '../app/local-host-bridge';
 import { AzureQueue } from '../queue/azure-queue';
 import { createQueueServiceClient } from '../storage/client-factory';
-import { InvalidSettingError, isBatonError } from '../errors';
+import { describeThrown, InvalidSettingError, isBatonError } from '../errors';
 import { parseSetting, readSetting } from '../storage/setting';
 import { parseLogLevel } from '../app/settings';
 import { parseStorageSettings } from '../storage/connection';
@@ -300,7 +299,7 @@ function claim(trigger: string): boolean {
 main().catch((err: unknown) => {
   // One line: settings errors already say which setting and how to fix it. Anything else is
   // flattened and masked too, since a library's message can span lines or quote a key.
-  const text = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+  const text = describeThrown(err);
   process.stderr.write(
     `${redactSecrets(text)
       .replace(/\s*\n\s*/g, ' ')

@@ -1,4 +1,4 @@
-import { InvalidSettingError } from '../errors';
+import { describeThrown, InvalidSettingError } from '../errors';
 import { randomUUID } from 'node:crypto';
 import { InvocationContext, type Timer } from '@azure/functions';
 import { Cron } from 'croner';
@@ -200,5 +200,5 @@ function triggerMetadata(message: ReceivedMessage): Record<string, unknown> {
 }
 
 function describe(error: unknown): string {
-  return redactSecrets(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
+  return redactSecrets(describeThrown(error));
 }

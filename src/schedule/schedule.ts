@@ -1,5 +1,5 @@
 import { Cron, CronPattern } from 'croner';
-import { InvalidConfigError } from '../errors';
+import { InvalidConfigError, messageOf } from '../errors';
 
 /**
  * Job schedules use the NCRONTAB dialect of Azure Functions timer triggers, so an expression
@@ -95,7 +95,7 @@ export class Schedule {
       return new Schedule(expression, fields);
     } catch (err) {
       // Whatever the grammar check let through and croner refuses (e.g. a range 5-2).
-      return fail(String(err instanceof Error ? err.message : err).replace(/^CronPattern:\s*/, ''));
+      return fail(messageOf(err).replace(/^CronPattern:\s*/, ''));
     }
   }
 

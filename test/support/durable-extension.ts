@@ -68,7 +68,9 @@ function resolveAppSettings(value: string): string {
 }
 
 function hostDurableTask(): { hubName: string; overridable: 'AnyState' | 'NonRunningStates' } {
-  const host = JSON.parse(readFileSync(resolve(dirname(fileURLToPath(import.meta.url)), '../../functions/host.json'), 'utf8')) as {
+  const host = JSON.parse(
+    readFileSync(resolve(dirname(fileURLToPath(import.meta.url)), '../../functions/host.json'), 'utf8'),
+  ) as {
     extensions?: { durableTask?: { hubName?: string; overridableExistingInstanceStates?: string } };
   };
   const durableTask = host.extensions?.durableTask ?? {};

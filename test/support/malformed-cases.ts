@@ -1,7 +1,7 @@
 import { expect } from 'vitest';
 import type { DeadLetter } from '../../src/engine/dead-letters';
 import { drainResults } from '../../src/engine/drain';
-import { ConcurrentUpdateError, StaleEpochError } from '../../src/errors';
+import { StaleEpochError } from '../../src/errors';
 import { poisonNoteSchema, truncate } from '../../src/engine/messages';
 import { MAX_QUEUE_MESSAGE_BYTES } from '../../src/queue/queue-port';
 import { runKeys, type RunRecord } from '../../src/hub/run-record';
@@ -487,7 +487,7 @@ export async function runStaleEpoch(hub: MalformedHub, waitForVisibility: () => 
     [RUNS.bystander, PLANNED.bystander],
     [RUNS.other, PLANNED.other],
   ] as const) {
-    const record = await expectAllCounted(hub, runId, planned);
+    await expectAllCounted(hub, runId, planned);
     const output = await hub.finalize(newer, runId);
     expect(output, runId).toMatchObject({ state: 'succeeded', output: expectedSum(planned) });
   }

@@ -17,7 +17,6 @@ import {
   runInstanceId,
   startDueRuns,
   type DurableClientPort,
-  type InstanceView,
 } from '../../src/durable';
 import { useFakeDurable } from '../support/durable-extension';
 import type { ItemRetryOptions } from '../../src/jobs/retry-policy';

@@ -8,7 +8,7 @@ import { handleWorkMessage, type WorkerDeps } from '../../src/engine/worker';
 import { renderShow } from '../../src/cli/format';
 import { showView } from '../../src/hub/read-model';
 import type { RunOutput } from '../../src/hub/run-output';
-import { runKeys, type RunRecord } from '../../src/hub/run-record';
+import { runKeys } from '../../src/hub/run-record';
 import type { HedgeOptions } from '../../src/jobs/job-definition';
 import type { ReceivedMessage } from '../../src/queue/queue-port';
 import { expectedSum, sumJob } from '../support/sample-jobs';

@@ -1415,7 +1415,10 @@ describe('the deploy hook (infra/hooks/stage-package.mjs)', () => {
     for (const file of readdirSync(appDir).filter((name) => name.endsWith('.js'))) {
       for (const [, target] of readFileSync(join(appDir, file), 'utf8').matchAll(/require\("(\.[^"]+)"\)/g)) {
         const staged = relative(root, resolve(appDir, target!));
-        expect(Object.values(PACKAGE_FILES).some((dir) => staged.startsWith(`${dir}/`)), `${file} loads ${staged}`).toBe(true);
+        expect(
+          Object.values(PACKAGE_FILES).some((dir) => staged.startsWith(`${dir}/`)),
+          `${file} loads ${staged}`,
+        ).toBe(true);
       }
     }
     // The app's host.json, at the root of the stage where the host reads it; its entry, as the

@@ -5,14 +5,13 @@ import { finalizeRun } from '../../src/engine/finalizer';
 import { hedgeStragglers } from '../../src/engine/hedger';
 import { RunBook } from '../../src/engine/run-book';
 import type { RunOutput } from '../../src/hub/run-output';
-import { runKeys, type RunRecord } from '../../src/hub/run-record';
+import { runKeys } from '../../src/hub/run-record';
 import type { ItemFailedContext, ItemFailure } from '../../src/jobs/job-definition';
 import { expectedSum, sumJob } from '../support/sample-jobs';
 import {
   handLeadership,
   termOf,
   unitEngine,
-  type UnitEngine,
   receiveAll,
   firstOf,
   sumRunRecord as record,

@@ -40,8 +40,17 @@ describe('recordCheck', () => {
     },
     {
       what: 'another leader checked up to 25: its skips and misses stand, and only the later ones are added',
-      latest: state({ lastChecked: at(25), recent: [started(10)], active: [runAt(10)], totals: { started: 1, skipped: 0, missed: 0 } }),
-      check: check({ events: [started(10), skipped(20), missed(30), started(40)], missedCount: 1, watch: [runAt(10), runAt(40)] }),
+      latest: state({
+        lastChecked: at(25),
+        recent: [started(10)],
+        active: [runAt(10)],
+        totals: { started: 1, skipped: 0, missed: 0 },
+      }),
+      check: check({
+        events: [started(10), skipped(20), missed(30), started(40)],
+        missedCount: 1,
+        watch: [runAt(10), runAt(40)],
+      }),
       want: { lastChecked: at(45), active: [runAt(10), runAt(40)], totals: { started: 2, skipped: 0, missed: 1 }, recent: 3 },
     },
     {
@@ -65,11 +74,14 @@ describe('recordCheck', () => {
 describe('both engines keep one occurrence ledger', () => {
   const fakeDurable = useFakeDurable();
   // Every 10 s; a run open at the next occurrence makes it skip.
-  const job = withMerge(sumJob({ name: 'tick', items: 1, schedule: '*/10 * * * * *', overlap: 'skip' }), (a: SumAcc, b: SumAcc) => ({
-    count: a.count + b.count,
-    sum: a.sum + b.sum,
-    squares: a.squares + b.squares,
-  }));
+  const job = withMerge(
+    sumJob({ name: 'tick', items: 1, schedule: '*/10 * * * * *', overlap: 'skip' }),
+    (a: SumAcc, b: SumAcc) => ({
+      count: a.count + b.count,
+      sum: a.sum + b.sum,
+      squares: a.squares + b.squares,
+    }),
+  );
   /**
    * The history both engines go through: the first check; the 00:10 run starts; the 00:20
    * occurrence is skipped while it runs; it ends; then a gap in which 00:30 to 00:60 are

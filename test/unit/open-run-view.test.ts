@@ -5,14 +5,13 @@ import { drainResults } from '../../src/engine/drain';
 import { finalizeRun } from '../../src/engine/finalizer';
 import { RunBook } from '../../src/engine/run-book';
 import { FAILURES_LISTED, runView, showView, statusView } from '../../src/hub/read-model';
-import { newRunRecord, OUTSTANDING_KEPT, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
+import { newRunRecord, OUTSTANDING_KEPT, runRecordSchema } from '../../src/hub/run-record';
 import { firstRunFailures, readRunDetails } from '../../src/hub/status';
 import { sumJob } from '../support/sample-jobs';
 import {
   handLeadership,
   termOf,
   unitEngine,
-  type UnitEngine,
   receiveAll,
   firstOf,
   sumRunRecord as record,

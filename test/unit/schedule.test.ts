@@ -283,10 +283,7 @@ describe('Schedule.fixedPeriod', () => {
     // Every second, but only on some days: a grid within a day is not one across days.
     '* * * 1 * *',
     '*/2 * * * 1 *',
-  ])(
-    '%s does not',
-    (expression) => {
-      expect(Schedule.parse(expression).fixedPeriod()).toBeUndefined();
-    },
-  );
+  ])('%s does not', (expression) => {
+    expect(Schedule.parse(expression).fixedPeriod()).toBeUndefined();
+  });
 });
