@@ -11,7 +11,7 @@ export interface AppStorageOptions {
    */
   connection?: string;
   /** The settings to read. Default `process.env`. */
-  env?: NodeJS.ProcessEnv;
+  env?: Record<string, string | undefined>;
 }
 
 /**

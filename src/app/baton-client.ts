@@ -14,7 +14,6 @@ import { wakeHub } from '../hub/wake';
 import { StorageTimeClock } from '../clock/storage-time-clock';
 import { systemClock } from '../clock/clock';
 import { parseStorageSettings } from '../storage/connection';
-import type { Env } from '../storage/setting';
 import { readSetting } from '../storage/setting';
 import { parseBatonSettings, parseHubName } from './settings';
 
@@ -24,7 +23,7 @@ export interface BatonClientOptions {
    * (`AzureWebJobsStorage__accountName` and friends), as the app itself reads it. Default
    * `process.env`, so code inside the Functions app needs no options.
    */
-  env?: Env;
+  env?: Record<string, string | undefined>;
   /** The hub to read and steer. Default `BATON_HUB` from `env`, then `baton`; its lease is in `BATON_LEASE_CONTAINER`'s container. */
   hub?: string;
 }

@@ -1,11 +1,9 @@
 import type { app as functionsApp } from '@azure/functions';
 import type { OrchestrationHandler } from 'durable-functions';
 import { durableFunctions } from '../durable/durable-functions';
-import type { EngineLogger } from '../engine/engine-context';
 import type { JobDefinition } from '../jobs/job-definition';
 import type { LeaderLogger } from '../lease/elector-options';
 import { redactSecrets } from '../redact';
-import type { Env } from '../storage/setting';
 import { findHostJson, readHostQueueConfig } from './host-config';
 import { localHostBridge } from './local-host-bridge';
 import { batonRegistrations } from './registrations';
@@ -21,7 +19,7 @@ export interface RegisterBatonOptions {
   /** The app's jobs (`defineJob`). Names must be unique. */
   jobs: readonly JobDefinition[];
   /** Where the settings come from. Default `process.env`, the app settings under the host. */
-  env?: Env;
+  env?: Record<string, string | undefined>;
   /**
    * The app's host.json, whose queue settings the worker must agree with. Default: the first
    * host.json found from the working directory up, which is the app's root under the host.
@@ -32,7 +30,7 @@ export interface RegisterBatonOptions {
    * host's logs; warnings start with "warning:", since the host logs a stderr line as a Warning
    * only when it says so.
    */
-  logger?: LeaderLogger & EngineLogger;
+  logger?: LeaderLogger;
   /**
    * How long the shutdown hook waits for a running term to end and release the lease, and then
    * for telemetry to flush, each. Default 10,000 ms: the host's grace for hooks is short. A
@@ -43,7 +41,6 @@ export interface RegisterBatonOptions {
 }
 
 export interface RegisteredBaton {
-  readonly runtime: BatonRuntime;
   /**
    * What the `appTerminate` hook runs: hands the term over (a leader wakes the other instances,
    * leads on until one asks for the lease, then reserves it for that one and releases, so the
@@ -53,7 +50,7 @@ export interface RegisteredBaton {
   shutdown(): Promise<void>;
 }
 
-const consoleLogger: LeaderLogger & EngineLogger = {
+const consoleLogger: LeaderLogger = {
   info: (message) => console.info(message),
   warn: (message) => console.warn(`warning: ${message}`),
   debug: (message) => console.debug(message),
@@ -73,6 +70,15 @@ const consoleLogger: LeaderLogger & EngineLogger = {
  *     registerBaton(app, { jobs: [nightlyAudit] });
  */
 export function registerBaton(app: FunctionsApp, options: RegisterBatonOptions): RegisteredBaton {
+  const { shutdown } = registerWithRuntime(app, options);
+  return { shutdown };
+}
+
+/** `registerBaton`, also handing back the runtime it built: for Baton's own tests, not an app. */
+export function registerWithRuntime(
+  app: FunctionsApp,
+  options: RegisterBatonOptions,
+): RegisteredBaton & { runtime: BatonRuntime } {
   const env = options.env ?? process.env;
   // Under `baton start`, the local host names this instance and takes its lines and events.
   const host = localHostBridge();

@@ -67,8 +67,8 @@ export function keyedRunSegment(key: string): string {
  * what a manual run always did), `skip` it and answer with the open run's id (decided when asked;
  * see `openRunOf`), or `wait` for the open runs to end and start then (decided by the leader).
  */
-export const IF_ACTIVE = ['start', 'skip', 'wait'] as const;
-export type IfActive = (typeof IF_ACTIVE)[number];
+export type IfActive = 'start' | 'skip' | 'wait';
+export const IF_ACTIVE: readonly IfActive[] = ['start', 'skip', 'wait'];
 
 export interface RunRequestOptions extends RequestOptions {
   /**

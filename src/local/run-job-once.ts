@@ -19,7 +19,7 @@ export interface RunJobOnceOptions {
    * also how often the local host delivers a message). Storage and the hub are the runner's
    * own: an embedded Azurite in memory, hub `test`.
    */
-  env?: Env;
+  env?: Record<string, string | undefined>;
   /** Run on this Azurite (from `startAzurite`) instead of starting one; it is left running. */
   azurite?: RunningAzurite;
   /** Rejects when the run has not ended this long after the start. Default 120,000 ms. */

@@ -7,7 +7,7 @@ export interface SetupContext {
    * The settings every instance starts with: the app's own, `AzureWebJobsStorage` naming the
    * cluster's Azurite and `BATON_HUB` its hub.
    */
-  env: NodeJS.ProcessEnv;
+  env: Record<string, string | undefined>;
   /** Aborted when the cluster is asked to stop while the setup runs: stop soon after. */
   signal: AbortSignal;
   /** Writes one line to the cluster's output. */

@@ -1,6 +1,6 @@
 import * as z from 'zod';
 import { InvalidSettingError } from '../errors.js';
-import { parseSetting, readSetting, type Env } from './setting.js';
+import { parseSetting, readSetting } from './setting.js';
 
 /**
  * Where storage is and how to authenticate. `connectionString` is a normalized copy of the
@@ -134,7 +134,7 @@ const credentialSchema = z
   .pipe(z.literal('managedidentity', { error: 'must be managedidentity (or be left unset)' }));
 const clientIdSchema = z.guid({ error: 'must be a GUID (the client ID of a user-assigned identity)' });
 
-export function parseStorageSettings(env: Env = process.env, options: { prefix?: string } = {}): StorageSettings {
+export function parseStorageSettings(env: Record<string, string | undefined> = process.env, options: { prefix?: string } = {}): StorageSettings {
   const prefix = options.prefix ?? 'AzureWebJobsStorage';
 
   const connectionString = readSetting(env, prefix);

@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { InvocationContext, type Timer } from '@azure/functions';
 import { registerBaton, type FunctionsApp } from '../../src/functions';
+import { registerWithRuntime } from '../../src/app/register-functions';
 import { LeaderElector } from '../../src/lease/leader-elector';
 import { useAzurite } from '../support/azurite';
 import { sumJob } from '../support/sample-jobs';
@@ -79,7 +80,7 @@ describe('registerBaton on a Functions app', () => {
   it('registers the timer, the worker and the API, and one appTerminate hook', async () => {
     const { app, recorded } = recordingApp();
     const hub = fixture.uniqueName('register');
-    const { runtime } = registerBaton(app, {
+    const { runtime } = registerWithRuntime(app, {
       jobs: [sumJob({ items: 10 })],
       env: { AzureWebJobsStorage: fixture.azurite.connectionString, BATON_HUB: hub },
       hostJson: join(__dirname, '..', '..', 'functions', 'host.json'),
@@ -116,7 +117,7 @@ describe('registerBaton on a Functions app', () => {
       const { app, recorded } = recordingApp();
       const hub = fixture.uniqueName('terminate');
       const warnings: string[] = [];
-      const { runtime } = registerBaton(app, {
+      const { runtime } = registerWithRuntime(app, {
         jobs: [sumJob({ items: 10 })],
         // A term of almost ten minutes (host.json's functionTimeout), held idle rather than rested:
         // only the hook can end it within the test.
@@ -178,7 +179,7 @@ describe('registerBaton on a Functions app', () => {
     async () => {
       const { app, recorded } = recordingApp();
       const hub = fixture.uniqueName('handover');
-      const { runtime } = registerBaton(app, {
+      const { runtime } = registerWithRuntime(app, {
         jobs: [sumJob({ items: 10 })],
         env: {
           AzureWebJobsStorage: fixture.azurite.connectionString,
