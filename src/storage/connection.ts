@@ -134,7 +134,10 @@ const credentialSchema = z
   .pipe(z.literal('managedidentity', { error: 'must be managedidentity (or be left unset)' }));
 const clientIdSchema = z.guid({ error: 'must be a GUID (the client ID of a user-assigned identity)' });
 
-export function parseStorageSettings(env: Record<string, string | undefined> = process.env, options: { prefix?: string } = {}): StorageSettings {
+export function parseStorageSettings(
+  env: Record<string, string | undefined> = process.env,
+  options: { prefix?: string } = {},
+): StorageSettings {
   const prefix = options.prefix ?? 'AzureWebJobsStorage';
 
   const connectionString = readSetting(env, prefix);
