@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BatonClient, defineJob, isBatonError } from '../../src/index';
 import { runJobOnce, startAzurite } from '../../src/testing';
 import type { RunningAzurite } from '../../src/local/azurite';
@@ -13,6 +13,13 @@ beforeAll(async () => {
   azurite = await startAzurite();
 });
 afterAll(() => azurite?.close());
+
+/** Storage's own time: the Date header of an answer (any answer; this one is a 400), whole seconds. */
+async function storageTime(): Promise<number> {
+  const answer = await fetch(azurite.blobEndpoint);
+  await answer.body?.cancel();
+  return Date.parse(answer.headers.get('date') ?? '');
+}
 
 const squares = defineJob({
   name: 'squares',
@@ -50,9 +57,20 @@ describe('BatonClient', () => {
     // A trigger is a request: the next leader on the hub starts the run it names.
     const asked = await client.trigger('squares');
     expect(asked).toMatch(/^squares\/manual-/);
-    await runJobOnce(squares, { azurite, env: { BATON_MAX_ATTEMPTS: '1' } });
+    // Runs list newest first by their creation time, which each leader reads off storage's clock:
+    // late by up to a second (the Date header drops the milliseconds; docs/architecture.md, "Time
+    // comes from storage"), so a new leader's first runs in the storage second of the last
+    // leader's run may list either side of it. The next leader starts once storage's own time is
+    // past the first run's creation: every time it reads is later.
+    await vi.waitFor(async () => expect(await storageTime()).toBeGreaterThan(Date.parse(first.record.createdAt)), {
+      timeout: patience(30_000),
+      interval: 50,
+    });
+    const second = await runJobOnce(squares, { azurite, env: { BATON_MAX_ATTEMPTS: '1' } });
     const ran = await client.runs({ job: 'squares', limit: 10 });
-    expect(ran.runs.map((r) => r.runId)).toContain(asked);
+    expect(ran.runs.map((r) => r.runId).sort()).toEqual([first.runId, asked, second.runId].sort());
+    const created = ran.runs.map((r) => Date.parse(r.createdAt));
+    expect(created).toEqual([...created].sort((a, b) => b - a));
     // A page at a time, one run each, gives the same runs newest first, the first run last.
     const paged: string[] = [];
     let after: string | undefined;
