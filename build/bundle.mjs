@@ -23,19 +23,22 @@ import { fileURLToPath } from 'node:url';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const out = join(root, 'dist', 'bundle');
 
+/** A package entry's file hands on its part as it is. */
+const library = (source) => ({ source, file: (part) => `module.exports = ${part};` });
+
 /** Each file in dist/bundle: the module it takes from src/, and what the file does with it. */
-export const ENTRIES = {
-  index: { source: 'src/index', file: (part) => `module.exports = ${part};` },
-  functions: { source: 'src/functions', file: (part) => `module.exports = ${part};` },
-  election: { source: 'src/election', file: (part) => `module.exports = ${part};` },
-  testing: { source: 'src/testing', file: (part) => `module.exports = ${part};` },
+const ENTRIES = {
+  index: library('src/index'),
+  functions: library('src/functions'),
+  election: library('src/election'),
+  testing: library('src/testing'),
   // The `bin`.
   cli: { source: 'src/cli/main', file: (part) => `${part}.runCli();`, shebang: true },
   // What the local host spawns per instance (`src/local/cluster.ts` looks for it beside itself);
   // the module runs the instance as it is loaded.
   'instance-main': { source: 'src/local/instance-main', file: (part) => `${part};` },
 };
-export const INLINED = ['zod', 'croner', 'semver'];
+const INLINED = ['zod', 'croner', 'semver'];
 
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const installed = [...Object.keys(pkg.dependencies ?? {}), ...Object.keys(pkg.peerDependencies ?? {})];
