@@ -5,7 +5,7 @@
  * benchmarks or the tests; and there are no import cycles.
  */
 const LAYERS = [
-  { name: 'base', paths: ['src/clock/', 'src/errors\\.ts$', 'src/redact\\.ts$', 'src/visible\\.ts$'] },
+  { name: 'base', paths: ['src/clock/', 'src/errors\\.ts$', 'src/redact\\.ts$', 'src/visible\\.ts$', 'src/zod\\.ts$'] },
   { name: 'ports', paths: ['src/storage/', 'src/queue/', 'src/schedule/'] },
   { name: 'election, fencing, jobs', paths: ['src/lease/', 'src/fencing/', 'src/jobs/'] },
   { name: 'shared run model', paths: ['src/hub/'] },

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import * as z from 'zod';
+import * as z from '../zod';
 import { messageOf } from '../errors';
 
 /** The parts of host.json the local host honours, with the Functions host's defaults. */
@@ -24,43 +24,53 @@ export interface HostQueueConfig {
 /** host.json `functionTimeout` when it is not set: Flex Consumption's and Premium's default. */
 export const DEFAULT_FUNCTION_TIMEOUT_SECONDS = 30 * 60;
 
-const timespan = z
-  .string()
-  .regex(/^(\d+):(\d{2}):(\d{2})$/, 'must be a hh:mm:ss time span')
-  .transform((value) => {
+const timespan = z.pipe(
+  z.string().check(z.regex(/^(\d+):(\d{2}):(\d{2})$/, 'must be a hh:mm:ss time span')),
+  z.transform((value: string) => {
     const [h, m, s] = value.split(':').map(Number) as [number, number, number];
     return h * 3600 + m * 60 + s;
-  });
+  }),
+);
 
 const hostJsonSchema = z.object({
   // `-1`: no limit (Premium and Dedicated plans).
-  functionTimeout: z.union([z.literal('-1'), timespan], { error: 'must be a hh:mm:ss time span or -1' }).optional(),
-  extensions: z
-    .object({
-      queues: z
-        .object({
-          batchSize: z.number().int().min(1).max(32).default(16),
-          newBatchThreshold: z.number().int().min(0).optional(),
-          maxDequeueCount: z.number().int().min(1).default(5),
-          visibilityTimeout: timespan.default(0),
-          messageEncoding: z.enum(['base64', 'none']).default('base64'),
+  functionTimeout: z.optional(z.union([z.literal('-1'), timespan], { error: 'must be a hh:mm:ss time span or -1' })),
+  extensions: z._default(
+    z.object({
+      queues: z._default(
+        z.object({
+          batchSize: z._default(z.number().check(z.int(), z.gte(1), z.lte(32)), 16),
+          newBatchThreshold: z.optional(z.number().check(z.int(), z.gte(0))),
+          maxDequeueCount: z._default(z.number().check(z.int(), z.gte(1)), 5),
+          visibilityTimeout: z._default(timespan, 0),
+          messageEncoding: z._default(z.enum(['base64', 'none']), 'base64'),
           // A time span, or milliseconds as a number, as the host accepts both.
-          maxPollingInterval: z
-            .union([timespan.transform((seconds) => seconds * 1000), z.number().int()])
-            .refine((ms) => ms >= 100, 'must be at least 100 ms')
-            .default(60_000),
-        })
-        .default({
+          maxPollingInterval: z._default(
+            z
+              .union([
+                z.pipe(
+                  timespan,
+                  z.transform((seconds: number) => seconds * 1000),
+                ),
+                z.number().check(z.int()),
+              ])
+              .check(z.refine((ms) => ms >= 100, 'must be at least 100 ms')),
+            60_000,
+          ),
+        }),
+        {
           batchSize: 16,
           maxDequeueCount: 5,
           visibilityTimeout: 0,
           messageEncoding: 'base64',
           maxPollingInterval: 60_000,
-        }),
-    })
-    .default({
-      queues: { batchSize: 16, maxDequeueCount: 5, visibilityTimeout: 0, messageEncoding: 'base64', maxPollingInterval: 60_000 },
+        },
+      ),
     }),
+    {
+      queues: { batchSize: 16, maxDequeueCount: 5, visibilityTimeout: 0, messageEncoding: 'base64', maxPollingInterval: 60_000 },
+    },
+  ),
 });
 
 /** The app settings that override host.json, as the Functions host reads them: `AzureFunctionsJobHost__<path>`. */

@@ -1,5 +1,5 @@
 import type { HttpRequest, HttpResponseInit, InvocationContext } from '@azure/functions';
-import * as z from 'zod';
+import * as z from '../zod';
 import type { DocumentStore } from '../fencing/document-store';
 import type { FailureEntry } from '../hub/fold';
 import { FAILURES_LISTED, runView, showView, statusView, type RunsView } from '../hub/read-model';
@@ -44,46 +44,47 @@ class NotFound extends Error {}
 class Conflict extends Error {}
 
 const pageSize = (fallback: number) =>
-  z
-    .string()
-    .regex(/^\d+$/, `must be a whole number from 1 to ${MAX_PAGE}`)
-    .transform(Number)
-    .refine((n) => n >= 1 && n <= MAX_PAGE, `must be a whole number from 1 to ${MAX_PAGE}`)
-    .optional()
-    .transform((n) => n ?? fallback);
+  z.pipe(
+    z.optional(
+      z
+        .pipe(z.string().check(z.regex(/^\d+$/, `must be a whole number from 1 to ${MAX_PAGE}`)), z.transform(Number))
+        .check(z.refine((n) => n >= 1 && n <= MAX_PAGE, `must be a whole number from 1 to ${MAX_PAGE}`)),
+    ),
+    z.transform((n) => n ?? fallback),
+  );
 
 const runsQuery = z.lazy(() =>
   z.object({
-    job: z.string().regex(JOB_NAME_PATTERN, 'must be a job name (1-48 lowercase letters, digits or inner hyphens)').optional(),
+    job: z.optional(
+      z.string().check(z.regex(JOB_NAME_PATTERN, 'must be a job name (1-48 lowercase letters, digits or inner hyphens)')),
+    ),
     limit: pageSize(DEFAULT_RUNS),
     /** The `next` of the previous page, from the same `job`: only runs created before that page's. */
-    after: z.string().min(1, 'must not be empty').optional(),
+    after: z.optional(z.string().check(z.minLength(1, 'must not be empty'))),
   }),
 );
 
 const triggerQuery = z.lazy(() =>
   z.object({
     /** While a run of the job is open: start another (default), skip (answer with it), or wait. */
-    ifActive: z.enum(IF_ACTIVE, { error: `must be one of ${IF_ACTIVE.join(', ')}` }).optional(),
+    ifActive: z.optional(z.enum(IF_ACTIVE, { error: `must be one of ${IF_ACTIVE.join(', ')}` })),
   }),
 );
 
 const failuresQuery = z.lazy(() =>
   z.object({
     /** Failures already read: the `next` of the previous page. */
-    offset: z
-      .string()
-      .regex(/^\d+$/, 'must be a whole number')
-      .transform(Number)
-      .optional()
-      .transform((n) => n ?? 0),
+    offset: z.pipe(
+      z.optional(z.pipe(z.string().check(z.regex(/^\d+$/, 'must be a whole number')), z.transform(Number))),
+      z.transform((n) => n ?? 0),
+    ),
     limit: pageSize(FAILURES_LISTED),
   }),
 );
 
-const cancelBody = z.lazy(() => z.object({ reason: z.string().min(1).max(500).optional() }).strict());
+const cancelBody = z.lazy(() => z.strictObject({ reason: z.optional(z.string().check(z.minLength(1), z.maxLength(500))) }));
 
-function parse<T extends z.ZodTypeAny>(schema: T, value: unknown, where: string): z.output<T> {
+function parse<T extends z.ZodMiniType>(schema: T, value: unknown, where: string): z.output<T> {
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0]!;

@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from '../zod';
 import { isVersion } from '../lease/leader-rank';
 import { InvalidSettingError } from '../errors.js';
 import type { HttpAuth } from './http-auth.js';
@@ -47,50 +47,54 @@ export interface BatonSettings {
 
 // The hub names queues (`<hub>-work-poison`, at most 63 characters) and a container
 // (`<hub>-runs`), so it follows their rules: no leading, trailing or double hyphens.
-const hubSchema = z.string().regex(/^(?=.{1,51}$)[a-z0-9]+(-[a-z0-9]+)*$/, {
-  error: 'must be 1-51 characters of lowercase letters, digits and single inner hyphens (it names queues and a container)',
-});
-const wholeNumber = (min: number, max: number, what: string) =>
-  z
-    .string()
-    .regex(/^\d+$/, { error: `must be a whole number of ${what} from ${min} to ${max}` })
-    .transform(Number)
-    .pipe(
-      z
-        .number()
-        .int()
-        .min(min, { error: `must be at least ${min}` })
-        .max(max, { error: `must be at most ${max}` }),
-    );
-const scheduleSchema = z.string().refine(
-  (value) => {
-    try {
-      Schedule.parse(value, 'BATON_COORDINATOR_SCHEDULE');
-      return true;
-    } catch {
-      return false;
-    }
-  },
-  { error: 'must be an NCRONTAB expression such as */10 * * * * *' },
+const hubSchema = z.string().check(
+  z.regex(/^(?=.{1,51}$)[a-z0-9]+(-[a-z0-9]+)*$/, {
+    error: 'must be 1-51 characters of lowercase letters, digits and single inner hyphens (it names queues and a container)',
+  }),
 );
-const leaseSecondsSchema = z
-  .string()
-  .regex(/^\d+$/, { error: 'must be a whole number of seconds from 15 to 60' })
-  .transform(Number)
+/** Digits only (`error` if not), read as a number. */
+const digits = (error: string, pattern = /^\d+$/) => z.pipe(z.string().check(z.regex(pattern, { error })), z.transform(Number));
+const wholeNumber = (min: number, max: number, what: string) =>
+  z.pipe(
+    digits(`must be a whole number of ${what} from ${min} to ${max}`),
+    z.number().check(z.int(), z.gte(min, { error: `must be at least ${min}` }), z.lte(max, { error: `must be at most ${max}` })),
+  );
+/** Any case, checked against `values` in lower case. */
+const lowerCaseOneOf = <const T extends readonly [string, ...string[]]>(values: T, error: string) =>
+  z.pipe(
+    z.pipe(
+      z.string(),
+      z.transform((v) => v.toLowerCase()),
+    ),
+    z.enum(values, { error }),
+  );
+const scheduleSchema = z.string().check(
+  z.refine(
+    (value) => {
+      try {
+        Schedule.parse(value, 'BATON_COORDINATOR_SCHEDULE');
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    { error: 'must be an NCRONTAB expression such as */10 * * * * *' },
+  ),
+);
+const leaseSecondsSchema = z.pipe(
+  digits('must be a whole number of seconds from 15 to 60'),
   // Azure blob leases are 15-60 s (or infinite, which would never fail over).
-  .pipe(z.number().int().min(15, { error: 'must be at least 15' }).max(60, { error: 'must be at most 60' }));
-const containerSchema = z
-  .string()
-  .min(3, { error: 'must be a container name of at least 3 characters' })
-  .max(63, { error: 'must be a container name of at most 63 characters' })
-  .regex(/^[a-z0-9]+(-[a-z0-9]+)*$/, {
+  z.number().check(z.int(), z.gte(15, { error: 'must be at least 15' }), z.lte(60, { error: 'must be at most 60' })),
+);
+const containerSchema = z.string().check(
+  z.minLength(3, { error: 'must be a container name of at least 3 characters' }),
+  z.maxLength(63, { error: 'must be a container name of at most 63 characters' }),
+  z.regex(/^[a-z0-9]+(-[a-z0-9]+)*$/, {
     error: 'must be a container name: lowercase letters, digits and single hyphens, starting and ending with a letter or digit',
-  });
+  }),
+);
 
-const renewDeadlineSchema = z
-  .string()
-  .regex(/^\d+$/, { error: 'must be a whole number of seconds, less than BATON_LEASE_SECONDS' })
-  .transform(Number);
+const renewDeadlineSchema = digits('must be a whole number of seconds, less than BATON_LEASE_SECONDS');
 
 /** The elector's two rules on the deadline, checked here so each is one line naming the setting. */
 function parseRenewDeadlineMs(env: Env, leaseDurationSeconds: number): number {
@@ -163,7 +167,7 @@ function checkTaskHubName(hub: string): void {
   }
 }
 
-function optionalSetting<T>(env: Env, name: string, schema: z.ZodType<T, string>): T | undefined {
+function optionalSetting<T>(env: Env, name: string, schema: z.ZodMiniType<T, string>): T | undefined {
   const value = readSetting(env, name);
   return value === undefined ? undefined : parseSetting(schema, name, value);
 }
@@ -208,11 +212,10 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
       readSetting(env, 'BATON_TERM_SECONDS') ?? '60',
     ),
     restWhenIdle: parseSetting(
-      z
-        .string()
-        .transform((v) => v.toLowerCase())
-        .pipe(z.enum(['true', 'false'], { error: 'must be true or false' }))
-        .transform((v) => v === 'true'),
+      z.pipe(
+        lowerCaseOneOf(['true', 'false'], 'must be true or false'),
+        z.transform((v) => v === 'true'),
+      ),
       'BATON_REST_WHEN_IDLE',
       readSetting(env, 'BATON_REST_WHEN_IDLE') ?? 'true',
     ),
@@ -232,18 +235,17 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
       readSetting(env, 'BATON_ENGINE') ?? 'queue',
     ),
     leaderPriority: parseSetting(
-      z
-        .string()
-        .regex(/^\d{1,4}$/, { error: 'must be a whole number from 0 to 1000' })
-        .transform(Number)
-        .pipe(z.number().max(1000, { error: 'must be a whole number from 0 to 1000' })),
+      z.pipe(
+        digits('must be a whole number from 0 to 1000', /^\d{1,4}$/),
+        z.number().check(z.lte(1000, { error: 'must be a whole number from 0 to 1000' })),
+      ),
       'BATON_LEADER_PRIORITY',
       readSetting(env, 'BATON_LEADER_PRIORITY') ?? '0',
     ),
     appVersion: optionalSetting(
       env,
       'BATON_APP_VERSION',
-      z.string().refine(isVersion, { error: 'must be a SemVer version such as 1.4.2, 2.0.0-rc.1 or 1.4.2+build.7' }),
+      z.string().check(z.refine(isVersion, { error: 'must be a SemVer version such as 1.4.2, 2.0.0-rc.1 or 1.4.2+build.7' })),
     ),
   };
   if (settings.engine === 'durable') checkTaskHubName(hub);
@@ -262,14 +264,7 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
  */
 function parseHttpAuth(env: Env): HttpAuth {
   const name = 'BATON_HTTP_AUTH';
-  const auth = parseSetting(
-    z
-      .string()
-      .transform((v) => v.toLowerCase())
-      .pipe(z.enum(['keys', 'entra'], { error: 'must be keys or entra' })),
-    name,
-    readSetting(env, name) ?? 'keys',
-  );
+  const auth = parseSetting(lowerCaseOneOf(['keys', 'entra'], 'must be keys or entra'), name, readSetting(env, name) ?? 'keys');
   if (auth === 'entra' && readSetting(env, 'WEBSITE_SITE_NAME') !== undefined) {
     if ((readSetting(env, 'WEBSITE_AUTH_ENABLED') ?? '').toLowerCase() !== 'true') {
       throw new InvalidSettingError(
@@ -283,10 +278,7 @@ function parseHttpAuth(env: Env): HttpAuth {
 
 export type LogLevel = 'info' | 'debug';
 
-const logLevelSchema = z
-  .string()
-  .transform((v) => v.toLowerCase())
-  .pipe(z.enum(['info', 'debug'], { error: 'must be info or debug' }));
+const logLevelSchema = lowerCaseOneOf(['info', 'debug'], 'must be info or debug');
 
 /**
  * `BATON_LOG_LEVEL` (default `info`). `debug` adds the elector's per-renewal lines and the
@@ -298,10 +290,7 @@ export function parseLogLevel(env: Env = process.env): LogLevel {
 
 export type MetricsExporter = 'console' | 'otlp' | 'none';
 
-const metricsExporterSchema = z
-  .string()
-  .transform((v) => v.toLowerCase())
-  .pipe(z.enum(['console', 'otlp', 'none'], { error: 'must be console, otlp or none' }));
+const metricsExporterSchema = lowerCaseOneOf(['console', 'otlp', 'none'], 'must be console, otlp or none');
 
 /**
  * `BATON_METRICS_EXPORTER` (default `none`): where metrics and events go when Application

@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from '../zod';
 import type { FailuresManifest } from '../hub/run-output';
 import { writeFailuresManifest } from '../hub/failures-manifest';
 import { indexRun } from '../hub/run-index';
@@ -48,9 +48,9 @@ const STOPPED_BY_STARTER: ReadonlySet<string> = new Set<TerminalRunState>(['canc
 /** The run orchestrator's `customStatus`, as far as it can be trusted (another version's may differ). */
 const progressSchema = z.lazy(() =>
   z.object({
-    done: z.number().int().nonnegative(),
-    failed: z.number().int().nonnegative(),
-    total: z.number().int().nonnegative(),
+    done: z.int().check(z.nonnegative()),
+    failed: z.int().check(z.nonnegative()),
+    total: z.int().check(z.nonnegative()),
   }),
 );
 

@@ -1,5 +1,5 @@
 import type * as df from 'durable-functions';
-import * as z from 'zod';
+import * as z from '../zod';
 import { InvalidConfigError } from '../errors';
 import type { ItemRetryOptions } from '../jobs/retry-policy';
 import { durableFunctions } from './durable-functions';
@@ -30,19 +30,17 @@ export const DEFAULT_DURABLE_SETTINGS: DurableRunSettings = Object.freeze({
   maxRetryIntervalMs: 60_000,
 });
 
-export const durableSettingsSchema = z
-  .object({
-    chunkItems: z
-      .number()
-      .int('must be a whole number of items')
-      .min(1, 'must be at least 1')
-      .max(100_000, 'must be at most 100000'),
-    maxAttempts: z.number().int('must be a whole number').min(1, 'must be at least 1').max(100, 'must be at most 100'),
-    firstRetryIntervalMs: z.number().int('must be whole milliseconds').positive('must be positive'),
-    backoffCoefficient: z.number().min(1, 'must be at least 1'),
-    maxRetryIntervalMs: z.number().int('must be whole milliseconds').positive('must be positive'),
-  })
-  .strict();
+export const durableSettingsSchema = z.strictObject({
+  chunkItems: z
+    .number()
+    .check(z.int('must be a whole number of items'), z.gte(1, 'must be at least 1'), z.lte(100_000, 'must be at most 100000')),
+  maxAttempts: z
+    .number()
+    .check(z.int('must be a whole number'), z.gte(1, 'must be at least 1'), z.lte(100, 'must be at most 100')),
+  firstRetryIntervalMs: z.number().check(z.int('must be whole milliseconds'), z.positive('must be positive')),
+  backoffCoefficient: z.number().check(z.gte(1, 'must be at least 1')),
+  maxRetryIntervalMs: z.number().check(z.int('must be whole milliseconds'), z.positive('must be positive')),
+});
 
 /** Fills in defaults and checks every field; a bad one throws `InvalidConfigError` naming `durable.<field>`. */
 export function resolveDurableSettings(partial: Partial<DurableRunSettings> = {}): DurableRunSettings {

@@ -15,7 +15,7 @@ import {
   type ResultMessage,
 } from './messages';
 import { describeIssue } from '../jobs/error-text';
-import { itemOutcomeSchema, type ItemOutcome } from '../jobs/item-outcome';
+import { claimedOutcomesSchema, type ItemOutcome } from '../jobs/item-outcome';
 import { messageCounted, oldestOutstanding, type ActiveRun, type RunBook } from './run-book';
 import { retryLater } from './retry-later';
 import { tellFailures } from './failure-hooks';
@@ -116,10 +116,7 @@ export function drainResults(
     if (parsed.data.claim === undefined) return { kind: 'group', run, job, outcomes: [], rejected: 0, ...retrying };
     const claim = parsed.data.claim as string;
     try {
-      const claimed = itemOutcomeSchema
-        .array()
-        .min(1)
-        .safeParse(await loadClaim(claim, ctx.docs, { abortSignal: term.signal }));
+      const claimed = claimedOutcomesSchema.safeParse(await loadClaim(claim, ctx.docs, { abortSignal: term.signal }));
       if (claimed.success) return { kind: 'group', run, job, outcomes: claimed.data, rejected: 0, claim, ...ms, ...retrying };
       return { kind: 'dead', reason: `claim-check blob ${claim} does not hold outcomes`, run: parsed.data.run };
     } catch (err) {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import * as z from 'zod';
+import * as z from '../zod';
 import { itemOutcomeSchema } from '../jobs/item-outcome';
 import type { DocumentStore } from '../fencing/document-store';
 import { MAX_QUEUE_MESSAGE_BYTES } from '../queue/queue-port';
@@ -11,13 +11,13 @@ import { runKeys } from '../hub/run-record';
  * a poison note repeating it, fits nowhere. Real ids are `<job>/<occurrence or manual-uuid>`.
  */
 export const runIdSchema = z.lazy(() =>
-  z
-    .string()
-    .min(1)
-    .max(512)
-    .refine((id) => id.split('/').every((segment) => segment !== '' && segment !== '.' && segment !== '..'), {
+  z.string().check(
+    z.minLength(1),
+    z.maxLength(512),
+    z.refine((id) => id.split('/').every((segment) => segment !== '' && segment !== '.' && segment !== '..'), {
       message: 'not a run id (an empty, "." or ".." segment)',
     }),
+  ),
 );
 
 /**
@@ -39,20 +39,22 @@ export const workMessageSchema = z.lazy(() =>
       v: z.literal(1),
       t: z.literal('work'),
       run: runIdSchema,
-      job: z.string().min(1),
-      first: z.number().int().nonnegative(),
-      count: z.number().int().positive(),
-      items: z.array(z.unknown()).optional(),
-      claim: z.string().optional(),
+      job: z.string().check(z.minLength(1)),
+      first: z.int().check(z.nonnegative()),
+      count: z.int().check(z.positive()),
+      items: z.optional(z.array(z.unknown())),
+      claim: z.optional(z.string()),
       /**
        * Tries its items have had already: a worker sends failed items back with the try they
        * failed on. Absent on a message as planned (and on a hedged copy, which is one).
        */
-      tried: z.number().int().positive().max(1000).optional(),
+      tried: z.optional(z.int().check(z.positive(), z.lte(1000))),
     })
-    .refine((m) => (m.items === undefined) !== (m.claim === undefined), 'exactly one of items and claim')
-    .refine((m) => m.items === undefined || m.items.length === m.count, 'items.length must equal count')
-    .refine(ownClaim, OWN_CLAIM),
+    .check(
+      z.refine((m) => (m.items === undefined) !== (m.claim === undefined), 'exactly one of items and claim'),
+      z.refine((m) => m.items === undefined || m.items.length === m.count, 'items.length must equal count'),
+      z.refine(ownClaim, OWN_CLAIM),
+    ),
 );
 export type WorkMessage = z.infer<typeof workMessageSchema>;
 
@@ -66,35 +68,39 @@ export const resultMessageSchema = z.lazy(() =>
       v: z.literal(1),
       t: z.literal('result'),
       run: runIdSchema,
-      job: z.string().min(1),
+      job: z.string().check(z.minLength(1)),
       // A worker sends a result only when it has outcomes; an empty one would be consumed without a trace.
-      outcomes: z.array(itemOutcomeSchema).min(1).optional(),
-      claim: z.string().optional(),
+      outcomes: z.optional(z.array(itemOutcomeSchema).check(z.minLength(1))),
+      claim: z.optional(z.string()),
       /**
        * How long the worker took over the message, in ms (hedged dispatch measures stragglers
        * against it). A result without one, or with one that is not a duration, still counts.
        */
-      ms: z.number().nonnegative().finite().optional().catch(undefined),
+      ms: z.catch(z.optional(z.number().check(z.nonnegative())), undefined),
       /**
        * Items of the message that failed this try and went back to the queue, to be tried again
        * `inMs` from now: not stragglers until then. A note the leader can do without, so a
        * malformed one is dropped rather than the outcomes with it.
        */
-      retrying: z
-        .object({
-          items: z.array(z.number().int().nonnegative()).min(1).max(MAX_RETRY_NOTE_ITEMS),
-          inMs: z.number().nonnegative().finite(),
-        })
-        .optional()
-        .catch(undefined),
+      retrying: z.catch(
+        z.optional(
+          z.object({
+            items: z.array(z.int().check(z.nonnegative())).check(z.minLength(1), z.maxLength(MAX_RETRY_NOTE_ITEMS)),
+            inMs: z.number().check(z.nonnegative()),
+          }),
+        ),
+        undefined,
+      ),
     })
-    .refine(
-      (m) =>
-        (m.outcomes === undefined) !== (m.claim === undefined) ||
-        (m.outcomes === undefined && m.claim === undefined && m.retrying),
-      'exactly one of outcomes and claim (or only a retry note)',
-    )
-    .refine(ownClaim, OWN_CLAIM),
+    .check(
+      z.refine(
+        (m) =>
+          (m.outcomes === undefined) !== (m.claim === undefined) ||
+          (m.outcomes === undefined && m.claim === undefined && m.retrying),
+        'exactly one of outcomes and claim (or only a retry note)',
+      ),
+      z.refine(ownClaim, OWN_CLAIM),
+    ),
 );
 export type ResultMessage = z.infer<typeof resultMessageSchema>;
 
@@ -108,11 +114,11 @@ export const tickMessageSchema = z.lazy(() =>
   z.object({
     v: z.literal(1),
     t: z.literal('tick'),
-    epoch: z.number().int().nonnegative(),
+    epoch: z.int().check(z.nonnegative()),
     /** Lead even while the lease rests: a request came that a leader must apply (`WAKE_TICK`). */
-    wake: z.literal(true).optional(),
+    wake: z.optional(z.literal(true)),
     /** A wake that found a leader and is looking once more (see `createTickMessageHandler`). */
-    retried: z.literal(true).optional(),
+    retried: z.optional(z.literal(true)),
   }),
 );
 export type TickMessage = z.infer<typeof tickMessageSchema>;
@@ -123,10 +129,10 @@ export const poisonNoteSchema = z.lazy(() =>
     v: z.literal(1),
     t: z.literal('poison'),
     // A note is kept for its reason; one without (or only blanks) is unreadable, and kept as that.
-    reason: z.string().refine((reason) => reason.trim() !== '', 'a poison note needs a reason that is not blank'),
+    reason: z.string().check(z.refine((reason) => reason.trim() !== '', 'a poison note needs a reason that is not blank')),
     /** The original body, cut to fit. */
     body: z.string(),
-    run: z.string().optional(),
+    run: z.optional(z.string()),
   }),
 );
 export type PoisonNote = z.infer<typeof poisonNoteSchema>;

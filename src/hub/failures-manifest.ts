@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from '../zod';
 import type { DocumentStore } from '../fencing/document-store';
 import { writeOnce } from '../fencing/write-once';
 import { readFailureLog, type ReadFailureLogOptions } from './failure-log';
@@ -6,19 +6,19 @@ import type { FailureEntry } from './fold';
 import type { FailuresManifest } from './run-output';
 import { runKeys } from './run-record';
 
-const entrySchema = z.lazy(() => z.object({ item: z.number().int(), reason: z.string(), attempts: z.number().int() }));
+const entrySchema = z.lazy(() => z.object({ item: z.int(), reason: z.string(), attempts: z.int() }));
 
 /** Both shapes ever written: with the failure log named, or (older) every failure inline. */
 const manifestSchema = z.lazy(() =>
   z.object({
     runId: z.string(),
     state: z.enum(['succeeded', 'failed', 'cancelled', 'timed-out']),
-    failedCount: z.number().int().nonnegative().optional(),
-    failureParts: z.array(z.string()).optional(),
-    failed: z.array(entrySchema).optional(),
-    missing: z.array(z.number().int()),
-    missingCount: z.number().int().nonnegative(),
-    unreadableParts: z.array(z.string()).optional(),
+    failedCount: z.optional(z.int().check(z.nonnegative())),
+    failureParts: z.optional(z.array(z.string())),
+    failed: z.optional(z.array(entrySchema)),
+    missing: z.array(z.int()),
+    missingCount: z.int().check(z.nonnegative()),
+    unreadableParts: z.optional(z.array(z.string())),
   }),
 );
 

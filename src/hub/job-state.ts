@@ -1,37 +1,64 @@
-import * as z from 'zod';
+import * as z from '../zod';
 
 const RECENT_LIMIT = 50;
 
-export const jobEventSchema = z.lazy(() =>
+/** Something the schedule did with an occurrence: started its run, or skipped, missed or cancelled it, and why. */
+export interface JobEvent {
+  at: string;
+  occurrence: string | null;
+  outcome: 'started' | 'skipped' | 'missed' | 'cancelled';
+  runId?: string | undefined;
+  reason?: string | undefined;
+}
+
+const jobEventShape = () =>
   z.object({
     at: z.string(),
-    occurrence: z.string().nullable(),
+    occurrence: z.nullable(z.string()),
     outcome: z.enum(['started', 'skipped', 'missed', 'cancelled']),
-    runId: z.string().optional(),
-    reason: z.string().optional(),
-  }),
-);
-export type JobEvent = z.infer<typeof jobEventSchema>;
+    runId: z.optional(z.string()),
+    reason: z.optional(z.string()),
+  });
+export const jobEventSchema: z.ZodMiniType<JobEvent> = z.lazy(jobEventShape);
 
 /**
  * Per job, what the schedule has seen: where it checked up to, which runs are open, and the
  * latest starts, skips and misses so people can see why a run did or did not happen.
  */
-export const jobStateSchema = z.lazy(() =>
+export interface JobState {
+  v: 1;
+  job: string;
+  /** The instant the schedule has been checked up to (storage time). */
+  lastChecked: string | null;
+  /** Runs of the job that are open. */
+  active: string[];
+  /** The latest events, newest last. */
+  recent: JobEvent[];
+  totals: { started: number; skipped: number; missed: number };
+}
+
+const jobStateShape = () =>
   z.object({
     v: z.literal(1),
     job: z.string(),
-    lastChecked: z.string().nullable(),
+    lastChecked: z.nullable(z.string()),
     active: z.array(z.string()),
     recent: z.array(jobEventSchema),
     totals: z.object({
-      started: z.number().int().nonnegative(),
-      skipped: z.number().int().nonnegative(),
-      missed: z.number().int().nonnegative(),
+      started: z.int().check(z.nonnegative()),
+      skipped: z.int().check(z.nonnegative()),
+      missed: z.int().check(z.nonnegative()),
     }),
-  }),
-);
-export type JobState = z.infer<typeof jobStateSchema>;
+  });
+export const jobStateSchema: z.ZodMiniType<JobState> = z.lazy(jobStateShape);
+
+// Each schema reads what its interface says, field for field (see run-record.ts).
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const statesAgree: [
+  Same<z.output<ReturnType<typeof jobEventShape>>, JobEvent>,
+  Same<z.output<ReturnType<typeof jobStateShape>>, JobState>,
+] = [true, true];
+void statesAgree;
 
 export const jobStateKey = (job: string): string => `jobs/${job}.json`;
 

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import * as z from 'zod';
+import * as z from '../zod';
 import { InvalidConfigError } from '../errors';
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments } from '../fencing/fenced-documents';
@@ -20,7 +20,7 @@ export const requestSchema = z.lazy(() =>
       job: z.string(),
       id: z.string(),
       /** `wait`: the leader applies it only once no other run of the job is open. */
-      ifActive: z.enum(['start', 'wait']).optional(),
+      ifActive: z.optional(z.enum(['start', 'wait'])),
     }),
     z.object({ kind: z.literal('cancel'), runId: z.string(), reason: z.string() }),
   ]),

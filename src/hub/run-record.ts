@@ -1,4 +1,9 @@
-import * as z from 'zod';
+import * as z from '../zod';
+
+/** Where a run is: four open states on the forward path, then one of the four ends. */
+export type RunState = 'planning' | 'dispatching' | 'running' | 'finalizing' | TerminalRunState;
+/** How a run ended. */
+export type TerminalRunState = 'succeeded' | 'failed' | 'cancelled' | 'timed-out';
 
 export const RUN_STATES = [
   'planning',
@@ -9,9 +14,7 @@ export const RUN_STATES = [
   'failed',
   'cancelled',
   'timed-out',
-] as const;
-export type RunState = (typeof RUN_STATES)[number];
-export type TerminalRunState = Extract<RunState, 'succeeded' | 'failed' | 'cancelled' | 'timed-out'>;
+] as const satisfies readonly RunState[];
 
 export function isTerminal(state: RunState): state is TerminalRunState {
   return state === 'succeeded' || state === 'failed' || state === 'cancelled' || state === 'timed-out';
@@ -40,123 +43,193 @@ export function canTransition(from: RunState, to: RunState): boolean {
 /** Outstanding messages a run record lists: enough to name a stuck one, small enough to rewrite at every checkpoint. */
 export const OUTSTANDING_KEPT = 5;
 
-export const runCountersSchema = z.lazy(() =>
+export const runCountersSchema: z.ZodMiniType<RunCounters> = z.lazy(() =>
   z.object({
-    planned: z.number().int().nonnegative(),
-    dispatched: z.number().int().nonnegative(),
-    succeeded: z.number().int().nonnegative(),
-    failed: z.number().int().nonnegative(),
-    duplicates: z.number().int().nonnegative(),
-    rejected: z.number().int().nonnegative(),
+    planned: z.int().check(z.nonnegative()),
+    dispatched: z.int().check(z.nonnegative()),
+    succeeded: z.int().check(z.nonnegative()),
+    failed: z.int().check(z.nonnegative()),
+    duplicates: z.int().check(z.nonnegative()),
+    rejected: z.int().check(z.nonnegative()),
   }),
 );
-export type RunCounters = z.infer<typeof runCountersSchema>;
+/** A run's items by what became of them, as its leader's checkpoint counted them. */
+export interface RunCounters {
+  /** Items the split gave. */
+  planned: number;
+  /** Items whose work messages have surely been sent. */
+  dispatched: number;
+  succeeded: number;
+  failed: number;
+  /** Outcomes of items already counted, delivered again: each only raises this. */
+  duplicates: number;
+  /** Outcomes refused: malformed, or for an index outside the plan (kept with a reason). */
+  rejected: number;
+}
 
+const ending: z.ZodMiniType<RunEnding> = z.lazy(() =>
+  z.object({
+    state: z.enum(['succeeded', 'failed', 'cancelled', 'timed-out']),
+    reason: z.nullable(z.string()),
+    output: z.boolean(),
+  }),
+);
 /**
  * How a run ends, recorded before any of its end is written (output, manifest, terminal state),
  * so a leader that takes over half-way completes the same end instead of deciding another.
  */
-const ending = z.lazy(() =>
-  z.object({
-    state: z.enum(['succeeded', 'failed', 'cancelled', 'timed-out']),
-    reason: z.string().nullable(),
-    /** Whether the run ends with an output (every item counted) or early, listing what is missing. */
-    output: z.boolean(),
-  }),
-);
-export type RunEnding = z.infer<typeof ending>;
+export interface RunEnding {
+  state: TerminalRunState;
+  reason: string | null;
+  /** Whether the run ends with an output (every item counted) or early, listing what is missing. */
+  output: boolean;
+}
 
-export const runRecordSchema = z.lazy(() =>
+const runRecordShape = () =>
   z.object({
     v: z.literal(1),
     runId: z.string(),
     job: z.string(),
     trigger: z.enum(['schedule', 'manual']),
-    occurrence: z.string().nullable(),
+    occurrence: z.nullable(z.string()),
     state: z.enum(RUN_STATES),
     createdAt: z.string(),
     updatedAt: z.string(),
     deadlineAt: z.string(),
-    endedAt: z.string().nullable(),
+    endedAt: z.nullable(z.string()),
     counters: runCountersSchema,
-    /** The epoch whose plan chunks are the plan (set when planning completes). */
-    planEpoch: z.number().int().nullable(),
-    planChunks: z.number().int().nonnegative(),
-    /** Items per plan chunk, a multiple of items per message so no message spans two chunks. */
-    chunkItems: z.number().int().nonnegative(),
-    /** Messages the plan packs into, and how many have surely been sent. */
-    messages: z.number().int().nonnegative(),
-    cursor: z.number().int().nonnegative(),
-    /** The aggregate checkpoint: the accumulator after every item marked in `seen`. */
+    planEpoch: z.nullable(z.int()),
+    planChunks: z.int().check(z.nonnegative()),
+    chunkItems: z.int().check(z.nonnegative()),
+    messages: z.int().check(z.nonnegative()),
+    cursor: z.int().check(z.nonnegative()),
     acc: z.unknown(),
-    /** Base64 bitset over item indexes that have been counted (succeeded or failed). */
-    seen: z.string().nullable(),
-    /**
-     * The roots of the run's failure log, in order: write-once parts and indexes of parts
-     * (`failure-log.ts`) that hold every failure the checkpoint counted, with its reason.
-     */
+    seen: z.nullable(z.string()),
     failureParts: z.array(z.string()),
     cancelRequested: z.boolean(),
-    endReason: z.string().nullable(),
-    outputKey: z.string().nullable(),
-    manifestKey: z.string().nullable(),
-    finalizeError: z.string().nullable(),
-    /**
-     * Plan chunks persisted so far, in order, as runs of consecutive chunks each written under one
-     * epoch: a leader that takes over mid-plan adds its own segment instead of planning again.
-     */
-    planSegments: z.array(z.object({ epoch: z.number().int(), chunks: z.number().int().nonnegative() })).default([]),
-    /** Items in the persisted chunks of `planSegments`: where a resumed split goes on from. */
-    planCursor: z.number().int().nonnegative().default(0),
-    /** Times the job's split gave no item within its bound; at the job's limit the run fails. */
-    splitTimeouts: z.number().int().nonnegative().default(0),
-    /**
-     * Copies of work messages the leaders of this run have sent for stragglers (hedged dispatch).
-     * Each leader adds its copies here in a fenced write before it sends them, so however often
-     * the leader changes, the copies sent never exceed what this says, nor the job's bound.
-     */
-    hedges: z.number().int().nonnegative().default(0),
-    /**
-     * The oldest work messages sent and not counted yet (at most `OUTSTANDING_KEPT`, the longest
-     * out first) as the leader saw them at its last checkpoint: each with its items and when it was
-     * first sent (storage time; a leader that takes a run over keeps the times this list gave).
-     * Only a leader that watches its run's messages (a job with hedged dispatch on) writes it;
-     * records written before it existed have none.
-     */
-    outstanding: z
-      .array(
+    endReason: z.nullable(z.string()),
+    outputKey: z.nullable(z.string()),
+    manifestKey: z.nullable(z.string()),
+    finalizeError: z.nullable(z.string()),
+    planSegments: z._default(z.array(z.object({ epoch: z.int(), chunks: z.int().check(z.nonnegative()) })), []),
+    planCursor: z._default(z.int().check(z.nonnegative()), 0),
+    splitTimeouts: z._default(z.int().check(z.nonnegative()), 0),
+    hedges: z._default(z.int().check(z.nonnegative()), 0),
+    outstanding: z._default(
+      z.array(
         z.object({
-          message: z.number().int().nonnegative(),
-          first: z.number().int().nonnegative(),
-          count: z.number().int().nonnegative(),
+          message: z.int().check(z.nonnegative()),
+          first: z.int().check(z.nonnegative()),
+          count: z.int().check(z.nonnegative()),
           since: z.string(),
         }),
-      )
-      .default([]),
-    /** Records written before endings were recorded have none. */
-    ending: ending.nullable().default(null),
-    /**
-     * When (storage time) the leader's checkpoint first counted an item of the run, succeeded or
-     * failed: with `occurrence`, how late the run's work began (its first-item lag).
-     */
-    firstItemAt: z.string().nullable().default(null),
-    /**
-     * What retention has deleted of this ended run, each with when it began (storage time): its
-     * output, its details (failure log, manifest, attachments) or, last, the whole run. `pending`
-     * names a part whose deletion began and has not been seen through.
-     */
-    pruned: z
-      .object({
-        output: z.string().nullable(),
-        details: z.string().nullable(),
-        run: z.string().nullable(),
-        pending: z.enum(['output', 'details']).nullable().default(null),
-      })
-      .nullable()
-      .default(null),
-  }),
-);
-export type RunRecord = z.infer<typeof runRecordSchema>;
+      ),
+      [],
+    ),
+    ending: z._default(z.nullable(ending), null),
+    firstItemAt: z._default(z.nullable(z.string()), null),
+    pruned: z._default(
+      z.nullable(
+        z.object({
+          output: z.nullable(z.string()),
+          details: z.nullable(z.string()),
+          run: z.nullable(z.string()),
+          pending: z._default(z.nullable(z.enum(['output', 'details'])), null),
+        }),
+      ),
+      null,
+    ),
+  });
+
+/** A run record as stored, checked field by field when read; built on first use. */
+export const runRecordSchema: z.ZodMiniType<RunRecord> = z.lazy(runRecordShape);
+
+/** A run: one scheduled occurrence or manual trigger of a job, as its record in the hub says. */
+export interface RunRecord {
+  v: 1;
+  /** `<job>/<occurrence>` for a scheduled run (the occurrence's UTC instant), unique for a manual one. */
+  runId: string;
+  job: string;
+  trigger: 'schedule' | 'manual';
+  /** The scheduled occurrence (ISO 8601, UTC); null for a manual run. */
+  occurrence: string | null;
+  state: RunState;
+  createdAt: string;
+  updatedAt: string;
+  deadlineAt: string;
+  endedAt: string | null;
+  counters: RunCounters;
+  /** The epoch whose plan chunks are the plan (set when planning completes). */
+  planEpoch: number | null;
+  planChunks: number;
+  /** Items per plan chunk, a multiple of items per message so no message spans two chunks. */
+  chunkItems: number;
+  /** Messages the plan packs into. */
+  messages: number;
+  /** Messages surely sent. */
+  cursor: number;
+  /** The aggregate checkpoint: the accumulator after every item marked in `seen`. */
+  acc: unknown;
+  /** Base64 bitset over item indexes that have been counted (succeeded or failed). */
+  seen: string | null;
+  /**
+   * The roots of the run's failure log, in order: write-once parts and indexes of parts
+   * (`failure-log.ts`) that hold every failure the checkpoint counted, with its reason.
+   */
+  failureParts: string[];
+  cancelRequested: boolean;
+  endReason: string | null;
+  outputKey: string | null;
+  manifestKey: string | null;
+  finalizeError: string | null;
+  /**
+   * Plan chunks persisted so far, in order, as runs of consecutive chunks each written under one
+   * epoch: a leader that takes over mid-plan adds its own segment instead of planning again.
+   */
+  planSegments: Array<{ epoch: number; chunks: number }>;
+  /** Items in the persisted chunks of `planSegments`: where a resumed split goes on from. */
+  planCursor: number;
+  /** Times the job's split gave no item within its bound; at the job's limit the run fails. */
+  splitTimeouts: number;
+  /**
+   * Copies of work messages the leaders of this run have sent for stragglers (hedged dispatch).
+   * Each leader adds its copies here in a fenced write before it sends them, so however often
+   * the leader changes, the copies sent never exceed what this says, nor the job's bound.
+   */
+  hedges: number;
+  /**
+   * The oldest work messages sent and not counted yet (at most `OUTSTANDING_KEPT`, the longest
+   * out first) as the leader saw them at its last checkpoint: each with its items and when it was
+   * first sent (storage time; a leader that takes a run over keeps the times this list gave).
+   * Only a leader that watches its run's messages (a job with hedged dispatch on) writes it;
+   * records written before it existed have none.
+   */
+  outstanding: Array<{ message: number; first: number; count: number; since: string }>;
+  /** How the run ends, once that is decided; records written before endings were recorded have none. */
+  ending: RunEnding | null;
+  /**
+   * When (storage time) the leader's checkpoint first counted an item of the run, succeeded or
+   * failed: with `occurrence`, how late the run's work began (its first-item lag).
+   */
+  firstItemAt: string | null;
+  /**
+   * What retention has deleted of this ended run, each with when it began (storage time): its
+   * output, its details (failure log, manifest, attachments) or, last, the whole run. `pending`
+   * names a part whose deletion began and has not been seen through.
+   */
+  pruned: {
+    output: string | null;
+    details: string | null;
+    run: string | null;
+    pending: 'output' | 'details' | null;
+  } | null;
+}
+
+// The schema reads what the interface says, field for field: a field added to one and not the
+// other fails to compile here.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const recordsAgree: Same<z.output<ReturnType<typeof runRecordShape>>, RunRecord> = true;
+void recordsAgree;
 
 export function newRunRecord(input: {
   runId: string;

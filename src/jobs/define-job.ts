@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from '../zod';
 import { InvalidConfigError } from '../errors';
 import { Schedule } from '../schedule/schedule';
 import {
@@ -11,17 +11,20 @@ import {
 import { isJobSchema, type JobSchema } from './job-schema';
 
 const payloadBytes = (what: string) =>
-  z
-    .number({ message: `must be a number of bytes (${what})` })
-    .int('must be a whole number of bytes')
-    .min(1, 'must be at least 1 byte')
-    .max(MAX_PAYLOAD_BYTES_LIMIT, `must be at most ${MAX_PAYLOAD_BYTES_LIMIT} bytes (64 MiB)`)
-    .default(DEFAULT_MAX_PAYLOAD_BYTES);
+  z._default(
+    z
+      .number({ message: `must be a number of bytes (${what})` })
+      .check(
+        z.int('must be a whole number of bytes'),
+        z.gte(1, 'must be at least 1 byte'),
+        z.lte(MAX_PAYLOAD_BYTES_LIMIT, `must be at most ${MAX_PAYLOAD_BYTES_LIMIT} bytes (64 MiB)`),
+      ),
+    DEFAULT_MAX_PAYLOAD_BYTES,
+  );
 
 const hookSeconds = z
   .number({ message: 'must be a number of seconds' })
-  .positive('must be positive')
-  .max(86_400, 'must be at most 86400 (a day)');
+  .check(z.positive('must be positive'), z.lte(86_400, 'must be at most 86400 (a day)'));
 
 const fn = (what: string) =>
   z.custom<(...args: never[]) => unknown>((v) => typeof v === 'function', { message: `must be a function (${what})` });
@@ -31,146 +34,160 @@ const standardSchema = z.custom<JobSchema<unknown>>(isJobSchema, {
   message: 'must be a Standard Schema (zod 3.24 or later, valibot, arktype and others implement it)',
 });
 
-const hedgeOptions = z
-  .object(
-    {
-      maxPercent: z
+const hedgeOptions = z.strictObject(
+  {
+    maxPercent: z._default(
+      z
         .number({ message: "must be a percentage of the run's work messages" })
-        .min(0, "must be 0-100 (percent of the run's work messages; 0 turns hedging off)")
-        .max(100, "must be 0-100 (percent of the run's work messages; 0 turns hedging off)")
-        .default(DEFAULT_HEDGE.maxPercent),
-      minWaitSeconds: z
+        .check(
+          z.gte(0, "must be 0-100 (percent of the run's work messages; 0 turns hedging off)"),
+          z.lte(100, "must be 0-100 (percent of the run's work messages; 0 turns hedging off)"),
+        ),
+      DEFAULT_HEDGE.maxPercent,
+    ),
+    minWaitSeconds: z._default(
+      z
         .number({ message: 'must be a number of seconds' })
-        .min(0, 'must be 0 or more')
-        .max(86_400, 'must be at most 86400 (a day)')
-        .default(DEFAULT_HEDGE.minWaitSeconds),
-      minCopies: z
+        .check(z.gte(0, 'must be 0 or more'), z.lte(86_400, 'must be at most 86400 (a day)')),
+      DEFAULT_HEDGE.minWaitSeconds,
+    ),
+    minCopies: z._default(
+      z
         .number({ message: 'must be a number of copies' })
-        .int('must be a whole number of copies')
-        .min(0, 'must be 0-1000 (copies any run may send, whatever its size)')
-        .max(1000, 'must be 0-1000 (copies any run may send, whatever its size)')
-        .default(DEFAULT_HEDGE.minCopies),
-    },
-    {
-      error: (issue) =>
-        issue.code === 'invalid_type'
-          ? 'must be false or { maxPercent, minWaitSeconds, minCopies } (hedged dispatch)'
-          : undefined,
-    },
-  )
-  .strict();
+        .check(
+          z.int('must be a whole number of copies'),
+          z.gte(0, 'must be 0-1000 (copies any run may send, whatever its size)'),
+          z.lte(1000, 'must be 0-1000 (copies any run may send, whatever its size)'),
+        ),
+      DEFAULT_HEDGE.minCopies,
+    ),
+  },
+  {
+    error: (issue) =>
+      issue.code === 'invalid_type' ? 'must be false or { maxPercent, minWaitSeconds, minCopies } (hedged dispatch)' : undefined,
+  },
+);
 
 const retrySeconds = z
   .number({ message: 'must be a number of seconds' })
-  .min(0, 'must be 0 or more')
-  .max(3600, 'must be at most 3600 (an hour)');
+  .check(z.gte(0, 'must be 0 or more'), z.lte(3600, 'must be at most 3600 (an hour)'));
 
 const retryOptions = z
-  .object(
+  .strictObject(
     {
-      attempts: z
-        .number({ message: 'must be a number of tries' })
-        .int('must be a whole number of tries')
-        .min(1, 'must be at least 1 (the first try; 1 means no retry)')
-        .max(100, 'must be at most 100')
-        .optional(),
-      delaySeconds: retrySeconds.optional(),
-      backoff: z
-        .number({ message: 'must be a number (each wait is this many times the one before)' })
-        .min(1, 'must be at least 1 (each wait is this many times the one before)')
-        .max(10, 'must be at most 10')
-        .optional(),
-      maxDelaySeconds: retrySeconds.optional(),
+      attempts: z.optional(
+        z
+          .number({ message: 'must be a number of tries' })
+          .check(
+            z.int('must be a whole number of tries'),
+            z.gte(1, 'must be at least 1 (the first try; 1 means no retry)'),
+            z.lte(100, 'must be at most 100'),
+          ),
+      ),
+      delaySeconds: z.optional(retrySeconds),
+      backoff: z.optional(
+        z
+          .number({ message: 'must be a number (each wait is this many times the one before)' })
+          .check(z.gte(1, 'must be at least 1 (each wait is this many times the one before)'), z.lte(10, 'must be at most 10')),
+      ),
+      maxDelaySeconds: z.optional(retrySeconds),
     },
     {
       error: (issue) =>
         issue.code === 'invalid_type' ? 'must be { attempts, delaySeconds, backoff, maxDelaySeconds } (item retries)' : undefined,
     },
   )
-  .strict()
-  .refine((r) => r.delaySeconds === undefined || r.maxDelaySeconds === undefined || r.maxDelaySeconds >= r.delaySeconds, {
-    message: 'must be at least delaySeconds',
-    path: ['maxDelaySeconds'],
-  });
+  .check(
+    z.refine((r) => r.delaySeconds === undefined || r.maxDelaySeconds === undefined || r.maxDelaySeconds >= r.delaySeconds, {
+      message: 'must be at least delaySeconds',
+      path: ['maxDelaySeconds'],
+    }),
+  );
 
 /** A job's name: it names blobs, queues' messages and metrics, so it is kept plain. */
 export const JOB_NAME_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$/;
 
+const wholeSeconds = (fallback: number) =>
+  z._default(z.number().check(z.int('must be whole seconds'), z.positive('must be positive')), fallback);
+
 const jobOptionsSchema = z.object({
   name: z
     .string({ message: 'must be a string' })
-    .regex(JOB_NAME_PATTERN, 'must be 1-48 lowercase letters, digits or inner hyphens'),
+    .check(z.regex(JOB_NAME_PATTERN, 'must be 1-48 lowercase letters, digits or inner hyphens')),
   schedule: z.string({ message: 'must be an NCRONTAB string' }),
-  overlap: z.enum(['skip', 'allow', 'replace'], { message: "must be 'skip', 'allow' or 'replace'" }).default('skip'),
-  startingDeadlineSeconds: z.number().int('must be whole seconds').positive('must be positive').default(300),
-  catchUp: z.enum(['latest', 'all'], { message: "must be 'latest' or 'all'" }).default('latest'),
-  timeoutSeconds: z.number().int('must be whole seconds').positive('must be positive').default(3600),
-  failureTolerance: z
-    .object({
+  overlap: z._default(z.enum(['skip', 'allow', 'replace'], { message: "must be 'skip', 'allow' or 'replace'" }), 'skip'),
+  startingDeadlineSeconds: wholeSeconds(300),
+  catchUp: z._default(z.enum(['latest', 'all'], { message: "must be 'latest' or 'all'" }), 'latest'),
+  timeoutSeconds: wholeSeconds(3600),
+  failureTolerance: z._default(
+    z.strictObject({
       // The path already names the field: `job x: failureTolerance.count must be 0 or more`.
-      count: z
-        .number({ message: 'must be a number of failed items' })
-        .int('must be a whole number of failed items')
-        .nonnegative('must be 0 or more (failed items a run may have and still succeed)')
-        .optional(),
-      percent: z
-        .number({ message: 'must be a percentage' })
-        .min(0, 'must be 0-100 (percent of planned items)')
-        .max(100, 'must be 0-100 (percent of planned items)')
-        .optional(),
-    })
-    .strict()
-    .default({}),
-  itemsPerMessage: z
-    .number()
-    .int('must be a whole number')
-    .min(1, 'must be at least 1')
-    .max(1000, 'must be at most 1000')
-    .default(1),
+      count: z.optional(
+        z
+          .number({ message: 'must be a number of failed items' })
+          .check(
+            z.int('must be a whole number of failed items'),
+            z.nonnegative('must be 0 or more (failed items a run may have and still succeed)'),
+          ),
+      ),
+      percent: z.optional(
+        z
+          .number({ message: 'must be a percentage' })
+          .check(z.gte(0, 'must be 0-100 (percent of planned items)'), z.lte(100, 'must be 0-100 (percent of planned items)')),
+      ),
+    }),
+    {},
+  ),
+  itemsPerMessage: z._default(
+    z.number().check(z.int('must be a whole number'), z.gte(1, 'must be at least 1'), z.lte(1000, 'must be at most 1000')),
+    1,
+  ),
   maxItemBytes: payloadBytes('the largest serialized item'),
   maxResultBytes: payloadBytes('the largest serialized result'),
-  hookTimeouts: z
-    .object({
-      splitSeconds: hookSeconds.default(300),
-      processSeconds: hookSeconds.default(120),
-      finalizeSeconds: hookSeconds.default(300),
-      itemFailedSeconds: hookSeconds.default(30),
-      graceSeconds: z
-        .number({ message: 'must be a number of seconds' })
-        .min(0, 'must be 0 or more')
-        .max(600, 'must be at most 600')
-        .default(10),
-      maxSplitTimeouts: z
-        .number()
-        .int('must be a whole number')
-        .min(1, 'must be at least 1')
-        .max(100, 'must be at most 100')
-        .default(3),
-    })
-    .strict()
-    .default({
+  hookTimeouts: z._default(
+    z.strictObject({
+      splitSeconds: z._default(hookSeconds, 300),
+      processSeconds: z._default(hookSeconds, 120),
+      finalizeSeconds: z._default(hookSeconds, 300),
+      itemFailedSeconds: z._default(hookSeconds, 30),
+      graceSeconds: z._default(
+        z
+          .number({ message: 'must be a number of seconds' })
+          .check(z.gte(0, 'must be 0 or more'), z.lte(600, 'must be at most 600')),
+        10,
+      ),
+      maxSplitTimeouts: z._default(
+        z.number().check(z.int('must be a whole number'), z.gte(1, 'must be at least 1'), z.lte(100, 'must be at most 100')),
+        3,
+      ),
+    }),
+    {
       splitSeconds: 300,
       processSeconds: 120,
       finalizeSeconds: 300,
       itemFailedSeconds: 30,
       graceSeconds: 10,
       maxSplitTimeouts: 3,
-    }),
+    },
+  ),
   // `false` is `maxPercent: 0`, so a bad field is named by its own path (`hedge.maxPercent`).
-  hedge: z.preprocess((v) => (v === false ? { maxPercent: 0 } : (v ?? {})), hedgeOptions),
-  retry: retryOptions.default({}),
+  hedge: z.pipe(
+    z.transform((v: unknown) => (v === false ? { maxPercent: 0 } : (v ?? {}))),
+    hedgeOptions,
+  ),
+  retry: z._default(retryOptions, {}),
   split: fn('split(ctx) returns the items'),
   process: fn('process(item, ctx) returns the result'),
   aggregate: z.object({
     initial: fn('aggregate.initial() returns the empty accumulator'),
     add: fn('aggregate.add(acc, result, ref) folds one result'),
-    output: fn('aggregate.output(acc)').optional(),
-    merge: fn('aggregate.merge(a, b) folds two accumulators into one').optional(),
+    output: z.optional(fn('aggregate.output(acc)')),
+    merge: z.optional(fn('aggregate.merge(a, b) folds two accumulators into one')),
   }),
-  finalize: fn('finalize(output, ctx)').optional(),
-  onItemFailed: fn('onItemFailed(failure, ctx) is told of one failed item').optional(),
-  itemSchema: standardSchema.optional(),
-  resultSchema: standardSchema.optional(),
+  finalize: z.optional(fn('finalize(output, ctx)')),
+  onItemFailed: z.optional(fn('onItemFailed(failure, ctx) is told of one failed item')),
+  itemSchema: z.optional(standardSchema),
+  resultSchema: z.optional(standardSchema),
 });
 
 /**

@@ -1,5 +1,5 @@
 import type { StandardSchemaV1 } from '@standard-schema/spec';
-import type * as z from 'zod';
+import type * as z from '../zod';
 import { redactSecrets } from '../redact';
 
 /** Longest failure reason kept for an item, in characters; reasons are stored once per failed item. */
@@ -12,7 +12,7 @@ export function errorText(text: string): string {
 }
 
 /** The first problem zod found, as one short line. */
-export function describeIssue(error: z.ZodError): string {
+export function describeIssue(error: z.core.$ZodError): string {
   return describeIssues(error.issues);
 }
 

@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from '../zod';
 
 /** What an instance process tells the cluster, one JSON object per stdout line. */
 export const instanceEventSchema = z.discriminatedUnion('kind', [
@@ -6,11 +6,11 @@ export const instanceEventSchema = z.discriminatedUnion('kind', [
   z.object({
     kind: z.literal('leader'),
     type: z.string(),
-    epoch: z.number().optional(),
-    reason: z.string().optional(),
-    latencyMs: z.number().optional(),
+    epoch: z.optional(z.number()),
+    reason: z.optional(z.string()),
+    latencyMs: z.optional(z.number()),
     /** On `released`: the candidate the lease was handed over to, when one asked. */
-    to: z.string().optional(),
+    to: z.optional(z.string()),
   }),
   z.object({ kind: z.literal('worked'), items: z.number() }),
   /**
@@ -33,8 +33,8 @@ export const instanceEventSchema = z.discriminatedUnion('kind', [
     total: z.number(),
     byOperation: z.record(z.string(), z.number()),
     /** Request body bytes sent so far, in all and by operation (operations that sent none left out). */
-    bytes: z.number().optional(),
-    bytesByOperation: z.record(z.string(), z.number()).optional(),
+    bytes: z.optional(z.number()),
+    bytesByOperation: z.optional(z.record(z.string(), z.number())),
   }),
   /** Invocations the local host ran so far and their summed time, by kind (see `LocalHost.invocationTime`). */
   z.object({

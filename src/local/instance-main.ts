@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from '../zod';
 import type { InvocationContext } from '@azure/functions';
 import { unlinkSync } from 'node:fs';
 import { asTickMessage } from '../app/registrations';
@@ -29,13 +29,15 @@ import { emit } from './instance-events';
  * uses 10 minutes). A killed instance's messages come back after it; the chaos soak shortens it
  * so that runs a kill hit end sooner.
  */
-const visibilitySchema = z
-  .string()
-  .regex(/^\d+$/, { error: 'must be a whole number of seconds from 5 to 600' })
-  .transform(Number)
-  .pipe(z.number().int().min(5, { error: 'must be at least 5' }).max(600, { error: 'must be at most 600' }));
+const visibilitySchema = z.pipe(
+  z.pipe(z.string().check(z.regex(/^\d+$/, { error: 'must be a whole number of seconds from 5 to 600' })), z.transform(Number)),
+  z.int().check(z.gte(5, { error: 'must be at least 5' }), z.lte(600, { error: 'must be at most 600' })),
+);
 
-const freezeSchema = z.enum(['0', '1'], { error: 'must be 1 (timers off) or 0' }).transform((v) => v === '1');
+const freezeSchema = z.pipe(
+  z.enum(['0', '1'], { error: 'must be 1 (timers off) or 0' }),
+  z.transform((v) => v === '1'),
+);
 
 async function main(): Promise<void> {
   const env = process.env;

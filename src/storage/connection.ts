@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from '../zod';
 import { InvalidSettingError } from '../errors.js';
 import { parseSetting, readSetting } from './setting.js';
 
@@ -114,24 +114,29 @@ function normalizeConnectionString(raw: string): { ok: string } | { problem: str
 
 const LOCAL_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
 
-const serviceUriSchema = z.string().refine(
-  (value) => {
-    try {
-      const url = new URL(value);
-      return url.protocol === 'https:' || (url.protocol === 'http:' && LOCAL_HOSTS.has(url.hostname));
-    } catch {
-      return false;
-    }
-  },
-  { error: 'must be an https URL (http is allowed only for localhost or 127.0.0.1)' },
+const serviceUriSchema = z.string().check(
+  z.refine(
+    (value) => {
+      try {
+        const url = new URL(value);
+        return url.protocol === 'https:' || (url.protocol === 'http:' && LOCAL_HOSTS.has(url.hostname));
+      } catch {
+        return false;
+      }
+    },
+    { error: 'must be an https URL (http is allowed only for localhost or 127.0.0.1)' },
+  ),
 );
 const accountNameSchema = z
   .string()
-  .regex(/^[a-z0-9]{3,24}$/, { error: 'must be a storage account name: 3-24 lowercase letters or digits' });
-const credentialSchema = z
-  .string()
-  .transform((v) => v.toLowerCase())
-  .pipe(z.literal('managedidentity', { error: 'must be managedidentity (or be left unset)' }));
+  .check(z.regex(/^[a-z0-9]{3,24}$/, { error: 'must be a storage account name: 3-24 lowercase letters or digits' }));
+const credentialSchema = z.pipe(
+  z.pipe(
+    z.string(),
+    z.transform((v) => v.toLowerCase()),
+  ),
+  z.literal('managedidentity', { error: 'must be managedidentity (or be left unset)' }),
+);
 const clientIdSchema = z.guid({ error: 'must be a GUID (the client ID of a user-assigned identity)' });
 
 export function parseStorageSettings(
@@ -150,7 +155,7 @@ export function parseStorageSettings(
   }
 
   const name = (suffix: string) => `${prefix}__${suffix}`;
-  const optional = <T extends z.ZodType>(schema: T, setting: string): z.output<T> | undefined => {
+  const optional = <T extends z.ZodMiniType>(schema: T, setting: string): z.output<T> | undefined => {
     const value = readSetting(env, setting);
     return value === undefined ? undefined : parseSetting(schema, setting, value);
   };

@@ -1,4 +1,4 @@
-import type * as z from 'zod';
+import type * as z from '../zod';
 import { InvalidSettingError } from '../errors.js';
 
 /** App settings as the process sees them (`process.env`, or a test's own). */
@@ -11,7 +11,7 @@ export function readSetting(env: Env, name: string): string | undefined {
 }
 
 /** Parses one setting; the first issue becomes a one-line error that never echoes the value. */
-export function parseSetting<T extends z.ZodType>(schema: T, name: string, value: unknown): z.output<T> {
+export function parseSetting<T extends z.ZodMiniType>(schema: T, name: string, value: unknown): z.output<T> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   const detail = result.error.issues[0]?.message ?? 'is invalid';

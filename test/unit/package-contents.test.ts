@@ -63,6 +63,7 @@ describe('the package npm pack makes', () => {
       'telemetry',
       'testing.d.ts',
       'visible.d.ts',
+      'zod.d.ts',
     ]);
   });
 
