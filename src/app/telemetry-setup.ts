@@ -1,7 +1,7 @@
 import type { TokenCredential } from '@azure/identity';
 import { createRequire } from 'node:module';
-import { metrics, type MeterProvider } from '@opentelemetry/api';
-import { logs, type LoggerProvider } from '@opentelemetry/api-logs';
+import type { MeterProvider } from '@opentelemetry/api';
+import type { LoggerProvider } from '@opentelemetry/api-logs';
 import type { Resource } from '@opentelemetry/resources';
 import type { LogRecordExporter, LogRecordProcessor, ReadableLogRecord } from '@opentelemetry/sdk-logs';
 import type { MetricReader, PushMetricExporter, ResourceMetrics } from '@opentelemetry/sdk-metrics';
@@ -238,8 +238,9 @@ export function setupTelemetry(env: Env = process.env, options: TelemetrySetupOp
     const resource = resourceOf(local.sdk, env, options.instance);
     const meterProvider = new MeterProvider({ resource, readers: [local.reader] });
     const loggerProvider = new LoggerProvider({ resource, processors: [local.processor] });
-    metrics.setGlobalMeterProvider(meterProvider);
-    logs.setGlobalLoggerProvider(loggerProvider);
+    // Loaded here, not at the top: an app that exports nothing never loads the API (see BatonTelemetry).
+    (require('@opentelemetry/api') as typeof import('@opentelemetry/api')).metrics.setGlobalMeterProvider(meterProvider);
+    (require('@opentelemetry/api-logs') as typeof import('@opentelemetry/api-logs')).logs.setGlobalLoggerProvider(loggerProvider);
     providers = { meterProvider, loggerProvider };
     stops.push(
       () => meterProvider.shutdown(),

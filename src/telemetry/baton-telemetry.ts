@@ -1,13 +1,5 @@
-import {
-  metrics,
-  ROOT_CONTEXT,
-  ValueType,
-  type Attributes,
-  type Counter,
-  type Histogram,
-  type MeterProvider,
-} from '@opentelemetry/api';
-import { logs, SeverityNumber, type Logger, type LoggerProvider } from '@opentelemetry/api-logs';
+import type { Attributes, Counter, Histogram, Meter, MeterProvider } from '@opentelemetry/api';
+import type { Logger, LoggerProvider } from '@opentelemetry/api-logs';
 import type { RecordedOccurrences } from '../hub/occurrence-ledger';
 import { firstItemLagMs, isTerminal, startLagMs, type RunRecord } from '../hub/run-record';
 import type { LeaderEvent } from '../lease/leader-events';
@@ -50,6 +42,19 @@ export const EVENT_NAMES = {
  */
 export const CUSTOM_EVENT_NAME_ATTRIBUTE = 'microsoft.custom_event.name';
 
+/**
+ * Where the OpenTelemetry API keeps the providers an SDK registers (its `internal/global-utils`):
+ * the metrics key carries the API's major version, and every copy of the API installed shares
+ * them. Neither exists until something registers a provider.
+ */
+const METRICS_GLOBAL = Symbol.for('opentelemetry.js.api.1');
+const LOGS_GLOBAL = Symbol.for('io.opentelemetry.js.api.logs');
+
+// The API is loaded only once a provider can receive something: without one, every instrument
+// is its no-op, and loading it cost each cold start ~10 ms (bench/benchmarks/footprint.ts).
+const api = () => require('@opentelemetry/api') as typeof import('@opentelemetry/api');
+const apiLogs = () => require('@opentelemetry/api-logs') as typeof import('@opentelemetry/api-logs');
+
 /** Runs last seconds to hours: the default buckets (up to 10 s) would put nearly all in the last. */
 const RUN_DURATION_BUCKETS_MS = [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21_600, 43_200, 86_400].map((s) => s * 1000);
 /** Lags run from tens of milliseconds (on time) to a lease or more (a failover) and hours (a stall). */
@@ -77,16 +82,11 @@ export interface BatonTelemetryOptions {
  * or reason, and the gauges and the storage counter are read only when a reader collects.
  */
 export class BatonTelemetry implements RunTelemetry {
-  private readonly transitions: Counter;
-  private readonly restingTicks: Counter;
-  private readonly renewDuration: Histogram;
-  private readonly refusals: Counter;
-  private readonly items: Counter;
-  private readonly runDuration: Histogram;
-  private readonly startLag: Histogram;
-  private readonly firstItemLag: Histogram;
-  private readonly occurrences: Counter;
-  private readonly events: Logger;
+  /** Absent while no meter provider was given or registered: each record is then a no-op. */
+  private readonly instruments: Instruments | undefined;
+  private readonly loggerProvider: LoggerProvider | undefined;
+  /** Taken on the first event after a logger provider exists (the API's global one proxies too). */
+  private events: Logger | undefined;
   /** The epoch of the term this instance holds, while it holds one. */
   private term: { epoch: number } | undefined;
   private openRunsOf: (() => number) | undefined;
@@ -94,57 +94,12 @@ export class BatonTelemetry implements RunTelemetry {
   private readonly transitionAttributes = new Map<string, Attributes>();
 
   constructor(options: BatonTelemetryOptions = {}) {
-    const meter = (options.meterProvider ?? metrics.getMeterProvider()).getMeter(TELEMETRY_SCOPE);
-    this.events = (options.loggerProvider ?? logs.getLoggerProvider()).getLogger(TELEMETRY_SCOPE);
-    this.transitions = meter.createCounter(METRIC_NAMES.leaderTransitions, {
-      description:
-        'Leadership terms this instance began (acquired) and ended (released; rested: released with the lease resting until the next occurrence; lost-<reason>; release-failed)',
-      unit: '{transition}',
-      valueType: ValueType.INT,
-    });
-    this.restingTicks = meter.createCounter(METRIC_NAMES.restingTicks, {
-      description:
-        'Coordinator ticks of this instance that found the lease resting (its idle leader returned until the next occurrence): the hub is idle by design, not leaderless',
-      unit: '{tick}',
-      valueType: ValueType.INT,
-    });
-    this.renewDuration = meter.createHistogram(METRIC_NAMES.leaseRenewDuration, {
-      description: "How long each successful renewal of the leader's lease took",
-      unit: 'ms',
-      advice: { explicitBucketBoundaries: RENEW_BUCKETS_MS },
-    });
-    this.refusals = meter.createCounter(METRIC_NAMES.fencingRefusals, {
-      description: 'Writes refused because a newer epoch had written the document: a stale leader or writer was stopped',
-      unit: '{refusal}',
-      valueType: ValueType.INT,
-    });
-    this.items = meter.createCounter(METRIC_NAMES.items, {
-      description: "Items the leader's fold counted into their run, by outcome; duplicates are not counted",
-      unit: '{item}',
-      valueType: ValueType.INT,
-    });
-    this.runDuration = meter.createHistogram(METRIC_NAMES.runDuration, {
-      description: 'From the creation of a run to its end, recorded once as it ends',
-      unit: 'ms',
-      advice: { explicitBucketBoundaries: RUN_DURATION_BUCKETS_MS },
-    });
-    this.startLag = meter.createHistogram(METRIC_NAMES.startLag, {
-      description:
-        'From a scheduled occurrence to the creation of its run, by storage time; recorded once, as the run is created',
-      unit: 'ms',
-      advice: { explicitBucketBoundaries: LAG_BUCKETS_MS },
-    });
-    this.firstItemLag = meter.createHistogram(METRIC_NAMES.firstItemLag, {
-      description:
-        "From a scheduled occurrence to the leader's first count of one of its run's items, by storage time; recorded once",
-      unit: 'ms',
-      advice: { explicitBucketBoundaries: LAG_BUCKETS_MS },
-    });
-    this.occurrences = meter.createCounter(METRIC_NAMES.occurrences, {
-      description: 'Scheduled occurrences the leader recorded, by job and outcome (started, skipped, missed); each once',
-      unit: '{occurrence}',
-      valueType: ValueType.INT,
-    });
+    this.loggerProvider = options.loggerProvider;
+    const meterProvider = options.meterProvider ?? (METRICS_GLOBAL in globalThis ? api().metrics.getMeterProvider() : undefined);
+    if (!meterProvider) return;
+    const meter = meterProvider.getMeter(TELEMETRY_SCOPE);
+    this.instruments = createInstruments(meter);
+    const { ValueType } = api();
     meter
       .createObservableGauge(METRIC_NAMES.isLeader, {
         description: 'Whether this instance holds a leadership term (1) or not (0)',
@@ -180,7 +135,7 @@ export class BatonTelemetry implements RunTelemetry {
         this.changeLeadership('acquired', event.identity, event.epoch);
         return;
       case 'renewed':
-        this.renewDuration.record(event.latencyMs);
+        this.instruments?.renewDuration.record(event.latencyMs);
         return;
       case 'lost':
         this.endTerm(`lost-${event.reason}`, event.identity, event.epoch);
@@ -199,12 +154,12 @@ export class BatonTelemetry implements RunTelemetry {
 
   /** A coordinator tick found the lease resting: what tells the no-leader alert that the hub is idle, not leaderless. */
   restingTick(): void {
-    this.restingTicks.add(1);
+    this.instruments?.restingTicks.add(1);
   }
 
   /** A fenced write was refused (see `DocumentStore.onStaleEpoch`). */
   fencingRefused(): void {
-    this.refusals.add(1);
+    this.instruments?.refusals.add(1);
   }
 
   itemsFolded(job: string, succeeded: number, failed: number): void {
@@ -213,13 +168,13 @@ export class BatonTelemetry implements RunTelemetry {
       attributes = { succeeded: { job, outcome: 'succeeded' }, failed: { job, outcome: 'failed' } };
       this.itemAttributes.set(job, attributes);
     }
-    if (succeeded > 0) this.items.add(succeeded, attributes.succeeded);
-    if (failed > 0) this.items.add(failed, attributes.failed);
+    if (succeeded > 0) this.instruments?.items.add(succeeded, attributes.succeeded);
+    if (failed > 0) this.instruments?.items.add(failed, attributes.failed);
   }
 
   occurrencesRecorded(job: string, recorded: RecordedOccurrences): void {
     for (const outcome of ['started', 'skipped', 'missed'] as const) {
-      if (recorded[outcome] > 0) this.occurrences.add(recorded[outcome], { job, outcome });
+      if (recorded[outcome] > 0) this.instruments?.occurrences.add(recorded[outcome], { job, outcome });
     }
     for (const event of recorded.events) {
       this.emit(EVENT_NAMES.occurrenceNotRun, {
@@ -233,19 +188,20 @@ export class BatonTelemetry implements RunTelemetry {
 
   runStarted(record: RunRecord): void {
     const lag = startLagMs(record);
-    if (lag !== null && Number.isFinite(lag)) this.startLag.record(Math.max(0, lag), { job: record.job });
+    if (lag !== null && Number.isFinite(lag)) this.instruments?.startLag.record(Math.max(0, lag), { job: record.job });
   }
 
   firstItemCounted(record: RunRecord): void {
     // Scheduled runs only, as the start lag: a manual run has no occurrence to be late for.
     const lag = record.occurrence === null ? null : firstItemLagMs(record);
-    if (lag !== null && Number.isFinite(lag)) this.firstItemLag.record(Math.max(0, lag), { job: record.job });
+    if (lag !== null && Number.isFinite(lag)) this.instruments?.firstItemLag.record(Math.max(0, lag), { job: record.job });
   }
 
   runEnded(record: RunRecord): void {
     if (!isTerminal(record.state)) return;
     const durationMs = Date.parse(record.endedAt ?? record.updatedAt) - Date.parse(record.createdAt);
-    if (Number.isFinite(durationMs)) this.runDuration.record(Math.max(0, durationMs), { job: record.job, state: record.state });
+    if (Number.isFinite(durationMs))
+      this.instruments?.runDuration.record(Math.max(0, durationMs), { job: record.job, state: record.state });
     const { planned, succeeded, failed } = record.counters;
     this.emit(EVENT_NAMES.runEnded, {
       job: record.job,
@@ -278,25 +234,96 @@ export class BatonTelemetry implements RunTelemetry {
   private changeLeadership(reason: string, identity: string, epoch: number): void {
     let attributes = this.transitionAttributes.get(reason);
     if (!attributes) this.transitionAttributes.set(reason, (attributes = { reason }));
-    this.transitions.add(1, attributes);
+    this.instruments?.transitions.add(1, attributes);
     this.emit(EVENT_NAMES.leadershipChanged, { identity, epoch, reason });
   }
 
   private emit(name: string, properties: Attributes): void {
     try {
+      if (!this.events) {
+        if (!this.loggerProvider && !(LOGS_GLOBAL in globalThis)) return;
+        this.events = (this.loggerProvider ?? apiLogs().logs.getLoggerProvider()).getLogger(TELEMETRY_SCOPE);
+      }
       this.events.emit({
         eventName: name,
-        severityNumber: SeverityNumber.INFO,
+        severityNumber: apiLogs().SeverityNumber.INFO,
         severityText: 'INFO',
         body: name,
         attributes: { [CUSTOM_EVENT_NAME_ATTRIBUTE]: name, ...properties },
         // Emitted in the root context, outside any span: trace sampling decides per trace
         // (Azure Monitor drops a record whose span was sampled out when trace-based sampling
         // for logs is on), and a record with no trace has nothing for it to drop.
-        context: ROOT_CONTEXT,
+        context: api().ROOT_CONTEXT,
       });
     } catch {
       // Telemetry must never break the lease loop or a run's end.
     }
   }
+}
+
+interface Instruments {
+  transitions: Counter;
+  restingTicks: Counter;
+  renewDuration: Histogram;
+  refusals: Counter;
+  items: Counter;
+  runDuration: Histogram;
+  startLag: Histogram;
+  firstItemLag: Histogram;
+  occurrences: Counter;
+}
+
+function createInstruments(meter: Meter): Instruments {
+  const { ValueType } = api();
+  return {
+    transitions: meter.createCounter(METRIC_NAMES.leaderTransitions, {
+      description:
+        'Leadership terms this instance began (acquired) and ended (released; rested: released with the lease resting until the next occurrence; lost-<reason>; release-failed)',
+      unit: '{transition}',
+      valueType: ValueType.INT,
+    }),
+    restingTicks: meter.createCounter(METRIC_NAMES.restingTicks, {
+      description:
+        'Coordinator ticks of this instance that found the lease resting (its idle leader returned until the next occurrence): the hub is idle by design, not leaderless',
+      unit: '{tick}',
+      valueType: ValueType.INT,
+    }),
+    renewDuration: meter.createHistogram(METRIC_NAMES.leaseRenewDuration, {
+      description: "How long each successful renewal of the leader's lease took",
+      unit: 'ms',
+      advice: { explicitBucketBoundaries: RENEW_BUCKETS_MS },
+    }),
+    refusals: meter.createCounter(METRIC_NAMES.fencingRefusals, {
+      description: 'Writes refused because a newer epoch had written the document: a stale leader or writer was stopped',
+      unit: '{refusal}',
+      valueType: ValueType.INT,
+    }),
+    items: meter.createCounter(METRIC_NAMES.items, {
+      description: "Items the leader's fold counted into their run, by outcome; duplicates are not counted",
+      unit: '{item}',
+      valueType: ValueType.INT,
+    }),
+    runDuration: meter.createHistogram(METRIC_NAMES.runDuration, {
+      description: 'From the creation of a run to its end, recorded once as it ends',
+      unit: 'ms',
+      advice: { explicitBucketBoundaries: RUN_DURATION_BUCKETS_MS },
+    }),
+    startLag: meter.createHistogram(METRIC_NAMES.startLag, {
+      description:
+        'From a scheduled occurrence to the creation of its run, by storage time; recorded once, as the run is created',
+      unit: 'ms',
+      advice: { explicitBucketBoundaries: LAG_BUCKETS_MS },
+    }),
+    firstItemLag: meter.createHistogram(METRIC_NAMES.firstItemLag, {
+      description:
+        "From a scheduled occurrence to the leader's first count of one of its run's items, by storage time; recorded once",
+      unit: 'ms',
+      advice: { explicitBucketBoundaries: LAG_BUCKETS_MS },
+    }),
+    occurrences: meter.createCounter(METRIC_NAMES.occurrences, {
+      description: 'Scheduled occurrences the leader recorded, by job and outcome (started, skipped, missed); each once',
+      unit: '{occurrence}',
+      valueType: ValueType.INT,
+    }),
+  };
 }

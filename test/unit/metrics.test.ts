@@ -297,6 +297,16 @@ describe('telemetry setup', () => {
     logs.disable();
   });
 
+  it('sends events to a logger provider registered after the telemetry was built, as the API would', () => {
+    const telemetry = new BatonTelemetry();
+    const events = new InMemoryLogRecordExporter();
+    logs.setGlobalLoggerProvider(new LoggerProvider({ processors: [new SimpleLogRecordProcessor({ exporter: events })] }));
+    telemetry.leaderEvent({ type: 'acquired', ...term, leaseId: 'l' });
+    expect(events.getFinishedLogRecords().map((r) => r.attributes[CUSTOM_EVENT_NAME_ATTRIBUTE])).toEqual([
+      EVENT_NAMES.leadershipChanged,
+    ]);
+  });
+
   it('sets up nothing by default', async () => {
     const setup = setupTelemetry({});
     expect(setup.destinations).toEqual([]);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -92,6 +93,62 @@ describe('the built package', () => {
     expect(thrown).toBeInstanceOf(lib.BatonError);
     expect((thrown as Error).name).toBe('InvalidSettingError');
     expect((thrown as InstanceType<typeof lib.InvalidSettingError>).setting).toBe('BATON_HUB');
+  });
+
+  it("loads, on an app's start, only the packages the app uses", () => {
+    // A new process, as the Functions host starts one: the app takes a job from the root, registers
+    // it, and lists the installed packages it has loaded by the time its registrations are done.
+    const bundle = join(root, 'dist', 'bundle');
+    const app = `
+      const { defineJob } = require(${JSON.stringify(join(bundle, 'index.js'))});
+      const { registerBaton } = require(${JSON.stringify(join(bundle, 'functions.js'))});
+      const app = { timer() {}, storageQueue() {}, http() {}, hook: { appTerminate() {} } };
+      const job = defineJob({
+        name: 'sizes', schedule: '0 0 3 * * *', *split() { yield 1; }, async process() { return 1; },
+        aggregate: { initial: () => 0, add: (sum) => sum },
+      });
+      registerBaton(app, { jobs: [job], env: JSON.parse(process.argv[1]) });
+      const packages = new Set();
+      for (const file of Object.keys(require.cache)) {
+        const parts = file.split(require('node:path').sep);
+        const at = parts.lastIndexOf('node_modules');
+        if (at < 0) continue;
+        const scoped = parts[at + 1].startsWith('@');
+        packages.add(parts.slice(at + 1, at + (scoped ? 3 : 2)).join('/'));
+      }
+      console.log(JSON.stringify([...packages].sort()));
+      process.exit(0);
+    `;
+    const loaded = (env: Record<string, string>): string[] => {
+      const settings = JSON.stringify({ AzureWebJobsStorage: 'UseDevelopmentStorage=true', ...env });
+      const out = execFileSync(process.execPath, ['-e', app, settings], { cwd: join(root, 'functions'), encoding: 'utf8' });
+      // The last line: an exporter prints its own lines before it.
+      return JSON.parse(out.trim().split('\n').at(-1) ?? '[]') as string[];
+    };
+
+    const plain = loaded({});
+    // What the floor app of bench/benchmarks/footprint.ts loads too: the storage SDKs and their core.
+    expect(plain).toEqual(expect.arrayContaining(['@azure/storage-blob', '@azure/storage-queue']));
+    // Loaded only when a setting or a call uses them: OpenTelemetry when a provider is registered,
+    // identity for a keyless connection, the durable engine under BATON_ENGINE=durable, the CLI's
+    // and the local host's packages never in an app. zod and croner are inside the bundle.
+    for (const unused of [
+      '@opentelemetry/api',
+      '@opentelemetry/api-logs',
+      '@azure/identity',
+      'durable-functions',
+      'commander',
+      'cli-progress',
+      'azurite',
+      'zod',
+      'croner',
+    ]) {
+      expect(plain, unused).not.toContain(unused);
+    }
+    // Exporting metrics is a use: the API comes with it (its SDK is an optional peer, absent here).
+    expect(
+      loaded({ BATON_METRICS_EXPORTER: 'console', BATON_HUB: 'footprint' }).filter((name) => name.startsWith('@opentelemetry/')),
+    ).toEqual(expect.arrayContaining(['@opentelemetry/api', '@opentelemetry/api-logs']));
   });
 
   it("points `main` at the library, and the reference app's own package.json at the compiled app", () => {
