@@ -132,7 +132,13 @@ export function registerWithRuntime(
   app.hook.appTerminate(shutdown);
 
   // One tick any instance may take: leadership starts even if the timer never fires on this host.
-  if (!host?.inspectOnly) void runtime.ticks.wakeOnStart();
+  // Sent once the app's module has loaded, so its registrations reach the host first; a shutdown
+  // that began by then sends none.
+  if (!host?.inspectOnly) {
+    setImmediate(() => {
+      if (!stopping) void runtime.ticks.wakeOnStart();
+    });
+  }
   return { runtime, shutdown };
 }
 

@@ -74,11 +74,19 @@ function assertSeconds(name: string, value: number, min: number): void {
  */
 export class AzureQueue implements QueuePort {
   readonly name: string;
-  private readonly client: QueueClient;
+  private queueClient: QueueClient | undefined;
 
-  constructor(queueService: QueueServiceClient, name: string) {
+  constructor(
+    private readonly queueService: QueueServiceClient,
+    name: string,
+  ) {
     this.name = name;
-    this.client = queueService.getQueueClient(name);
+  }
+
+  // Built on first use: each of a hub's queues has a client (its own generated SDK client, a few
+  // ms apiece), and an instance's start builds them all but calls only one (its start-up tick).
+  private get client(): QueueClient {
+    return (this.queueClient ??= this.queueService.getQueueClient(this.name));
   }
 
   async ensure(options?: QueueCallOptions): Promise<void> {

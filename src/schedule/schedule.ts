@@ -28,11 +28,17 @@ const MINUTE_MS = 60_000;
 /** Most occurrences `planOccurrences` lists, so a long outage cannot stall the timer. */
 const MAX_ENUMERATED = 1000;
 
+/** Schedules parsed so far, by expression: the app's jobs' and the coordinator's, and a few more. */
+const PARSED = new Map<string, Schedule>();
+const PARSED_KEPT = 256;
+
 export class Schedule {
   private readonly cron: Cron;
   private readonly pattern: CronPattern;
   /** Occurrences in one matching day, hour and minute, for counting without enumerating. */
   private readonly perUnit: ReadonlyArray<{ ms: number; count: number }>;
+  /** `fixedPeriod()`, once asked (null: not yet). */
+  private grid: { periodMs: number; offsetMs: number } | undefined | null = null;
 
   private constructor(
     readonly expression: string,
@@ -53,8 +59,21 @@ export class Schedule {
     ];
   }
 
-  /** 6 fields (NCRONTAB), or 5 (classic cron, run at second 0). */
+  /**
+   * 6 fields (NCRONTAB), or 5 (classic cron, run at second 0). A schedule is immutable, so one
+   * parsed before is handed out again: an instance's start reads its coordinator schedule five
+   * times, and each parse builds croner's pattern twice.
+   */
   static parse(expression: string, option = 'schedule'): Schedule {
+    const known = typeof expression === 'string' ? PARSED.get(expression) : undefined;
+    if (known) return known;
+    const schedule = Schedule.parseNew(expression, option);
+    if (PARSED.size >= PARSED_KEPT) PARSED.delete(PARSED.keys().next().value as string);
+    PARSED.set(expression, schedule);
+    return schedule;
+  }
+
+  private static parseNew(expression: string, option: string): Schedule {
     const fail = (reason: string): never => {
       // JSON.stringify quotes the expression and keeps the message on one line.
       throw new InvalidConfigError(
@@ -109,6 +128,11 @@ export class Schedule {
    * its every-second coordinator schedule, which cost it seconds of CPU.
    */
   fixedPeriod(): { periodMs: number; offsetMs: number } | undefined {
+    if (this.grid === null) this.grid = this.findPeriod();
+    return this.grid;
+  }
+
+  private findPeriod(): { periodMs: number; offsetMs: number } | undefined {
     const { second, minute, hour, day, month, dayOfWeek } = this.pattern;
     // A period that divides a day fires on every day; one that skips a day has none.
     if (![day, month, dayOfWeek].every((field) => field.every(Boolean))) return undefined;
