@@ -144,13 +144,17 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       '**Size.** The exporters (Azure Monitor, the OpenTelemetry SDK and its OTLP exporters) are optional peers an ' +
       'app installs when a setting names them; what every install carries beyond the floor is zod, Baton itself, ' +
       'the OpenTelemetry API and the small CLI and schedule packages (the largest are listed under the result). ' +
-      '**Cold start.** The package ships its four entries as one bundled file with zod tree-shaken in ' +
-      '(`build/bundle.mjs`), and builds the schemas of messages, records and the durable engine when first used: ' +
-      'that took Baton’s share from about 120 ms to about 70. What is left, measured in one process on these ' +
-      'machines: compiling the bundle’s 0.9 MB (about 13 ms), zod’s and the bundle’s own start-up (about 10 ms), ' +
-      'the jobs entry’s modules (about 13 ms), and `registerBaton` (about 30 ms against the floor’s 10: three storage ' +
-      'clients, the lease one with its own retries, the host.json and settings checks, nine registrations and the ' +
-      'start-up tick). The Functions host’s own start (0.4–10 s on Flex) is not in either arm.',
+      '**Cold start.** The package ships its four entries as one bundled file (`build/bundle.mjs`) with zod’s ' +
+      'functional API (`zod/mini`), croner and semver compiled in, and loads or builds what a start does not use ' +
+      'only when it is used: the OpenTelemetry API (once a provider is registered), each queue’s client, the schemas ' +
+      'of messages, records and the durable engine. That took Baton’s share from about 120 ms to about 67, then to ' +
+      'about 36, where the 30 ms goal is still missed. What is left, measured in one process on these machines: ' +
+      'V8 compiling the bundle’s 0.8 MB (about 12 ms; a bundle without the CLI and the local host compiles in about ' +
+      '10, which cold starts did not show), the root entry’s modules (about 10 ms, half of it zod building and first ' +
+      'running the job options’, settings’ and host.json’s schemas), `defineJob` (about 2.5 ms) and `registerBaton` ' +
+      '(about 10 ms against the floor’s 5: three storage clients, the settings and host.json checks, the elector and ' +
+      'its rank’s SemVer check, nine registrations). The Functions host’s own start (0.4–10 s on Flex) is not in ' +
+      'either arm.',
     more: (result) => {
       const s = result?.summary as
         | {
