@@ -63,6 +63,15 @@ module.exports = {
       to: { path: '^src/(engine|durable)/', pathNot: '^src/$1/' },
     },
     {
+      name: 'elector-on-top-of-its-room',
+      comment:
+        'the elector composes the lease room (term, handover, policy, ports); nothing in src/lease/ ' +
+        'imports it back, so each part can be read and tested without the loop',
+      severity: 'error',
+      from: { path: '^src/lease/', pathNot: '^src/lease/leader-elector\\.ts$' },
+      to: { path: '^src/lease/leader-elector\\.ts$' },
+    },
+    {
       name: 'every-module-has-a-layer',
       comment: 'a new folder in src/ must be given its place in LAYERS',
       severity: 'error',

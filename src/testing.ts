@@ -3,9 +3,10 @@
 
 export { FakeClock } from './clock/fake-clock';
 export { InMemoryLeaseStore } from './lease/in-memory-lease-store';
+export { InMemoryHandoverRequestStore } from './lease/in-memory-handover-request-store';
 export { InMemoryDocumentStore } from './fencing/in-memory-document-store';
 export { InMemoryQueue } from './queue/in-memory-queue';
-export type { QueuePort, ReceivedMessage } from './queue/queue-port';
+export type { QueuePort, ReceivedMessage, MessageReceipt, QueueCallOptions } from './queue/queue-port';
 export { startAzurite } from './local/azurite';
 export type { StartAzuriteOptions, RunningAzurite } from './local/azurite';
 export { runJobOnce } from './local/run-job-once';

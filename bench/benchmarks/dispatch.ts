@@ -12,7 +12,7 @@ import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import type { DocumentCallOptions, StoredDocument, WriteCondition } from '../../src/fencing/document-store';
 import { defineJob } from '../../src/jobs/define-job';
 import type { JobDefinition } from '../../src/jobs/job-definition';
-import type { Leadership } from '../../src/lease/leader-elector';
+import type { Leadership } from '../../src/lease/term';
 import { startAzurite } from '../../src/local/azurite';
 import { AzureQueue } from '../../src/queue/azure-queue';
 import type { MessageReceipt, QueuePort } from '../../src/queue/queue-port';

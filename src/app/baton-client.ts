@@ -1,6 +1,6 @@
 import type { DocumentStore } from '../fencing/document-store';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
-import type { LeaseStore } from '../lease/lease-store';
+import type { LeaseReader } from '../lease/lease-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import { hubResources } from '../hub/resources';
 import { requestCancel, requestRun, type IfActive } from '../hub/requests';
@@ -50,7 +50,7 @@ export class BatonClient {
   private readonly docs: DocumentStore;
   /** Storage's time, from its answers: what requests are named by. */
   private readonly clock = new StorageTimeClock(systemClock);
-  private readonly lease: LeaseStore;
+  private readonly lease: LeaseReader;
   /** Where a trigger wakes a resting leader (`wakeHub`). */
   private readonly wakeQueue: AzureQueue;
 

@@ -1,7 +1,7 @@
 import type { InvocationContext, Timer } from '@azure/functions';
 import { describeThrown, LeaseLostError, messageOf } from '../errors';
 import { redactSecrets } from '../redact';
-import type { Leadership } from '../lease/leader-elector';
+import type { Leadership } from '../lease/term';
 import type { BatonRuntime } from './runtime';
 import type { TickMessage } from '../engine/messages';
 

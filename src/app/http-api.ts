@@ -9,7 +9,7 @@ import { firstRunFailures, listJobNames, readHubStatus, readRunDetails, readRunF
 import { listRuns, type RunsPage } from '../hub/run-index';
 import { InvalidConfigError, messageOf } from '../errors';
 import { JOB_NAME_PATTERN } from '../jobs/define-job';
-import type { LeaseStore } from '../lease/lease-store';
+import type { LeaseReader } from '../lease/lease-store';
 import { authLevelFor, refusal, type HttpAuth, type RouteAccess } from './http-auth';
 import type { HttpRegistration } from './registration-types';
 import { statusPageResponse } from './status-page';
@@ -21,7 +21,7 @@ export interface HttpApiDeps {
   endpoint: string;
   container: string;
   docs: DocumentStore;
-  lease: LeaseStore;
+  lease: LeaseReader;
   /** Storage's time, as this instance learned it: what status and requests are dated by. */
   clock: RequestClock;
   log: { warn(message: string): void };

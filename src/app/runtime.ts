@@ -12,7 +12,7 @@ import type { TickMessage } from '../engine/messages';
 import type { WorkerDeps } from '../engine/worker';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type { DocumentStore } from '../fencing/document-store';
-import type { LeaseStore } from '../lease/lease-store';
+import type { LeaseReader } from '../lease/lease-store';
 import { InvalidConfigError, InvalidSettingError, messageOf } from '../errors';
 import { visible } from '../visible';
 import { assertDurableReady } from '../durable/ready';
@@ -21,9 +21,10 @@ import type { HostQueueConfig } from './host-config';
 import type { JobDefinition } from '../jobs/job-definition';
 import { BlobEpochMark } from '../lease/blob-epoch-mark';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
+import { BlobHandoverRequestStore } from '../lease/blob-handover-request-store';
 import type { LeaderLogger } from '../lease/elector-options';
 import { LeaderElector } from '../lease/leader-elector';
-import type { HandoverTiming } from '../lease/handover';
+import type { HandoverTiming } from '../lease/handover-timing';
 import type { LeaderEvent } from '../lease/leader-events';
 import { AzureQueueDirectory } from '../queue/azure-queue';
 import { HubQueues } from '../engine/queue-shards';
@@ -109,7 +110,7 @@ export interface BatonRuntime {
   /** The app's logger, every line masked for secrets. */
   log: { info(message: string): void; warn(message: string): void };
   /** The hub's documents and lease as anyone reads them: what the HTTP API serves. */
-  reads: { docs: DocumentStore; lease: LeaseStore; endpoint: string };
+  reads: { docs: DocumentStore; lease: LeaseReader; endpoint: string };
   /**
    * Storage's time, learned from the answers this runtime's clients receive: schedules, run
    * deadlines and record timestamps use it, so no instance's wall clock can start a run early
@@ -262,6 +263,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     // Recorded with each epoch, so the status shows which version leads (a deploy's question),
     // and compared: a newer version (then a higher priority) asks the holder to hand over.
     rank: { version: settings.appVersion ?? packageVersion() ?? '0', priority: settings.leaderPriority },
+    requests: new BlobHandoverRequestStore(leaseClient, settings.hub, { containerName: settings.leaseContainer }),
     handover: handoverTimingFor(settings.coordinatorSchedule),
     ...(logger ? { logger } : {}),
     onEvent: (event) => {

@@ -12,15 +12,7 @@ import type {
   WriteCondition,
 } from '../fencing/document-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
-import type {
-  BumpOptions,
-  HandoverClaim,
-  HandoverRequest,
-  LeaseCallOptions,
-  LeaseRecord,
-  LeaseStore,
-  StoredHandoverRequest,
-} from '../lease/lease-store';
+import type { LeaseCallOptions, LeaseReader, LeaseRecord } from '../lease/lease-store';
 import { createBlobServiceClient, createQueueServiceClient, publicEndpoint } from '../storage/client-factory';
 import { AzureQueue } from '../queue/azure-queue';
 import { wakeHub } from '../hub/wake';
@@ -63,7 +55,7 @@ export interface HubHandle {
   endpoint: string;
   source: ConnectionSource;
   docs: DocumentStore;
-  lease: LeaseStore;
+  lease: LeaseReader;
   /**
    * Storage's time, from the Date of its latest answer: what "3m ago" is measured from and what
    * requests are named by, so a machine whose clock is minutes off does not show a change "in 2
@@ -88,7 +80,7 @@ export function openHub(connection: ResolvedConnection, options: { callTimeoutMs
     endpoint,
     source: connection.source,
     docs,
-    lease: new DeadlineLeaseStore(
+    lease: new DeadlineLeaseReader(
       new BlobLeaseStore(blobService, connection.hub, { containerName: connection.leaseContainer }),
       timeoutMs,
     ),
@@ -205,76 +197,18 @@ export class DeadlineDocumentStore implements DocumentStore {
   }
 }
 
-/** A `LeaseStore` whose every call ends by a deadline. */
-export class DeadlineLeaseStore implements LeaseStore {
+/** A lease's reader whose every read ends by a deadline. */
+export class DeadlineLeaseReader implements LeaseReader {
   readonly description: string;
 
   constructor(
-    private readonly inner: LeaseStore,
+    private readonly inner: LeaseReader,
     private readonly timeoutMs: number,
   ) {
     this.description = inner.description;
   }
 
-  acquire(leaseId: string, durationSeconds: number, options?: LeaseCallOptions): Promise<void> {
-    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
-      this.inner.acquire(leaseId, durationSeconds, { abortSignal }),
-    );
-  }
-
-  renew(leaseId: string, options?: LeaseCallOptions): Promise<void> {
-    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.renew(leaseId, { abortSignal }));
-  }
-
-  release(leaseId: string, options?: LeaseCallOptions): Promise<void> {
-    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.release(leaseId, { abortSignal }));
-  }
-
   read(options?: LeaseCallOptions): Promise<LeaseRecord> {
     return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.read({ abortSignal }));
-  }
-
-  bumpEpoch(leaseId: string, holder: string, options?: BumpOptions): Promise<number> {
-    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
-      this.inner.bumpEpoch(leaseId, holder, { ...options, abortSignal }),
-    );
-  }
-
-  raiseEpoch(leaseId: string, above: number, options?: LeaseCallOptions): Promise<number> {
-    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
-      this.inner.raiseEpoch(leaseId, above, { abortSignal }),
-    );
-  }
-
-  reserve(leaseId: string, reservation: HandoverClaim, options?: LeaseCallOptions): Promise<void> {
-    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
-      this.inner.reserve(leaseId, reservation, { abortSignal }),
-    );
-  }
-
-  markLeaving(leaseId: string, options?: LeaseCallOptions): Promise<void> {
-    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.markLeaving(leaseId, { abortSignal }));
-  }
-
-  markResting(leaseId: string, until: Date, options?: LeaseCallOptions): Promise<void> {
-    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
-      this.inner.markResting(leaseId, until, { abortSignal }),
-    );
-  }
-
-  readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {
-    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) => this.inner.readRequest({ abortSignal }));
-  }
-
-  writeRequest(request: HandoverRequest, options?: LeaseCallOptions & { replacing?: string }): Promise<string> {
-    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
-      this.inner.writeRequest(request, { ...options, abortSignal }),
-    );
-  }
-
-  deleteRequest(version: string, options?: LeaseCallOptions): Promise<void> {
-    return withDeadline(this.timeoutMs, options?.abortSignal, (abortSignal) =>
-      this.inner.deleteRequest(version, { abortSignal }),
-    );
   }
 }

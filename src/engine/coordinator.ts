@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import { sleep } from '../clock/clock';
-import type { Leadership } from '../lease/leader-elector';
+import type { Leadership } from '../lease/term';
 import { manualRunId, runKeys, transition } from '../hub/run-record';
 import { DEFAULT_TUNING, type EngineContext, type EngineTuning, type TermContext } from './engine-context';
 import { dispatchSlice } from './dispatcher';

@@ -2,7 +2,7 @@ import type { Clock } from '../clock/clock';
 import type { DocumentStore } from '../fencing/document-store';
 import type { RetentionPolicy } from '../hub/retention';
 import type { JobDefinition } from '../jobs/job-definition';
-import type { Leadership } from '../lease/leader-elector';
+import type { Leadership } from '../lease/term';
 import type { RunTelemetry } from '../telemetry/run-telemetry';
 import type { HubQueues } from './queue-shards';
 

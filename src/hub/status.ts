@@ -1,7 +1,7 @@
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments } from '../fencing/fenced-documents';
 import type { LeaderRank } from '../lease/leader-rank';
-import type { LeadershipChange, LeaseStore } from '../lease/lease-store';
+import type { LeadershipChange, LeaseReader } from '../lease/lease-store';
 import { isTerminal, runKeys, runRecordSchema, type RunRecord } from './run-record';
 import type { FailuresManifest, RunOutput } from './run-output';
 import { firstFailures, readFailures, readFailuresManifest } from './failures-manifest';
@@ -48,7 +48,7 @@ const records = (docs: DocumentStore) => new FencedDocuments<RunRecord>(docs, { 
 
 export async function readHubStatus(
   docs: DocumentStore,
-  lease: LeaseStore,
+  lease: LeaseReader,
   /** `now` may be a function, called once the lease is read (storage time is known by then). */
   options: { now?: Date | (() => Date); abortSignal?: AbortSignal } = {},
 ): Promise<HubStatus> {

@@ -3,16 +3,16 @@ import { ConcurrentUpdateError, CorruptLeaseError, LeaseHeldError, LeaseLostErro
 import { storageErrorOf } from '../storage/rest-error';
 import type { BlobEpochMark } from './blob-epoch-mark';
 import { formatRank, parseRank, type LeaderRank } from './leader-rank';
+import { safeDecode } from './metadata-text';
 import {
   checkRaiseAbove,
   raisedEpoch,
   withLeadershipChange,
   type BumpOptions,
   type HandoverClaim,
-  type HandoverRequest,
   type LeaseCallOptions,
-  type StoredHandoverRequest,
   type LeaseFreedAs,
+  type LeaseMark,
   type LeaseRecord,
   type LeaseStore,
   type LeadershipChange,
@@ -32,13 +32,11 @@ const META_RESERVED = 'batonreservedfor';
  */
 const META_RANK_OF = 'batonrankof';
 const META_RESERVED_OF = 'batonreservedof';
-/** The acquisition whose holder said it is leaving (see `markLeaving`); like the two above, it counts for that one only. */
+/** The acquisition whose holder said it is leaving (a `leaving` mark); like the two above, it counts for that one only. */
 const META_LEAVING_OF = 'batonleavingof';
-/** Until when the holder said nothing needs a leader (see `markResting`), and the acquisition that said it. */
+/** Until when the holder said nothing needs a leader (a `resting` mark), and the acquisition that said it. */
 const META_REST_UNTIL = 'batonrestuntil';
 const META_REST_OF = 'batonrestof';
-const META_REQUESTER = 'batonrequester';
-const META_TTL = 'batonttlms';
 /** Metadata is at most 8 KiB per blob; the history gives up its oldest entries to stay well inside. */
 const MAX_CHANGES_CHARS = 4096;
 
@@ -67,15 +65,12 @@ export class BlobLeaseStore implements LeaseStore {
   readonly description: string;
   private readonly container: ContainerClient;
   private readonly blob: BlockBlobClient;
-  /** The handover request: its own blob, as the leased one cannot be written without the lease id. */
-  private readonly requestBlob: BlockBlobClient;
-  private readonly mark: BlobEpochMark | undefined;
+  private readonly epochMark: BlobEpochMark | undefined;
 
   constructor(blobService: BlobServiceClient, leaseName: string, options: BlobLeaseStoreOptions = {}) {
     this.container = blobService.getContainerClient(options.containerName ?? 'leases');
     this.blob = this.container.getBlockBlobClient(leaseName);
-    this.requestBlob = this.container.getBlockBlobClient(`${leaseName}.handover-request`);
-    this.mark = options.epochMark;
+    this.epochMark = options.epochMark;
     this.description = this.blob.url.split('?')[0] ?? leaseName;
   }
 
@@ -165,9 +160,27 @@ export class BlobLeaseStore implements LeaseStore {
     return this.writeEpoch(leaseId, 'raise the epoch', (epoch) => raisedEpoch(epoch, above), options);
   }
 
-  async reserve(leaseId: string, reservation: HandoverClaim, options?: LeaseCallOptions): Promise<void> {
-    const values = { [META_RESERVED]: encodeURIComponent(encodeClaim(reservation)) };
-    await this.stampUnderLease(leaseId, 'reserve the lease', values, META_RESERVED_OF, options);
+  async mark(leaseId: string, mark: LeaseMark, options?: LeaseCallOptions): Promise<void> {
+    switch (mark.kind) {
+      case 'reserved':
+        return this.stampUnderLease(
+          leaseId,
+          'reserve the lease',
+          { [META_RESERVED]: encodeURIComponent(encodeClaim(mark.to)) },
+          META_RESERVED_OF,
+          options,
+        );
+      case 'leaving':
+        return this.stampUnderLease(leaseId, 'mark the lease as leaving', {}, META_LEAVING_OF, options);
+      case 'resting':
+        return this.stampUnderLease(
+          leaseId,
+          'mark the lease as resting',
+          { [META_REST_UNTIL]: mark.until.toISOString() },
+          META_REST_OF,
+          options,
+        );
+    }
   }
 
   /**
@@ -187,76 +200,6 @@ export class BlobLeaseStore implements LeaseStore {
     await this.underLease(action, () =>
       this.blob.setMetadata(metadata, { abortSignal, conditions: { leaseId, ifMatch: props.etag } }),
     );
-  }
-
-  async markLeaving(leaseId: string, options?: LeaseCallOptions): Promise<void> {
-    await this.stampUnderLease(leaseId, 'mark the lease as leaving', {}, META_LEAVING_OF, options);
-  }
-
-  async markResting(leaseId: string, until: Date, options?: LeaseCallOptions): Promise<void> {
-    const values = { [META_REST_UNTIL]: until.toISOString() };
-    await this.stampUnderLease(leaseId, 'mark the lease as resting', values, META_REST_OF, options);
-  }
-
-  async readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {
-    let props;
-    try {
-      props = await this.requestBlob.getProperties({ abortSignal: options?.abortSignal });
-    } catch (err) {
-      if (storageErrorOf(err)?.status === 404) return undefined;
-      throw err;
-    }
-    // Both times are storage's (second resolution), so no candidate's clock enters into it.
-    const written = props.lastModified?.getTime() ?? 0;
-    const now = props.date?.getTime() ?? written;
-    const ageMs = Math.max(0, now - written);
-    const version = props.etag ?? '';
-    const meta = props.metadata ?? {};
-    const claim = decodeClaim(`${safeDecode(meta[META_RANK] ?? '')};${safeDecode(meta[META_REQUESTER] ?? '')}`);
-    const ttlMs = Number(meta[META_TTL]);
-    // A damaged request stands for nothing, and can be replaced at its version.
-    if (!claim || !Number.isSafeInteger(ttlMs) || ttlMs < 0) {
-      return { requester: '', rank: { version: '0', priority: 0 }, ttlMs: 0, ageMs, version };
-    }
-    return { ...claim, ttlMs, ageMs, version };
-  }
-
-  async writeRequest(request: HandoverRequest, options?: LeaseCallOptions & { replacing?: string }): Promise<string> {
-    const metadata = {
-      [META_REQUESTER]: encodeURIComponent(request.requester),
-      [META_RANK]: encodeURIComponent(formatRank(request.rank)),
-      [META_TTL]: String(Math.round(request.ttlMs)),
-    };
-    const abortSignal = options?.abortSignal;
-    const conditions = options?.replacing === undefined ? { ifNoneMatch: '*' } : { ifMatch: options.replacing };
-    const write = async (): Promise<string> =>
-      (await this.requestBlob.upload('', 0, { abortSignal, metadata, conditions })).etag ?? '';
-    try {
-      try {
-        return await write();
-      } catch (err) {
-        // Asked before anyone leased (or after the container was deleted): make room and ask once more.
-        if (storageErrorOf(err)?.code !== 'ContainerNotFound') throw err;
-        await this.container.createIfNotExists({ abortSignal });
-        return await write();
-      }
-    } catch (err) {
-      const status = storageErrorOf(err)?.status;
-      if (status === 409 || status === 412) {
-        throw new ConcurrentUpdateError(`${this.description} handover request`, { cause: err });
-      }
-      throw err;
-    }
-  }
-
-  async deleteRequest(version: string, options?: LeaseCallOptions): Promise<void> {
-    try {
-      await this.requestBlob.delete({ abortSignal: options?.abortSignal, conditions: { ifMatch: version } });
-    } catch (err) {
-      const status = storageErrorOf(err)?.status;
-      // Gone already, or someone else's request now: either way not ours to delete.
-      if (status !== 404 && status !== 412) throw err;
-    }
   }
 
   /**
@@ -282,7 +225,9 @@ export class BlobLeaseStore implements LeaseStore {
     const record = parseMetadata(this.description, props.metadata);
     const stored = record.epoch;
     // The mark's own failures are not this lease's: they keep their errors.
-    const epoch = this.mark ? await this.mark.advance((marked) => next(Math.max(stored, marked)), options) : next(stored);
+    const epoch = this.epochMark
+      ? await this.epochMark.advance((marked) => next(Math.max(stored, marked)), options)
+      : next(stored);
     const metadata: Record<string, string> = {};
     // An undefined value removes the key.
     // The answer's Date header: storage's time when it read the record, a moment before the write.
@@ -419,14 +364,6 @@ function decodeChanges(raw: string | undefined): LeadershipChange[] {
     });
   } catch {
     return [];
-  }
-}
-
-function safeDecode(value: string): string {
-  try {
-    return decodeURIComponent(value);
-  } catch {
-    return value;
   }
 }
 

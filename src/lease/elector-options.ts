@@ -2,10 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { systemClock, type Clock } from '../clock/clock';
 import { InvalidConfigError } from '../errors';
-import type { LeaderEvent } from './leader-events';
+import { describeLeaderEvent, type LeaderEvent } from './leader-events';
+import type { HandoverRequestStore } from './handover-request-store';
 import type { LeaseStore } from './lease-store';
 import { isVersion, type LeaderRank } from './leader-rank';
-import { defaultHandoverTiming, type HandoverTiming } from './handover';
+import { defaultHandoverTiming, type HandoverTiming } from './handover-timing';
 
 export interface LeaderElectorOptions {
   /** Where the lease lives. */
@@ -51,6 +52,11 @@ export interface LeaderElectorOptions {
    */
   rank?: LeaderRank;
   /**
+   * With a `rank`: where candidates leave their handover requests beside the lease
+   * (`BlobHandoverRequestStore` beside a `BlobLeaseStore`). Required with a rank.
+   */
+  requests?: HandoverRequestStore;
+  /**
    * With a `rank`: how handovers are timed. A candidate that outranks the holder asks for the
    * lease and waits for it; the holder looks for requests every `checkMs` (default 2,000) and
    * hands over at its task's next safe point; a request stands for `requestTtlMs` (default
@@ -85,6 +91,8 @@ export interface ResolvedElectorOptions {
   abandonTaskAfterMs: number;
   expiryAlignment: { periodMs: number; offsetMs: number; marginMs: number } | undefined;
   rank: LeaderRank | undefined;
+  /** Set whenever `rank` is. */
+  requests: HandoverRequestStore | undefined;
   handover: HandoverTiming;
   clock: Clock;
   random: () => number;
@@ -177,6 +185,12 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
         `rank.priority must be a whole number from 0 to 1000, got ${String(rank.priority)}`,
       );
     }
+    if (!options.requests || typeof options.requests.readRequest !== 'function') {
+      throw new InvalidConfigError(
+        'requests',
+        'requests is required with a rank: a HandoverRequestStore beside the lease, such as BlobHandoverRequestStore',
+      );
+    }
   }
   const handover = { ...defaultHandoverTiming(acquireRetryMs), ...options.handover };
   if (options.handover?.checkMs !== undefined && options.handover.requestTtlMs === undefined) {
@@ -201,6 +215,7 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
     abandonTaskAfterMs,
     expiryAlignment,
     rank: rank ? { ...rank } : undefined,
+    requests: rank ? options.requests : undefined,
     handover,
     clock: options.clock ?? systemClock,
     random: options.random ?? Math.random,
@@ -219,4 +234,22 @@ function defaultIdentity(): string {
   // On Azure, WEBSITE_INSTANCE_ID tells instances apart better than a container host name.
   const instance = process.env.WEBSITE_INSTANCE_ID?.slice(0, 12);
   return `${instance ?? hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+}
+
+/** Reports `event` to the options' listener and logger; neither can break the lease loop by throwing. */
+export function emitEvent(options: ResolvedElectorOptions, event: LeaderEvent): void {
+  try {
+    options.onEvent?.(event);
+  } catch {
+    // A throwing listener must not break the lease loop.
+  }
+  const logger = options.logger;
+  if (!logger) return;
+  try {
+    const { level, message } = describeLeaderEvent(event);
+    if (level === 'debug') logger.debug?.(message);
+    else logger[level](message);
+  } catch {
+    // Nor a throwing logger.
+  }
 }

@@ -1,5 +1,5 @@
 import { LeaseLostError, StaleEpochError } from '../errors';
-import type { Leadership } from './leader-elector';
+import type { Leadership } from './term';
 
 /**
  * Answers a write refused by a newer stored epoch by raising the term's epoch above it, under

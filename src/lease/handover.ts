@@ -1,203 +1,265 @@
-import { sleep, timeoutSignal, type Clock } from '../clock/clock';
-import { compareRanks, type LeaderRank } from './leader-rank';
-import { requestStands, type HandoverClaim, type LeaseRecord, type LeaseStore, type StoredHandoverRequest } from './lease-store';
+import { sleep, timeoutSignal } from '../clock/clock';
+import { ConcurrentUpdateError } from '../errors';
+import type { ResolvedElectorOptions } from './elector-options';
+import type { StoredHandoverRequest } from './handover-request-store';
+import type { HandoverPolicy } from './handover-policy';
+import { LEAVING_POLL_MS, nextCheckDelay } from './handover-timing';
+import type { LeaderEvent } from './leader-events';
+import type { HandoverClaim, LeaseFreedAs, LeaseRecord } from './lease-store';
+import { bounded, type ActiveTerm, type Term } from './term';
+
+/** What `handOver` did: whether this candidate led, and whom it handed the lease to. */
+export type HandoverResult =
+  | { led: false }
+  /** `to`: the successor the lease was reserved for; undefined when nobody asked in time (a plain release). */
+  | { led: true; epoch: number; to: string | undefined; waitedMs: number };
+
+export interface HandoverOptions {
+  /**
+   * How long to lead on while waiting for a candidate to ask, and then for the task to reach a
+   * safe point; fit it inside the host's shutdown grace. Past it the term ends as an abort would.
+   */
+  waitMs: number;
+  /** Aborting ends the wait: the term then ends at once, as with nobody asking. */
+  signal?: AbortSignal;
+}
+
+/** What the two sides of a handover need of the elector, and no more. */
+export interface HandoverContext {
+  readonly options: ResolvedElectorOptions;
+  /** One acquire of the free lease with a new epoch (the elector's own, so a term it wins is its term). */
+  tryAcquire(signal: AbortSignal | undefined, freedAs?: LeaseFreedAs): Promise<Term | undefined>;
+  emit(event: LeaderEvent): void;
+}
+
+/** A term of this elector, and what settles once it has ended. */
+export interface EndingTerm {
+  term: ActiveTerm;
+  ended: Promise<void>;
+}
 
 /**
- * Handover between ranked candidates (Bully semantics over one lease), the parts that are not
- * the elector's own loop:
- * - a candidate that outranks the holder asks for the lease with a request beside it;
+ * Handover between ranked candidates (Bully semantics over one lease), both sides of it:
+ * - a candidate that outranks the holder asks for the lease with a request beside it
+ *   (`HandoverRequestStore`), and polls the lease while the request stands;
  * - the holder looks for requests on a cadence and yields at its task's next safe point,
  *   naming the requester in the lease record (a reservation) before it releases;
+ * - a holder that is leaving says so in the lease and yields to any candidate that asks;
  * - a candidate leaves a free lease, for a while, to a last holder that outranks it, to the
  *   candidate it was reserved for, or to a candidate that outranks it and asked while the last
  *   holder was releasing anyway (its term ended before it saw the request).
- * Equal ranks never ask and never defer, so ties elect as before: whoever tries first.
+ * Equal ranks never ask and never defer, so ties elect as before: whoever tries first. The
+ * decisions are `HandoverPolicy`'s; this does the storage calls and the waiting.
  */
-export interface HandoverTiming {
-  /** How often the holder looks for a request. */
-  checkMs: number;
-  /** How long a request stands after it is written; the requester waits for it that long. */
-  requestTtlMs: number;
-  /** How often a requester reads the lease while its request stands. */
-  pollMs: number;
-  /** How long a candidate leaves a free lease to a higher-ranked last holder or the reserved candidate. */
-  deferMs: number;
-}
-
-/** After the wall-clock grid instant the others tick on, the holder looks this much later. */
-export const CHECK_LAG_MS = 250;
-/**
- * How often a requester reads the lease once its holder is leaving (at most; `pollMs` when
- * shorter): its wait after the release is the leaderless gap. It polls this fast only while a
- * holder that said it is leaving still holds the lease: until the holder releases, a few seconds,
- * or until its lease expires if it died meanwhile (300 reads at most on a 15 s lease).
- */
-export const LEAVING_POLL_MS = 50;
-/** A request the holder did not answer is not repeated to the same term for this many TTLs. */
-const UNANSWERED_BACKOFF_TTLS = 5;
-
-export function defaultHandoverTiming(acquireRetryMs: number): HandoverTiming {
-  const checkMs = 2000;
-  return { checkMs, requestTtlMs: 3 * checkMs + 2000, pollMs: 100, deferMs: 3 * acquireRetryMs };
-}
-
-/** What one candidate knows to decide handovers: who it is and its rank. */
-export class HandoverPolicy {
-  /** The free-lease claim this candidate is deferring to, and since when (local monotonic time). */
-  private deferral: { key: string; since: number } | undefined;
-  /** The term whose holder did not answer this candidate's last request, and until when to leave it be. */
-  private unanswered: { epoch: number; until: number } | undefined;
+export class Handover {
+  /** The free-lease claim this candidate last said it defers to, so it says so once. */
+  private deferredTo: string | undefined;
 
   constructor(
-    readonly identity: string,
-    readonly rank: LeaderRank,
-    readonly timing: HandoverTiming,
-    private readonly clock: Clock,
+    private readonly ctx: HandoverContext,
+    readonly policy: HandoverPolicy,
   ) {}
 
-  /**
-   * Whether this candidate should ask the holder of `record` (leased) to hand over: it outranks
-   * the holder, or the holder said it is leaving (then any candidate may be its successor).
-   */
-  shouldAsk(record: LeaseRecord): boolean {
-    if (!record.leased || record.holder === undefined || record.holder === this.identity) return false;
-    // A holder that gave no rank cannot be compared, and may not know about requests at all.
-    const outranks = record.holderRank !== undefined && compareRanks(this.rank, record.holderRank) > 0;
-    if (!outranks && !record.leaving) return false;
-    const quiet = this.unanswered;
-    return !(quiet && quiet.epoch === record.epoch && this.clock.now() < quiet.until);
+  private get options(): ResolvedElectorOptions {
+    return this.ctx.options;
   }
 
-  /**
-   * Whether this candidate outranks whoever held the lease last: then it does not wait out that
-   * holder's rest, as a newer version may run jobs the resting leader did not know of.
-   */
-  outranksLastHolder(record: LeaseRecord): boolean {
-    if (record.holder === undefined || record.holder === this.identity || record.holderRank === undefined) return false;
-    return compareRanks(this.rank, record.holderRank) > 0;
+  private get requests() {
+    // Set whenever the rank, and so this, is (see resolveElectorOptions).
+    return this.options.requests!;
   }
 
-  /** Whether a standing request from someone else keeps this candidate from asking. */
-  yieldsTo(request: StoredHandoverRequest | undefined): boolean {
-    if (!request || !requestStands(request) || request.requester === this.identity) return false;
-    return compareRanks(request.rank, this.rank) >= 0;
+  private bounded<T>(call: (abortSignal: AbortSignal) => Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+    return bounded(this.options.clock, this.options.renewDeadlineMs, call, signal);
   }
 
-  /** Notes that the holder of `epoch` let this candidate's request stand unanswered. */
-  unansweredBy(epoch: number): void {
-    this.unanswered = { epoch, until: this.clock.now() + UNANSWERED_BACKOFF_TTLS * this.timing.requestTtlMs };
-  }
+  // --- the candidate's side -----------------------------------------------------------------
 
   /**
-   * Whether to leave the free lease in `record` alone for now: it was reserved for another
-   * candidate that ranks at least as high, its last holder outranks this one, or `request` (the
-   * standing request, if read) is one the holder would have honoured. Only for `deferMs` after
-   * this candidate first saw it so, by its own clock: a reserved candidate, a higher-ranked
-   * holder or a requester that went away must not leave the lease to nobody.
+   * The handover request beside a free lease (one read). A failed read is no request: it must
+   * not keep anyone from leading.
    */
-  defers(record: LeaseRecord, request?: StoredHandoverRequest): HandoverClaim | undefined {
-    const found = this.claimOver(record, request);
-    if (!found) return this.clear();
-    const key = `${record.epoch}|${found.kind}|${found.claim.requester}`;
-    const now = this.clock.now();
-    if (this.deferral?.key !== key) this.deferral = { key, since: now };
-    return now - this.deferral.since < this.timing.deferMs ? found.claim : undefined;
-  }
-
-  /** The claim on a free lease that outranks this candidate, if any (see `defers`). */
-  private claimOver(
-    record: LeaseRecord,
-    request: StoredHandoverRequest | undefined,
-  ): { kind: 'reserved' | 'held' | 'asked'; claim: HandoverClaim } | undefined {
-    if (record.reservedFor?.requester === this.identity) return undefined;
-    const claim = claimOn(record);
-    if (claim && claim.requester !== this.identity) {
-      const order = compareRanks(claim.rank, this.rank);
-      if (record.reservedFor ? order >= 0 : order > 0) return { kind: record.reservedFor ? 'reserved' : 'held', claim };
-    }
-    // A holder whose term ended just as the request came released without naming anyone; the
-    // request still says who should lead next, so a candidate it outranks leaves the lease to it.
-    if (this.honours(request)) return { kind: 'asked', claim: { requester: request.requester, rank: request.rank } };
-    return undefined;
-  }
-
-  /**
-   * Whether the holder should yield to `request`: one that outranks it, or, once the holder is
-   * `leaving`, any candidate's.
-   */
-  honours(request: StoredHandoverRequest | undefined, leaving = false): request is StoredHandoverRequest {
-    return (
-      request !== undefined &&
-      requestStands(request) &&
-      request.requester !== this.identity &&
-      (leaving || compareRanks(request.rank, this.rank) > 0)
-    );
-  }
-
-  private clear(): undefined {
-    this.deferral = undefined;
-    return undefined;
-  }
-}
-
-function claimOn(record: LeaseRecord): HandoverClaim | undefined {
-  if (record.reservedFor) return record.reservedFor;
-  return record.holder !== undefined && record.holderRank ? { requester: record.holder, rank: record.holderRank } : undefined;
-}
-
-/**
- * The holder's side: reads the request every `cadence.everyMs` (on a wall-clock grid, just after
- * the instants the other candidates tick on, when there is one) until `stop` aborts, and calls
- * `onRequest` once for the first request the holder should honour (any candidate's once it is
- * `leaving`). A failed read is tried again at the next check: a request is a wish, never a
- * reason to end the term.
- */
-export async function watchForRequests(
-  store: LeaseStore,
-  policy: HandoverPolicy,
-  clock: Clock,
-  cadence: { everyMs: number; grid?: { periodMs: number; offsetMs: number } | undefined; leaving?: boolean },
-  stop: AbortSignal,
-  boundMs: () => number,
-  onRequest: (request: StoredHandoverRequest) => void,
-): Promise<void> {
-  for (;;) {
+  async standingRequest(signal: AbortSignal | undefined): Promise<StoredHandoverRequest | undefined> {
     try {
-      await sleep(clock, nextCheckDelay(clock.date().getTime(), cadence.everyMs, cadence.grid), stop);
+      return await this.bounded((abortSignal) => this.requests.readRequest({ abortSignal }), signal);
     } catch {
-      return;
+      signal?.throwIfAborted();
+      return undefined;
     }
-    const bound = timeoutSignal(clock, Math.max(1, boundMs()), stop);
-    let request: StoredHandoverRequest | undefined;
+  }
+
+  /** Whether to leave a free lease alone for now (see `HandoverPolicy.defers`); says so once per claim. */
+  deferring(record: LeaseRecord, request?: StoredHandoverRequest): boolean {
+    const claim = this.policy.defers(record, request);
+    if (!claim) return false;
+    const key = `${record.epoch}|${claim.requester}`;
+    if (this.deferredTo !== key) {
+      this.deferredTo = key;
+      this.ctx.emit({
+        type: 'deferred',
+        identity: this.options.identity,
+        to: claim.requester,
+        reserved: record.reservedFor !== undefined,
+        forMs: this.options.handover.deferMs,
+      });
+    }
+    return true;
+  }
+
+  /**
+   * Asks the holder in `record`, whom this candidate outranks (or who is leaving), to hand over,
+   * and waits for the lease while the request stands, reading it every `pollMs`: the holder
+   * releases at its next safe point, and this candidate should be the one to take it. Gives up
+   * when someone at least as high asked first, when the holder changes, or when the request
+   * lapses unanswered (then it leaves that term alone for a while).
+   */
+  async ask(record: LeaseRecord, signal: AbortSignal | undefined): Promise<Term | undefined> {
+    const { identity, handover } = this.options;
+    let version: string;
     try {
-      request = await store.readRequest({ abortSignal: bound.signal });
-    } catch {
-      if (stop.aborted) return;
-      continue;
+      const standing = await this.bounded((abortSignal) => this.requests.readRequest({ abortSignal }), signal);
+      if (this.policy.yieldsTo(standing)) return undefined;
+      const request = { requester: identity, rank: this.policy.rank, ttlMs: handover.requestTtlMs };
+      version = await this.bounded(
+        (abortSignal) =>
+          this.requests.writeRequest(request, { abortSignal, ...(standing ? { replacing: standing.version } : {}) }),
+        signal,
+      );
+    } catch (error) {
+      signal?.throwIfAborted();
+      // Another candidate wrote first, or storage failed: this tick is over; the next may ask.
+      if (!(error instanceof ConcurrentUpdateError)) this.ctx.emit({ type: 'acquire-failed', identity, error });
+      return undefined;
+    }
+    this.ctx.emit({ type: 'handover-asked', identity, holder: record.holder ?? '', epoch: record.epoch });
+    try {
+      return await this.awaitHandover(record, signal);
     } finally {
-      bound.dispose();
-    }
-    if (stop.aborted) return;
-    if (policy.honours(request, cadence.leaving)) {
-      onRequest(request);
-      return;
+      // Taken, given up or stopped: a request left standing would keep others deferring to a
+      // candidate that is not waiting. Not with the caller's signal, which may be what stopped it.
+      await this.bounded((abortSignal) => this.requests.deleteRequest(version, { abortSignal }), undefined).catch(
+        () => undefined,
+      );
     }
   }
-}
 
-/**
- * The wait before the next check: `checkMs` on average. On a grid, the check lands `CHECK_LAG_MS`
- * after one of its instants, when requesters have just written (they ask on their ticks).
- */
-export function nextCheckDelay(
-  wallNow: number,
-  checkMs: number,
-  grid: { periodMs: number; offsetMs: number } | undefined,
-): number {
-  if (!grid || checkMs < grid.periodMs) return checkMs;
-  const earliest = wallNow + checkMs - grid.periodMs / 2;
-  const phase = (grid.offsetMs + CHECK_LAG_MS) % grid.periodMs;
-  const into = (((earliest - phase) % grid.periodMs) + grid.periodMs) % grid.periodMs;
-  const at = into === 0 ? earliest : earliest + grid.periodMs - into;
-  return at - wallNow;
+  /**
+   * Reads the lease every `pollMs` (every `LEAVING_POLL_MS` while its holder is leaving) while this
+   * candidate's request stands, and takes it once it is free and not left to someone else.
+   */
+  private async awaitHandover(record: LeaseRecord, signal: AbortSignal | undefined): Promise<Term | undefined> {
+    const { clock, handover, store } = this.options;
+    const askedAt = clock.now();
+    let leaving = record.leaving === true;
+    while (clock.now() - askedAt < handover.requestTtlMs) {
+      await sleep(clock, leaving ? Math.min(handover.pollMs, LEAVING_POLL_MS) : handover.pollMs, signal);
+      let now: LeaseRecord;
+      try {
+        now = await this.bounded((abortSignal) => store.read({ abortSignal }), signal);
+      } catch {
+        signal?.throwIfAborted();
+        continue;
+      }
+      if (now.leased) {
+        // Someone else took over meanwhile: ask again on a later tick if this one still outranks it.
+        if (now.epoch !== record.epoch) return undefined;
+        // A holder asked by a higher rank may start leaving meanwhile (a deploy drains it).
+        leaving ||= now.leaving === true;
+        continue;
+      }
+      if (this.deferring(now)) return undefined;
+      // Ours now, if the acquire wins; the request has done its work either way.
+      return await this.ctx.tryAcquire(signal, now.freedAs);
+    }
+    this.policy.unansweredBy(record.epoch);
+    return undefined;
+  }
+
+  // --- the holder's side --------------------------------------------------------------------
+
+  /**
+   * Looks for requests until `stop` aborts, and yields to the first it should honour: by default
+   * once per handover check, on the followers' grid (just after the instants they tick on,
+   * when they ask), for the whole term; while leaving, every `pollMs`, for any candidate. A
+   * failed read is tried again at the next check: a request is a wish, never a reason to end
+   * the term.
+   */
+  async watch(
+    term: ActiveTerm,
+    stop: AbortSignal = term.stopSignal,
+    cadence: { everyMs: number; leaving?: boolean } = { everyMs: this.options.handover.checkMs },
+  ): Promise<void> {
+    const { clock, expiryAlignment, identity } = this.options;
+    const grid = cadence.leaving ? undefined : expiryAlignment;
+    for (;;) {
+      try {
+        await sleep(clock, nextCheckDelay(clock.date().getTime(), cadence.everyMs, grid), stop);
+      } catch {
+        return;
+      }
+      let request: StoredHandoverRequest | undefined;
+      try {
+        request = await bounded(
+          clock,
+          Math.max(1, term.view.remainingMs()),
+          (abortSignal) => this.requests.readRequest({ abortSignal }),
+          stop,
+        );
+      } catch {
+        if (stop.aborted) return;
+        continue;
+      }
+      if (stop.aborted) return;
+      if (this.policy.honours(request, cadence.leaving)) {
+        this.ctx.emit({ type: 'handover-requested', identity, epoch: term.epoch, requester: request.requester });
+        term.yieldTo(request);
+        return;
+      }
+    }
+  }
+
+  /**
+   * Make-before-break (see `LeaderElector.handOver`): says in the lease that this holder is
+   * leaving, goes on leading while it waits for any candidate to ask, and ends the term once
+   * one has and the task has reached its safe point, or once the wait is over.
+   */
+  async leave(active: EndingTerm, options: HandoverOptions): Promise<void> {
+    const { clock, store, identity, handover } = this.options;
+    const { term } = active;
+    const waiting = timeoutSignal(clock, Math.max(1, options.waitMs), options.signal);
+    // Aborted by the caller or when the wait is over; the term's own end stops it too.
+    const stop = AbortSignal.any([waiting.signal, term.stopSignal]);
+    try {
+      if (!stop.aborted) {
+        this.ctx.emit({ type: 'leaving', identity, epoch: term.epoch, waitMs: options.waitMs });
+        const marked = await this.bounded(
+          (abortSignal) => store.mark(term.leaseId, { kind: 'leaving' }, { abortSignal }),
+          stop,
+        ).then(
+          () => true,
+          () => false,
+        );
+        if (marked) await this.watch(term, stop, { everyMs: handover.pollMs, leaving: true });
+      }
+      // Asked: the task returns at its next safe point, and gets as long again as the wait to
+      // reach it, however late in the wait the request came.
+      if (term.handoverTo) {
+        await Promise.race([active.ended, sleep(clock, options.waitMs, options.signal).catch(() => undefined)]);
+      }
+    } finally {
+      waiting.dispose();
+    }
+  }
+
+  /** Names `to` in the lease under the term's lease, while it still holds; a failure only loses the hint. */
+  async reserve(term: ActiveTerm, to: HandoverClaim): Promise<void> {
+    const { store, clock } = this.options;
+    const left = term.deadline - clock.now();
+    if (left <= 0) return;
+    try {
+      await bounded(clock, left, (abortSignal) => store.mark(term.leaseId, { kind: 'reserved', to }, { abortSignal }));
+    } catch {
+      // The release still lets the requester, polling, take the lease; it only races the others.
+    }
+  }
 }

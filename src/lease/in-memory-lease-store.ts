@@ -1,16 +1,16 @@
 import { systemClock, type Clock } from '../clock/clock';
-import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError } from '../errors';
+import { LeaseHeldError, LeaseLostError } from '../errors';
 import type { LeaderRank } from './leader-rank';
 import {
   checkRaiseAbove,
   raisedEpoch,
+  claimCopy,
   withLeadershipChange,
   type BumpOptions,
   type HandoverClaim,
-  type HandoverRequest,
   type LeaseCallOptions,
-  type StoredHandoverRequest,
   type LeaseFreedAs,
+  type LeaseMark,
   type LeaseRecord,
   type LeaseStore,
   type LeadershipChange,
@@ -30,7 +30,7 @@ export class InMemoryLeaseStore implements LeaseStore {
   private broken = false;
   private epoch = 0;
   /** The highest epoch handed out, which outlives the record, as `BlobEpochMark` does. */
-  private mark = 0;
+  private epochMark = 0;
   private holder: string | undefined;
   private holderRank: LeaderRank | undefined;
   private acquiredAt: Date | undefined;
@@ -41,8 +41,6 @@ export class InMemoryLeaseStore implements LeaseStore {
   private reservedFor: HandoverClaim | undefined;
   private leaving = false;
   private restingUntil: Date | undefined;
-  private request: { value: HandoverRequest; writtenAt: number; version: string } | undefined;
-  private versions = 0;
 
   constructor(options: { clock?: Clock; name?: string } = {}) {
     this.clock = options.clock ?? systemClock;
@@ -102,8 +100,8 @@ export class InMemoryLeaseStore implements LeaseStore {
     this.checkHolder(leaseId, 'bump the epoch');
     // Unlike renew, a write needs a live lease (Azure answers 412 LeaseLost).
     if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot bump the epoch: the lease has expired');
-    this.epoch = Math.max(this.epoch, this.mark) + 1;
-    this.mark = this.epoch;
+    this.epoch = Math.max(this.epoch, this.epochMark) + 1;
+    this.epochMark = this.epoch;
     this.acquiredAt = this.clock.date();
     this.changes = withLeadershipChange(this.changes, this.holder, holder, this.epoch, this.acquiredAt, options?.freedAs);
     this.holder = holder;
@@ -114,46 +112,14 @@ export class InMemoryLeaseStore implements LeaseStore {
     return this.epoch;
   }
 
-  async reserve(leaseId: string, reservation: HandoverClaim, options?: LeaseCallOptions): Promise<void> {
+  async mark(leaseId: string, mark: LeaseMark, options?: LeaseCallOptions): Promise<void> {
     options?.abortSignal?.throwIfAborted();
-    this.checkHolder(leaseId, 'reserve the lease');
-    if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot reserve the lease: the lease has expired');
-    this.reservedFor = claimCopy(reservation);
-  }
-
-  async markLeaving(leaseId: string, options?: LeaseCallOptions): Promise<void> {
-    options?.abortSignal?.throwIfAborted();
-    this.checkHolder(leaseId, 'mark the lease as leaving');
-    if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot mark the lease as leaving: the lease has expired');
-    this.leaving = true;
-  }
-
-  async markResting(leaseId: string, until: Date, options?: LeaseCallOptions): Promise<void> {
-    options?.abortSignal?.throwIfAborted();
-    this.checkHolder(leaseId, 'mark the lease as resting');
-    if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot mark the lease as resting: the lease has expired');
-    this.restingUntil = new Date(until);
-  }
-
-  async readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {
-    options?.abortSignal?.throwIfAborted();
-    const stored = this.request;
-    if (!stored) return undefined;
-    const { value } = stored;
-    return { ...claimCopy(value), ttlMs: value.ttlMs, ageMs: this.clock.now() - stored.writtenAt, version: stored.version };
-  }
-
-  async writeRequest(request: HandoverRequest, options?: LeaseCallOptions & { replacing?: string }): Promise<string> {
-    options?.abortSignal?.throwIfAborted();
-    if (this.request?.version !== options?.replacing) throw new ConcurrentUpdateError(`${this.description} handover request`);
-    const version = `v${++this.versions}`;
-    this.request = { value: { ...claimCopy(request), ttlMs: request.ttlMs }, writtenAt: this.clock.now(), version };
-    return version;
-  }
-
-  async deleteRequest(version: string, options?: LeaseCallOptions): Promise<void> {
-    options?.abortSignal?.throwIfAborted();
-    if (this.request?.version === version) this.request = undefined;
+    const action = mark.kind === 'reserved' ? 'reserve the lease' : `mark the lease as ${mark.kind}`;
+    this.checkHolder(leaseId, action);
+    if (!this.isLeased()) throw new LeaseLostError('deadline', `cannot ${action}: the lease has expired`);
+    if (mark.kind === 'reserved') this.reservedFor = claimCopy(mark.to);
+    else if (mark.kind === 'leaving') this.leaving = true;
+    else this.restingUntil = new Date(mark.until);
   }
 
   async raiseEpoch(leaseId: string, above: number, options?: LeaseCallOptions): Promise<number> {
@@ -161,8 +127,8 @@ export class InMemoryLeaseStore implements LeaseStore {
     options?.abortSignal?.throwIfAborted();
     this.checkHolder(leaseId, 'raise the epoch');
     if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot raise the epoch: the lease has expired');
-    this.epoch = raisedEpoch(Math.max(this.epoch, this.mark), above);
-    this.mark = this.epoch;
+    this.epoch = raisedEpoch(Math.max(this.epoch, this.epochMark), above);
+    this.epochMark = this.epoch;
     return this.epoch;
   }
 
@@ -207,8 +173,4 @@ export class InMemoryLeaseStore implements LeaseStore {
       throw new LeaseLostError('conflict', `cannot ${action}: lease id ${leaseId} does not hold the lease`);
     }
   }
-}
-
-function claimCopy(claim: HandoverClaim): HandoverClaim {
-  return { requester: claim.requester, rank: { ...claim.rank } };
 }

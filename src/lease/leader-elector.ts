@@ -1,61 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { setMaxListeners } from 'node:events';
 import { sleep, timeoutSignal, type TimerHandle } from '../clock/clock';
 import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError, TaskAbandonedError, type LeaseLossReason } from '../errors';
-import { resolveElectorOptions, type LeaderElectorOptions, type ResolvedElectorOptions } from './elector-options';
-import { describeLeaderEvent, type LeaderEvent } from './leader-events';
-import { HandoverPolicy, LEAVING_POLL_MS, watchForRequests } from './handover';
-import {
-  checkRaiseAbove,
-  type HandoverClaim,
-  type LeaseFreedAs,
-  type LeaseRecord,
-  type StoredHandoverRequest,
-} from './lease-store';
-
-/** What a leader's task receives. */
-export interface Leadership {
-  readonly identity: string;
-  /**
-   * Fencing token: strictly greater than every earlier holder's. Pass it with every write, read
-   * afresh for each: `raiseEpoch` can raise it during the term.
-   */
-  readonly epoch: number;
-  /** Aborted when leadership ends for any reason; its reason is a `LeaseLostError` on loss. */
-  readonly signal: AbortSignal;
-  /**
-   * Aborted when a higher-ranked candidate asked for the lease. Finish the step in hand, leave
-   * your state checkpointed, and return: the elector then names the requester in the lease and
-   * releases it. Ignoring it is safe, only slower: the term runs on as usual.
-   */
-  readonly yieldSignal: AbortSignal;
-  /** Tells the watchdog the task is making progress. Call it at least every `stallTimeoutMs`. */
-  heartbeat(): void;
-  /**
-   * Milliseconds until this leader would declare the lease lost if no renewal lands, by the
-   * local monotonic clock. Bound storage calls by it.
-   */
-  remainingMs(): number;
-  /**
-   * Raises this term's epoch above `above` (a stored epoch that refused a write) with a write to
-   * the lease record under this term's lease, and resolves with the new epoch, which `epoch`
-   * then reads. A holder whose lease record was deleted restarts at epoch 1, below its hub's
-   * documents; this is how it climbs back in the same term. Resolves at once when `epoch` is
-   * already above. Rejects with `LeaseLostError` (and the term ends) when storage says this
-   * term's lease no longer holds: a stale leader cannot raise.
-   */
-  raiseEpoch(above: number): Promise<number>;
-  /**
-   * Says that nothing needs a leader before `at` (by the elector clock's `date()`); undefined
-   * takes it back. When the task then returns, the elector writes it into the lease before
-   * releasing, and candidates leave the free lease alone until then (`runIfLeader` answers
-   * `restingUntil`, after one read, and without one until then) unless they are woken
-   * (`RunOptions.wake`). So an idle leader can return
-   * between occurrences without every tick electing a leader with nothing to do. It has no
-   * effect on a term that hands over, is lost, or ends with `at` already past.
-   */
-  restUntil(at: Date | undefined): void;
-}
+import { emitEvent, resolveElectorOptions, type LeaderElectorOptions, type ResolvedElectorOptions } from './elector-options';
+import { Handover, type EndingTerm, type HandoverOptions, type HandoverResult } from './handover';
+import { HandoverPolicy } from './handover-policy';
+import type { LeaderEvent } from './leader-events';
+import type { LeaseFreedAs, LeaseRecord } from './lease-store';
+import { ActiveTerm, bounded, untilAborted, type Leadership, type Term } from './term';
 
 export interface LeaderInfo {
   identity: string | undefined;
@@ -68,22 +19,6 @@ export type RunIfLeaderResult<T> =
   /** `restingUntil`: the lease is free, and its last holder said nobody needs to lead before then. */
   | { led: false; holder: LeaderInfo | undefined; restingUntil?: Date };
 
-/** What `handOver` did: whether this candidate led, and whom it handed the lease to. */
-export type HandoverResult =
-  | { led: false }
-  /** `to`: the successor the lease was reserved for; undefined when nobody asked in time (a plain release). */
-  | { led: true; epoch: number; to: string | undefined; waitedMs: number };
-
-export interface HandoverOptions {
-  /**
-   * How long to lead on while waiting for a candidate to ask, and then for the task to reach a
-   * safe point; fit it inside the host's shutdown grace. Past it the term ends as an abort would.
-   */
-  waitMs: number;
-  /** Aborting ends the wait: the term then ends at once, as with nobody asking. */
-  signal?: AbortSignal;
-}
-
 export interface RunOptions {
   /** Aborting ends the task's leadership (its signal aborts), waits for it, then releases. */
   signal?: AbortSignal;
@@ -91,7 +26,8 @@ export interface RunOptions {
   wake?: boolean;
 }
 
-type Task<T> = (leadership: Leadership) => Promise<T> | T;
+/** What a leader runs for its term. */
+export type Task<T> = (leadership: Leadership) => Promise<T> | T;
 type Outcome<T> = { ok: true; value: T } | { ok: false; error: unknown };
 
 /**
@@ -130,12 +66,10 @@ export class LeaderElector {
    * same instance read a free lease and lose its own 409 race, or see a holder with no name yet.
    */
   private attempt: Promise<void> | undefined;
-  /** Handover decisions, for a candidate with a rank. */
-  private readonly policy: HandoverPolicy | undefined;
-  /** The free-lease claim this candidate last said it defers to, so it says so once. */
-  private deferredTo: string | undefined;
+  /** Both sides of handovers, for a candidate with a rank. */
+  private readonly handover: Handover | undefined;
   /** This elector's own term while it leads, and what settles when that term has ended. */
-  private active: { term: ActiveTerm; ended: Promise<void> } | undefined;
+  private active: EndingTerm | undefined;
   /** The handover under way, so a second call waits for the first. */
   private leaving: Promise<HandoverResult> | undefined;
   /**
@@ -147,7 +81,12 @@ export class LeaderElector {
   constructor(options: LeaderElectorOptions) {
     this.options = resolveElectorOptions(options);
     const { identity, rank, handover, clock } = this.options;
-    this.policy = rank ? new HandoverPolicy(identity, rank, handover, clock) : undefined;
+    this.handover = rank
+      ? new Handover(
+          { options: this.options, tryAcquire: (signal, freedAs) => this.tryAcquire(signal, freedAs), emit: (e) => this.emit(e) },
+          new HandoverPolicy(identity, rank, handover, clock),
+        )
+      : undefined;
   }
 
   get identity(): string {
@@ -211,31 +150,13 @@ export class LeaderElector {
     return this.leaving;
   }
 
-  private async leave(active: { term: ActiveTerm; ended: Promise<void> }, options: HandoverOptions): Promise<HandoverResult> {
-    const { clock, store, identity } = this.options;
+  private async leave(active: EndingTerm, options: HandoverOptions): Promise<HandoverResult> {
+    const { clock } = this.options;
     const { term } = active;
     const startedAt = clock.now();
     const epoch = term.epoch;
-    // Aborted by the caller or when the wait is over; the term's own end stops it too.
-    const waiting = timeoutSignal(clock, Math.max(1, options.waitMs), options.signal);
-    const stop = AbortSignal.any([waiting.signal, term.stopSignal]);
-    try {
-      if (this.policy && !stop.aborted) {
-        this.emit({ type: 'leaving', identity, epoch, waitMs: options.waitMs });
-        const marked = await this.bounded((abortSignal) => store.markLeaving(term.leaseId, { abortSignal }), stop).then(
-          () => true,
-          () => false,
-        );
-        if (marked) await this.watchRequests(term, stop, { everyMs: this.options.handover.pollMs, leaving: true });
-      }
-      // Asked: the task returns at its next safe point, and gets as long again as the wait to
-      // reach it, however late in the wait the request came.
-      if (term.handoverTo) {
-        await Promise.race([active.ended, sleep(clock, options.waitMs, options.signal).catch(() => undefined)]);
-      }
-    } finally {
-      waiting.dispose();
-    }
+    // A candidate without a rank cannot say it is leaving: its term just ends.
+    if (this.handover) await this.handover.leave(active, options);
     term.end(new DOMException(term.handoverTo ? 'handed over' : 'leaving', 'AbortError'));
     await active.ended;
     return { led: true, epoch, to: term.handoverTo?.requester, waitedMs: clock.now() - startedAt };
@@ -247,18 +168,10 @@ export class LeaderElector {
     return record.leased ? holderOf(record) : undefined;
   }
 
-  /** One storage call, given up after the renew deadline (or when `signal` fires). */
-  private async bounded<T>(call: (abortSignal: AbortSignal) => Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-    const bound = timeoutSignal(this.options.clock, this.options.renewDeadlineMs, signal);
-    try {
-      return await untilAborted(call(bound.signal), bound.signal);
-    } finally {
-      bound.dispose();
-    }
-  }
-
+  /** One read, given up after the renew deadline (or when `signal` fires). */
   private boundedRead(signal: AbortSignal | undefined): Promise<LeaseRecord> {
-    return this.bounded((abortSignal) => this.options.store.read({ abortSignal }), signal);
+    const { clock, renewDeadlineMs, store } = this.options;
+    return bounded(clock, renewDeadlineMs, (abortSignal) => store.read({ abortSignal }), signal);
   }
 
   /**
@@ -289,16 +202,16 @@ export class LeaderElector {
     const record = await this.boundedRead(signal);
     let term: Term | undefined;
     if (record.leased) {
-      term = this.policy?.shouldAsk(record) ? await this.askForLease(this.policy, record, signal) : undefined;
+      term = this.handover?.policy.shouldAsk(record) ? await this.handover.ask(record, signal) : undefined;
       if (!term) return { holder: holderOf(record) };
     } else {
       const resting = record.restingUntil;
-      const rests = resting && !this.policy?.outranksLastHolder(record);
+      const rests = resting && !this.handover?.policy.outranksLastHolder(record);
       if (!wake && rests && this.options.clock.date().getTime() < resting.getTime()) {
         this.restSeen = resting;
         return { restingUntil: resting };
       }
-      if (this.deferring(record, await this.standingRequest(signal))) return {};
+      if (this.handover?.deferring(record, await this.handover.standingRequest(signal))) return {};
       term = await this.tryAcquire(signal, record.freedAs);
     }
     if (!term) return {};
@@ -316,113 +229,6 @@ export class LeaderElector {
       acquiredAt: this.options.clock.date(),
     };
     return { term };
-  }
-
-  /**
-   * The handover request beside a free lease, for a ranked candidate (one read; unranked
-   * candidates never defer). A failed read is no request: it must not keep anyone from leading.
-   */
-  private async standingRequest(signal: AbortSignal | undefined): Promise<StoredHandoverRequest | undefined> {
-    if (!this.policy) return undefined;
-    try {
-      return await this.bounded((abortSignal) => this.options.store.readRequest({ abortSignal }), signal);
-    } catch {
-      signal?.throwIfAborted();
-      return undefined;
-    }
-  }
-
-  /** Whether to leave a free lease alone for now (see `HandoverPolicy.defers`); says so once per claim. */
-  private deferring(record: LeaseRecord, request?: StoredHandoverRequest): boolean {
-    const claim = this.policy?.defers(record, request);
-    if (!claim) return false;
-    const key = `${record.epoch}|${claim.requester}`;
-    if (this.deferredTo !== key) {
-      this.deferredTo = key;
-      const reserved = record.reservedFor !== undefined;
-      this.emit({
-        type: 'deferred',
-        identity: this.identity,
-        to: claim.requester,
-        reserved,
-        forMs: this.options.handover.deferMs,
-      });
-    }
-    return true;
-  }
-
-  /**
-   * Asks the holder in `record`, whom this candidate outranks, to hand over, and waits for the
-   * lease while the request stands, reading it every `pollMs`: the holder releases at its next
-   * safe point, and this candidate should be the one to take it. Gives up when someone at least
-   * as high asked first, when the holder changes to one it does not outrank, or when the
-   * request lapses unanswered (then it leaves that term alone for a while).
-   */
-  private async askForLease(
-    policy: HandoverPolicy,
-    record: LeaseRecord,
-    signal: AbortSignal | undefined,
-  ): Promise<Term | undefined> {
-    const { store, identity, handover } = this.options;
-    const bounded = <T>(call: (abortSignal: AbortSignal) => Promise<T>): Promise<T> => this.bounded(call, signal);
-    let version: string;
-    try {
-      const standing = await bounded((abortSignal) => store.readRequest({ abortSignal }));
-      if (policy.yieldsTo(standing)) return undefined;
-      const request = { requester: identity, rank: policy.rank, ttlMs: handover.requestTtlMs };
-      version = await bounded((abortSignal) =>
-        store.writeRequest(request, { abortSignal, ...(standing ? { replacing: standing.version } : {}) }),
-      );
-    } catch (error) {
-      signal?.throwIfAborted();
-      // Another candidate wrote first, or storage failed: this tick is over; the next may ask.
-      if (!(error instanceof ConcurrentUpdateError)) this.emit({ type: 'acquire-failed', identity, error });
-      return undefined;
-    }
-    this.emit({ type: 'handover-asked', identity, holder: record.holder ?? '', epoch: record.epoch });
-    try {
-      return await this.awaitHandover(policy, record, signal);
-    } finally {
-      // Taken, given up or stopped: a request left standing would keep others deferring to a
-      // candidate that is not waiting. Not with the caller's signal, which may be what stopped it.
-      await this.bounded((abortSignal) => store.deleteRequest(version, { abortSignal }), undefined).catch(() => undefined);
-    }
-  }
-
-  /**
-   * Reads the lease every `pollMs` (every `LEAVING_POLL_MS` while its holder is leaving) while this
-   * candidate's request stands, and takes it once it is free and not left to someone else.
-   */
-  private async awaitHandover(
-    policy: HandoverPolicy,
-    record: LeaseRecord,
-    signal: AbortSignal | undefined,
-  ): Promise<Term | undefined> {
-    const { clock, handover } = this.options;
-    const askedAt = clock.now();
-    let leaving = record.leaving === true;
-    while (clock.now() - askedAt < handover.requestTtlMs) {
-      await sleep(clock, leaving ? Math.min(handover.pollMs, LEAVING_POLL_MS) : handover.pollMs, signal);
-      let now: LeaseRecord;
-      try {
-        now = await this.boundedRead(signal);
-      } catch {
-        signal?.throwIfAborted();
-        continue;
-      }
-      if (now.leased) {
-        // Someone else took over meanwhile: ask again on a later tick if this one still outranks it.
-        if (now.epoch !== record.epoch) return undefined;
-        // A holder asked by a higher rank may start leaving meanwhile (a deploy drains it).
-        leaving ||= now.leaving === true;
-        continue;
-      }
-      if (this.deferring(now)) return undefined;
-      // Ours now, if the acquire wins; the request has done its work either way.
-      return await this.tryAcquire(signal, now.freedAs);
-    }
-    policy.unansweredBy(record.epoch);
-    return undefined;
   }
 
   private async tryAcquire(signal: AbortSignal | undefined, freedAs?: LeaseFreedAs): Promise<Term | undefined> {
@@ -467,7 +273,7 @@ export class LeaderElector {
       callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
       this.emit({ type: 'acquired', identity, epoch: term.epoch, leaseId: term.leaseId });
       const renewing = this.keepRenewing(leadership);
-      const watching = this.watchRequests(leadership);
+      const watching = this.handover?.watch(leadership);
       const outcome = await this.settleOrAbandon(task, leadership);
       // Order matters: the task has settled; stop renewing and end the term's signal (so work
       // the task left running stops too), and only then release.
@@ -478,7 +284,7 @@ export class LeaderElector {
       if (loss === undefined || loss === 'deadline' || loss === 'stalled') {
         // Asked for and not lost: name the requester, so the others leave the lease to it.
         const to = loss === undefined ? leadership.handoverTo : undefined;
-        if (to) await this.reserveQuietly(leadership, to);
+        if (to) await this.handover?.reserve(leadership, to);
         const rest = loss === undefined && !to ? leadership.restingUntil : undefined;
         const restingUntil = rest && rest.getTime() > clock.date().getTime() && (await this.markRestingQuietly(leadership, rest));
         // After a deadline or stall loss the lease may still be ours; giving it back lets the
@@ -511,46 +317,12 @@ export class LeaderElector {
     }
   }
 
-  /**
-   * The holder's side of handover: looks for requests until `stop` aborts (a no-op without a
-   * rank), and yields to the first it should honour. By default once per handover check, on the
-   * followers' grid, for the whole term; while leaving, every `pollMs`, for any candidate.
-   */
-  private async watchRequests(
-    term: ActiveTerm,
-    stop: AbortSignal = term.stopSignal,
-    cadence: { everyMs: number; leaving?: boolean } = { everyMs: this.options.handover.checkMs },
-  ): Promise<void> {
-    const { store, clock, expiryAlignment, identity } = this.options;
-    if (!this.policy) return;
-    const grid = cadence.leaving ? undefined : expiryAlignment;
-    await watchForRequests(store, this.policy, clock, { ...cadence, grid }, stop, term.view.remainingMs, (request) => {
-      this.emit({ type: 'handover-requested', identity, epoch: term.epoch, requester: request.requester });
-      term.yieldTo(request);
-    });
-  }
-
-  /** Writes the reservation under the term's lease, while it still holds; a failure only loses the hint. */
-  private async reserveQuietly(term: ActiveTerm, to: HandoverClaim): Promise<void> {
-    const { store, clock } = this.options;
-    const left = term.deadline - clock.now();
-    if (left <= 0) return;
-    const bound = timeoutSignal(clock, left);
-    try {
-      await untilAborted(store.reserve(term.leaseId, to, { abortSignal: bound.signal }), bound.signal);
-    } catch {
-      // The release still lets the requester, polling, take the lease; it only races the others.
-    } finally {
-      bound.dispose();
-    }
-  }
-
   /** Writes the term's rest mark before its release; false when it could not (the release is then plain). */
   private async markRestingQuietly(term: ActiveTerm, until: Date): Promise<boolean> {
     const { store, clock, renewDeadlineMs } = this.options;
     const bound = timeoutSignal(clock, Math.min(renewDeadlineMs, Math.max(1, term.deadline - clock.now())));
     try {
-      await untilAborted(store.markResting(term.leaseId, until, { abortSignal: bound.signal }), bound.signal);
+      await untilAborted(store.mark(term.leaseId, { kind: 'resting', until }, { abortSignal: bound.signal }), bound.signal);
       return true;
     } catch {
       // Candidates then find the lease free and lead at their next tick: more churn, no harm.
@@ -672,203 +444,11 @@ export class LeaderElector {
   }
 }
 
-function emitEvent(options: ResolvedElectorOptions, event: LeaderEvent): void {
-  try {
-    options.onEvent?.(event);
-  } catch {
-    // A throwing listener must not break the lease loop.
-  }
-  const logger = options.logger;
-  if (!logger) return;
-  try {
-    const { level, message } = describeLeaderEvent(event);
-    if (level === 'debug') logger.debug?.(message);
-    else logger[level](message);
-  } catch {
-    // Nor a throwing logger.
-  }
-}
-
 /** One attempt to lead: the term won, or who holds the lease, or until when it rests. */
 interface Attempt {
   term?: Term;
   holder?: LeaderInfo;
   restingUntil?: Date;
-}
-
-/** One won term; `raiseEpoch` changes `epoch` in place, so whoever holds it sees the raised one. */
-interface Term {
-  leaseId: string;
-  epoch: number;
-  startedAt: number;
-}
-
-/** The mutable state of one term of leadership. */
-class ActiveTerm {
-  readonly leaseId: string;
-  lastRenewAt: number;
-  lastHeartbeat: number;
-  loss: LeaseLossReason | undefined;
-  /** The candidate this term was asked to hand over to, once asked. */
-  handoverTo: HandoverClaim | undefined;
-  /** What the task said with `restUntil`. */
-  restingUntil: Date | undefined;
-  readonly view: Leadership;
-  private readonly abort = new AbortController();
-  private readonly yielding = new AbortController();
-  private readonly stop = new AbortController();
-
-  private deadlineTimer: TimerHandle | undefined;
-  /** Raises run one at a time, so a second caller sees the first one's epoch before writing. */
-  private raising: Promise<unknown> = Promise.resolve();
-
-  constructor(
-    private readonly term: Term,
-    private readonly options: ResolvedElectorOptions,
-    private readonly onDeadline: (term: ActiveTerm) => void,
-  ) {
-    this.leaseId = term.leaseId;
-    this.lastRenewAt = term.startedAt;
-    this.lastHeartbeat = options.clock.now();
-    // The task passes this signal to many storage calls at once, each adding a listener.
-    setMaxListeners(0, this.abort.signal);
-    this.armDeadline();
-    const self = this;
-    this.view = {
-      identity: options.identity,
-      get epoch() {
-        return term.epoch;
-      },
-      raiseEpoch: (above) => self.raise(above),
-      restUntil: (at) => {
-        self.restingUntil = at ? new Date(at) : undefined;
-      },
-      signal: this.abort.signal,
-      yieldSignal: this.yielding.signal,
-      heartbeat: () => {
-        self.lastHeartbeat = options.clock.now();
-      },
-      remainingMs: () => (self.loss ? 0 : Math.max(0, self.deadline - options.clock.now())),
-    };
-  }
-
-  get epoch(): number {
-    return this.term.epoch;
-  }
-
-  /** A higher-ranked candidate asked: the task should return at its next safe point. */
-  yieldTo(claim: HandoverClaim): void {
-    if (this.handoverTo) return;
-    this.handoverTo = { requester: claim.requester, rank: { ...claim.rank } };
-    this.yielding.abort(new DOMException(`handover requested by ${claim.requester}`, 'AbortError'));
-  }
-
-  get deadline(): number {
-    return this.lastRenewAt + this.options.renewDeadlineMs;
-  }
-
-  raise(above: number): Promise<number> {
-    const raised = this.raising.then(() => this.raiseNow(above));
-    this.raising = raised.catch(() => undefined);
-    return raised;
-  }
-
-  private async raiseNow(above: number): Promise<number> {
-    checkRaiseAbove(above);
-    const from = this.term.epoch;
-    if (from > above) return from;
-    this.abort.signal.throwIfAborted();
-    const { store, clock, identity } = this.options;
-    // Bounded like every call of the term: past the deadline the lease may be someone else's.
-    const bound = timeoutSignal(clock, Math.max(0, this.deadline - clock.now()), this.abort.signal);
-    try {
-      const epoch = await untilAborted(store.raiseEpoch(this.leaseId, above, { abortSignal: bound.signal }), bound.signal);
-      // A term that ended meanwhile must not hand out an epoch it no longer fences with.
-      this.abort.signal.throwIfAborted();
-      this.term.epoch = epoch;
-      emitEvent(this.options, { type: 'epoch-raised', identity, epoch, from, above });
-      return epoch;
-    } catch (error) {
-      if (error instanceof LeaseLostError) this.declareLost(error.reason, error);
-      throw error;
-    } finally {
-      bound.dispose();
-    }
-  }
-
-  /** Ends the term as lost, once, and reports it. */
-  declareLost(reason: LeaseLossReason, error?: unknown): void {
-    if (this.loss) return;
-    const sinceLastRenewMs = this.options.clock.now() - this.lastRenewAt;
-    this.lose(reason);
-    emitEvent(this.options, {
-      type: 'lost',
-      identity: this.options.identity,
-      epoch: this.epoch,
-      reason,
-      sinceLastRenewMs,
-      error,
-    });
-  }
-
-  get stopSignal(): AbortSignal {
-    return this.stop.signal;
-  }
-
-  renewed(startedAt: number): void {
-    this.lastRenewAt = startedAt;
-    this.armDeadline();
-  }
-
-  lose(reason: LeaseLossReason): void {
-    if (this.loss) return;
-    this.loss = reason;
-    this.stopRenewing();
-    this.abort.abort(new LeaseLostError(reason));
-  }
-
-  stopRenewing(): void {
-    if (this.deadlineTimer) this.options.clock.clearTimeout(this.deadlineTimer);
-    this.deadlineTimer = undefined;
-    this.stop.abort();
-  }
-
-  /**
-   * The deadline fires on its own timer, not only when the renew loop wakes: a renew call
-   * that never returns must not keep the signal alive past the deadline.
-   */
-  private armDeadline(): void {
-    if (this.stop.signal.aborted) return;
-    if (this.deadlineTimer) this.options.clock.clearTimeout(this.deadlineTimer);
-    this.deadlineTimer = this.options.clock.setTimeout(() => this.onDeadline(this), this.deadline - this.options.clock.now());
-  }
-
-  /** Ends the term's signal without a loss (normal end or the caller's abort). */
-  end(reason: unknown): void {
-    if (!this.abort.signal.aborted) this.abort.abort(reason ?? new DOMException('leadership ended', 'AbortError'));
-  }
-}
-
-/** Settles with `promise`, or rejects as soon as `signal` aborts, whichever comes first. */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    promise.catch(() => undefined);
-    return Promise.reject(signal.reason);
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
 }
 
 function holderOf(record: LeaseRecord): LeaderInfo {

@@ -1,7 +1,19 @@
 import type { LeaderRank } from './leader-rank';
 
 /**
- * The storage port under leader election: one named lease with an epoch beside it.
+ * What readers of a lease need (status, the HTTP API, the client, the CLI): its name and its
+ * record. Only an elector takes the whole `LeaseStore`.
+ */
+export interface LeaseReader {
+  /** A readable name for logs, such as the blob URL without query string. */
+  readonly description: string;
+  /** The current record. `leased` is false when the lease is free, expired or broken. */
+  read(options?: LeaseCallOptions): Promise<LeaseRecord>;
+}
+
+/**
+ * The storage port under leader election: one named lease with an epoch beside it. The
+ * handover request candidates leave beside it is a port of its own (`HandoverRequestStore`).
  *
  * Implementations must keep these promises (the contract suite in `test/contract` checks them
  * on every implementation):
@@ -24,22 +36,14 @@ import type { LeaderRank } from './leader-rank';
  * - With an epoch mark (`BlobEpochMark`; the in-memory store always has one), an epoch once handed
  *   out is never handed out again, even after the lease record was deleted under its holder: each
  *   bump or raise goes above every earlier one.
- * - `reserve` succeeds only while `leaseId` holds the lease; `bumpEpoch` clears the reservation.
- * - `markLeaving` likewise succeeds only while `leaseId` holds the lease, and `bumpEpoch` clears it.
- * - `markResting` likewise; the mark outlives the release (that is its point) until `bumpEpoch`.
- * - A handover request is created only when none exists and replaced only at the version read,
- *   so of two candidates writing at once exactly one succeeds.
+ * - `mark` succeeds only while `leaseId` holds the lease, and `bumpEpoch` clears every mark; a
+ *   `resting` mark outlives the release (that is its point) until then.
  * - Any other failure (timeouts, 5xx, aborts) is thrown as is; callers treat it as transient.
  */
-export interface LeaseStore {
-  /** A readable name for logs, such as the blob URL without query string. */
-  readonly description: string;
-
+export interface LeaseStore extends LeaseReader {
   acquire(leaseId: string, durationSeconds: number, options?: LeaseCallOptions): Promise<void>;
   renew(leaseId: string, options?: LeaseCallOptions): Promise<void>;
   release(leaseId: string, options?: LeaseCallOptions): Promise<void>;
-  /** The current record. `leased` is false when the lease is free, expired or broken. */
-  read(options?: LeaseCallOptions): Promise<LeaseRecord>;
   /** Increments the epoch under the lease and records the holder; returns the new epoch. */
   bumpEpoch(leaseId: string, holder: string, options?: BumpOptions): Promise<number>;
   /**
@@ -48,37 +52,21 @@ export interface LeaseStore {
    */
   raiseEpoch(leaseId: string, above: number, options?: LeaseCallOptions): Promise<number>;
   /**
-   * Under the lease: names the candidate the holder is handing the lease to, in the record that
-   * every candidate reads (`LeaseRecord.reservedFor`). The next `bumpEpoch` clears it.
+   * Under the lease: says something about this holder's term in the record every candidate
+   * reads (see `LeaseMark`). The next `bumpEpoch` clears it.
    */
-  reserve(leaseId: string, reservation: HandoverClaim, options?: LeaseCallOptions): Promise<void>;
-  /**
-   * Under the lease: says in the record that every candidate reads (`LeaseRecord.leaving`) that
-   * the holder is about to stop and hands over to the first candidate that asks, whatever its
-   * rank. The next `bumpEpoch` clears it.
-   */
-  markLeaving(leaseId: string, options?: LeaseCallOptions): Promise<void>;
-  /**
-   * Under the lease, just before releasing it: says in the record that every candidate reads
-   * (`LeaseRecord.restingUntil`) that nothing needs a leader before `until`, so candidates leave
-   * the free lease alone until then. The next `bumpEpoch` clears it.
-   */
-  markResting(leaseId: string, until: Date, options?: LeaseCallOptions): Promise<void>;
-  /**
-   * The handover request stored beside the lease (the lease record itself cannot be written
-   * without the lease id), or undefined when there is none. Its age is measured by the store's
-   * own clock, so candidates whose clocks disagree agree on whether it still stands.
-   */
-  readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined>;
-  /**
-   * Writes a handover request and returns its version. With `replacing`, only while the stored
-   * request still has that version; without, only when there is none. Otherwise throws
-   * `ConcurrentUpdateError`: another candidate wrote first.
-   */
-  writeRequest(request: HandoverRequest, options?: LeaseCallOptions & { replacing?: string }): Promise<string>;
-  /** Deletes the handover request if it still has `version`; quietly does nothing otherwise. */
-  deleteRequest(version: string, options?: LeaseCallOptions): Promise<void>;
+  mark(leaseId: string, mark: LeaseMark, options?: LeaseCallOptions): Promise<void>;
 }
+
+/**
+ * What a holder can say in the lease record, for the candidates that read it:
+ * - `reserved`: it hands the lease to `to` (`LeaseRecord.reservedFor`);
+ * - `leaving`: it is about to stop and hands over to the first candidate that asks, whatever its
+ *   rank (`LeaseRecord.leaving`);
+ * - `resting`: just before it releases, nothing needs a leader before `until`, so candidates
+ *   leave the free lease alone until then (`LeaseRecord.restingUntil`).
+ */
+export type LeaseMark = { kind: 'reserved'; to: HandoverClaim } | { kind: 'leaving' } | { kind: 'resting'; until: Date };
 
 /** Who a holder hands over to, or who asks for the lease, with the rank that entitles it. */
 export interface HandoverClaim {
@@ -86,21 +74,9 @@ export interface HandoverClaim {
   rank: LeaderRank;
 }
 
-/** A candidate's request that the holder hand the lease over, standing for `ttlMs` after it is written. */
-export interface HandoverRequest extends HandoverClaim {
-  ttlMs: number;
-}
-
-export interface StoredHandoverRequest extends HandoverRequest {
-  /** Milliseconds since it was written, by the store's clock. */
-  ageMs: number;
-  /** For `writeRequest({ replacing })` and `deleteRequest`. */
-  version: string;
-}
-
-/** Whether a stored request still stands. */
-export function requestStands(request: StoredHandoverRequest): boolean {
-  return request.ageMs < request.ttlMs;
+/** A copy a caller cannot change under the store (the in-memory stores keep what they are given). */
+export function claimCopy(claim: HandoverClaim): HandoverClaim {
+  return { requester: claim.requester, rank: { ...claim.rank } };
 }
 
 export interface LeaseCallOptions {
@@ -161,10 +137,10 @@ export interface LeaseRecord {
   changes?: readonly LeadershipChange[];
   /** The candidate the last holder handed the lease to, until the next holder bumps the epoch. */
   reservedFor?: HandoverClaim | undefined;
-  /** The holder said it is leaving (`markLeaving`), until the next holder bumps the epoch. */
+  /** The holder said it is leaving (a `leaving` mark), until the next holder bumps the epoch. */
   leaving?: boolean;
   /**
-   * The last holder said nothing needs a leader before this time (`markResting`), by storage's
+   * The last holder said nothing needs a leader before this time (a `resting` mark), by storage's
    * clock as its leader read it; it counts only while the lease is free.
    */
   restingUntil?: Date | undefined;

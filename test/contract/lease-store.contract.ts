@@ -1,7 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError } from '../../src/errors';
-import { LEADERSHIP_CHANGES_KEPT, requestStands, type LeaseStore } from '../../src/lease/lease-store';
+import { LeaseHeldError, LeaseLostError } from '../../src/errors';
+import { LEADERSHIP_CHANGES_KEPT, type HandoverClaim, type LeaseStore } from '../../src/lease/lease-store';
+
+const reserved = (to: HandoverClaim) => ({ kind: 'reserved' as const, to });
+const LEAVING = { kind: 'leaving' as const };
+const resting = (until: Date) => ({ kind: 'resting' as const, until });
 
 export interface LeaseStoreHarness {
   store: LeaseStore;
@@ -287,11 +291,11 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       await store.acquire(a, 15);
       await store.bumpEpoch(a, 'a', { rank: { version: '1.0.0', priority: 0 } });
       const claim = { requester: 'b;with;semicolons', rank: { version: '2.0.0-rc.1', priority: 3 } };
-      await store.reserve(a, claim);
+      await store.mark(a, reserved(claim));
       expect(await store.read()).toMatchObject({ leased: true, holder: 'a', epoch: 1, reservedFor: claim });
       await store.release(a);
       expect(await store.read()).toMatchObject({ leased: false, freedAs: 'released', reservedFor: claim });
-      await expect(store.reserve(a, claim)).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(store.mark(a, reserved(claim))).rejects.toBeInstanceOf(LeaseLostError);
       const b = id();
       await store.acquire(b, 15);
       await store.bumpEpoch(b, claim.requester, { rank: claim.rank, freedAs: 'released' });
@@ -306,16 +310,16 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       await store.acquire(a, 15);
       await store.bumpEpoch(a, 'a', { rank: { version: '1.0.0', priority: 0 } });
       expect((await store.read()).leaving).toBeUndefined();
-      await expect(store.markLeaving(id())).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(store.mark(id(), LEAVING)).rejects.toBeInstanceOf(LeaseLostError);
       expect((await store.read()).leaving).toBeUndefined();
-      await store.markLeaving(a);
+      await store.mark(a, LEAVING);
       expect(await store.read()).toMatchObject({ leased: true, holder: 'a', epoch: 1, leaving: true });
       // A reservation written after it keeps it, and the other way round.
       const claim = { requester: 'b', rank: { version: '1.0.0', priority: 0 } };
-      await store.reserve(a, claim);
+      await store.mark(a, reserved(claim));
       expect(await store.read()).toMatchObject({ leaving: true, reservedFor: claim });
       await store.release(a);
-      await expect(store.markLeaving(a)).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(store.mark(a, LEAVING)).rejects.toBeInstanceOf(LeaseLostError);
       const b = id();
       await store.acquire(b, 15);
       await store.bumpEpoch(b, 'b', { freedAs: 'released' });
@@ -331,13 +335,13 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       await store.acquire(a, 15);
       await store.bumpEpoch(a, 'a');
       expect((await store.read()).restingUntil).toBeUndefined();
-      await expect(store.markResting(id(), until)).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(store.mark(id(), resting(until))).rejects.toBeInstanceOf(LeaseLostError);
       expect((await store.read()).restingUntil).toBeUndefined();
-      await store.markResting(a, until);
+      await store.mark(a, resting(until));
       expect(await store.read()).toMatchObject({ leased: true, restingUntil: until });
       await store.release(a);
       expect(await store.read()).toMatchObject({ leased: false, freedAs: 'released', restingUntil: until });
-      await expect(store.markResting(a, until)).rejects.toBeInstanceOf(LeaseLostError);
+      await expect(store.mark(a, resting(until))).rejects.toBeInstanceOf(LeaseLostError);
       const b = id();
       await store.acquire(b, 15);
       expect((await store.read()).restingUntil).toEqual(until);
@@ -345,39 +349,6 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       const after = await store.read();
       expect(after.restingUntil).toBeUndefined();
       expect(after).toMatchObject({ holder: 'b', epoch: 2 });
-    });
-
-    it('keeps one handover request: created once, replaced and deleted only at the version read', async () => {
-      const { store } = await makeHarness();
-      expect(await store.readRequest()).toBeUndefined();
-      const b = { requester: 'b', rank: { version: '2.0.0', priority: 0 }, ttlMs: 60_000 };
-      const first = await store.writeRequest(b);
-      await expect(store.writeRequest({ ...b, requester: 'c' })).rejects.toBeInstanceOf(ConcurrentUpdateError);
-      const read = await store.readRequest();
-      expect(read).toMatchObject({ requester: 'b', rank: b.rank, ttlMs: 60_000, version: first });
-      expect(read && requestStands(read)).toBe(true);
-      const c = { requester: 'c', rank: { version: '2.0.0', priority: 9 }, ttlMs: 30_000 };
-      const second = await store.writeRequest(c, { replacing: first });
-      expect(second).not.toBe(first);
-      await expect(store.writeRequest(b, { replacing: first })).rejects.toBeInstanceOf(ConcurrentUpdateError);
-      await store.deleteRequest(first);
-      expect(await store.readRequest()).toMatchObject({ requester: 'c', rank: c.rank, ttlMs: 30_000 });
-      await store.deleteRequest(second);
-      expect(await store.readRequest()).toBeUndefined();
-      // Gone already: nothing to do.
-      await store.deleteRequest(second);
-    });
-
-    it("ages a handover request by the store's clock, so it lapses after its ttl", async () => {
-      const harness = await makeHarness();
-      const { store } = harness;
-      await store.writeRequest({ requester: 'b', rank: { version: '2.0.0', priority: 0 }, ttlMs: 1500 });
-      const fresh = await store.readRequest();
-      expect(fresh && requestStands(fresh)).toBe(true);
-      await harness.elapse(2600);
-      const stale = await store.readRequest();
-      expect(stale?.ageMs).toBeGreaterThanOrEqual(1500);
-      expect(stale && requestStands(stale)).toBe(false);
     });
 
     it('rejects every call whose abort signal has fired, changing nothing', async () => {
@@ -393,18 +364,13 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       await expect(store.raiseEpoch(a, 5, opts)).rejects.toThrow();
       await expect(store.release(a, opts)).rejects.toThrow();
       await expect(store.read(opts)).rejects.toThrow();
-      await expect(store.reserve(a, { requester: 'b', rank: { version: '1', priority: 0 } }, opts)).rejects.toThrow();
-      await expect(store.markLeaving(a, opts)).rejects.toThrow();
-      await expect(store.markResting(a, new Date(), opts)).rejects.toThrow();
-      await expect(
-        store.writeRequest({ requester: 'b', rank: { version: '1', priority: 0 }, ttlMs: 1000 }, opts),
-      ).rejects.toThrow();
-      await expect(store.readRequest(opts)).rejects.toThrow();
+      await expect(store.mark(a, reserved({ requester: 'b', rank: { version: '1', priority: 0 } }), opts)).rejects.toThrow();
+      await expect(store.mark(a, LEAVING, opts)).rejects.toThrow();
+      await expect(store.mark(a, resting(new Date()), opts)).rejects.toThrow();
       expect(await store.read()).toMatchObject({ leased: true, epoch: 1, holder: 'a' });
       expect((await store.read()).reservedFor).toBeUndefined();
       expect((await store.read()).leaving).toBeUndefined();
       expect((await store.read()).restingUntil).toBeUndefined();
-      expect(await store.readRequest()).toBeUndefined();
     });
   });
 }

@@ -61,7 +61,7 @@ describe('BlobLeaseStore on Azurite', () => {
     const a = randomUUID();
     await store.acquire(a, 15);
     await store.bumpEpoch(a, 'ranked', { rank: { version: '2.0.0', priority: 5 } });
-    await store.reserve(a, { requester: 'next-version', rank: { version: '2.1.0', priority: 0 } });
+    await store.mark(a, { kind: 'reserved', to: { requester: 'next-version', rank: { version: '2.1.0', priority: 0 } } });
     const ranked = await store.read();
     expect(ranked.holderRank).toEqual({ version: '2.0.0', priority: 5 });
     expect(ranked.reservedFor?.requester).toBe('next-version');

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { StaleEpochError } from '../../src/errors';
 import type { RunOutput } from '../../src/hub/run-output';
 import { requestRun } from '../../src/hub/requests';
-import type { Leadership } from '../../src/lease/leader-elector';
+import type { Leadership } from '../../src/lease/term';
 import type { MessageReceipt, QueueCallOptions, QueuePort } from '../../src/queue/queue-port';
 import { ForwardingQueue, type SendOptions } from '../support/forwarding-queue';
 import { runKeys } from '../../src/hub/run-record';

@@ -4,7 +4,9 @@ import { LeaseLostError, StaleEpochError } from '../../src/errors';
 import { BlobDocumentStore } from '../../src/fencing/blob-document-store';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { BlobLeaseStore } from '../../src/lease/blob-lease-store';
-import { LeaderElector, type Leadership } from '../../src/lease/leader-elector';
+import { BlobHandoverRequestStore } from '../../src/lease/blob-handover-request-store';
+import { LeaderElector } from '../../src/lease/leader-elector';
+import type { Leadership } from '../../src/lease/term';
 import type { LeaderEvent } from '../../src/lease/leader-events';
 import { useAzurite } from '../support/azurite';
 import { patience } from '../support/slowdown';
@@ -138,6 +140,7 @@ describe('leader election on Azurite', () => {
     const candidate = (identity: string, version: string) =>
       new LeaderElector({
         store: new BlobLeaseStore(fixture.leaseBlobService, leaseName),
+        requests: new BlobHandoverRequestStore(fixture.leaseBlobService, leaseName),
         identity,
         rank: { version, priority: 0 },
         handover: { checkMs: 1000, pollMs: 100 },
@@ -175,6 +178,6 @@ describe('leader election on Azurite', () => {
     expect(record.reservedFor).toBeUndefined();
     expect(record.changes?.at(-1)).toMatchObject({ holder: 'v2', previous: 'v1', reason: 'released' });
     // The request was the requester's to clear once it led.
-    expect(await store.readRequest()).toBeUndefined();
+    expect(await new BlobHandoverRequestStore(fixture.leaseBlobService, leaseName).readRequest()).toBeUndefined();
   });
 });

@@ -16,7 +16,7 @@ import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { requestRun } from '../../src/hub/requests';
 import { isTerminal, runKeys, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
 import type { JobDefinition } from '../../src/jobs/job-definition';
-import type { Leadership } from '../../src/lease/leader-elector';
+import type { Leadership } from '../../src/lease/term';
 import type { LeaderEvent } from '../../src/lease/leader-events';
 import { pumpQueue } from '../../src/local/queue-pump';
 import { CUSTOM_EVENT_NAME_ATTRIBUTE, EVENT_NAMES, METRIC_NAMES } from '../../src/telemetry/baton-telemetry';

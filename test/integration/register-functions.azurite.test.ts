@@ -12,6 +12,8 @@ import { join } from 'node:path';
 import { InvocationContext, type Timer } from '@azure/functions';
 import { registerBaton, type FunctionsApp } from '../../src/functions';
 import { registerWithRuntime } from '../../src/app/register-functions';
+import { BlobHandoverRequestStore } from '../../src/lease/blob-handover-request-store';
+import { BlobLeaseStore } from '../../src/lease/blob-lease-store';
 import { LeaderElector } from '../../src/lease/leader-elector';
 import { useAzurite } from '../support/azurite';
 import { sumJob } from '../support/sample-jobs';
@@ -202,7 +204,8 @@ describe('registerBaton on a Functions app', () => {
 
       // Another instance of the same version: it never asks a leader of its own rank, only a leaving one.
       const successor = new LeaderElector({
-        store: lease,
+        store: new BlobLeaseStore(fixture.leaseBlobService, hub),
+        requests: new BlobHandoverRequestStore(fixture.leaseBlobService, hub),
         identity: 'successor',
         rank: { version: '0.0.1', priority: 0 },
         handover: { checkMs: 1000, pollMs: 100 },

@@ -1,6 +1,7 @@
 import { expect } from 'vitest';
 import { FakeClock } from '../../src/clock/fake-clock';
-import type { HandoverTiming } from '../../src/lease/handover';
+import type { HandoverTiming } from '../../src/lease/handover-timing';
+import { InMemoryHandoverRequestStore } from '../../src/lease/in-memory-handover-request-store';
 import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
 import type { LeaderElectorOptions } from '../../src/lease/elector-options';
 import type { LeaderEvent } from '../../src/lease/leader-events';
@@ -17,11 +18,12 @@ export type SeenEvent = LeaderEvent & { at: number };
 export function candidatesOnOneLease(timing: Partial<HandoverTiming>) {
   const clock = new FakeClock();
   const memory = new InMemoryLeaseStore({ clock });
+  const requests = new InMemoryHandoverRequestStore({ clock });
   const events: SeenEvent[] = [];
   const stores = new Map<string, ScriptedLeaseStore>();
   /** A candidate; without `rank`, one that never asks, defers or is asked. */
   const candidate = (identity: string, rank: LeaderRank | undefined, options: Partial<LeaderElectorOptions> = {}) => {
-    const store = new ScriptedLeaseStore(memory);
+    const store = new ScriptedLeaseStore(memory, requests);
     stores.set(identity, store);
     return new LeaderElector({
       store,
@@ -29,7 +31,7 @@ export function candidatesOnOneLease(timing: Partial<HandoverTiming>) {
       clock,
       random: () => 0.5,
       handover: timing,
-      ...(rank ? { rank } : {}),
+      ...(rank ? { rank, requests: store } : {}),
       onEvent: (event) => events.push({ ...event, at: clock.now() }),
       ...options,
     });
@@ -38,7 +40,7 @@ export function candidatesOnOneLease(timing: Partial<HandoverTiming>) {
     events.filter((e) => e.identity === identity && (type === undefined || e.type === type));
   const calls = (identity: string, operation: Parameters<ScriptedLeaseStore['count']>[0]) =>
     stores.get(identity)?.count(operation) ?? 0;
-  return { clock, memory, events, stores, candidate, of, calls };
+  return { clock, memory, requests, events, stores, candidate, of, calls };
 }
 
 /**

@@ -1,13 +1,6 @@
 import { sleep, type Clock } from '../../src/clock/clock';
-import type {
-  BumpOptions,
-  HandoverClaim,
-  HandoverRequest,
-  LeaseCallOptions,
-  LeaseRecord,
-  LeaseStore,
-  StoredHandoverRequest,
-} from '../../src/lease/lease-store';
+import type { HandoverRequest, HandoverRequestStore, StoredHandoverRequest } from '../../src/lease/handover-request-store';
+import type { BumpOptions, LeaseCallOptions, LeaseMark, LeaseRecord, LeaseStore } from '../../src/lease/lease-store';
 
 type Operation =
   | 'acquire'
@@ -36,15 +29,19 @@ export type Fault =
   | { kind: 'delay'; ms: number; clock: Clock };
 
 /**
- * Wraps a real store, records every call in order, and injects faults per operation. The
- * wrapped store still decides lease semantics; this only adds what networks do.
+ * Wraps a real lease store and, for ranked candidates, a real request store, records every call
+ * in order, and injects faults per operation (each kind of mark is its own operation). The
+ * wrapped stores still decide the semantics; this only adds what networks do.
  */
-export class ScriptedLeaseStore implements LeaseStore {
+export class ScriptedLeaseStore implements LeaseStore, HandoverRequestStore {
   readonly description = 'scripted';
   readonly calls: Operation[] = [];
   private readonly faults = new Map<Operation, () => Fault | undefined>();
 
-  constructor(private readonly inner: LeaseStore) {}
+  constructor(
+    private readonly inner: LeaseStore,
+    private readonly requests?: HandoverRequestStore,
+  ) {}
 
   /** Every later call of `operation` meets `fault` (until `heal`). */
   inject(operation: Operation, fault: Fault | (() => Fault | undefined)): void {
@@ -83,28 +80,26 @@ export class ScriptedLeaseStore implements LeaseStore {
     return this.run('raiseEpoch', options, () => this.inner.raiseEpoch(leaseId, above, options));
   }
 
-  reserve(leaseId: string, reservation: HandoverClaim, options?: LeaseCallOptions): Promise<void> {
-    return this.run('reserve', options, () => this.inner.reserve(leaseId, reservation, options));
-  }
-
-  markResting(leaseId: string, until: Date, options?: LeaseCallOptions): Promise<void> {
-    return this.run('markResting', options, () => this.inner.markResting(leaseId, until, options));
-  }
-
-  markLeaving(leaseId: string, options?: LeaseCallOptions): Promise<void> {
-    return this.run('markLeaving', options, () => this.inner.markLeaving(leaseId, options));
+  mark(leaseId: string, mark: LeaseMark, options?: LeaseCallOptions): Promise<void> {
+    const operation = mark.kind === 'reserved' ? 'reserve' : mark.kind === 'leaving' ? 'markLeaving' : 'markResting';
+    return this.run(operation, options, () => this.inner.mark(leaseId, mark, options));
   }
 
   readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {
-    return this.run('readRequest', options, () => this.inner.readRequest(options));
+    return this.run('readRequest', options, () => this.requestStore().readRequest(options));
   }
 
   writeRequest(request: HandoverRequest, options?: LeaseCallOptions & { replacing?: string }): Promise<string> {
-    return this.run('writeRequest', options, () => this.inner.writeRequest(request, options));
+    return this.run('writeRequest', options, () => this.requestStore().writeRequest(request, options));
   }
 
   deleteRequest(version: string, options?: LeaseCallOptions): Promise<void> {
-    return this.run('deleteRequest', options, () => this.inner.deleteRequest(version, options));
+    return this.run('deleteRequest', options, () => this.requestStore().deleteRequest(version, options));
+  }
+
+  private requestStore(): HandoverRequestStore {
+    if (!this.requests) throw new Error('this scripted store was given no request store');
+    return this.requests;
   }
 
   private async run<T>(operation: Operation, options: LeaseCallOptions | undefined, call: () => Promise<T>): Promise<T> {

@@ -11,7 +11,7 @@ import { handleWorkMessage, type WorkerDeps } from '../../src/engine/worker';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { InMemoryDocumentStore } from '../../src/fencing/in-memory-document-store';
 import type { JobDefinition } from '../../src/jobs/job-definition';
-import type { Leadership } from '../../src/lease/leader-elector';
+import type { Leadership } from '../../src/lease/term';
 import { HubQueues } from '../../src/engine/queue-shards';
 import { InMemoryQueue } from '../../src/queue/in-memory-queue';
 import { newRunRecord, runRecordSchema, type RunRecord } from '../../src/hub/run-record';

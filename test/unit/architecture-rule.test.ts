@@ -63,3 +63,26 @@ describe('the architecture check on the reference app', () => {
     expect(result.out).toMatch(/error app-uses-public-entries: functions\/index\.ts → src\/engine\/coordinator\.ts/);
   });
 });
+
+describe('the architecture check on the lease room', () => {
+  const room = {
+    'functions/index.ts': "import { registerBaton } from '../src/functions';\nregisterBaton();\n",
+    'src/lease/leader-elector.ts': "import { ActiveTerm } from './term';\nexport class LeaderElector { term = ActiveTerm; }\n",
+  };
+
+  it('passes an elector that imports the parts of its room', () => {
+    const result = check({ ...room, 'src/lease/term.ts': 'export class ActiveTerm {}\n' });
+    expect(result.out).toContain('no dependency violations found');
+    expect(result.code).toBe(0);
+  });
+
+  it('refuses a part of the room that imports the elector, naming the rule and the import', () => {
+    const result = check({
+      ...room,
+      'src/lease/term.ts':
+        "import type { LeaderElector } from './leader-elector';\nexport class ActiveTerm { owner?: LeaderElector; }\n",
+    });
+    expect(result.code).not.toBe(0);
+    expect(result.out).toMatch(/error elector-on-top-of-its-room: src\/lease\/term\.ts → src\/lease\/leader-elector\.ts/);
+  });
+});

@@ -8,7 +8,7 @@ import { FakeClock } from '../../src/clock/fake-clock';
 import { MAX_REST_MS, MIN_REST_MS } from '../../src/engine/coordinator';
 import type { WriteCondition, DocumentCallOptions } from '../../src/fencing/document-store';
 import { requestRun } from '../../src/hub/requests';
-import type { Leadership } from '../../src/lease/leader-elector';
+import type { Leadership } from '../../src/lease/term';
 import { buildEngine } from '../support/engine-harness';
 import { ForwardingDocumentStore } from '../support/forwarding-document-store';
 import { memoryPorts } from '../support/memory-ports';

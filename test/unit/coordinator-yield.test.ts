@@ -3,7 +3,7 @@ import { FakeClock } from '../../src/clock/fake-clock';
 import { requestRun } from '../../src/hub/requests';
 import type { RunOutput } from '../../src/hub/run-output';
 import { runKeys } from '../../src/hub/run-record';
-import type { Leadership } from '../../src/lease/leader-elector';
+import type { Leadership } from '../../src/lease/term';
 import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';
 import { expectedSum, sumJob } from '../support/sample-jobs';

@@ -9,7 +9,7 @@ import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { ForwardingDocumentStore } from '../support/forwarding-document-store';
 import { ForwardingQueue } from '../support/forwarding-queue';
 import { defineJob } from '../../src/jobs/define-job';
-import type { Leadership } from '../../src/lease/leader-elector';
+import type { Leadership } from '../../src/lease/term';
 import { newRunRecord, runKeys, transition } from '../../src/hub/run-record';
 import { buildEngine } from '../support/engine-harness';
 import { memoryPorts } from '../support/memory-ports';

@@ -2,10 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { sleep } from '../../src/clock/clock';
 import { FakeClock } from '../../src/clock/fake-clock';
 import { ConcurrentUpdateError, InvalidConfigError, LeaseLostError, type LeaseLossReason } from '../../src/errors';
+import { InMemoryHandoverRequestStore } from '../../src/lease/in-memory-handover-request-store';
 import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
 import type { LeaderElectorOptions } from '../../src/lease/elector-options';
 import type { LeaderEvent } from '../../src/lease/leader-events';
-import { LeaderElector, type Leadership } from '../../src/lease/leader-elector';
+import { LeaderElector } from '../../src/lease/leader-elector';
+import type { Leadership } from '../../src/lease/term';
 import { ScriptedLeaseStore, serverBusy } from '../support/scripted-lease-store';
 
 function setup(defaults: Partial<LeaderElectorOptions> = {}) {
@@ -66,7 +68,8 @@ describe('LeaderElector on a fake clock', () => {
 
   it('records its rank with each epoch it takes', async () => {
     const { elector, memory } = setup();
-    await elector('a', { rank: { version: '1.4.2', priority: 3 } }).runIfLeader(async () => {
+    const requests = new InMemoryHandoverRequestStore();
+    await elector('a', { rank: { version: '1.4.2', priority: 3 }, requests }).runIfLeader(async () => {
       expect(await memory.read()).toMatchObject({ leased: true, holder: 'a', holderRank: { version: '1.4.2', priority: 3 } });
     });
   });

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { sleep } from '../../src/clock/clock';
 import type { FakeClock } from '../../src/clock/fake-clock';
-import type { LeaderElector, Leadership } from '../../src/lease/leader-elector';
+import type { LeaderElector } from '../../src/lease/leader-elector';
+import type { Leadership } from '../../src/lease/term';
 import type { LeaderRank } from '../../src/lease/leader-rank';
 import { candidatesOnOneLease, expectTakenOnExpiry } from '../support/lease-candidates';
 
@@ -66,7 +67,7 @@ function steppingTask(clock: FakeClock, log: string[]) {
 
 describe('handover between ranked candidates, on a fake clock', () => {
   it('honours a higher-ranked request at the next safe point, then the requester leads at a higher epoch', async () => {
-    const { clock, memory, candidate, of, stores } = setup();
+    const { clock, memory, candidate, of, stores, requests } = setup();
     const a = candidate('a', V1);
     const b = candidate('b', V2);
     const log: string[] = [];
@@ -108,7 +109,7 @@ describe('handover between ranked candidates, on a fake clock', () => {
     expect(record).toMatchObject({ holder: 'b', holderRank: V2, epoch: 2 });
     expect(record.reservedFor).toBeUndefined();
     expect(record.changes?.at(-1)).toMatchObject({ holder: 'b', previous: 'a', reason: 'released' });
-    expect(await memory.readRequest()).toBeUndefined();
+    expect(await requests.readRequest()).toBeUndefined();
   });
 
   it.each([
@@ -118,7 +119,7 @@ describe('handover between ranked candidates, on a fake clock', () => {
     { name: 'no rank, against a ranked holder', holder: V1, candidate: undefined },
     { name: 'a higher rank, against a holder that gave none', holder: undefined, candidate: V2 },
   ])('never asks with $name: the holder keeps leading', async ({ holder, candidate: rank }) => {
-    const { clock, memory, candidate, of, calls } = setup();
+    const { clock, requests, candidate, of, calls } = setup();
     const a = candidate('a', holder);
     const b = candidate('b', rank);
     let stop = false;
@@ -132,7 +133,7 @@ describe('handover between ranked candidates, on a fake clock', () => {
     expect(calls('b', 'readRequest')).toBe(0);
     expect(of('b', 'handover-asked')).toEqual([]);
     expect(of('a', 'handover-requested')).toEqual([]);
-    expect(await memory.readRequest()).toBeUndefined();
+    expect(await requests.readRequest()).toBeUndefined();
     stop = true;
     await clock.advance(1000);
     expect(await leading).toMatchObject({ led: true, value: 'done', epoch: 1 });
@@ -143,9 +144,9 @@ describe('handover between ranked candidates, on a fake clock', () => {
   });
 
   it('lets a request lapse: a holder never yields to one older than its ttl', async () => {
-    const { clock, memory, candidate, of } = setup();
+    const { clock, memory, candidate, of, requests } = setup();
     // b asked, then went away before anyone read its request.
-    await memory.writeRequest({ requester: 'b', rank: V2, ttlMs: TTL_MS });
+    await requests.writeRequest({ requester: 'b', rank: V2, ttlMs: TTL_MS });
     await clock.advance(TTL_MS);
     const a = candidate('a', V1);
     let stop = false;
@@ -160,13 +161,13 @@ describe('handover between ranked candidates, on a fake clock', () => {
   });
 
   it('leaves a lease reserved for a requester that went away only for deferMs', async () => {
-    const { clock, memory, candidate, of } = setup();
+    const { clock, memory, candidate, of, requests } = setup();
     const a = candidate('a', V1);
     const d = candidate('d', V1);
     const leading = a.runIfLeader(steppingTask(clock, []));
     while (!(await memory.read()).leased) await clock.advance(10);
     // b asks once a leads, then goes away: its request stands when a reads it, but nobody will take the lease for it.
-    await memory.writeRequest({ requester: 'b', rank: V2, ttlMs: TTL_MS });
+    await requests.writeRequest({ requester: 'b', rank: V2, ttlMs: TTL_MS });
     await clock.advance(2000);
     expect(await leading).toMatchObject({ led: true });
     expect(of('a', 'released')[0]).toMatchObject({ to: 'b' });
@@ -262,12 +263,12 @@ describe('handover between ranked candidates, on a fake clock', () => {
   });
 
   it('leaves a free lease to a higher-ranked requester whose request came as the term ended', async () => {
-    const { memory, candidate, of, calls } = setup();
+    const { memory, candidate, of, calls, requests } = setup();
     const b = candidate('b', V1);
     const d = candidate('d', V1);
     // b's term ends (released, naming no one) just as c, a newer version, asks: b never saw the request.
     expect(await b.runIfLeader(async () => 'b')).toMatchObject({ led: true, epoch: 1 });
-    await memory.writeRequest({ requester: 'c', rank: V2, ttlMs: TTL_MS });
+    await requests.writeRequest({ requester: 'c', rank: V2, ttlMs: TTL_MS });
     expect((await memory.read()).leased).toBe(false);
     // Neither an older candidate nor the last holder takes the lease while c's request stands.
     const acquiresBefore = calls('d', 'acquire') + calls('b', 'acquire');
@@ -281,11 +282,11 @@ describe('handover between ranked candidates, on a fake clock', () => {
   });
 
   it('takes a free lease from a requester that went away once deferMs has passed', async () => {
-    const { clock, memory, candidate, of } = setup();
+    const { clock, candidate, of, requests } = setup();
     const b = candidate('b', V1);
     const d = candidate('d', V1);
     expect(await b.runIfLeader(async () => 'b')).toMatchObject({ led: true, epoch: 1 });
-    await memory.writeRequest({ requester: 'c', rank: V2, ttlMs: 60_000 });
+    await requests.writeRequest({ requester: 'c', rank: V2, ttlMs: 60_000 });
     const firstLook = clock.now();
     const result = await tickUntilLed(clock, d, 'd');
     expect(result).toMatchObject({ led: true, epoch: 2 });
@@ -295,10 +296,10 @@ describe('handover between ranked candidates, on a fake clock', () => {
   });
 
   it('an equal or lower request beside a free lease keeps no one waiting', async () => {
-    const { memory, candidate, of } = setup();
+    const { candidate, of, requests } = setup();
     const b = candidate('b', V2);
     expect(await b.runIfLeader(async () => 'b')).toMatchObject({ led: true, epoch: 1 });
-    await memory.writeRequest({ requester: 'c', rank: V1, ttlMs: TTL_MS });
+    await requests.writeRequest({ requester: 'c', rank: V1, ttlMs: TTL_MS });
     const d = candidate('d', V2);
     // b outranks nobody here and d ranks as b: only the request could hold d back, and it is lower.
     expect(await d.runIfLeader(async () => 'd')).toMatchObject({ led: true, epoch: 2 });

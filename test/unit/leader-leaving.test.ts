@@ -6,8 +6,9 @@
 import { describe, expect, it } from 'vitest';
 import { sleep } from '../../src/clock/clock';
 import type { FakeClock } from '../../src/clock/fake-clock';
-import { LEAVING_POLL_MS } from '../../src/lease/handover';
-import type { LeaderElector, Leadership } from '../../src/lease/leader-elector';
+import { LEAVING_POLL_MS } from '../../src/lease/handover-timing';
+import type { LeaderElector } from '../../src/lease/leader-elector';
+import type { Leadership } from '../../src/lease/term';
 import type { LeaderRank } from '../../src/lease/leader-rank';
 import { candidatesOnOneLease, expectTakenOnExpiry } from '../support/lease-candidates';
 
@@ -205,7 +206,7 @@ describe('make-before-break handover, on a fake clock', () => {
   });
 
   it('a successor that stops while it waits withdraws its request, and the leader hands over to the next', async () => {
-    const { clock, memory, candidate, of } = setup();
+    const { clock, candidate, of, requests } = setup();
     const a = candidate('a');
     const b = candidate('b');
     const c = candidate('c');
@@ -223,12 +224,12 @@ describe('make-before-break handover, on a fake clock', () => {
     const stopB = new AbortController();
     const bAsks = b.runIfLeader(async () => 'b', { signal: stopB.signal }).catch((err: unknown) => err);
     await clock.advance(10);
-    expect((await memory.readRequest())?.requester).toBe('b');
+    expect((await requests.readRequest())?.requester).toBe('b');
     stopB.abort(new Error('b is shutting down'));
     await clock.advance(10);
     expect(await bAsks).toBeInstanceOf(Error);
     // Its request went with it, so it keeps nobody waiting for b.
-    expect(await memory.readRequest()).toBeUndefined();
+    expect(await requests.readRequest()).toBeUndefined();
     // a, reading requests every 100 ms, never saw b's; c asks next, and a hands over to c.
     const cAsks = c.runIfLeader(async (l) => `c at ${l.epoch}`);
     await clock.advance(5000);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { compareRanks, compareVersions, formatRank, parseRank } from '../../src/lease/leader-rank';
 import { resolveElectorOptions } from '../../src/lease/elector-options';
+import { InMemoryHandoverRequestStore } from '../../src/lease/in-memory-handover-request-store';
 import { InMemoryLeaseStore } from '../../src/lease/in-memory-lease-store';
 
 describe('leader rank', () => {
@@ -61,5 +62,15 @@ describe('leader rank', () => {
       expect.objectContaining({ code: 'InvalidConfig', option }),
     );
     expect(() => resolveElectorOptions({ store: new InMemoryLeaseStore(), rank })).toThrow(new RegExp(`^${option} must be`));
+  });
+
+  it('the elector refuses a rank without a handover request store, naming requests', () => {
+    const rank = { version: '1.0.0', priority: 0 };
+    expect(() => resolveElectorOptions({ store: new InMemoryLeaseStore(), rank })).toThrow(
+      expect.objectContaining({ code: 'InvalidConfig', option: 'requests' }),
+    );
+    expect(() => resolveElectorOptions({ store: new InMemoryLeaseStore(), rank })).toThrow(/^requests is required with a rank/);
+    const requests = new InMemoryHandoverRequestStore();
+    expect(resolveElectorOptions({ store: new InMemoryLeaseStore(), rank, requests }).requests).toBe(requests);
   });
 });

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { sleep } from '../../src/clock/clock';
-import type { Leadership } from '../../src/lease/leader-elector';
+import type { Leadership } from '../../src/lease/term';
 import { candidatesOnOneLease } from '../support/lease-candidates';
 
 const REST_MS = 30_000;

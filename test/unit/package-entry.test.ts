@@ -39,6 +39,7 @@ describe('the built package', () => {
     expect(Object.keys(election).sort()).toEqual([
       'BlobDocumentStore',
       'BlobEpochMark',
+      'BlobHandoverRequestStore',
       'BlobLeaseStore',
       'FencedDocuments',
       'LEASE_RETRY_OPTIONS',
@@ -57,6 +58,7 @@ describe('the built package', () => {
     expect(Object.keys(testing).sort()).toEqual([
       'FakeClock',
       'InMemoryDocumentStore',
+      'InMemoryHandoverRequestStore',
       'InMemoryLeaseStore',
       'InMemoryQueue',
       'runJobOnce',

@@ -3,7 +3,7 @@ import { planRun } from '../../src/engine/planner';
 import type { DocumentCallOptions, DocumentStore, WriteCondition } from '../../src/fencing/document-store';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { defineJob } from '../../src/jobs/define-job';
-import type { Leadership } from '../../src/lease/leader-elector';
+import type { Leadership } from '../../src/lease/term';
 import { newRunRecord, runKeys, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
 import { ForwardingDocumentStore } from '../support/forwarding-document-store';
 import { noLeaseToRaise, unitEngine } from '../support/unit-engine';
