@@ -31,13 +31,13 @@ const START_ORDER = [
   'test/integration/rolling-deploy.test.ts',
   'test/integration/engine-failover.azurite.test.ts',
   'test/contract/lease-store.azurite.test.ts',
-  'test/unit/durable-orchestrator.test.ts',
-  'test/unit/engine-robustness.test.ts',
+  'test/unit/durable/durable-orchestrator.test.ts',
+  'test/unit/engine/engine-robustness.test.ts',
   'test/integration/coordinator-tick.azurite.test.ts',
   'test/integration/metrics.azurite.test.ts',
   'test/integration/functions-app.azurite.test.ts',
   'test/contract/queue.azurite.test.ts',
-  'test/unit/hung-hooks.test.ts',
+  'test/unit/engine/hung-hooks.test.ts',
   'test/integration/epoch-reset.azurite.test.ts',
   // The second group, longest first, so that the last files to start are short and the group
   // does not end on one file with the cores idle. Durations include each file's beforeAll: the
@@ -82,14 +82,21 @@ class StartOrder extends BaseSequencer {
  * once per file (that loading was most of the suite's import time).
  */
 const OWN_PROCESS = [
-  'test/unit/security-registrations.test.ts',
-  'test/unit/metrics.test.ts',
-  'test/unit/env-knob.test.ts',
+  'test/unit/app/security-registrations.test.ts',
+  'test/unit/telemetry/metrics.test.ts',
+  'test/support/env-knob.test.ts',
   'test/integration/metrics.azurite.test.ts',
   'test/integration/register-functions.azurite.test.ts',
   // Installs the local host's @azure/functions-core, which @azure/functions looks up once per process.
-  'test/unit/app-functions.test.ts',
+  'test/unit/local/app-functions.test.ts',
 ];
+
+/**
+ * Tests of the project's own tools, each beside the code it tests (test/unit/ holds the library's,
+ * a folder for each room of src/). They run with the unit files. Only bench/lib/ holds tests in
+ * bench/: bench/run.ts runs every file of bench/benchmarks/ as a benchmark.
+ */
+const BESIDE_TOOLS = ['bench/**/*.test.ts', 'chaos/**/*.test.ts', 'infra/**/*.test.ts', '.ci/**/*.test.ts'];
 
 /**
  * How much slower this machine is, now, than the one the suite's caps were set on: every cap on a
@@ -126,7 +133,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'suite',
-          include: ['test/**/*.test.ts'],
+          include: ['test/**/*.test.ts', ...BESIDE_TOOLS],
           exclude: ['test/e2e/**', ...OWN_PROCESS],
           isolate: false,
           sequence: { groupOrder: 0 },

@@ -7,8 +7,8 @@ import { ESLint } from 'eslint';
 import ts from 'typescript';
 
 const PROJECT = 'tsconfig.test.json';
-/** What is linted (every TypeScript file of the repository's own). */
-const LINTED = ['src', 'functions', 'chaos', 'test', 'bench', 'vitest.config.mts'];
+/** What is linted (every TypeScript file of the repository's own, the tests beside the tools included). */
+const LINTED = ['src', 'functions', 'chaos', 'test', 'bench', 'infra/**/*.test.ts', '.ci/**/*.test.ts', 'vitest.config.mts'];
 
 const host = {
   ...ts.sys,

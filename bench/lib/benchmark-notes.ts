@@ -62,7 +62,7 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'with the plain SDK on the same Azurite: one client releases a blob lease while a second, polling `acquireLease` ' +
       'every 50 ms, takes it (p95). The goal is absolute, p95 ≤ 200 ms, written as a ratio to the floor, which is why ' +
       'its ratio is not a round number. A diagnostic arm repeats the trials on a 2 s tick. The fake-clock tests in ' +
-      '`test/unit/leader-leaving.test.ts` hold the protocol (a successor in time, nobody in time, the leader dying ' +
+      '`test/unit/lease/leader-leaving.test.ts` hold the protocol (a successor in time, nobody in time, the leader dying ' +
       'mid-handover, two successors); this is where its timing is held.',
     limits:
       "**The successor's poll, then the epoch bump.** The requester reads the lease every 50 ms while a leaving holder " +

@@ -10,7 +10,7 @@ export type Settled = { ok: true; result: unknown } | { ok: false; error: Error 
  * Why not "yield `Task.any` on the tasks still pending" in a loop: durable-functions 3.5.0
  * sends a new `Task.any` with the actions of every task in it, including those scheduled
  * before, and the extension schedules them again (azure-functions-durable-js#574; shown by
- * `test/unit/durable-orchestrator.test.ts`). Each loop would also cost O(pending) to build, so
+ * `test/unit/durable/durable-orchestrator.test.ts`). Each loop would also cost O(pending) to build, so
  * a replay would cost O(n²). Instead:
  * - one `Task.any` over all tasks schedules each task exactly once (one action each);
  * - then the tasks are taken in order: a settled one is read where it stands (`isCompleted`,
