@@ -20,7 +20,7 @@ export const DURABLE_NAMES = {
 
 /**
  * The fencing epoch of the run records the durable activities write. Activities do not lead,
- * so they have no lease epoch; 0 is below every leader's (a leader's first term is 1). A record
+ * so they have no epoch of their own; 0 is below every leader's (a leader's first term is 1). A record
  * a queue-engine leader has written is therefore refused to durable writers (`StaleEpochError`)
  * rather than overwritten, and nothing an activity writes can fence out a leader. (The durable
  * starter runs under the lease and writes job state with the leader's own epoch.)

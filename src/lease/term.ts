@@ -8,8 +8,8 @@ import { checkRaiseAbove, type HandoverClaim } from './lease-store';
 export interface Leadership {
   readonly identity: string;
   /**
-   * Fencing token: strictly greater than every earlier holder's. Pass it with every write, read
-   * afresh for each: `raiseEpoch` can raise it during the term.
+   * The epoch, this term's fencing token: strictly greater than every earlier holder's. Pass it
+   * with every write, read afresh for each: `raiseEpoch` can raise it during the term.
    */
   readonly epoch: number;
   /** Aborted when leadership ends for any reason; its reason is a `LeaseLostError` on loss. */
