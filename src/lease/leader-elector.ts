@@ -73,10 +73,12 @@ export class LeaderElector {
   /** The handover under way, so a second call waits for the first. */
   private leaving: Promise<HandoverResult> | undefined;
   /**
-   * Until when the lease rests, as this candidate last read it: until then a tick needs no read
-   * (nothing but a wake can end a rest early, and a wake leads without looking at this).
+   * Until when the lease rests, as this candidate last read it, and when it read that (local
+   * monotonic time). A tick trusts it without a read for one lease duration at most: a wake on
+   * another instance ends the rest early, and the term it starts may end with work still open
+   * and no rest of its own, which only a read shows.
    */
-  private restSeen: Date | undefined;
+  private restSeen: { until: Date; readAt: number } | undefined;
 
   constructor(options: LeaderElectorOptions) {
     this.options = resolveElectorOptions(options);
@@ -183,7 +185,9 @@ export class LeaderElector {
     if (this.attempt) await (signal ? untilAborted(this.attempt, signal) : this.attempt);
     if (this.current) return { holder: { ...this.current } };
     const rest = this.restSeen;
-    if (!wake && rest && this.options.clock.date().getTime() < rest.getTime()) return { restingUntil: rest };
+    const { clock, leaseMs } = this.options;
+    const trusted = rest && clock.now() - rest.readAt < leaseMs && clock.date().getTime() < rest.until.getTime();
+    if (!wake && trusted) return { restingUntil: rest.until };
     const attempt = this.readThenAcquire(signal, wake);
     const settled = attempt.then(
       () => undefined,
@@ -208,7 +212,7 @@ export class LeaderElector {
       const resting = record.restingUntil;
       const rests = resting && !this.handover?.policy.outranksLastHolder(record);
       if (!wake && rests && this.options.clock.date().getTime() < resting.getTime()) {
-        this.restSeen = resting;
+        this.restSeen = { until: resting, readAt: this.options.clock.now() };
         return { restingUntil: resting };
       }
       if (this.handover?.deferring(record, await this.handover.standingRequest(signal))) return {};

@@ -24,7 +24,7 @@ const restFor =
   };
 
 describe('a resting lease, on a fake clock', () => {
-  it('is left alone until its time, read once by each candidate, then led as usual', async () => {
+  it('is left alone until its time, read once a lease by each candidate, then led as usual', async () => {
     const { clock, memory, candidate, of, calls } = setup();
     const a = candidate('a');
     const b = candidate('b');
@@ -37,14 +37,48 @@ describe('a resting lease, on a fake clock', () => {
       await clock.advance(1000);
       expect(await b.runIfLeader(async () => 'b')).toEqual({ led: false, holder: undefined, restingUntil: until });
     }
-    // Nothing but a wake ends a rest early, so one read tells a candidate until when to wait.
-    expect(calls('b', 'read')).toBe(1);
+    // A read tells a candidate until when to wait, and is trusted for one lease (15 s): a wake
+    // elsewhere can end the rest early (see the stall after a wake, below).
+    expect(calls('b', 'read')).toBe(2);
     expect(calls('b', 'acquire')).toBe(0);
 
     await clock.advance(1000);
     expect(await b.runIfLeader(async () => 'b')).toMatchObject({ led: true, value: 'b', epoch: 2 });
     // The mark was for that rest only: the next holder's bump cleared it.
     expect((await memory.read()).restingUntil).toBeUndefined();
+  });
+
+  it("is led again within a lease when a woken term ends with its work open, not at the old rest's end", async () => {
+    const { clock, candidate, of } = setup();
+    const a = candidate('a');
+    const b = candidate('b');
+    const c = candidate('c');
+    const longRest = 10 * 60_000;
+    await a.runIfLeader(restFor(longRest, () => clock.date()));
+    // b's timer ticks and reads the rest; a's ticks too.
+    await clock.advance(1000);
+    expect(await b.runIfLeader(async () => 'b')).toMatchObject({ led: false, restingUntil: expect.any(Date) });
+    expect(await a.runIfLeader(async () => 'a')).toMatchObject({ led: false, restingUntil: expect.any(Date) });
+    // A trigger wakes c, whose term ends (its term's length) with the run still open: no rest.
+    const woken = c.runIfLeader((leadership) => sleep(clock, 20_000, leadership.signal).then(() => 'term over'), { wake: true });
+    await clock.advance(20_000);
+    expect(await woken).toMatchObject({ led: true, value: 'term over' });
+    const freedAt = clock.now();
+    // c's instance is gone (scaled in); a's and b's timers tick every second.
+    let led: string | undefined;
+    while (!led && clock.now() - freedAt < longRest) {
+      await clock.advance(1000);
+      for (const [name, candidate] of [
+        ['a', a],
+        ['b', b],
+      ] as const) {
+        if (!led && (await candidate.runIfLeader(async () => name)).led) led = name;
+      }
+    }
+    expect(led).toBeDefined();
+    const acquiredAt = of(led!, 'acquired').at(-1)!.at;
+    // Within one lease of the woken term's end (the longest a read of the rest is trusted).
+    expect(acquiredAt - freedAt).toBeLessThanOrEqual(15_000 + 1000);
   });
 
   it('is led at once by a candidate that is woken', async () => {
