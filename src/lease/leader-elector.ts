@@ -324,15 +324,13 @@ export class LeaderElector {
   /** Writes the term's rest mark before its release; false when it could not (the release is then plain). */
   private async markRestingQuietly(term: ActiveTerm, until: Date): Promise<boolean> {
     const { store, clock, renewDeadlineMs } = this.options;
-    const bound = timeoutSignal(clock, Math.min(renewDeadlineMs, Math.max(1, term.deadline - clock.now())));
+    const ms = Math.min(renewDeadlineMs, Math.max(1, term.deadline - clock.now()));
     try {
-      await untilAborted(store.mark(term.leaseId, { kind: 'resting', until }, { abortSignal: bound.signal }), bound.signal);
+      await bounded(clock, ms, (abortSignal) => store.mark(term.leaseId, { kind: 'resting', until }, { abortSignal }));
       return true;
     } catch {
       // Candidates then find the lease free and lead at their next tick: more churn, no harm.
       return false;
-    } finally {
-      bound.dispose();
     }
   }
 
@@ -386,10 +384,9 @@ export class LeaderElector {
       const left = term.deadline - now;
       if (left <= 0) return this.lose(term, 'deadline');
       const startedAt = now;
-      const bound = timeoutSignal(clock, left, term.stopSignal);
       try {
         // Raced against the bound too, so a store that ignores its signal cannot hold the loop.
-        await untilAborted(store.renew(term.leaseId, { abortSignal: bound.signal }), bound.signal);
+        await bounded(clock, left, (abortSignal) => store.renew(term.leaseId, { abortSignal }), term.stopSignal);
         if (term.stopSignal.aborted) return;
         const latencyMs = clock.now() - startedAt;
         term.renewed(startedAt);
@@ -401,8 +398,6 @@ export class LeaderElector {
         this.emit({ type: 'renew-failed', identity, epoch: term.epoch, error, sinceLastRenewMs: clock.now() - term.lastRenewAt });
         // Retry faster than the interval, but never past the deadline.
         delay = Math.max(0, Math.min(renewIntervalMs / 4, term.deadline - clock.now()));
-      } finally {
-        bound.dispose();
       }
     }
   }
@@ -431,15 +426,12 @@ export class LeaderElector {
 
   private async releaseQuietly(leaseId: string, epoch: number): Promise<boolean> {
     const { store, clock, renewDeadlineMs, identity } = this.options;
-    const bound = timeoutSignal(clock, renewDeadlineMs);
     try {
-      await untilAborted(store.release(leaseId, { abortSignal: bound.signal }), bound.signal);
+      await bounded(clock, renewDeadlineMs, (abortSignal) => store.release(leaseId, { abortSignal }));
       return true;
     } catch (error) {
       if (epoch >= 0) this.emit({ type: 'release-failed', identity, epoch, error });
       return false;
-    } finally {
-      bound.dispose();
     }
   }
 

@@ -132,9 +132,13 @@ export class ActiveTerm {
     this.abort.signal.throwIfAborted();
     const { store, clock, identity } = this.options;
     // Bounded like every call of the term: past the deadline the lease may be someone else's.
-    const bound = timeoutSignal(clock, Math.max(0, this.deadline - clock.now()), this.abort.signal);
     try {
-      const epoch = await untilAborted(store.raiseEpoch(this.leaseId, above, { abortSignal: bound.signal }), bound.signal);
+      const epoch = await bounded(
+        clock,
+        Math.max(0, this.deadline - clock.now()),
+        (abortSignal) => store.raiseEpoch(this.leaseId, above, { abortSignal }),
+        this.abort.signal,
+      );
       // A term that ended meanwhile must not hand out an epoch it no longer fences with.
       this.abort.signal.throwIfAborted();
       this.term.epoch = epoch;
@@ -143,8 +147,6 @@ export class ActiveTerm {
     } catch (error) {
       if (error instanceof LeaseLostError) this.declareLost(error.reason, error);
       throw error;
-    } finally {
-      bound.dispose();
     }
   }
 
