@@ -19,6 +19,7 @@ export type {
   BumpOptions,
   HandoverClaim,
   LeaseFreedAs,
+  LeaseHolderBefore,
   LeadershipChange,
 } from './lease/lease-store';
 export type { LeaderRank } from './lease/leader-rank';

@@ -11,6 +11,7 @@ import type { LeaseRecord } from '../../src/lease/lease-store';
 import { startAzurite, type RunningAzurite } from '../../src/local/azurite';
 import { DEFAULT_CLUSTER, LOCAL_MAX_IN_FLIGHT } from '../../src/local/cluster';
 import { parseInstanceLine, type InstanceEvent } from '../../src/local/instance-events';
+import { DRAIN_WAIT_MS, stopInstance, type InstanceStopKind } from '../../src/local/stop-rules';
 import { isTerminal, type RunRecord } from '../../src/hub/run-record';
 import { FencedDocuments } from '../../src/fencing/fenced-documents';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../../src/storage/client-factory';
@@ -23,8 +24,8 @@ import { describePatience, patience } from '../../test/support/slowdown';
 /**
  * A local cluster for benchmarks: Azurite in this process (in memory, free ports) and N real
  * instance processes (the compiled `instance-main`, as `baton start` runs them), each reporting
- * its leader events, storage requests (and the bytes they sent) and memory as JSON lines. kill -9,
- * SIGTERM and SIGSTOP go to real processes.
+ * its leader events, storage requests (and the bytes they sent) and memory as JSON lines. The
+ * host's stops (`stopInstance`), kill -9 and SIGSTOP go to real processes.
  */
 export interface BenchClusterOptions {
   instances: number;
@@ -58,6 +59,8 @@ export interface BenchInstance {
   bytes: { total: number; byOperation: Record<string, number> };
   memory?: Extract<InstanceEvent, { kind: 'memory' }>;
   exited: Promise<void>;
+  /** How the process exited, once it has. */
+  exit?: { code: number | null; signal: NodeJS.Signals | null };
   stderr: string[];
 }
 
@@ -129,7 +132,8 @@ export class BenchCluster {
       exited: new Promise<void>((r) => (exited = r)),
       stderr: [],
     };
-    proc.on('exit', () => {
+    proc.on('exit', (code, signal) => {
+      instance.exit = { code, signal };
       instance.alive = false;
       exited();
       this.wake();
@@ -258,7 +262,27 @@ export class BenchCluster {
     );
   }
 
-  /** SIGTERM to every instance, then SIGKILL after `graceMs`; closes Azurite. */
+  /**
+   * Stops one instance as the Functions host would (`stop-rules.ts`: WorkerTerminate, a bare
+   * SIGTERM, SIGKILL, or a drain followed by SIGTERM), each killed 5 s after it was asked;
+   * resolves once it has exited. A paused instance is resumed first, to hear it.
+   */
+  async stopInstance(instance: BenchInstance, kind: InstanceStopKind): Promise<void> {
+    instance.proc.kill('SIGCONT');
+    const drained = this.waitFor(
+      () => (instance.events.some((e) => e.kind === 'drained') || !instance.alive ? true : undefined),
+      DRAIN_WAIT_MS * 2,
+      `${instance.name} to drain`,
+    ).catch(() => undefined);
+    await stopInstance(instance, kind, { drained: drained.then(() => undefined) });
+  }
+
+  /** `instance`'s record of its own stop (its `stop` event), once it made one. */
+  stopOf(instance: BenchInstance): Extract<TimedEvent, { kind: 'stop' }> | undefined {
+    return instance.events.find((e): e is Extract<TimedEvent, { kind: 'stop' }> => e.kind === 'stop');
+  }
+
+  /** SIGINT to every instance (the whole cluster's stop), then SIGKILL after `graceMs`; closes Azurite. */
   async stop(graceMs = 10_000): Promise<void> {
     for (const i of this.instances) if (i.alive) i.proc.kill('SIGCONT');
     // SIGINT, the whole cluster's stop: a leader has nobody to hand over to.

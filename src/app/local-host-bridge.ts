@@ -2,6 +2,7 @@ import type { EngineLogger } from '../engine/engine-context';
 import type { JobDefinition } from '../jobs/job-definition';
 import type { LeaderLogger } from '../lease/elector-options';
 import type { LeaderEvent } from '../lease/leader-events';
+import type { InstanceStop } from '../telemetry/baton-telemetry';
 import type { BatonRuntime } from './runtime';
 import type { TelemetrySetupOptions } from './telemetry-setup';
 
@@ -34,6 +35,8 @@ export interface LocalHostBridge {
    * no successor to hand the lease to, and the shutdown hook releases it at once.
    */
   readonly stoppingWithCluster?: () => boolean;
+  /** Told of this instance's stop once its lease is back (or given up on), before telemetry flushes. */
+  readonly onStopped?: (stop: InstanceStop) => void;
   /** Told what `registerBaton` made, once per call. */
   attach(made: { runtime: BatonRuntime; jobs: readonly JobDefinition[] }): void;
 }

@@ -10,7 +10,9 @@ import { batonRegistrations } from './registrations';
 import type { Registration } from './registration-types';
 import { createBatonRuntime, type BatonRuntime } from './runtime';
 import { checkTelemetrySettings, setupTelemetry, type TelemetrySetup } from './telemetry-setup';
-import { messageOf } from '../errors';
+import { InvalidConfigError, messageOf } from '../errors';
+import type { HandoverResult } from '../lease/handover';
+import type { InstanceStop, StopLease } from '../telemetry/baton-telemetry';
 
 /** The `app` namespace of `@azure/functions`: the user's own copy, so their host sees the functions. */
 export type FunctionsApp = typeof functionsApp;
@@ -32,20 +34,23 @@ export interface RegisterBatonOptions {
    */
   logger?: LeaderLogger;
   /**
-   * How long the shutdown hook waits for a running term to end and release the lease, and then
-   * for telemetry to flush, each. Default 10,000 ms: the host's grace for hooks is short. A
-   * leader leads on for up to half of it until a successor asks for the lease (make-before-break),
-   * and its work then has the other half to reach a safe point before the lease is handed over.
+   * By when, from the host's stop (its `WorkerTerminate`, or a bare SIGTERM), a leader has handed
+   * the lease over or released it. Default 3,000 ms; from 500 to 4,000, because the Functions host
+   * kills the worker 5 s after it asks it to stop, and telemetry's flush comes after. A leader
+   * leads on for a third of it until a successor asks (make-before-break); its work then has until
+   * the last calls' share of it to reach a safe point, or is abandoned (what it still writes is
+   * refused by the epoch fence once the successor leads).
    */
   shutdownGraceMs?: number;
 }
 
 export interface RegisteredBaton {
   /**
-   * What the `appTerminate` hook runs: hands the term over (a leader wakes the other instances,
-   * leads on until one asks for the lease, then reserves it for that one and releases, so the
-   * successor starts at once instead of at its next tick or after the lease), waits for the
-   * invocations in flight, then flushes telemetry. Resolves within twice `shutdownGraceMs`.
+   * What the `appTerminate` hook and a SIGTERM run: hands the term over (a leader wakes the other
+   * instances, leads on until one asks for the lease, then reserves it for that one and releases,
+   * so the successor starts at once instead of at its next tick or after the lease), waits for
+   * the invocations in flight, records the stop (`baton.instance.stopped`), then flushes
+   * telemetry. The lease is back within `shutdownGraceMs`; it resolves within 4.5 s.
    */
   shutdown(): Promise<void>;
 }
@@ -83,7 +88,7 @@ export function registerWithRuntime(
   // Under `baton start`, the local host names this instance and takes its lines and events.
   const host = localHostBridge();
   const logger = host?.logger ?? options.logger ?? consoleLogger;
-  const graceMs = options.shutdownGraceMs ?? 10_000;
+  const graceMs = shutdownGrace(options.shutdownGraceMs);
   // Before the runtime, which takes its meter and logger from what this sets up.
   // A host that only inspects the app exports nothing, but hears of a setting that would fail.
   if (host?.inspectOnly) checkTelemetrySettings(env);
@@ -118,18 +123,37 @@ export function registerWithRuntime(
   for (const registration of batonRegistrations(runtime)) register(app, registration, tracked);
 
   let stopping: Promise<void> | undefined;
-  const shutdown = (): Promise<void> =>
+  const stop = (path: 'hook' | 'signal'): Promise<void> =>
     (stopping ??= (async () => {
+      const startedAt = performance.now();
       const alone = !host?.stoppingWithCluster?.();
-      const handingOver = runtime.shutdown({ handoverWaitMs: alone ? graceMs / 2 : 0 });
+      // Leads on for a third of the grace until a successor asks, and has the lease back by its end.
+      let handed: HandoverResult | undefined;
+      const handingOver = runtime
+        .shutdown({ handoverWaitMs: alone ? graceMs / 3 : 0, deadlineMs: graceMs })
+        .then((result) => (handed = result));
       await settleWithin([handingOver, ...inFlight], graceMs);
+      const record: InstanceStop = {
+        instance: runtime.elector.identity,
+        path,
+        lease: leaseAtStop(handed),
+        durationMs: handed?.led ? handed.waitedMs : performance.now() - startedAt,
+      };
+      runtime.telemetry.instanceStopped(record);
+      logger.info(`stopped (${path}): lease ${record.lease} after ${Math.round(record.durationMs ?? 0)} ms`);
+      host?.onStopped?.(record);
       // The tick that ended released the lease; its wake for the successor goes out before we do.
-      await settleWithin([runtime.ticks.settled()], graceMs);
-      await telemetry.shutdown({ signal: AbortSignal.timeout(graceMs) }).catch((err: unknown) => {
+      await settleWithin([runtime.ticks.settled()], Math.max(0, FLUSH_BY_MS - (performance.now() - startedAt)) / 2);
+      // Last and best effort: the host kills the process at 5 s whatever is left unsent.
+      const flushMs = Math.max(100, Math.round(FLUSH_BY_MS - (performance.now() - startedAt)));
+      await telemetry.shutdown({ signal: AbortSignal.timeout(flushMs) }).catch((err: unknown) => {
         logger.warn(`telemetry not flushed at shutdown: ${redactSecrets(messageOf(err))}`);
       });
     })());
+  const shutdown = (): Promise<void> => stop('hook');
   app.hook.appTerminate(shutdown);
+  // A container deleted (Flex scale-in, a drain) sends the worker a bare SIGTERM, and no hook runs.
+  if (!host?.inspectOnly) onSigterm(() => stop('signal'));
 
   // One tick any instance may take: leadership starts even if the timer never fires on this host.
   // Sent once the app's module has loaded, so its registrations reach the host first; a shutdown
@@ -179,6 +203,54 @@ function register(app: FunctionsApp, registration: Registration, tracked: Track)
       });
       return;
   }
+}
+
+/** The Functions host kills a worker this long after it asks it to stop (`WorkerTerminateGracePeriodInSeconds`). */
+const HOST_KILLS_AFTER_MS = 5000;
+/** Telemetry's flush ends by then, leaving the process a margin to exit before the kill. */
+const FLUSH_BY_MS = HOST_KILLS_AFTER_MS - 500;
+const DEFAULT_GRACE_MS = 3000;
+const GRACE_RANGE_MS = { min: 500, max: 4000 } as const;
+
+function shutdownGrace(ms: number | undefined): number {
+  if (ms === undefined) return DEFAULT_GRACE_MS;
+  if (!Number.isInteger(ms) || ms < GRACE_RANGE_MS.min || ms > GRACE_RANGE_MS.max) {
+    throw new InvalidConfigError(
+      'shutdownGraceMs',
+      `shutdownGraceMs must be a whole number of milliseconds from ${GRACE_RANGE_MS.min} to ${GRACE_RANGE_MS.max}: the Functions host kills the worker ${HOST_KILLS_AFTER_MS / 1000} s after it asks it to stop`,
+    );
+  }
+  return ms;
+}
+
+function leaseAtStop(handed: HandoverResult | undefined): StopLease {
+  // Still handing over when the grace ran out: the lease was not back in time.
+  if (!handed) return 'not-released';
+  if (!handed.led) return 'not-held';
+  if (!handed.released) return 'not-released';
+  return handed.to ? 'handed-over' : 'released';
+}
+
+/** What each registration's SIGTERM runs; one process listener for all of them. */
+const onTerm = new Set<() => Promise<void>>();
+let listening = false;
+
+/**
+ * Runs `stop` on a SIGTERM. Once every stop has settled, and unless the app listens for SIGTERM
+ * too, the signal ends the process as it would have without us (exit by SIGTERM, code 143).
+ */
+function onSigterm(stop: () => Promise<void>): void {
+  onTerm.add(stop);
+  if (listening) return;
+  listening = true;
+  const listener = (): void => {
+    void Promise.allSettled([...onTerm].map((run) => run())).then(() => {
+      process.off('SIGTERM', listener);
+      listening = false;
+      if (process.listenerCount('SIGTERM') === 0) process.kill(process.pid, 'SIGTERM');
+    });
+  };
+  process.on('SIGTERM', listener);
 }
 
 async function settleWithin(running: readonly Promise<unknown>[], ms: number): Promise<void> {

@@ -25,6 +25,7 @@ import { BlobHandoverRequestStore } from '../lease/blob-handover-request-store';
 import type { LeaderLogger } from '../lease/elector-options';
 import { LeaderElector } from '../lease/leader-elector';
 import type { HandoverTiming } from '../lease/handover-timing';
+import type { HandoverResult } from '../lease/handover';
 import type { LeaderEvent } from '../lease/leader-events';
 import { AzureQueueDirectory } from '../queue/azure-queue';
 import { HubQueues } from '../engine/queue-shards';
@@ -96,10 +97,11 @@ export interface BatonRuntime {
   /**
    * Stops this instance's part in leadership: no new attempts, then a term it holds is handed
    * over make-before-break (`LeaderElector.handOver`): it leads on until a successor asks, for up
-   * to `handoverWaitMs` (default 0: the term ends at once). Resolves once the term has ended, or
-   * at once when this instance does not lead. Never rejects; a second call waits for the first.
+   * to `handoverWaitMs` (default 0: the term ends at once), and has the lease back within
+   * `deadlineMs` when given. Resolves once the term has ended, or at once when this instance does
+   * not lead, with what became of the lease. Never rejects; a second call waits for the first.
    */
-  shutdown(options?: { handoverWaitMs?: number }): Promise<void>;
+  shutdown(options?: { handoverWaitMs?: number; deadlineMs?: number }): Promise<HandoverResult>;
   elector: LeaderElector;
   coordinator: Coordinator;
   /** One worker per queue shard: shard k's trigger sends its results and notes to shard k's queues. */
@@ -274,18 +276,18 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   });
   const stopping = new AbortController();
   const steppingDown = new AbortController();
-  let shuttingDown: Promise<void> | undefined;
-  const shutdown = (handoverWaitMs: number): Promise<void> =>
+  let shuttingDown: Promise<HandoverResult> | undefined;
+  const shutdown = (handoverWaitMs: number, deadlineMs: number | undefined): Promise<HandoverResult> =>
     (shuttingDown ??= (async () => {
       stopping.abort();
-      if (handoverWaitMs > 0) {
-        const handed = await elector.handOver({ waitMs: handoverWaitMs });
-        if (handed.led) {
-          const to = handed.to ? `reserved the lease for ${handed.to}` : 'no successor asked in time';
-          log.info(`shutting down: epoch ${handed.epoch} ${to} after ${Math.round(handed.waitedMs)} ms`);
-        }
+      // With no wait the term ends at once; with a wait it leads on until a successor asks.
+      const handed = await elector.handOver({ waitMs: handoverWaitMs, ...(deadlineMs !== undefined ? { deadlineMs } : {}) });
+      if (handed.led && handoverWaitMs > 0) {
+        const to = handed.to ? `reserved the lease for ${handed.to}` : 'no successor asked in time';
+        log.info(`shutting down: epoch ${handed.epoch} ${to} after ${Math.round(handed.waitedMs)} ms`);
       }
       steppingDown.abort();
+      return handed;
     })());
   const coordinator = new Coordinator({
     jobs: jobMap,
@@ -321,7 +323,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     telemetry,
     shutdownSignal: stopping.signal,
     stepDownSignal: steppingDown.signal,
-    shutdown: (options) => shutdown(options?.handoverWaitMs ?? 0),
+    shutdown: (options) => shutdown(options?.handoverWaitMs ?? 0, options?.deadlineMs),
     rest:
       settings.restWhenIdle && settings.engine === 'queue'
         ? restWakeFor(settings.coordinatorSchedule, options.hostQueueConfig?.maxPollingIntervalMs ?? HOST_MAX_POLLING_MS)

@@ -5,14 +5,17 @@ import type { StoredHandoverRequest } from './handover-request-store';
 import type { HandoverPolicy } from './handover-policy';
 import { LEAVING_POLL_MS, nextCheckDelay } from './handover-timing';
 import type { LeaderEvent } from './leader-events';
-import type { HandoverClaim, LeaseFreedAs, LeaseRecord } from './lease-store';
+import type { HandoverClaim, LeaseRecord } from './lease-store';
 import { bounded, type ActiveTerm, type Term } from './term';
 
 /** What `handOver` did: whether this candidate led, and whom it handed the lease to. */
 export type HandoverResult =
   | { led: false }
-  /** `to`: the successor the lease was reserved for; undefined when nobody asked in time (a plain release). */
-  | { led: true; epoch: number; to: string | undefined; waitedMs: number };
+  /**
+   * `to`: the successor the lease was reserved for; undefined when nobody asked in time (a plain
+   * release). `released`: whether the lease was given back; if not, it expires.
+   */
+  | { led: true; epoch: number; to: string | undefined; waitedMs: number; released: boolean };
 
 export interface HandoverOptions {
   /**
@@ -20,6 +23,14 @@ export interface HandoverOptions {
    * safe point; fit it inside the host's shutdown grace. Past it the term ends as an abort would.
    */
   waitMs: number;
+  /**
+   * When the lease must be back, counted from the call, for a host that kills the process a
+   * fixed time after asking it to stop. The wait and the task's safe point are cut short to
+   * leave the last calls their share; a task still running then is abandoned (its writes stay
+   * fenced by the epoch) and each last call is bounded by what is left. Default: no bound but
+   * `waitMs` and `abandonTaskAfterMs`.
+   */
+  deadlineMs?: number;
   /** Aborting ends the wait: the term then ends at once, as with nobody asking. */
   signal?: AbortSignal;
 }
@@ -27,8 +38,11 @@ export interface HandoverOptions {
 /** What the two sides of a handover need of the elector, and no more. */
 export interface HandoverContext {
   readonly options: ResolvedElectorOptions;
-  /** One acquire of the free lease with a new epoch (the elector's own, so a term it wins is its term). */
-  tryAcquire(signal: AbortSignal | undefined, freedAs?: LeaseFreedAs): Promise<Term | undefined>;
+  /**
+   * One acquire of the free lease with a new epoch (the elector's own, so a term it wins is its
+   * term); `read` is the free lease as read just before, which says how it was freed and by whom.
+   */
+  tryAcquire(signal: AbortSignal | undefined, read?: LeaseRecord): Promise<Term | undefined>;
   emit(event: LeaderEvent): void;
 }
 
@@ -169,7 +183,7 @@ export class Handover {
       }
       if (this.deferring(now)) return undefined;
       // Ours now, if the acquire wins; the request has done its work either way.
-      return await this.ctx.tryAcquire(signal, now.freedAs);
+      return await this.ctx.tryAcquire(signal, now);
     }
     this.policy.unansweredBy(record.epoch);
     return undefined;
@@ -226,7 +240,9 @@ export class Handover {
   async leave(active: EndingTerm, options: HandoverOptions): Promise<void> {
     const { clock, store, identity, handover } = this.options;
     const { term } = active;
-    const waiting = timeoutSignal(clock, Math.max(1, options.waitMs), options.signal);
+    // No wait: nobody could ask in time, so the term just ends (and says nothing of leaving).
+    if (options.waitMs <= 0) return;
+    const waiting = timeoutSignal(clock, options.waitMs, options.signal);
     // Aborted by the caller or when the wait is over; the term's own end stops it too.
     const stop = AbortSignal.any([waiting.signal, term.stopSignal]);
     try {
@@ -257,7 +273,9 @@ export class Handover {
     const left = term.deadline - clock.now();
     if (left <= 0) return;
     try {
-      await bounded(clock, left, (abortSignal) => store.mark(term.leaseId, { kind: 'reserved', to }, { abortSignal }));
+      await bounded(clock, term.lastCallMs(left), (abortSignal) =>
+        store.mark(term.leaseId, { kind: 'reserved', to }, { abortSignal }),
+      );
     } catch {
       // The release still lets the requester, polling, take the lease; it only races the others.
     }

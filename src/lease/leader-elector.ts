@@ -5,7 +5,7 @@ import { emitEvent, resolveElectorOptions, type LeaderElectorOptions, type Resol
 import { Handover, type EndingTerm, type HandoverOptions, type HandoverResult } from './handover';
 import { HandoverPolicy } from './handover-policy';
 import type { LeaderEvent } from './leader-events';
-import type { LeaseFreedAs, LeaseRecord } from './lease-store';
+import type { LeaseRecord } from './lease-store';
 import { ActiveTerm, bounded, untilAborted, type Leadership, type Term } from './term';
 
 export interface LeaderInfo {
@@ -85,7 +85,7 @@ export class LeaderElector {
     const { identity, rank, handover, clock } = this.options;
     this.handover = rank
       ? new Handover(
-          { options: this.options, tryAcquire: (signal, freedAs) => this.tryAcquire(signal, freedAs), emit: (e) => this.emit(e) },
+          { options: this.options, tryAcquire: (signal, read) => this.tryAcquire(signal, read), emit: (e) => this.emit(e) },
           new HandoverPolicy(identity, rank, handover, clock),
         )
       : undefined;
@@ -157,11 +157,26 @@ export class LeaderElector {
     const { term } = active;
     const startedAt = clock.now();
     const epoch = term.epoch;
-    // A candidate without a rank cannot say it is leaving: its term just ends.
-    if (this.handover) await this.handover.leave(active, options);
-    term.end(new DOMException(term.handoverTo ? 'handed over' : 'leaving', 'AbortError'));
+    // With a deadline, the wait and the safe point end early enough to leave the last calls
+    // (a reservation, the release) their share of it; past that the task is abandoned.
+    const cut =
+      options.deadlineMs === undefined
+        ? undefined
+        : timeoutSignal(clock, Math.max(1, options.deadlineMs - lastCallsShare(options.deadlineMs)), options.signal);
+    if (options.deadlineMs !== undefined) term.releaseBy = startedAt + options.deadlineMs;
+    try {
+      // A candidate without a rank cannot say it is leaving: its term just ends.
+      if (this.handover) await this.handover.leave(active, cut ? { ...options, signal: cut.signal } : options);
+      term.end(new DOMException(term.handoverTo ? 'handed over' : 'leaving', 'AbortError'));
+      if (cut) {
+        await Promise.race([active.ended, whenAborted(cut.signal)]);
+        term.abandon();
+      }
+    } finally {
+      cut?.dispose();
+    }
     await active.ended;
-    return { led: true, epoch, to: term.handoverTo?.requester, waitedMs: clock.now() - startedAt };
+    return { led: true, epoch, to: term.handoverTo?.requester, waitedMs: clock.now() - startedAt, released: term.released };
   }
 
   /** The current holder, or undefined when nobody holds the lease. */
@@ -216,7 +231,7 @@ export class LeaderElector {
         return { restingUntil: resting };
       }
       if (this.handover?.deferring(record, await this.handover.standingRequest(signal))) return {};
-      term = await this.tryAcquire(signal, record.freedAs);
+      term = await this.tryAcquire(signal, record);
     }
     if (!term) return {};
     return this.won(term);
@@ -235,7 +250,8 @@ export class LeaderElector {
     return { term };
   }
 
-  private async tryAcquire(signal: AbortSignal | undefined, freedAs?: LeaseFreedAs): Promise<Term | undefined> {
+  private async tryAcquire(signal: AbortSignal | undefined, read?: LeaseRecord): Promise<Term | undefined> {
+    const freedAs = read?.freedAs;
     const { store, clock, leaseDurationSeconds, renewDeadlineMs, identity } = this.options;
     const leaseId = randomUUID();
     // The term is counted from before the request: storage may start the lease any time after.
@@ -247,7 +263,7 @@ export class LeaderElector {
         store.bumpEpoch(leaseId, identity, { abortSignal: bound.signal, freedAs, rank: this.options.rank }),
         bound.signal,
       );
-      return { leaseId, epoch, startedAt };
+      return { leaseId, epoch, startedAt, ...(read?.holder !== undefined ? { after: { holder: read.holder, freedAs } } : {}) };
     } catch (err) {
       if (err instanceof LeaseHeldError) return undefined;
       // Without a new epoch this holder could not fence its writes, so it must not lead. And a
@@ -275,7 +291,13 @@ export class LeaderElector {
         throw callerSignal.reason;
       }
       callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
-      this.emit({ type: 'acquired', identity, epoch: term.epoch, leaseId: term.leaseId });
+      this.emit({
+        type: 'acquired',
+        identity,
+        epoch: term.epoch,
+        leaseId: term.leaseId,
+        ...(term.after ? { after: term.after } : {}),
+      });
       const renewing = this.keepRenewing(leadership);
       const watching = this.handover?.watch(leadership);
       const outcome = await this.settleOrAbandon(task, leadership);
@@ -293,7 +315,8 @@ export class LeaderElector {
         const restingUntil = rest && rest.getTime() > clock.date().getTime() && (await this.markRestingQuietly(leadership, rest));
         // After a deadline or stall loss the lease may still be ours; giving it back lets the
         // next leader start now instead of after expiry.
-        const released = await this.releaseQuietly(term.leaseId, term.epoch);
+        const released = await this.releaseQuietly(term.leaseId, term.epoch, leadership.lastCallMs(this.options.renewDeadlineMs));
+        leadership.released = released;
         if (released) {
           const ledMs = clock.now() - term.startedAt;
           this.emit({
@@ -324,7 +347,7 @@ export class LeaderElector {
   /** Writes the term's rest mark before its release; false when it could not (the release is then plain). */
   private async markRestingQuietly(term: ActiveTerm, until: Date): Promise<boolean> {
     const { store, clock, renewDeadlineMs } = this.options;
-    const ms = Math.min(renewDeadlineMs, Math.max(1, term.deadline - clock.now()));
+    const ms = term.lastCallMs(Math.min(renewDeadlineMs, Math.max(1, term.deadline - clock.now())));
     try {
       await bounded(clock, ms, (abortSignal) => store.mark(term.leaseId, { kind: 'resting', until }, { abortSignal }));
       return true;
@@ -358,11 +381,19 @@ export class LeaderElector {
           resolve({ ok: false, error: new TaskAbandonedError(abandonTaskAfterMs, signal.reason) });
         }, abandonTaskAfterMs);
       };
+      // A stopping holder out of time gives up on the task now (see `ActiveTerm.abandon`).
+      const onAbandon = (): void => {
+        if (timer) clock.clearTimeout(timer);
+        this.emit({ type: 'task-abandoned', identity, epoch: term.epoch, waitedMs: 0 });
+        resolve({ ok: false, error: new TaskAbandonedError(0, signal.reason) });
+      };
       if (signal.aborted) onEnd();
       else signal.addEventListener('abort', onEnd, { once: true });
+      term.abandonSignal.addEventListener('abort', onAbandon, { once: true });
       // `settled` never rejects (the task's error is caught into its outcome above), so nothing is lost.
       void settled.then((outcome) => {
         signal.removeEventListener('abort', onEnd);
+        term.abandonSignal.removeEventListener('abort', onAbandon);
         if (timer) clock.clearTimeout(timer);
         resolve(outcome);
       });
@@ -424,10 +455,10 @@ export class LeaderElector {
     term.declareLost(reason, error);
   }
 
-  private async releaseQuietly(leaseId: string, epoch: number): Promise<boolean> {
-    const { store, clock, renewDeadlineMs, identity } = this.options;
+  private async releaseQuietly(leaseId: string, epoch: number, withinMs = this.options.renewDeadlineMs): Promise<boolean> {
+    const { store, clock, identity } = this.options;
     try {
-      await bounded(clock, renewDeadlineMs, (abortSignal) => store.release(leaseId, { abortSignal }));
+      await bounded(clock, withinMs, (abortSignal) => store.release(leaseId, { abortSignal }));
       return true;
     } catch (error) {
       if (epoch >= 0) this.emit({ type: 'release-failed', identity, epoch, error });
@@ -447,8 +478,24 @@ interface Attempt {
   restingUntil?: Date;
 }
 
+/** Resolves once `signal` aborts. */
+function whenAborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+}
+
 function holderOf(record: LeaseRecord): LeaderInfo {
   return { identity: record.holder, epoch: record.epoch, acquiredAt: record.acquiredAt };
+}
+
+/**
+ * Of a handover's deadline, what is kept for the term's last calls (a reservation and the
+ * release, each about one storage round trip): the wait and the task's safe point end before it.
+ */
+function lastCallsShare(deadlineMs: number): number {
+  return Math.min(600, deadlineMs / 4);
 }
 
 /** How late a renewal may come to land on the followers' grid. */

@@ -1,8 +1,10 @@
 import type { LeaseLossReason } from '../errors';
+import type { LeaseHolderBefore } from './lease-store';
 
 /** What the elector reports through `onEvent`; each also becomes one log line. */
 export type LeaderEvent =
-  | { type: 'acquired'; identity: string; epoch: number; leaseId: string }
+  /** `after`: the holder before, and how its lease became free (`expired`: it stopped without giving it back). */
+  | { type: 'acquired'; identity: string; epoch: number; leaseId: string; after?: LeaseHolderBefore }
   | { type: 'renewed'; identity: string; epoch: number; latencyMs: number }
   | { type: 'renew-failed'; identity: string; epoch: number; error: unknown; sinceLastRenewMs: number }
   | { type: 'lost'; identity: string; epoch: number; reason: LeaseLossReason; sinceLastRenewMs: number; error?: unknown }
@@ -31,7 +33,10 @@ export function describeLeaderEvent(event: LeaderEvent): { level: 'info' | 'warn
   const who = `holder=${event.identity}`;
   switch (event.type) {
     case 'acquired':
-      return { level: 'info', message: `leadership acquired: ${who} epoch=${event.epoch}` };
+      return {
+        level: 'info',
+        message: `leadership acquired: ${who} epoch=${event.epoch}${event.after ? ` after=${event.after.holder} freedAs=${event.after.freedAs ?? 'unknown'}` : ''}`,
+      };
     case 'renewed':
       return { level: 'debug', message: `lease renewed: ${who} epoch=${event.epoch} latencyMs=${Math.round(event.latencyMs)}` };
     case 'renew-failed':

@@ -93,6 +93,12 @@ export interface BumpOptions extends LeaseCallOptions {
 /** How a lease that nobody holds became free, as storage reports it. */
 export type LeaseFreedAs = 'released' | 'expired' | 'broken';
 
+/** Who held the lease before a term, and how the lease became free (see `LeaseRecord.freedAs`). */
+export interface LeaseHolderBefore {
+  holder: string;
+  freedAs: LeaseFreedAs | undefined;
+}
+
 /**
  * One change of holder, recorded by the new holder's epoch bump in the same write, so the
  * history costs no request: `reason` says how the lease was free when it read it, `first` when

@@ -2,7 +2,7 @@ import { setMaxListeners } from 'node:events';
 import { timeoutSignal, type Clock, type TimerHandle } from '../clock/clock';
 import { LeaseLostError, type LeaseLossReason } from '../errors';
 import { emitEvent, type ResolvedElectorOptions } from './elector-options';
-import { checkRaiseAbove, type HandoverClaim } from './lease-store';
+import { checkRaiseAbove, type HandoverClaim, type LeaseHolderBefore } from './lease-store';
 
 /** What a leader's task receives. */
 export interface Leadership {
@@ -53,6 +53,8 @@ export interface Term {
   leaseId: string;
   epoch: number;
   startedAt: number;
+  /** The holder before this one, and how its lease became free, when the lease record said. */
+  after?: LeaseHolderBefore;
 }
 
 /** The mutable state of one term of leadership. */
@@ -65,10 +67,18 @@ export class ActiveTerm {
   handoverTo: HandoverClaim | undefined;
   /** What the task said with `restUntil`. */
   restingUntil: Date | undefined;
+  /**
+   * When a stopping holder must have the lease back (the elector clock's `now()`), once a
+   * handover with a deadline began: the last calls of the term are bounded by it.
+   */
+  releaseBy: number | undefined;
+  /** Whether the lease was released when the term ended; read once `ended` settles. */
+  released = false;
   readonly view: Leadership;
   private readonly abort = new AbortController();
   private readonly yielding = new AbortController();
   private readonly stop = new AbortController();
+  private readonly abandoning = new AbortController();
 
   private deadlineTimer: TimerHandle | undefined;
   /** Raises run one at a time, so a second caller sees the first one's epoch before writing. */
@@ -169,6 +179,31 @@ export class ActiveTerm {
     return this.stop.signal;
   }
 
+  /** Aborted when the term must end now, whether or not its task has returned (see `abandon`). */
+  get abandonSignal(): AbortSignal {
+    return this.abandoning.signal;
+  }
+
+  /**
+   * Gives up on the task at once instead of after `abandonTaskAfterMs`: a stopping holder out of
+   * time releases without it. Safe, because every write the task may still make is fenced by
+   * this term's epoch, which the next holder's bump puts below its own.
+   */
+  abandon(): void {
+    this.end(undefined);
+    this.abandoning.abort();
+  }
+
+  /**
+   * How long one of the term's last storage calls (a reservation, a rest mark, the release) may
+   * take: `upToMs`, cut to what is left before `releaseBy` (never below `MIN_LAST_CALL_MS`, so a
+   * holder out of time still tries to give the lease back).
+   */
+  lastCallMs(upToMs: number): number {
+    if (this.releaseBy === undefined) return upToMs;
+    return Math.min(upToMs, Math.max(MIN_LAST_CALL_MS, this.releaseBy - this.options.clock.now()));
+  }
+
   renewed(startedAt: number): void {
     this.lastRenewAt = startedAt;
     this.armDeadline();
@@ -202,6 +237,9 @@ export class ActiveTerm {
     if (!this.abort.signal.aborted) this.abort.abort(reason ?? new DOMException('leadership ended', 'AbortError'));
   }
 }
+
+/** The shortest bound a stopping holder's last storage call gets: about one round trip to Azure storage under load. */
+export const MIN_LAST_CALL_MS = 150;
 
 /** Settles with `promise`, or rejects as soon as `signal` aborts, whichever comes first. */
 export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {

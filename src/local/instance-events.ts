@@ -61,6 +61,18 @@ export const instanceEventSchema = z.discriminatedUnion('kind', [
     dequeueCount: z.number(),
   }),
   z.object({ kind: z.literal('stopped') }),
+  /** Drain mode reached: no invocation under way by the host's count (aborted ones ended). */
+  z.object({ kind: z.literal('drained') }),
+  /**
+   * Baton's record of this instance's stop (`baton.instance.stopped`): how it came (`hook`,
+   * `signal`), what became of the lease, and when it was back, ms after the stop began.
+   */
+  z.object({
+    kind: z.literal('stop'),
+    path: z.enum(['hook', 'signal', 'none']),
+    lease: z.enum(['handed-over', 'released', 'not-released', 'not-held']),
+    durationMs: z.optional(z.number()),
+  }),
 ]);
 export type InstanceEvent = z.infer<typeof instanceEventSchema>;
 

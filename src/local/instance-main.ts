@@ -17,12 +17,18 @@ import { APP_SETTING, HOST_JSON_SETTING, appEntries, appHostJson, loadFunctionsA
 import { LocalHost } from './local-host';
 import { serveHttpRegistrations, type LocalHttpServer } from './http-server';
 import { emit } from './instance-events';
+import { createInterface } from 'node:readline';
+import { DRAIN_RULE, parseHostCommand } from './stop-rules';
 
 /**
  * One instance of the local cluster: the app's registration list on a `LocalHost`, as one
  * Functions instance would run it. It reports what happens as JSON lines on stdout for the
- * cluster's live view, and stops cleanly on SIGTERM (alone: a leader hands over to a successor
- * first), SIGINT (with the whole cluster: a leader just releases) or when its parent goes away.
+ * cluster's live view, and stops as the Functions host stops a worker (`stop-rules.ts`): a
+ * `terminate` line on stdin is the host's WorkerTerminate (the app's appTerminate hooks run, then
+ * the process exits; the cluster kills it 5 s after it asked); a SIGTERM is a bare signal, which
+ * this host leaves to the app (Baton's own handler, or Node's default exit); a `drain` line is
+ * drain mode. SIGINT (Ctrl-C of the whole cluster) and a parent that went away run the hooks too,
+ * a leader then releasing at once, since every instance is stopping.
  */
 /**
  * How long the local host hides a message it is running, renewed at half-time (the Functions host
@@ -96,6 +102,8 @@ async function main(): Promise<void> {
         ...(event.type === 'released' && event.to ? { to: event.to } : {}),
       });
     },
+    onStopped: ({ path, lease, durationMs }) =>
+      emit({ kind: 'stop', path, lease, ...(durationMs !== undefined ? { durationMs } : {}) }),
     attach: (made) => {
       runtime = made.runtime;
     },
@@ -134,26 +142,38 @@ async function main(): Promise<void> {
   const stop = (why: string): Promise<void> =>
     (stopping ??= (async () => {
       emit({ kind: 'stopping', why });
+      // As the Node worker does on WorkerTerminate: no new invocations, the app's appTerminate
+      // hooks (Baton's hands the lease over, records the stop and flushes telemetry), then exit.
+      // Invocations still running die with the process; their messages come back.
+      host.stopListening();
       await http?.close();
-      // As the host does: the app's appTerminate hooks (Baton's ends the term, releases the
-      // lease and flushes telemetry), then the invocations still running.
       await app.terminate().catch((err: unknown) => log('warning', `appTerminate hook failed: ${String(err)}`));
-      await host.stop();
       metrics.stop();
       emit({ kind: 'stopped' });
       process.exit(0);
     })());
-  process.on('SIGTERM', () => void stop('SIGTERM'));
+  let draining: Promise<void> | undefined;
+  const drain = (): Promise<void> =>
+    (draining ??= (async () => {
+      emit({ kind: 'stopping', why: 'drain' });
+      await http?.close();
+      await host.drain(DRAIN_RULE);
+      emit({ kind: 'drained' });
+    })());
   process.on('SIGINT', () => {
     withCluster = true;
     void stop('SIGINT');
   });
-  // The cluster holds our stdin open; when it is gone, so are we.
+  // The cluster holds our stdin open and speaks for the host on it; when it is gone, so are we.
+  createInterface({ input: process.stdin }).on('line', (line) => {
+    const command = parseHostCommand(line);
+    if (command === 'terminate') void stop('WorkerTerminate');
+    else if (command === 'drain') void drain();
+  });
   process.stdin.on('end', () => {
     withCluster = true;
     void stop('parent exited');
   });
-  process.stdin.resume();
   await app.start();
   // registerBaton has sent its wake tick: a leader starts even before the first timer.
   host.start();

@@ -47,6 +47,9 @@ export class LocalHost {
   };
   /** Invocations under way, by when they started (`performance.now()`). */
   private readonly underWay = new Map<Promise<unknown>, { kind: InvocationKind; startedAt: number }>();
+  /** What aborts each invocation under way (see `drain`), and what settles when the host counts it ended. */
+  private readonly aborts = new Map<Promise<unknown>, () => void>();
+  private readonly ends = new Map<Promise<unknown>, Promise<void>>();
 
   constructor(private readonly options: LocalHostOptions) {
     // Orchestrations and activities need the Durable Task extension, which only the Functions host has.
@@ -83,9 +86,32 @@ export class LocalHost {
 
   /** Stops timers and queue polling, then waits for the invocations in flight. */
   async stop(): Promise<void> {
+    this.stopListening();
+    await Promise.allSettled([...this.pumps, ...this.running]);
+  }
+
+  /** Stops timers and queue polling; invocations under way run on. */
+  stopListening(): void {
     for (const timer of this.timers) timer.stop();
     this.stopping.abort();
-    await Promise.allSettled([...this.pumps, ...this.running]);
+  }
+
+  /**
+   * Drain mode, as the Functions host enters it before a scale-in: no new invocations, and each
+   * one under way that started within `nearMs` of the drain is aborted `abortAfterMs()` after its
+   * start (host issue #12007: "Worker channel is shutting down. Aborting function."). An aborted
+   * invocation counts as failed (a queue message comes back) while its code runs on in the
+   * process, as it does in a real worker. Resolves once none is under way, by the host's count.
+   */
+  async drain(options: { nearMs: number; abortAfterMs: () => number }): Promise<void> {
+    this.stopListening();
+    const now = performance.now();
+    for (const [invocation, under] of this.underWay) {
+      if (now - under.startedAt > options.nearMs) continue;
+      const delay = Math.max(0, under.startedAt + options.abortAfterMs() - now);
+      setTimeout(() => this.aborts.get(invocation)?.(), delay).unref();
+    }
+    while (this.underWay.size > 0) await Promise.race([...this.underWay.keys()].map((p) => this.ends.get(p)));
   }
 
   private startTimer(registration: TimerRegistration): void {
@@ -179,15 +205,30 @@ export class LocalHost {
     const startedAt = performance.now();
     const invocation = call(context);
     this.running.add(invocation);
+    void invocation.then(
+      () => this.running.delete(invocation),
+      () => this.running.delete(invocation),
+    );
     this.underWay.set(invocation, { kind, startedAt });
+    let abort!: () => void;
+    const aborted = new Promise<never>((_, reject) => {
+      abort = () => reject(new Error(`${functionName} aborted by the host: worker channel is shutting down (drain)`));
+    });
+    aborted.catch(() => undefined);
+    let ended!: () => void;
+    this.aborts.set(invocation, abort);
+    this.ends.set(invocation, new Promise<void>((resolve) => (ended = resolve)));
     try {
-      await invocation;
+      // An aborted invocation ends for the host now; its code runs on in this process.
+      await Promise.race([invocation, aborted]);
     } catch (error) {
       this.options.log('error', `${functionName} failed: ${describe(error)}`);
       if (rethrow) throw error;
     } finally {
-      this.running.delete(invocation);
       this.underWay.delete(invocation);
+      this.aborts.delete(invocation);
+      this.ends.delete(invocation);
+      ended();
       const time = this.ended[kind];
       time.count++;
       time.ms += performance.now() - startedAt;

@@ -27,13 +27,37 @@ export const METRIC_NAMES = {
   startLag: 'baton.schedule.start_lag',
   firstItemLag: 'baton.schedule.first_item_lag',
   occurrences: 'baton.schedule.occurrences',
+  stops: 'baton.instance.stops',
 } as const;
 
 export const EVENT_NAMES = {
   leadershipChanged: 'baton.leadership.changed',
   runEnded: 'baton.run.ended',
   occurrenceNotRun: 'baton.schedule.not_run',
+  instanceStopped: 'baton.instance.stopped',
 } as const;
+
+/**
+ * How an instance's stop reached Baton: the host's `WorkerTerminate` (the `appTerminate` hook),
+ * a bare SIGTERM (a container deleted, no hook), or nothing at all (a crash, a kill, a hook cut
+ * short), which only a successor can see: it found the lease expired or broken.
+ */
+export type StopPath = 'hook' | 'signal' | 'none';
+
+/**
+ * What became of the lease by the end of a stop: handed over to a successor that asked,
+ * released, not released (it expires, or a successor breaks it), or not held.
+ */
+export type StopLease = 'handed-over' | 'released' | 'not-released' | 'not-held';
+
+/** One instance's stop, as `baton.instance.stopped` carries it. */
+export interface InstanceStop {
+  instance: string;
+  path: StopPath;
+  lease: StopLease;
+  /** From the stop's start to the lease given back (or given up on); absent for `none`. */
+  durationMs?: number;
+}
 
 /**
  * The log-record attribute that makes Azure Monitor's exporter send a record as a custom event
@@ -133,6 +157,14 @@ export class BatonTelemetry implements RunTelemetry {
       case 'acquired':
         this.term = { epoch: event.epoch };
         this.changeLeadership('acquired', event.identity, event.epoch);
+        // The last holder never gave the lease back: whatever stopped it, no shutdown ran to its end.
+        if (
+          event.after &&
+          event.after.holder !== event.identity &&
+          (event.after.freedAs === 'expired' || event.after.freedAs === 'broken')
+        ) {
+          this.instanceStopped({ instance: event.after.holder, path: 'none', lease: 'not-released' });
+        }
         return;
       case 'renewed':
         this.instruments?.renewDuration.record(event.latencyMs);
@@ -150,6 +182,20 @@ export class BatonTelemetry implements RunTelemetry {
       default:
         return;
     }
+  }
+
+  /**
+   * An instance stopped: recorded by the instance itself at the end of its shutdown (`hook`,
+   * `signal`), or by its successor when the lease had to expire or be broken (`none`).
+   */
+  instanceStopped(stop: InstanceStop): void {
+    this.instruments?.stops.add(1, { path: stop.path, lease: stop.lease });
+    this.emit(EVENT_NAMES.instanceStopped, {
+      instance: stop.instance,
+      path: stop.path,
+      lease: stop.lease,
+      ...(stop.durationMs !== undefined ? { durationMs: Math.round(stop.durationMs) } : {}),
+    });
   }
 
   /** A coordinator tick found the lease resting: what tells the no-leader alert that the hub is idle, not leaderless. */
@@ -271,6 +317,7 @@ interface Instruments {
   startLag: Histogram;
   firstItemLag: Histogram;
   occurrences: Counter;
+  stops: Counter;
 }
 
 function createInstruments(meter: Meter): Instruments {
@@ -323,6 +370,12 @@ function createInstruments(meter: Meter): Instruments {
     occurrences: meter.createCounter(METRIC_NAMES.occurrences, {
       description: 'Scheduled occurrences the leader recorded, by job and outcome (started, skipped, missed); each once',
       unit: '{occurrence}',
+      valueType: ValueType.INT,
+    }),
+    stops: meter.createCounter(METRIC_NAMES.stops, {
+      description:
+        'Instance stops, by path (hook: the host asked; signal: a bare SIGTERM; none: a successor found the lease expired or broken) and what became of the lease (handed-over, released, not-released, not-held)',
+      unit: '{stop}',
       valueType: ValueType.INT,
     }),
   };

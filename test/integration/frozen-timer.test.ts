@@ -2,7 +2,7 @@
  * Every instance's coordinator timer frozen (BATON_LOCAL_FREEZE_TIMERS, for this test only): the
  * start-up tick begins leadership, and each term's beacon wakes the next term when it releases,
  * so a job due every 5 s (longer on a slower machine) still runs every occurrence, none late by more than period + 30 s,
- * through a graceful stop of the leader half-way.
+ * through a bare SIGTERM of the leader half-way, which Baton's signal handler turns into a release.
  *
  * `BATON_FROZEN_OCCURRENCES` sets how many occurrences in a row must run (default 6 here; the
  * issue's long form is at least 10). Each occurrence's lag is printed either way.
@@ -51,10 +51,14 @@ describe('with every coordinator timer frozen', () => {
       const succeeded = async (n: number) => (await c.runsOf(JOB.name)).filter((r) => r.state === 'succeeded').length >= n;
       const half = Math.ceil(OCCURRENCES / 2);
       await waitFor(`${half} runs`, () => succeeded(half), WAIT_MS, 500);
-      // A graceful stop: the leader releases and its beacon wakes a successor (no timer will).
+      // A bare SIGTERM, as a container delete sends, no hook: Baton's own handler releases the
+      // lease (or hands it over) and its beacon wakes a successor (no timer will).
       const leader = c.leader() ?? first;
-      leader.proc.kill('SIGTERM');
-      await leader.exited;
+      await c.stopInstance(leader, 'sigterm');
+      expect(c.stopOf(leader)).toMatchObject({ path: 'signal', lease: expect.stringMatching(/^(handed-over|released)$/) });
+      expect(c.stopOf(leader)!.durationMs).toBeLessThanOrEqual(patience(3000));
+      // It then ended as the signal would have ended it, before the kill that follows it.
+      expect(leader.exit).toEqual({ code: null, signal: 'SIGTERM' });
       c.spawn();
       const terms = () => c.instances.flatMap((i) => i.events.filter((e) => e.kind === 'leader' && e.type === 'acquired'));
       // Terms end every 8 s: by three terms, leadership has also passed at a term's end.

@@ -315,3 +315,53 @@ describe('local host batching', () => {
     for (const release of gates.splice(0)) release();
   });
 });
+
+describe('LocalHost drain mode, as the Functions host drains an instance before a scale-in', () => {
+  it('takes nothing new, aborts what started near the drain 1–3 s in (its message comes back), and lets the rest finish', async () => {
+    const resources = hubResources(fx.uniqueName('drain'));
+    const started = new Map<string, number>();
+    const finished: string[] = [];
+    const release = new Map<string, () => void>();
+    const host = startHost([
+      queueRegistration(resources.workQueue, async (entry) => {
+        const name = (entry as { name: string }).name;
+        started.set(name, performance.now());
+        // Each handler runs until the test lets it go, as a long item would.
+        await new Promise<void>((resolve) => release.set(name, resolve));
+        finished.push(name);
+      }),
+    ]);
+    const work = new AzureQueue(fx.queueService, resources.workQueue);
+    await work.send(JSON.stringify({ name: 'early' }));
+    const earlyAt = await until('the early message to start', () => started.get('early'), 20_000);
+    // Long enough before the drain not to count as near it (the rule below says 400 ms).
+    await until('the early invocation to be old', () => (performance.now() - earlyAt > 500 ? true : undefined), 20_000);
+    await work.send(JSON.stringify({ name: 'near' }));
+    const nearAt = await until('the near message to start', () => started.get('near'), 20_000);
+
+    let drained = false;
+    const draining = host.drain({ nearMs: 400, abortAfterMs: () => 1500 }).then(() => (drained = true));
+    await work.send(JSON.stringify({ name: 'late' }));
+    // The near one is aborted 1.5 s after it started: the host counts it failed, and its message
+    // is visible again, for another instance, though its code still runs here.
+    await until(
+      'the near message to be visible again',
+      async () => ((await peekTexts(resources.workQueue)).some((t) => t.includes('near')) ? true : undefined),
+      20_000,
+    );
+    expect(performance.now() - nearAt).toBeGreaterThanOrEqual(1500);
+    expect(logs.some((l) => /aborted by the host: worker channel is shutting down/.test(l))).toBe(true);
+    expect(finished).toEqual([]);
+    // The early one is not aborted: the drain waits for it.
+    expect(drained).toBe(false);
+    release.get('early')!();
+    await draining;
+    expect(finished).toEqual(['early']);
+    // Nothing new was taken after the drain: the late message is still there, never started.
+    expect(started.has('late')).toBe(false);
+    expect((await peekTexts(resources.workQueue)).filter((t) => t.includes('late'))).toHaveLength(1);
+    // The early message was deleted as done; the aborted one's code ends whenever it ends.
+    expect((await peekTexts(resources.workQueue)).some((t) => t.includes('early'))).toBe(false);
+    release.get('near')!();
+  });
+});

@@ -57,14 +57,21 @@ function timerInvocation(recorded: Recorded): () => Promise<unknown> {
   return () => handler(timer, new InvocationContext({ functionName: 'baton-coordinator' }));
 }
 
-/** An OTLP/HTTP receiver: the paths posted to, in order. */
+/** An OTLP/HTTP receiver: the paths posted to, in order, and what was posted. */
 let otlp: Server;
 const posted: string[] = [];
+const bodies: Buffer[] = [];
 
 beforeAll(async () => {
   otlp = createServer((req, res) => {
     posted.push(req.url ?? '');
-    req.resume().on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+    const chunks: Buffer[] = [];
+    req
+      .on('data', (chunk: Buffer) => chunks.push(chunk))
+      .on('end', () => {
+        bodies.push(Buffer.concat(chunks));
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
   });
   await new Promise<void>((resolve) => otlp.listen(0, '127.0.0.1', resolve));
   // The exporters read the standard settings from the process; an hour's interval means only a
@@ -112,6 +119,23 @@ describe('registerBaton on a Functions app', () => {
     ).toThrow(/^BATON_MAX_ATTEMPTS \(3\) must equal host\.json extensions\.queues\.maxDequeueCount/);
   });
 
+  it('refuses a shutdownGraceMs the host would cut short, naming the option', () => {
+    for (const shutdownGraceMs of [4500, 100, 1500.5]) {
+      const { app } = recordingApp();
+      expect(() =>
+        registerBaton(app, {
+          jobs: [],
+          env: { AzureWebJobsStorage: fixture.azurite.connectionString },
+          hostJson: join(__dirname, '..', '..', 'functions', 'host.json'),
+          logger: { info: () => undefined, warn: () => undefined },
+          shutdownGraceMs,
+        }),
+      ).toThrow(
+        /^shutdownGraceMs must be a whole number of milliseconds from 500 to 4000: the Functions host kills the worker 5 s after/,
+      );
+    }
+  });
+
   it(
     'the appTerminate hook ends a leading term, releases the lease and flushes telemetry',
     { timeout: patience(90_000) },
@@ -119,6 +143,7 @@ describe('registerBaton on a Functions app', () => {
       const { app, recorded } = recordingApp();
       const hub = fixture.uniqueName('terminate');
       const warnings: string[] = [];
+      const infos: string[] = [];
       const { runtime } = registerWithRuntime(app, {
         jobs: [sumJob({ items: 10 })],
         // A term of almost ten minutes (host.json's functionTimeout), held idle rather than rested:
@@ -131,7 +156,7 @@ describe('registerBaton on a Functions app', () => {
           BATON_METRICS_EXPORTER: 'otlp',
         },
         hostJson: join(__dirname, '..', '..', 'functions', 'host.json'),
-        logger: { info: () => undefined, warn: (message) => warnings.push(message) },
+        logger: { info: (message) => infos.push(message), warn: (message) => warnings.push(message) },
       });
       // The host's timer invocation, which holds the term.
       let invocationEnded = false;
@@ -166,10 +191,17 @@ describe('registerBaton on a Functions app', () => {
       expect(ticks).toContainEqual(expect.objectContaining({ t: 'tick', epoch }));
       expect(posted).toContain('/v1/metrics');
       expect(warnings).toEqual([]);
-      // Nobody asked for the lease, so it led on for the handover's wait (half the 10 s grace),
-      // and returned well inside the two graces: it waited for the term, not for a timer.
-      expect(tookMs).toBeGreaterThanOrEqual(4900);
-      expect(tookMs).toBeLessThan(patience(20_000));
+      // Nobody asked for the lease, so it led on for the handover's wait (a third of the 3 s
+      // grace), released, and said so: in its log and in the stops metric that was flushed last.
+      expect(tookMs).toBeGreaterThanOrEqual(950);
+      const stopped = infos.map((line) => /^stopped \(hook\): lease released after (\d+) ms$/.exec(line)).find(Boolean);
+      expect(stopped, infos.join('\n')).toBeDefined();
+      expect(Number(stopped![1])).toBeGreaterThanOrEqual(950);
+      expect(Number(stopped![1])).toBeLessThanOrEqual(patience(3000));
+      expect(Buffer.concat(bodies).includes('baton.instance.stops')).toBe(true);
+      // The whole hook, telemetry's flush included, inside the host's 5 s (4.5 s, the last one
+      // the process's to exit).
+      expect(tookMs).toBeLessThan(patience(4500));
       // A second call (the host may call hooks again) does the same work once.
       await recorded.terminate[0]!();
     },
@@ -224,8 +256,8 @@ describe('registerBaton on a Functions app', () => {
       expect(next).toMatchObject({ led: true, value: epoch + 1 });
       await terminating;
       await invocation;
-      // Handed over, not left to expire or to the bound: well before the 5 s wait ran out.
-      expect(succeededAt - started).toBeLessThan(patience(4000));
+      // Handed over, not left to expire or to the bound: inside the 3 s grace.
+      expect(succeededAt - started).toBeLessThan(patience(3000));
       const after = await lease.read();
       expect(after.changes?.at(-1)).toMatchObject({
         holder: 'successor',

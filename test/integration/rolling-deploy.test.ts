@@ -1,6 +1,6 @@
 /**
  * A rolling deploy on real processes: the three instances are replaced one by one with the next
- * version (a new one started, then an old one sent SIGTERM), round after round, while a job is
+ * version (a new one started, then an old one stopped by the host's WorkerTerminate), round after round, while a job is
  * due every 5 s (longer on a slower machine). The first instance of each new version must take over by a handover request,
  * and from then on no older version leads; every occurrence runs once, none is missed.
  *
@@ -77,8 +77,13 @@ describe('a rolling deploy, one instance at a time', () => {
             expect(versionOf.get(takeover.instance)).toBe(next);
             takeovers.push({ round, at: takeover.at, ms: takeover.at - started, by: takeover.instance.name });
           }
-          old.proc.kill('SIGTERM');
-          await old.exited;
+          // The host's WorkerTerminate: the hook hands over or releases, and the process exits
+          // by itself, inside the host's 5 s.
+          await c.stopInstance(old, 'terminate');
+          expect(c.stopOf(old)).toMatchObject({ path: 'hook' });
+          expect(c.stopOf(old)!.lease).not.toBe('not-released');
+          expect(c.stopOf(old)!.durationMs).toBeLessThanOrEqual(patience(3000));
+          expect(old.exit).toEqual({ code: 0, signal: null });
         }
       }
       // One more occurrence under the last version, and at least three in all (a quick deploy on a

@@ -290,3 +290,98 @@ describe('make-before-break handover, on a fake clock', () => {
     await leading;
   });
 });
+
+/**
+ * A shutdown inside the host's grace (`deadlineMs`): the Functions host kills a worker 5 s after
+ * it asks it to stop, so whatever the successor and the task do, the lease is back before that.
+ */
+describe('make-before-break with a deadline, on a fake clock', () => {
+  const BUDGET = { waitMs: 1000, deadlineMs: 3000 };
+
+  /** Advances the clock in small steps until `promise` settles; the clock's time then. */
+  async function settleOn<T>(clock: FakeClock, promise: Promise<T>, limitMs = 60_000): Promise<{ value: T; at: number }> {
+    let done = false;
+    void promise.then(
+      () => (done = true),
+      () => (done = true),
+    );
+    const until = clock.now() + limitMs;
+    while (!done && clock.now() < until) await clock.advance(10);
+    return { value: await promise, at: clock.now() };
+  }
+
+  it('a successor that asks in time gets the lease before the deadline', async () => {
+    const { clock, candidate, of } = setup();
+    const a = candidate('a');
+    const b = candidate('b');
+    const leading = a.runIfLeader(steppingTask(clock, []));
+    await clock.advance(1000);
+    const from = clock.now();
+    const handing = a.handOver(BUDGET);
+    await clock.advance(300);
+    const succeeding = b.runIfLeader(async () => 'b');
+    const { value, at } = await settleOn(clock, handing);
+    expect(value).toMatchObject({ led: true, to: 'b', released: true });
+    expect(at - from).toBeLessThanOrEqual(BUDGET.deadlineMs);
+    await settleOn(clock, succeeding);
+    expect(await succeeding).toMatchObject({ led: true, epoch: 2 });
+    expect(of('a', 'task-abandoned')).toEqual([]);
+    await leading;
+  });
+
+  it('nobody asks: the term ends after the wait and releases plainly, before the deadline', async () => {
+    const { clock, memory, candidate } = setup();
+    const a = candidate('a');
+    const leading = a.runIfLeader(steppingTask(clock, []));
+    await clock.advance(1000);
+    const from = clock.now();
+    const { value, at } = await settleOn(clock, a.handOver(BUDGET));
+    expect(value).toMatchObject({ led: true, to: undefined, released: true });
+    // The wait, then the step in hand (700 ms at most): well inside the deadline.
+    expect(at - from).toBeGreaterThanOrEqual(BUDGET.waitMs);
+    expect(at - from).toBeLessThanOrEqual(BUDGET.waitMs + 700 + 50);
+    expect(await memory.read()).toMatchObject({ leased: false, freedAs: 'released' });
+    await leading;
+  });
+
+  it('a task that ignores its end is abandoned, and the lease is back before the deadline', async () => {
+    const { clock, memory, candidate, of } = setup();
+    const a = candidate('a');
+    const c = candidate('c');
+    // A hook that never looks at its signals and never returns.
+    const leading = a.runIfLeader(() => new Promise<string>(() => undefined)).catch((error: unknown) => error);
+    await clock.advance(1000);
+    const from = clock.now();
+    const handing = a.handOver(BUDGET);
+    await clock.advance(200);
+    // c asks, and is yielded to at the deadline, not after the 10 s abandonment bound.
+    const succeeding = c.runIfLeader(async (l) => l.epoch);
+    const { value, at } = await settleOn(clock, handing);
+    expect(value).toMatchObject({ led: true, to: 'c', released: true });
+    expect(at - from).toBeLessThanOrEqual(BUDGET.deadlineMs);
+    expect(of('a', 'task-abandoned')).toHaveLength(1);
+    expect(await leading).toMatchObject({ name: 'TaskAbandonedError' });
+    await settleOn(clock, succeeding);
+    expect(await succeeding).toEqual({ led: true, value: 2, epoch: 2 });
+    expect((await memory.read()).changes?.at(-1)).toMatchObject({ holder: 'c', previous: 'a', reason: 'released' });
+  });
+
+  it('the kill lands mid-release: the hook still ends by the deadline, says the lease was not released, and it expires', async () => {
+    const on = setup();
+    const { clock, candidate, stores } = on;
+    const a = candidate('a');
+    const b = candidate('b');
+    const leading = a.runIfLeader(steppingTask(clock, []));
+    await clock.advance(1000);
+    // The release never answers (the process is killed while it is on the wire).
+    stores.get('a')!.inject('release', { kind: 'hang-forever' });
+    const from = clock.now();
+    const { value, at } = await settleOn(clock, a.handOver(BUDGET));
+    expect(value).toMatchObject({ led: true, to: undefined, released: false });
+    expect(at - from).toBeLessThanOrEqual(BUDGET.deadlineMs);
+    for (const op of ['renew', 'readRequest', 'markLeaving'] as const) stores.get('a')!.inject(op, { kind: 'hang-forever' });
+    expect(await tickUntilLed(clock, b, async () => 'b')).toMatchObject({ led: true, epoch: 2 });
+    await expectTakenOnExpiry(on, 'a', 'b');
+    void leading;
+  });
+});

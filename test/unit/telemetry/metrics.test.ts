@@ -89,6 +89,53 @@ describe('Baton telemetry', () => {
     ]);
   });
 
+  it('counts stops by path and lease: its own at shutdown, and a predecessor that never gave the lease back', async () => {
+    const { telemetry, value, emitted } = harness();
+    telemetry.instanceStopped({ instance: 'instance-a', path: 'hook', lease: 'handed-over', durationMs: 812.4 });
+    telemetry.instanceStopped({ instance: 'instance-b', path: 'signal', lease: 'not-held', durationMs: 3 });
+    // A successor that found the lease released, or its own, records nothing of anyone's stop.
+    telemetry.leaderEvent({ type: 'acquired', ...term, leaseId: 'l1', after: { holder: 'instance-a', freedAs: 'released' } });
+    telemetry.leaderEvent({ type: 'released', ...term, ledMs: 10 });
+    // Its own lease, expired while it could not renew and taken again: a loss, not a stop.
+    telemetry.leaderEvent({
+      type: 'acquired',
+      ...term,
+      epoch: 8,
+      leaseId: 'l2',
+      after: { holder: 'instance-a', freedAs: 'expired' },
+    });
+    telemetry.leaderEvent({ type: 'released', ...term, epoch: 8, ledMs: 10 });
+    // Another instance found it expired: nothing of a's stop reached storage.
+    telemetry.leaderEvent({
+      type: 'acquired',
+      identity: 'instance-c',
+      epoch: 9,
+      leaseId: 'l3',
+      after: { holder: 'instance-a', freedAs: 'expired' },
+    });
+    expect(await value(METRIC_NAMES.stops, { path: 'hook', lease: 'handed-over' })).toBe(1);
+    expect(await value(METRIC_NAMES.stops, { path: 'signal', lease: 'not-held' })).toBe(1);
+    expect(await value(METRIC_NAMES.stops, { path: 'none', lease: 'not-released' })).toBe(1);
+    const stops = emitted().filter((e) => e[CUSTOM_EVENT_NAME_ATTRIBUTE] === EVENT_NAMES.instanceStopped);
+    expect(stops).toEqual([
+      {
+        [CUSTOM_EVENT_NAME_ATTRIBUTE]: EVENT_NAMES.instanceStopped,
+        instance: 'instance-a',
+        path: 'hook',
+        lease: 'handed-over',
+        durationMs: 812,
+      },
+      {
+        [CUSTOM_EVENT_NAME_ATTRIBUTE]: EVENT_NAMES.instanceStopped,
+        instance: 'instance-b',
+        path: 'signal',
+        lease: 'not-held',
+        durationMs: 3,
+      },
+      { [CUSTOM_EVENT_NAME_ATTRIBUTE]: EVENT_NAMES.instanceStopped, instance: 'instance-a', path: 'none', lease: 'not-released' },
+    ]);
+  });
+
   it('records renewals in ms, and emits events outside any trace', async () => {
     const reader = new OnDemandReader();
     const events = new InMemoryLogRecordExporter();
