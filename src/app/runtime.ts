@@ -257,6 +257,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     store: leaseStore,
     leaseDurationSeconds: settings.leaseDurationSeconds,
     renewDeadlineMs: settings.renewDeadlineMs,
+    ...(settings.takeoverMs !== undefined ? { breakAfterMs: settings.takeoverMs } : {}),
     // Every instance's coordinator timer is a follower's chance to take over; on a fixed grid,
     // the leader's lease is timed to expire just before one of them.
     ...alignmentFor(settings.coordinatorSchedule),

@@ -16,6 +16,11 @@ export interface BatonSettings {
    * `BATON_RENEW_DEADLINE_SECONDS`, or two thirds of the lease (in ms, rounded as the elector does).
    */
   renewDeadlineMs: number;
+  /**
+   * Crash takeover (`BATON_TAKEOVER_MS`, default 3,000; 0 turns it off): how long a leader's
+   * beats may stop before another instance breaks its lease (the elector's `breakAfterMs`).
+   */
+  takeoverMs: number | undefined;
   leaseContainer: string;
   /** NCRONTAB of the coordinator timer. */
   coordinatorSchedule: string;
@@ -118,6 +123,24 @@ function parseRenewDeadlineMs(env: Env, leaseDurationSeconds: number): number {
   return deadlineMs;
 }
 
+const takeoverSchema = digits('must be a whole number of milliseconds: 0 (off), or from 1000 to less than the renew deadline');
+
+/** `BATON_TAKEOVER_MS`: off at 0; otherwise the elector's rule, as one line naming the setting. */
+function parseTakeoverMs(env: Env, renewDeadlineMs: number): number | undefined {
+  const name = 'BATON_TAKEOVER_MS';
+  const ms = parseSetting(takeoverSchema, name, readSetting(env, name) ?? String(DEFAULT_TAKEOVER_MS));
+  if (ms === 0) return undefined;
+  if (ms < 1000 || ms >= renewDeadlineMs) {
+    throw new InvalidSettingError(
+      name,
+      `${name} must be 0 (off), or from 1000 to less than the renew deadline (${renewDeadlineMs} ms): a leader must be replaceable before it would give up on its own`,
+    );
+  }
+  return ms;
+}
+
+const DEFAULT_TAKEOVER_MS = 3000;
+
 /** Queue names are at most 63 characters; the longest a hub has is its last shard's poison queue. */
 const MAX_QUEUE_NAME = 63;
 
@@ -196,10 +219,12 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
     'BATON_LEASE_SECONDS',
     readSetting(env, 'BATON_LEASE_SECONDS') ?? '15',
   );
+  const renewDeadlineMs = parseRenewDeadlineMs(env, leaseDurationSeconds);
   const settings = {
     hub,
     leaseDurationSeconds,
-    renewDeadlineMs: parseRenewDeadlineMs(env, leaseDurationSeconds),
+    renewDeadlineMs,
+    takeoverMs: parseTakeoverMs(env, renewDeadlineMs),
     leaseContainer: parseSetting(containerSchema, 'BATON_LEASE_CONTAINER', readSetting(env, 'BATON_LEASE_CONTAINER') ?? 'leases'),
     coordinatorSchedule: parseSetting(
       scheduleSchema,

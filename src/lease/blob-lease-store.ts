@@ -37,6 +37,12 @@ const META_LEAVING_OF = 'batonleavingof';
 /** Until when the holder said nothing needs a leader (a `resting` mark), and the acquisition that said it. */
 const META_REST_UNTIL = 'batonrestuntil';
 const META_REST_OF = 'batonrestof';
+/**
+ * How often the holder beats (crash takeover), and the acquisition that said so: a holder from
+ * before beats leaves it unwritten, and is never taken for a stopped one.
+ */
+const META_BEAT = 'batonbeatms';
+const META_BEAT_OF = 'batonbeatof';
 /** Metadata is at most 8 KiB per blob; the history gives up its oldest entries to stay well inside. */
 const MAX_CHANGES_CHARS = 4096;
 
@@ -118,7 +124,15 @@ export class BlobLeaseStore implements LeaseStore {
       const meta = parseMetadata(this.description, props.metadata);
       // 'available' is both "released" and "never leased": only a record with a holder was released.
       const freedAs = leased ? undefined : freedAsOf(props.leaseState, meta.holder);
-      return { leased, ...meta, ...(freedAs ? { freedAs } : {}) };
+      const quietMs =
+        props.date && props.lastModified ? Math.max(0, props.date.getTime() - props.lastModified.getTime()) : undefined;
+      return {
+        leased,
+        ...meta,
+        ...(freedAs ? { freedAs } : {}),
+        ...(props.etag ? { version: props.etag } : {}),
+        ...(quietMs !== undefined ? { quietMs } : {}),
+      };
     } catch (err) {
       if (storageErrorOf(err)?.status === 404)
         return { leased: false, holder: undefined, epoch: 0, acquiredAt: undefined, changes: [] };
@@ -144,6 +158,8 @@ export class BlobLeaseStore implements LeaseStore {
           // Always written, so a holder that gives no rank does not inherit the last one's.
           [META_RANK]: options?.rank ? encodeURIComponent(formatRank(options.rank)) : '',
           [META_RANK_OF]: at.toISOString(),
+          [META_BEAT]: options?.beatsEveryMs ? String(options.beatsEveryMs) : undefined,
+          [META_BEAT_OF]: options?.beatsEveryMs ? at.toISOString() : undefined,
           // A reservation is for the next holder only: this one.
           [META_RESERVED]: undefined,
           [META_RESERVED_OF]: undefined,
@@ -172,6 +188,13 @@ export class BlobLeaseStore implements LeaseStore {
         );
       case 'leaving':
         return this.stampUnderLease(leaseId, 'mark the lease as leaving', {}, META_LEAVING_OF, options);
+      case 'alive':
+        // Set Blob Properties with none: one write, no read, that changes the ETag and leaves
+        // the metadata (epoch, holder, marks) as it is.
+        await this.underLease('beat', () =>
+          this.blob.setHTTPHeaders({}, { abortSignal: options?.abortSignal, conditions: { leaseId } }),
+        );
+        return;
       case 'resting':
         return this.stampUnderLease(
           leaseId,
@@ -180,6 +203,20 @@ export class BlobLeaseStore implements LeaseStore {
           META_REST_OF,
           options,
         );
+    }
+  }
+
+  async breakIfUnchanged(version: string, options?: LeaseCallOptions): Promise<void> {
+    try {
+      // Lease Blob takes If-Match: a break at a version nobody wrote past, or none. A break
+      // period of 0 frees the lease at once.
+      await this.blob.getBlobLeaseClient().breakLease(0, { abortSignal: options?.abortSignal, conditions: { ifMatch: version } });
+    } catch (err) {
+      const info = storageErrorOf(err);
+      if (info?.status === 412) throw new ConcurrentUpdateError(this.description, { cause: err });
+      // Nothing to break: the lease was free (or the blob gone), which is what the break wanted.
+      if (info?.code === 'LeaseNotPresentWithLeaseOperation' || info?.status === 404) return;
+      throw err;
     }
   }
 
@@ -287,7 +324,14 @@ function parseMetadata(where: string, metadata: Record<string, string> | undefin
     ...(ours(metadata?.[META_RESERVED_OF]) ? reservationOf(metadata?.[META_RESERVED]) : {}),
     ...(ours(metadata?.[META_LEAVING_OF]) ? { leaving: true } : {}),
     ...(ours(metadata?.[META_REST_OF]) ? restOf(metadata?.[META_REST_UNTIL]) : {}),
+    ...(ours(metadata?.[META_BEAT_OF]) ? beatOf(metadata?.[META_BEAT]) : {}),
   };
+}
+
+/** A damaged beat is no beat: such a holder is left to its lease's expiry. */
+function beatOf(raw: string | undefined): { beatsEveryMs?: number } {
+  const ms = raw === undefined ? NaN : Number(raw);
+  return Number.isSafeInteger(ms) && ms > 0 ? { beatsEveryMs: ms } : {};
 }
 
 /** A damaged rest mark is no rest: it must never keep candidates away. */

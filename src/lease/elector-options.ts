@@ -34,6 +34,18 @@ export interface LeaderElectorOptions {
    */
   abandonTaskAfterMs?: number;
   /**
+   * Crash takeover: how long the holder's beats may stop before a candidate breaks its lease and
+   * leads, instead of waiting out the lease. The holder beats (a `LeaseMark` `alive`, one write)
+   * every quarter of it; a candidate that reads the same record `version` this far apart by its
+   * own clock breaks the lease at that version only (`LeaseStore.breakIfUnchanged`), so a holder
+   * that beat meanwhile, or a successor that already took over, is never broken. Whole
+   * milliseconds, from 1,000 to less than the renew deadline. Default: off. With it on, a holder
+   * that was only paused this long (a GC pause, SIGSTOP, an event loop blocked by a task) is
+   * replaced while it may still act: only the epoch fence keeps its writes out, and it learns of
+   * the loss at its next beat or renewal, whichever comes first.
+   */
+  breakAfterMs?: number;
+  /**
    * When the other candidates try to acquire on a fixed grid of wall-clock instants (every
    * instance's coordinator timer fires at t ≡ offsetMs mod periodMs), the leader times each
    * renewal, up to half a renew interval early, so that its lease would expire `marginMs`
@@ -89,6 +101,8 @@ export interface ResolvedElectorOptions {
   acquireRetryMs: number;
   stallTimeoutMs: number;
   abandonTaskAfterMs: number;
+  /** Crash takeover, when on: the silence that lets a candidate break, and the holder's beat. */
+  takeover: { breakAfterMs: number; beatMs: number } | undefined;
   expiryAlignment: { periodMs: number; offsetMs: number; marginMs: number } | undefined;
   rank: LeaderRank | undefined;
   /** Set whenever `rank` is. */
@@ -153,6 +167,17 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
   }
   const abandonTaskAfterMs = options.abandonTaskAfterMs ?? 10_000;
   positive('abandonTaskAfterMs', abandonTaskAfterMs);
+  let takeover: ResolvedElectorOptions['takeover'];
+  if (options.breakAfterMs !== undefined) {
+    const { breakAfterMs } = options;
+    if (!Number.isInteger(breakAfterMs) || breakAfterMs < 1000 || breakAfterMs >= renewDeadlineMs) {
+      throw new InvalidConfigError(
+        'breakAfterMs',
+        `breakAfterMs must be a whole number of milliseconds from 1000 to less than renewDeadlineMs (${renewDeadlineMs}), got ${String(breakAfterMs)}`,
+      );
+    }
+    takeover = { breakAfterMs, beatMs: Math.round(breakAfterMs / 4) };
+  }
   let expiryAlignment: ResolvedElectorOptions['expiryAlignment'];
   if (options.expiryAlignment) {
     const { periodMs, offsetMs = 0, marginMs = 300 } = options.expiryAlignment;
@@ -213,6 +238,7 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
     acquireRetryMs,
     stallTimeoutMs,
     abandonTaskAfterMs,
+    takeover,
     expiryAlignment,
     rank: rank ? { ...rank } : undefined,
     requests: rank ? options.requests : undefined,

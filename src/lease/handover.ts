@@ -249,7 +249,7 @@ export class Handover {
       if (!stop.aborted) {
         this.ctx.emit({ type: 'leaving', identity, epoch: term.epoch, waitMs: options.waitMs });
         const marked = await this.bounded(
-          (abortSignal) => store.mark(term.leaseId, { kind: 'leaving' }, { abortSignal }),
+          (abortSignal) => term.serially(() => store.mark(term.leaseId, { kind: 'leaving' }, { abortSignal })),
           stop,
         ).then(
           () => true,
@@ -274,7 +274,7 @@ export class Handover {
     if (left <= 0) return;
     try {
       await bounded(clock, term.lastCallMs(left), (abortSignal) =>
-        store.mark(term.leaseId, { kind: 'reserved', to }, { abortSignal }),
+        term.serially(() => store.mark(term.leaseId, { kind: 'reserved', to }, { abortSignal })),
       );
     } catch {
       // The release still lets the requester, polling, take the lease; it only races the others.

@@ -1,5 +1,5 @@
 import { systemClock, type Clock } from '../clock/clock';
-import { LeaseHeldError, LeaseLostError } from '../errors';
+import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError } from '../errors';
 import type { LeaderRank } from './leader-rank';
 import {
   checkRaiseAbove,
@@ -33,6 +33,7 @@ export class InMemoryLeaseStore implements LeaseStore {
   private epochMark = 0;
   private holder: string | undefined;
   private holderRank: LeaderRank | undefined;
+  private beatsEveryMs: number | undefined;
   private acquiredAt: Date | undefined;
   private durationMs = 0;
   /** Set by a release; a lapsed or broken lease says so itself. */
@@ -41,6 +42,12 @@ export class InMemoryLeaseStore implements LeaseStore {
   private reservedFor: HandoverClaim | undefined;
   private leaving = false;
   private restingUntil: Date | undefined;
+  /** Counts writes to the record: its `version`. */
+  private writes = 0;
+  /** Whether the record exists, as a blob does from its first acquire until it is deleted. */
+  private exists = false;
+  /** When the record was last written (or created), for `quietMs`. */
+  private writtenAt = 0;
 
   constructor(options: { clock?: Clock; name?: string } = {}) {
     this.clock = options.clock ?? systemClock;
@@ -50,6 +57,8 @@ export class InMemoryLeaseStore implements LeaseStore {
   async acquire(leaseId: string, durationSeconds: number, options?: LeaseCallOptions): Promise<void> {
     options?.abortSignal?.throwIfAborted();
     if (this.isLeased() && this.leaseId !== leaseId) throw new LeaseHeldError(this.holder);
+    if (!this.exists) this.writtenAt = this.clock.now();
+    this.exists = true;
     this.leaseId = leaseId;
     this.broken = false;
     this.released = false;
@@ -85,6 +94,7 @@ export class InMemoryLeaseStore implements LeaseStore {
       leased,
       holder: this.holder,
       ...(this.holderRank ? { holderRank: { ...this.holderRank } } : {}),
+      ...(this.beatsEveryMs ? { beatsEveryMs: this.beatsEveryMs } : {}),
       epoch: this.epoch,
       acquiredAt: this.acquiredAt,
       ...(leased ? {} : { freedAs: this.freedAs() }),
@@ -92,6 +102,7 @@ export class InMemoryLeaseStore implements LeaseStore {
       ...(this.reservedFor ? { reservedFor: claimCopy(this.reservedFor) } : {}),
       ...(this.leaving ? { leaving: true } : {}),
       ...(this.restingUntil ? { restingUntil: new Date(this.restingUntil) } : {}),
+      ...(this.exists ? { version: String(this.writes), quietMs: this.clock.now() - this.writtenAt } : {}),
     };
   }
 
@@ -102,10 +113,12 @@ export class InMemoryLeaseStore implements LeaseStore {
     if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot bump the epoch: the lease has expired');
     this.epoch = Math.max(this.epoch, this.epochMark) + 1;
     this.epochMark = this.epoch;
+    this.wrote();
     this.acquiredAt = this.clock.date();
     this.changes = withLeadershipChange(this.changes, this.holder, holder, this.epoch, this.acquiredAt, options?.freedAs);
     this.holder = holder;
     this.holderRank = options?.rank ? { ...options.rank } : undefined;
+    this.beatsEveryMs = options?.beatsEveryMs;
     this.reservedFor = undefined;
     this.leaving = false;
     this.restingUntil = undefined;
@@ -117,9 +130,16 @@ export class InMemoryLeaseStore implements LeaseStore {
     const action = mark.kind === 'reserved' ? 'reserve the lease' : `mark the lease as ${mark.kind}`;
     this.checkHolder(leaseId, action);
     if (!this.isLeased()) throw new LeaseLostError('deadline', `cannot ${action}: the lease has expired`);
+    this.wrote();
     if (mark.kind === 'reserved') this.reservedFor = claimCopy(mark.to);
     else if (mark.kind === 'leaving') this.leaving = true;
-    else this.restingUntil = new Date(mark.until);
+    else if (mark.kind === 'resting') this.restingUntil = new Date(mark.until);
+  }
+
+  async breakIfUnchanged(version: string, options?: LeaseCallOptions): Promise<void> {
+    options?.abortSignal?.throwIfAborted();
+    if (version !== String(this.writes)) throw new ConcurrentUpdateError(this.description);
+    if (this.isLeased()) this.breakLease();
   }
 
   async raiseEpoch(leaseId: string, above: number, options?: LeaseCallOptions): Promise<number> {
@@ -129,6 +149,7 @@ export class InMemoryLeaseStore implements LeaseStore {
     if (!this.isLeased()) throw new LeaseLostError('deadline', 'cannot raise the epoch: the lease has expired');
     this.epoch = raisedEpoch(Math.max(this.epoch, this.epochMark), above);
     this.epochMark = this.epoch;
+    this.wrote();
     return this.epoch;
   }
 
@@ -147,11 +168,19 @@ export class InMemoryLeaseStore implements LeaseStore {
     this.epoch = 0;
     this.holder = undefined;
     this.holderRank = undefined;
+    this.beatsEveryMs = undefined;
     this.acquiredAt = undefined;
     this.changes = [];
     this.reservedFor = undefined;
     this.leaving = false;
     this.restingUntil = undefined;
+    this.wrote();
+    this.exists = false;
+  }
+
+  private wrote(): void {
+    this.writes++;
+    this.writtenAt = this.clock.now();
   }
 
   private freedAs(): LeaseFreedAs | undefined {

@@ -72,6 +72,8 @@ export class LeaderElector {
   private active: EndingTerm | undefined;
   /** The handover under way, so a second call waits for the first. */
   private leaving: Promise<HandoverResult> | undefined;
+  /** Crash takeover: the held lease's record version this candidate last saw change, and when. */
+  private silence: { version: string; since: number } | undefined;
   /**
    * Until when the lease rests, as this candidate last read it, and when it read that (local
    * monotonic time). A tick trusts it without a read for one lease duration at most: a wake on
@@ -220,7 +222,9 @@ export class LeaderElector {
     this.restSeen = undefined;
     const record = await this.boundedRead(signal);
     let term: Term | undefined;
-    if (record.leased) {
+    if (record.leased && (await this.brokeStoppedHolder(record, signal))) {
+      term = await this.tryAcquire(signal, { ...record, leased: false, freedAs: 'broken' });
+    } else if (record.leased) {
       term = this.handover?.policy.shouldAsk(record) ? await this.handover.ask(record, signal) : undefined;
       if (!term) return { holder: holderOf(record) };
     } else {
@@ -235,6 +239,34 @@ export class LeaderElector {
     }
     if (!term) return {};
     return this.won(term);
+  }
+
+  /**
+   * Crash takeover (`breakAfterMs`): whether this read shows the same record version as one at
+   * least `breakAfterMs` ago, and the lease was broken at that version. Anyone who wrote since
+   * (the holder's beat, a new holder's bump) makes the break fail, and the silence starts again.
+   */
+  private async brokeStoppedHolder(record: LeaseRecord, signal: AbortSignal | undefined): Promise<boolean> {
+    const { takeover, clock, store, renewDeadlineMs, identity } = this.options;
+    // A holder that does not beat (another version, or takeover off there) waits out its lease.
+    if (!takeover || record.version === undefined || !record.beatsEveryMs) return false;
+    // Four of the holder's own beats at least, whatever this candidate's setting.
+    const breakAfterMs = Math.max(takeover.breakAfterMs, 4 * record.beatsEveryMs);
+    const now = clock.now();
+    if (this.silence?.version !== record.version) this.silence = { version: record.version, since: now };
+    const { version, since } = this.silence;
+    // What this candidate saw, or what storage says, less its clock's whole-second resolution.
+    const silentMs = Math.max(now - since, (record.quietMs ?? 0) - QUIET_RESOLUTION_MS);
+    if (silentMs < breakAfterMs) return false;
+    this.silence = undefined;
+    try {
+      await bounded(clock, renewDeadlineMs, (abortSignal) => store.breakIfUnchanged(version, { abortSignal }), signal);
+    } catch (error) {
+      if (error instanceof ConcurrentUpdateError) return false;
+      throw error;
+    }
+    this.emit({ type: 'broke', identity, holder: record.holder, epoch: record.epoch, silentMs });
+    return true;
   }
 
   private won(term: Term): Attempt {
@@ -260,7 +292,12 @@ export class LeaderElector {
     try {
       await untilAborted(store.acquire(leaseId, leaseDurationSeconds, { abortSignal: bound.signal }), bound.signal);
       const epoch = await untilAborted(
-        store.bumpEpoch(leaseId, identity, { abortSignal: bound.signal, freedAs, rank: this.options.rank }),
+        store.bumpEpoch(leaseId, identity, {
+          abortSignal: bound.signal,
+          freedAs,
+          rank: this.options.rank,
+          beatsEveryMs: this.options.takeover?.beatMs,
+        }),
         bound.signal,
       );
       return { leaseId, epoch, startedAt, ...(read?.holder !== undefined ? { after: { holder: read.holder, freedAs } } : {}) };
@@ -299,12 +336,13 @@ export class LeaderElector {
         ...(term.after ? { after: term.after } : {}),
       });
       const renewing = this.keepRenewing(leadership);
+      const beating = this.keepBeating(leadership);
       const watching = this.handover?.watch(leadership);
       const outcome = await this.settleOrAbandon(task, leadership);
       // Order matters: the task has settled; stop renewing and end the term's signal (so work
       // the task left running stops too), and only then release.
       leadership.stopRenewing();
-      await Promise.all([renewing, watching]);
+      await Promise.all([renewing, beating, watching]);
       leadership.end(undefined);
       const loss = leadership.loss;
       if (loss === undefined || loss === 'deadline' || loss === 'stalled') {
@@ -349,7 +387,9 @@ export class LeaderElector {
     const { store, clock, renewDeadlineMs } = this.options;
     const ms = term.lastCallMs(Math.min(renewDeadlineMs, Math.max(1, term.deadline - clock.now())));
     try {
-      await bounded(clock, ms, (abortSignal) => store.mark(term.leaseId, { kind: 'resting', until }, { abortSignal }));
+      await bounded(clock, ms, (abortSignal) =>
+        term.serially(() => store.mark(term.leaseId, { kind: 'resting', until }, { abortSignal })),
+      );
       return true;
     } catch {
       // Candidates then find the lease free and lead at their next tick: more churn, no harm.
@@ -434,6 +474,41 @@ export class LeaderElector {
   }
 
   /**
+   * With crash takeover on: a beat every `beatMs`, each one write, so that candidates can tell
+   * this holder lives (see `breakAfterMs`). Beats keep their cadence however long storage takes
+   * to answer one (one at a time, each given up to `breakAfterMs`): slow storage delays them, it
+   * does not cancel them. A missed beat costs nothing until enough of them have; one refused
+   * because the lease is gone ends the term at once, sooner than the next renewal after a break.
+   */
+  private async keepBeating(term: ActiveTerm): Promise<void> {
+    const { clock, store, takeover } = this.options;
+    if (!takeover) return;
+    let beating: Promise<void> | undefined;
+    for (;;) {
+      try {
+        await sleep(clock, takeover.beatMs, term.stopSignal);
+      } catch {
+        return;
+      }
+      const left = term.deadline - clock.now();
+      if (left <= 0) return; // the renew loop declares the loss
+      if (beating) continue;
+      beating = bounded(
+        clock,
+        Math.min(left, takeover.breakAfterMs),
+        (abortSignal) => term.serially(() => store.mark(term.leaseId, { kind: 'alive' }, { abortSignal })),
+        term.stopSignal,
+      ).then(
+        () => undefined,
+        (error: unknown) => {
+          if (!term.stopSignal.aborted && error instanceof LeaseLostError) this.lose(term, error.reason, error);
+        },
+      );
+      void beating.finally(() => (beating = undefined));
+    }
+  }
+
+  /**
    * The wait before the next renewal: `delay`, or a little less so that the renewed lease would
    * expire just before one of the followers' tick instants (see `expiryAlignment`).
    */
@@ -477,6 +552,9 @@ interface Attempt {
   holder?: LeaderInfo;
   restingUntil?: Date;
 }
+
+/** `LeaseRecord.quietMs` comes from two times to the second: it may be up to this much long. */
+const QUIET_RESOLUTION_MS = 1000;
 
 /** Resolves once `signal` aborts. */
 function whenAborted(signal: AbortSignal): Promise<void> {

@@ -26,6 +26,11 @@ export type LeaderEvent =
   | { type: 'handover-requested'; identity: string; epoch: number; requester: string }
   /** This candidate leaves a free lease to `to` for up to `forMs`: reserved for it, or its last, higher-ranked holder. */
   | { type: 'deferred'; identity: string; to: string; reserved: boolean; forMs: number }
+  /**
+   * This candidate broke the lease of `holder` (at `epoch`), whose record had not changed for
+   * `silentMs`: its beats had stopped (`breakAfterMs`). It tries to acquire next.
+   */
+  | { type: 'broke'; identity: string; holder: string | undefined; epoch: number; silentMs: number }
   /** The term ended but its task ignored its signal: the elector stopped waiting for it. */
   | { type: 'task-abandoned'; identity: string; epoch: number; waitedMs: number };
 
@@ -84,6 +89,11 @@ export function describeLeaderEvent(event: LeaderEvent): { level: 'info' | 'warn
       };
     case 'acquire-failed':
       return { level: 'warn', message: `lease acquire failed: ${who} error=${errorKind(event.error)}` };
+    case 'broke':
+      return {
+        level: 'warn',
+        message: `broke the lease of a holder whose beats stopped: ${who} holder=${event.holder ?? 'unknown'} epoch=${event.epoch} silentMs=${Math.round(event.silentMs)}`,
+      };
     case 'task-abandoned':
       return {
         level: 'warn',

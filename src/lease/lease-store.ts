@@ -38,6 +38,9 @@ export interface LeaseReader {
  *   bump or raise goes above every earlier one.
  * - `mark` succeeds only while `leaseId` holds the lease, and `bumpEpoch` clears every mark; a
  *   `resting` mark outlives the release (that is its point) until then.
+ * - `version` changes with every write (bump, raise, mark) and with no lease operation;
+ *   `breakIfUnchanged` breaks a held lease only at the version it names, so of candidates that
+ *   saw the same stopped holder, a break can never hit a lease someone took since.
  * - Any other failure (timeouts, 5xx, aborts) is thrown as is; callers treat it as transient.
  */
 export interface LeaseStore extends LeaseReader {
@@ -56,6 +59,13 @@ export interface LeaseStore extends LeaseReader {
    * reads (see `LeaseMark`). The next `bumpEpoch` clears it.
    */
   mark(leaseId: string, mark: LeaseMark, options?: LeaseCallOptions): Promise<void>;
+  /**
+   * Breaks the lease at once, whoever holds it, if the record is still at `version` (as a
+   * `read` gave it): for a candidate that saw the holder's beats stop. Rejects with
+   * `ConcurrentUpdateError` when anything wrote the record since (a beat: the holder lives; a
+   * bump: someone else took over); resolves, doing nothing, when the lease is not held.
+   */
+  breakIfUnchanged(version: string, options?: LeaseCallOptions): Promise<void>;
 }
 
 /**
@@ -64,9 +74,15 @@ export interface LeaseStore extends LeaseReader {
  * - `leaving`: it is about to stop and hands over to the first candidate that asks, whatever its
  *   rank (`LeaseRecord.leaving`);
  * - `resting`: just before it releases, nothing needs a leader before `until`, so candidates
- *   leave the free lease alone until then (`LeaseRecord.restingUntil`).
+ *   leave the free lease alone until then (`LeaseRecord.restingUntil`);
+ * - `alive`: a beat, so that candidates can tell a holder that stopped (`breakIfUnchanged`).
  */
-export type LeaseMark = { kind: 'reserved'; to: HandoverClaim } | { kind: 'leaving' } | { kind: 'resting'; until: Date };
+export type LeaseMark =
+  | { kind: 'reserved'; to: HandoverClaim }
+  | { kind: 'leaving' }
+  | { kind: 'resting'; until: Date }
+  /** The holder is alive: a write that changes the record's `version` and nothing a reader sees. */
+  | { kind: 'alive' };
 
 /** Who a holder hands over to, or who asks for the lease, with the rank that entitles it. */
 export interface HandoverClaim {
@@ -88,6 +104,8 @@ export interface BumpOptions extends LeaseCallOptions {
   freedAs?: LeaseFreedAs | undefined;
   /** The new holder's rank, recorded beside its name (`LeaseRecord.holderRank`). */
   rank?: LeaderRank | undefined;
+  /** How often the new holder beats (`LeaseRecord.beatsEveryMs`), when it does. */
+  beatsEveryMs?: number | undefined;
 }
 
 /** How a lease that nobody holds became free, as storage reports it. */
@@ -150,6 +168,23 @@ export interface LeaseRecord {
    * clock as its leader read it; it counts only while the lease is free.
    */
   restingUntil?: Date | undefined;
+  /**
+   * Changes with every write to the record (a bump, a raise, any mark, the holder's beats) and
+   * with nothing else: two reads with the same version saw nothing written between them.
+   * Opaque (a blob's ETag); absent from a record that does not exist yet.
+   */
+  version?: string | undefined;
+  /**
+   * How long the record had gone unwritten when it was read, by storage's own clock (a blob's
+   * `Date` less its `Last-Modified`, both to the second): a candidate's first read can already
+   * tell that the holder's beats stopped. Absent when storage does not say.
+   */
+  quietMs?: number | undefined;
+  /**
+   * How often this holder said it beats (an `alive` mark), recorded by its bump; absent for a
+   * holder that does not, which candidates never take for a stopped one.
+   */
+  beatsEveryMs?: number | undefined;
 }
 
 /** Refuses a bad `above` for `raiseEpoch`: a caller's bug, refused before any storage call. */

@@ -81,8 +81,12 @@ export class ActiveTerm {
   private readonly abandoning = new AbortController();
 
   private deadlineTimer: TimerHandle | undefined;
-  /** Raises run one at a time, so a second caller sees the first one's epoch before writing. */
-  private raising: Promise<unknown> = Promise.resolve();
+  /**
+   * The holder's writes to the record (raises, marks, beats) run one at a time: each but the
+   * beat reads before it writes, conditional on what it read, and must not meet its own beat in
+   * between; and a second raise sees the first one's epoch before writing.
+   */
+  private writing: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly term: Term,
@@ -130,9 +134,14 @@ export class ActiveTerm {
   }
 
   raise(above: number): Promise<number> {
-    const raised = this.raising.then(() => this.raiseNow(above));
-    this.raising = raised.catch(() => undefined);
-    return raised;
+    return this.serially(() => this.raiseNow(above));
+  }
+
+  /** Runs `write` once the holder's earlier writes have settled (see `writing`). */
+  serially<T>(write: () => Promise<T>): Promise<T> {
+    const done = this.writing.then(write);
+    this.writing = done.catch(() => undefined);
+    return done;
   }
 
   private async raiseNow(above: number): Promise<number> {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { LeaseHeldError, LeaseLostError } from '../../src/errors';
+import { ConcurrentUpdateError, LeaseHeldError, LeaseLostError } from '../../src/errors';
 import { LEADERSHIP_CHANGES_KEPT, type HandoverClaim, type LeaseStore } from '../../src/lease/lease-store';
 
 const reserved = (to: HandoverClaim) => ({ kind: 'reserved' as const, to });
@@ -161,7 +161,9 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       const bumped = await store.read();
       expect(await store.raiseEpoch(a, 5)).toBe(6);
       expect(await store.raiseEpoch(a, 2)).toBe(7);
-      expect(await store.read()).toEqual({ ...bumped, epoch: 7 });
+      const raised = await store.read();
+      expect(raised).toEqual({ ...bumped, epoch: 7, version: expect.any(String) });
+      expect(raised.version).not.toBe(bumped.version);
       // The next holder bumps above the raised epoch, as above any other.
       await store.release(a);
       const b = id();
@@ -274,6 +276,69 @@ export function leaseStoreContract(name: string, makeHarness: () => Promise<Leas
       const b = id();
       await store.acquire(b, 15);
       await expect(store.renew(a)).rejects.toMatchObject({ code: 'LeaseLost', reason: 'conflict' });
+    });
+
+    it("changes the record's version with every write, a holder's beat included, and with no lease operation", async () => {
+      const { store } = await makeHarness();
+      const a = id();
+      await store.acquire(a, 15);
+      const acquired = (await store.read()).version;
+      expect(acquired).toEqual(expect.any(String));
+      await store.renew(a);
+      expect((await store.read()).version).toBe(acquired);
+      await store.bumpEpoch(a, 'a');
+      const bumped = (await store.read()).version;
+      expect(bumped).not.toBe(acquired);
+      await store.mark(a, { kind: 'alive' });
+      const beat = await store.read();
+      expect(beat.version).not.toBe(bumped);
+      // A beat says nothing a reader sees but the version.
+      expect(beat).toMatchObject({ leased: true, holder: 'a', epoch: 1 });
+      expect(beat.leaving).toBeUndefined();
+      await expect(store.mark(id(), { kind: 'alive' })).rejects.toBeInstanceOf(LeaseLostError);
+    });
+
+    it('records how often a holder beats with its epoch, and none for a holder that does not', async () => {
+      const { store } = await makeHarness();
+      const a = id();
+      await store.acquire(a, 15);
+      await store.bumpEpoch(a, 'a', { beatsEveryMs: 750 });
+      const beating = await store.read();
+      expect(beating.beatsEveryMs).toBe(750);
+      expect(beating.quietMs).toEqual(expect.any(Number));
+      await store.release(a);
+      const b = id();
+      await store.acquire(b, 15);
+      await store.bumpEpoch(b, 'b');
+      expect((await store.read()).beatsEveryMs).toBeUndefined();
+    });
+
+    it('breaks a held lease only at the version it was read at, and a free lease not at all', async () => {
+      const { store } = await makeHarness();
+      const a = id();
+      await store.acquire(a, 15);
+      await store.bumpEpoch(a, 'a');
+      const seen = (await store.read()).version!;
+      // The holder beat since: it lives, and the break is refused.
+      await store.mark(a, { kind: 'alive' });
+      await expect(store.breakIfUnchanged(seen)).rejects.toBeInstanceOf(ConcurrentUpdateError);
+      expect((await store.read()).leased).toBe(true);
+      // Nothing written since this read: broken at once, and the old holder is told so.
+      const stale = (await store.read()).version!;
+      await store.breakIfUnchanged(stale);
+      expect(await store.read()).toMatchObject({ leased: false, freedAs: 'broken' });
+      await expect(store.renew(a)).rejects.toMatchObject({ code: 'LeaseLost', reason: 'broken' });
+      // A second candidate that saw the same stopped holder cannot break the next holder's lease.
+      const b = id();
+      await store.acquire(b, 15);
+      await store.bumpEpoch(b, 'b', { freedAs: 'broken' });
+      await expect(store.breakIfUnchanged(stale)).rejects.toBeInstanceOf(ConcurrentUpdateError);
+      expect(await store.read()).toMatchObject({ leased: true, holder: 'b', epoch: 2 });
+      expect((await store.read()).changes?.at(-1)).toMatchObject({ holder: 'b', previous: 'a', reason: 'broken' });
+      // A free lease: nothing to break, and no error.
+      await store.release(b);
+      await store.breakIfUnchanged((await store.read()).version!);
+      expect(await store.read()).toMatchObject({ leased: false, freedAs: 'released' });
     });
 
     it('lets the holder of a broken lease release it', async () => {

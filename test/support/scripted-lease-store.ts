@@ -12,9 +12,18 @@ type Operation =
   | 'reserve'
   | 'markLeaving'
   | 'markResting'
+  | 'markAlive'
+  | 'breakIfUnchanged'
   | 'readRequest'
   | 'writeRequest'
   | 'deleteRequest';
+
+const MARK_OPERATION = {
+  reserved: 'reserve',
+  leaving: 'markLeaving',
+  resting: 'markResting',
+  alive: 'markAlive',
+} as const satisfies Record<LeaseMark['kind'], Operation>;
 
 /**
  * What to do with one call: fail it; hang until its signal aborts (`hang`) or for good
@@ -81,8 +90,12 @@ export class ScriptedLeaseStore implements LeaseStore, HandoverRequestStore {
   }
 
   mark(leaseId: string, mark: LeaseMark, options?: LeaseCallOptions): Promise<void> {
-    const operation = mark.kind === 'reserved' ? 'reserve' : mark.kind === 'leaving' ? 'markLeaving' : 'markResting';
+    const operation = MARK_OPERATION[mark.kind];
     return this.run(operation, options, () => this.inner.mark(leaseId, mark, options));
+  }
+
+  breakIfUnchanged(version: string, options?: LeaseCallOptions): Promise<void> {
+    return this.run('breakIfUnchanged', options, () => this.inner.breakIfUnchanged(version, options));
   }
 
   readRequest(options?: LeaseCallOptions): Promise<StoredHandoverRequest | undefined> {

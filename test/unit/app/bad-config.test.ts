@@ -206,6 +206,24 @@ const rows: Row[] = [
     rule: /must be a whole number of seconds from 15 to 60/,
   },
   {
+    setting: 'BATON_TAKEOVER_MS',
+    what: 'not a number',
+    env: { BATON_TAKEOVER_MS: '3s' },
+    rule: /must be a whole number of milliseconds: 0 \(off\), or from 1000 to less than the renew deadline/,
+  },
+  {
+    setting: 'BATON_TAKEOVER_MS',
+    what: 'no shorter than the renew deadline',
+    env: { BATON_TAKEOVER_MS: '10000' },
+    rule: /must be 0 \(off\), or from 1000 to less than the renew deadline \(10000 ms\)/,
+  },
+  {
+    setting: 'BATON_TAKEOVER_MS',
+    what: 'shorter than a second',
+    env: { BATON_TAKEOVER_MS: '500' },
+    rule: /must be 0 \(off\), or from 1000 to less than the renew deadline/,
+  },
+  {
     setting: 'BATON_RENEW_DEADLINE_SECONDS',
     what: 'equal to the default lease',
     env: { BATON_RENEW_DEADLINE_SECONDS: '15' },

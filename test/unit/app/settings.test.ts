@@ -221,11 +221,16 @@ describe('parseStorageSettings: identity', () => {
 });
 
 describe('parseBatonSettings', () => {
+  it('turns crash takeover off at BATON_TAKEOVER_MS=0', () => {
+    expect(parseBatonSettings({ BATON_TAKEOVER_MS: '0' }).takeoverMs).toBeUndefined();
+  });
+
   it('defaults', () => {
     expect(parseBatonSettings({})).toEqual({
       hub: 'baton',
       leaseDurationSeconds: 15,
       renewDeadlineMs: 10_000,
+      takeoverMs: 3000,
       leaseContainer: 'leases',
       coordinatorSchedule: '*/10 * * * * *',
       termSeconds: 60,
@@ -289,6 +294,7 @@ describe('parseBatonSettings', () => {
       BATON_HUB: 'nightly1',
       BATON_LEASE_SECONDS: '60',
       BATON_RENEW_DEADLINE_SECONDS: '40',
+      BATON_TAKEOVER_MS: '5000',
       BATON_LEASE_CONTAINER: 'my-leases',
       BATON_COORDINATOR_SCHEDULE: '0 * * * * *',
       BATON_TERM_SECONDS: '120',
@@ -306,6 +312,7 @@ describe('parseBatonSettings', () => {
       hub: 'nightly1',
       leaseDurationSeconds: 60,
       renewDeadlineMs: 40_000,
+      takeoverMs: 5000,
       leaseContainer: 'my-leases',
       coordinatorSchedule: '0 * * * * *',
       termSeconds: 120,
