@@ -22,7 +22,7 @@ import type { JobDefinition } from '../jobs/job-definition';
 import { BlobEpochMark } from '../lease/blob-epoch-mark';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import { BlobHandoverRequestStore } from '../lease/blob-handover-request-store';
-import type { LeaderLogger } from '../lease/elector-options';
+import { defaultRenewIntervalMs, type LeaderLogger } from '../lease/elector-options';
 import { LeaderElector } from '../lease/leader-elector';
 import type { HandoverTiming } from '../lease/handover-timing';
 import type { HandoverResult } from '../lease/handover';
@@ -251,6 +251,14 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     queue: tickQueue,
     clock,
     leaseMs: settings.leaseDurationSeconds * 1000,
+    ...(settings.takeoverMs !== undefined
+      ? {
+          takeover: {
+            breakAfterMs: settings.takeoverMs,
+            renewIntervalMs: defaultRenewIntervalMs(settings.leaseDurationSeconds * 1000),
+          },
+        }
+      : {}),
     log: (message) => logger?.debug?.(message),
   });
   const elector = new LeaderElector({

@@ -13,6 +13,12 @@ export interface TickBeaconOptions {
   leaseMs: number;
   /** How long after that. Default 2,000 ms. */
   marginMs?: number;
+  /**
+   * With crash takeover (the elector's `breakAfterMs`) and the leader's renew interval: the
+   * beacon surfaces a second after a dead leader's silence could be broken, counted from its
+   * last renewal, instead of after its lease. A live leader's next renewal moves it first.
+   */
+  takeover?: { breakAfterMs: number; renewIntervalMs: number };
   /** Where failures go; a lost beacon costs a slower takeover, never correctness. */
   log?: (message: string) => void;
 }
@@ -30,7 +36,8 @@ export interface TickBeaconOptions {
  *   whichever instance receives it runs the coordinator tick: the wake for a successor.
  * - When the release leaves the lease resting (an idle leader, `Leadership.restUntil`), it
  *   surfaces when the rest ends instead: the wake for the next occurrence, timers or not.
- * - When the leader dies it surfaces once its lease has expired, and wakes a successor then.
+ * - When the leader dies it surfaces once its lease has expired, and wakes a successor then; with
+ *   crash takeover, once its silence can be broken (`takeover`), and the receiver breaks it.
  * A tick from the timer and one from the beacon can only ever start a run once: runs are keyed
  * by occurrence. Its cost per term: a send, one update per renewal, and one more to surface it.
  */
@@ -44,7 +51,11 @@ export class TickBeacon {
   private chain: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: TickBeaconOptions) {
-    this.hiddenSeconds = Math.ceil((options.leaseMs + (options.marginMs ?? 2000)) / 1000);
+    const { takeover } = options;
+    const hiddenMs = takeover
+      ? Math.min(options.leaseMs, takeover.renewIntervalMs + takeover.breakAfterMs) + 1000
+      : options.leaseMs + (options.marginMs ?? 2000);
+    this.hiddenSeconds = Math.ceil(hiddenMs / 1000);
   }
 
   /** Feeds it the elector's events (`onEvent`); returns at once. */

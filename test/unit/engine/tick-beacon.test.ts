@@ -8,10 +8,10 @@ import { InMemoryQueue } from '../../../src/queue/in-memory-queue';
 
 const LEASE_MS = 15_000;
 
-function setup() {
+function setup(takeover?: { breakAfterMs: number; renewIntervalMs: number }) {
   const clock = new FakeClock();
   const queue = new InMemoryQueue('work', { clock });
-  const beacon = new TickBeacon({ queue, clock, leaseMs: LEASE_MS });
+  const beacon = new TickBeacon({ queue, clock, leaseMs: LEASE_MS, ...(takeover ? { takeover } : {}) });
   const feed = async (event: Parameters<TickBeacon['onLeaderEvent']>[0]) => {
     beacon.onLeaderEvent(event);
     await beacon.idle();
@@ -39,6 +39,24 @@ describe('TickBeacon: one delayed tick per term', () => {
     await clock.advance(1000);
     expect(await surfaced()).toEqual([{ v: 1, t: 'tick', epoch: 4 }]);
     expect(queue.peekAll()).toHaveLength(1);
+  });
+
+  it('with crash takeover, surfaces a second after a dead leader could be broken, not after its lease', async () => {
+    const { clock, beacon, feed, surfaced } = setup({ breakAfterMs: 3000, renewIntervalMs: 5000 });
+    expect(beacon.hiddenSeconds).toBe(9);
+    await feed({ type: 'acquired', identity, epoch: 4, leaseId: 'l' });
+    // A live leader's renewals move it before it surfaces.
+    for (let t = 0; t < 12; t++) {
+      await clock.advance(5000);
+      await feed({ type: 'renewed', identity, epoch: 4, latencyMs: 5 });
+      expect(await surfaced()).toEqual([]);
+    }
+    // The leader dies right after a renewal: its silence can be broken from 3 s after its last
+    // beat, and the beacon wakes a successor by the renew interval and that, plus a second.
+    await clock.advance(8000);
+    expect(await surfaced()).toEqual([]);
+    await clock.advance(1000);
+    expect(await surfaced()).toEqual([{ v: 1, t: 'tick', epoch: 4 }]);
   });
 
   it('surfaces at once when the term ends with a release: the wake for a successor', async () => {
