@@ -8,7 +8,7 @@ import { defineJob, InvalidConfigError, InvalidSettingError, type JobDefinition 
  * A synthetic job whose output is known in advance, for benchmarks, soak tests and trying Baton
  * out: items 0..n-1, each result 2i, folded to a count, a sum and a sum of squares modulo a
  * prime (an order-independent fingerprint that stays exact: plain float sums past 2^53 are
- * not). Items can fail deterministically or run slowly.
+ * not). Items can fail deterministically, run slowly, or hold the event loop.
  */
 const SQUARES_MODULUS = 2_147_483_647;
 const addSquare = (squares: number, v: number): number => (squares + ((v * v) % SQUARES_MODULUS)) % SQUARES_MODULUS;
@@ -26,6 +26,13 @@ export const syntheticJobSpecSchema = z
     slowMs: z.number().int().min(0).max(600_000).default(0),
     /** Each item that is not slow takes this long (none by default), so that slow ones are slow beside real work. */
     itemMs: z.number().int().min(0).max(600_000).optional(),
+    /**
+     * Each item first spins this long in a synchronous loop (none by default): CPU-bound work that
+     * holds its process's event loop, so that nothing else there (timers, a leader's renewals and
+     * run starts, other items) runs meanwhile. `itemMs` and `slowMs` wait without blocking, and
+     * follow it.
+     */
+    blockMs: z.number().int().min(0).max(60_000).optional(),
     failureTolerance: z
       .object({
         count: z.number().int().min(0, { error: 'must be 0 or more (failed items a run may have and still succeed)' }).optional(),
@@ -86,6 +93,14 @@ export function hangOrderName(runId: string, hook: 'split' | 'process' | 'finali
   return `${runId.replace(/[^A-Za-z0-9.-]/g, '_')}.${hook}${item === undefined ? '' : `.${item}`}`;
 }
 
+/** Holds the event loop for `ms`: a busy loop, as CPU-bound code does, not a wait. */
+function spin(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // Nothing: the point is that nothing else in the process runs.
+  }
+}
+
 /** Never settles, whatever the signal says. */
 const hang = (): Promise<never> => new Promise<never>(() => undefined);
 
@@ -115,6 +130,7 @@ export function createSyntheticJob(spec: SyntheticJobSpec): JobDefinition {
           },
     async process(item, ctx) {
       if (ordered(ctx.runId, 'process', item.i)) await hang();
+      if (s.blockMs) spin(s.blockMs);
       const ms = everyNth(s.slowEvery, item.i) ? s.slowMs : (s.itemMs ?? 0);
       if (ms > 0) await sleep(ms, undefined, { signal: ctx.signal });
       if (everyNth(s.failEvery, item.i)) throw new Error(`synthetic item ${item.i} fails by design`);

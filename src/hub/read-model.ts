@@ -83,7 +83,8 @@ const WHY: Record<string, string> = {
   first: 'first leader',
   released: 'previous leader released the lease',
   expired: 'previous lease expired (crash or pause)',
-  broken: 'lease broken from outside',
+  // Mostly a successor's crash takeover; an operator's break reads the same.
+  broken: 'previous lease broken (its beats stopped: crash or pause)',
 };
 
 function whyLeaderChanged(reason: string, previous: string | undefined): string {

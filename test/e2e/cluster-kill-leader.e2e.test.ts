@@ -67,8 +67,8 @@ const TICK_JOB = JSON.stringify([{ name: 'tick', items: 1, schedule: '*/2 * * * 
 const MAX_IN_FLIGHT = '16';
 /**
  * Messages the killed leader's own worker held come back after this (30 s by default) for
- * another instance to do. Shorter than the lease, they are done while nobody leads, so the run
- * ends once the new leader has sent and counted the rest rather than half a minute later.
+ * another instance to do. Longer than the takeover (about 4 s) and shorter than half a minute,
+ * so the run is still open when the page is looked at after the kill, and ends soon after.
  */
 const VISIBILITY_SECONDS = '10';
 
@@ -157,8 +157,8 @@ describe('baton start --once --kill-leader-after (a real cluster on embedded Azu
       const kill = await c.waitForLine(/^kill -9 (instance-\d+) \(the leader/, 120_000);
       const victim = kill.match[1]!;
 
-      // Until the victim's lease runs out nobody leads, so nothing can end the run: what only an
-      // open run shows is looked at now. Its failures open under it: it has none, and says so.
+      // Until a successor breaks the victim's lease nobody leads, so nothing can end the run: what
+      // only an open run shows is looked at now. Its failures open under it: it has none, and says so.
       await page.locator(`#open-runs .run[data-run="${runId}"]`).click();
       expect(await page.locator('#open-runs .rate').count()).toBeGreaterThan(0);
       await expect
@@ -166,7 +166,8 @@ describe('baton start --once --kill-leader-after (a real cluster on embedded Azu
         .toBe('no failures');
       expect(await page.locator('#failures-section').isVisible()).toBe(true);
 
-      // Another instance took over once the victim's lease expired, and the page says so.
+      // Another instance took over once the victim's beats stopped (crash takeover breaks its
+      // lease), and the page says so.
       const takenOver = async (): Promise<boolean> => {
         const rows = await page
           .locator('#timeline tr')
@@ -175,7 +176,7 @@ describe('baton start --once --kill-leader-after (a real cluster on embedded Azu
           ([, holder, , why]) =>
             holder !== victim &&
             /^instance-\d+$/.test(holder ?? '') &&
-            why === `previous lease expired (crash or pause) (after ${victim})`,
+            why === `previous lease broken (its beats stopped: crash or pause) (after ${victim})`,
         );
       };
       await expect.poll(takenOver, { timeout: patience(120_000), interval: 250 }).toBe(true);

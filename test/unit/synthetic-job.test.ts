@@ -136,10 +136,26 @@ describe('the synthetic job', () => {
     await expect(processing).rejects.toThrow();
   });
 
+  it('makes every item hold the event loop for blockMs before it returns', async () => {
+    const job = createSyntheticJob({ name: 'cpu', items: 1, blockMs: 50 });
+    let turned = false;
+    setImmediate(() => (turned = true));
+    const started = performance.now();
+    const processing = job.process({ i: 0 }, { runId: 'r', itemIndex: 0, attempt: 1, signal: new AbortController().signal });
+    // Spun, not awaited: the call held the thread for the whole 50 ms, and no other callback ran meanwhile.
+    expect(performance.now() - started).toBeGreaterThanOrEqual(50);
+    expect(turned).toBe(false);
+    await expect(processing).resolves.toEqual({ v: 0 });
+    // Without it an item returns without spinning: its output is the same either way.
+    expect(expectedSynthetic({ name: 'cpu', items: 1, blockMs: 50 })).toEqual(expectedSynthetic({ name: 'cpu', items: 1 }));
+  });
+
   it.each([
     ['not JSON', '{', /BATON_SYNTHETIC_JOBS must be a JSON array/],
     ['not an array', '{"name":"a","items":1}', /BATON_SYNTHETIC_JOBS is invalid/],
     ['a negative count', '[{"name":"a","items":-1}]', /BATON_SYNTHETIC_JOBS is invalid at 0\.items/],
+    ['a negative block', '[{"name":"a","items":1,"blockMs":-1}]', /BATON_SYNTHETIC_JOBS is invalid at 0\.blockMs/],
+    ['a block of over a minute', '[{"name":"a","items":1,"blockMs":60001}]', /BATON_SYNTHETIC_JOBS is invalid at 0\.blockMs/],
     ['an unknown field', '[{"name":"a","items":1,"itmes":2}]', /BATON_SYNTHETIC_JOBS is invalid/],
     ['a bad schedule', '[{"name":"a","items":1,"schedule":"every minute"}]', /BATON_SYNTHETIC_JOBS\.0\.schedule/],
     ['hedging on as true', '[{"name":"a","items":1,"hedge":true}]', /BATON_SYNTHETIC_JOBS is invalid at 0\.hedge/],
