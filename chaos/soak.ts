@@ -908,12 +908,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
 /**
  * The environment for instances: the soak sets every app setting itself, so none is inherited (a
  * lease container or hub left in the shell would point them where the soak does not look). The
- * test-only fencing switch passes through, as the broken-build test needs it to.
+ * test-only fencing switch passes through, as the broken-build test needs it to, and crash
+ * takeover's setting, which that test turns off.
  */
 function inheritedEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) if (!/^(BATON_|AzureWebJobs)/i.test(key)) env[key] = value;
-  if (process.env.BATON_UNSAFE_DISABLE_FENCING) env.BATON_UNSAFE_DISABLE_FENCING = process.env.BATON_UNSAFE_DISABLE_FENCING;
+  for (const key of ['BATON_UNSAFE_DISABLE_FENCING', 'BATON_TAKEOVER_MS']) if (process.env[key]) env[key] = process.env[key];
   return env;
 }
 

@@ -59,6 +59,7 @@ const SETTING_DEFAULTS: Record<string, string | number | boolean> = {
   BATON_LEASE_SECONDS: defaults.leaseDurationSeconds,
   // Two thirds of the lease, which Baton works out when the setting is blank.
   BATON_RENEW_DEADLINE_SECONDS: '',
+  BATON_TAKEOVER_MS: defaults.takeoverMs ?? 0,
   BATON_LEASE_CONTAINER: defaults.leaseContainer,
   BATON_COORDINATOR_SCHEDULE: defaults.coordinatorSchedule,
   BATON_TERM_SECONDS: defaults.termSeconds,

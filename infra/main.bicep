@@ -50,6 +50,11 @@ param outputRetentionDays string = ''
 @description('BATON_RENEW_DEADLINE_SECONDS: how long after its last successful renewal a leader keeps trying to renew; whole seconds, less than BATON_LEASE_SECONDS and more than 1.2 x a third of it (7-14 with a 15 s lease). Empty: two thirds of the lease.')
 param renewDeadlineSeconds string = ''
 
+@minValue(0)
+@maxValue(59000)
+@description('BATON_TAKEOVER_MS: crash takeover, how long a leader\'s beats may stop before another instance breaks its lease and leads; 0 turns it off, else 1000 to less than the renew deadline.')
+param takeoverMs int = 3000
+
 @minLength(3)
 @maxLength(63)
 @description('BATON_LEASE_CONTAINER: the container of lease blobs. Baton checks the name at start-up.')
@@ -271,6 +276,7 @@ module app 'modules/function-app.bicep' = {
     coordinatorSchedule: coordinatorSchedule
     leaseSeconds: leaseSeconds
     renewDeadlineSeconds: renewDeadlineSeconds
+    takeoverMs: takeoverMs
     queueShards: queueShards
     retentionDays: retentionDays
     outputRetentionDays: outputRetentionDays

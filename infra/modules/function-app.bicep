@@ -43,6 +43,9 @@ param leaseSeconds int
 
 param renewDeadlineSeconds string
 
+@minValue(0)
+param takeoverMs int
+
 @minValue(1)
 @maxValue(16)
 param queueShards int
@@ -257,6 +260,7 @@ resource appSettings 'Microsoft.Web/sites/config@2025-03-01' = {
     BATON_COORDINATOR_SCHEDULE: coordinatorSchedule
     BATON_LEASE_SECONDS: string(leaseSeconds)
     BATON_RENEW_DEADLINE_SECONDS: renewDeadlineSeconds
+    BATON_TAKEOVER_MS: string(takeoverMs)
     BATON_QUEUE_SHARDS: string(queueShards)
     BATON_RETENTION_DAYS: string(retentionDays)
     BATON_OUTPUT_RETENTION_DAYS: outputRetentionDays

@@ -500,11 +500,28 @@ export class LeaderElector {
         term.stopSignal,
       ).then(
         () => undefined,
-        (error: unknown) => {
-          if (!term.stopSignal.aborted && error instanceof LeaseLostError) this.lose(term, error.reason, error);
-        },
+        (error: unknown) => (!term.stopSignal.aborted && error instanceof LeaseLostError ? this.confirmLoss(term) : undefined),
       );
       void beating.finally(() => (beating = undefined));
+    }
+  }
+
+  /**
+   * A refused beat says the lease is gone, but a write cannot tell a broken lease from one
+   * someone else holds; a renewal can, and is the loss the term reports. One that succeeds
+   * says the lease still holds (the beat met something else), and the term goes on.
+   */
+  private async confirmLoss(term: ActiveTerm): Promise<void> {
+    const { clock, store } = this.options;
+    try {
+      await bounded(
+        clock,
+        Math.max(1, term.deadline - clock.now()),
+        (abortSignal) => store.renew(term.leaseId, { abortSignal }),
+        term.stopSignal,
+      );
+    } catch (error) {
+      if (!term.stopSignal.aborted && error instanceof LeaseLostError) this.lose(term, error.reason, error);
     }
   }
 

@@ -111,7 +111,7 @@ export class LocalHost {
       const delay = Math.max(0, under.startedAt + options.abortAfterMs() - now);
       setTimeout(() => this.aborts.get(invocation)?.(), delay).unref();
     }
-    while (this.underWay.size > 0) await Promise.race([...this.underWay.keys()].map((p) => this.ends.get(p)));
+    while (this.underWay.size > 0) await Promise.race(this.ends.values());
   }
 
   private startTimer(registration: TimerRegistration): void {

@@ -36,6 +36,7 @@ import {
 import { waitFor } from '../support/edge-support';
 import { failuresOf } from '../support/failures';
 import { describePatience, patience } from '../support/slowdown';
+import { hostCommandLine } from '../../src/local/stop-rules';
 
 // Test setup only: the public Azurite development key, which every local run's connection carries.
 const AZURITE_KEY = 'Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==';
@@ -105,8 +106,9 @@ function spawnInstance(name: string, env: NodeJS.ProcessEnv): Instance {
   return instance;
 }
 
+/** The host's WorkerTerminate: the hooks run and the instance exits by itself, code 0. */
 async function stopInstance(instance: Instance): Promise<number | null> {
-  instance.proc.kill('SIGTERM');
+  instance.proc.stdin!.write(hostCommandLine('terminate'));
   const code = await Promise.race([instance.exited, sleep(patience(15_000)).then(() => 'timeout' as const)]);
   if (code === 'timeout') {
     instance.proc.kill('SIGKILL');

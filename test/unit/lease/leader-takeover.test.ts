@@ -8,7 +8,7 @@ import { sleep } from '../../../src/clock/clock';
 import type { FakeClock } from '../../../src/clock/fake-clock';
 import type { LeaderElector } from '../../../src/lease/leader-elector';
 import type { Leadership } from '../../../src/lease/term';
-import { candidatesOnOneLease } from '../../support/lease-candidates';
+import { candidatesOnOneLease, type SeenEvent } from '../../support/lease-candidates';
 
 const BREAK_AFTER_MS = 3000;
 const TICK_MS = 1000;
@@ -70,7 +70,8 @@ describe('crash takeover, on a fake clock', () => {
     expect(takeoverMs).toBeLessThanOrEqual(BREAK_AFTER_MS + 2 * TICK_MS);
     expect(takeoverMs).toBeLessThan(15_000 - 5000);
     expect(of('b', 'broke')).toEqual([expect.objectContaining({ holder: 'a', epoch: 1 })]);
-    expect(of('b', 'broke')[0]!.silentMs).toBeGreaterThanOrEqual(BREAK_AFTER_MS);
+    const broke = of('b', 'broke')[0] as Extract<SeenEvent, { type: 'broke' }>;
+    expect(broke.silentMs).toBeGreaterThanOrEqual(BREAK_AFTER_MS);
     // The history says the lease was broken, and the acquisition names whom it was taken from.
     expect((await memory.read()).changes?.at(-1)).toMatchObject({ holder: 'b', previous: 'a', reason: 'broken' });
     expect(of('b', 'acquired')[0]).toMatchObject({ after: { holder: 'a', freedAs: 'broken' } });
@@ -123,7 +124,8 @@ describe('crash takeover, on a fake clock', () => {
     expect(ended).toMatchObject({ code: 'LeaseLost' });
     // It can neither raise its epoch nor free b's lease.
     await expect(aLeadership!.raiseEpoch(5)).rejects.toBeDefined();
-    expect(await memory.read()).toMatchObject({ leased: true, holder: 'b', epoch: of('b', 'acquired').at(-1)!.epoch });
+    const bTerm = of('b', 'acquired').at(-1) as Extract<SeenEvent, { type: 'acquired' }>;
+    expect(await memory.read()).toMatchObject({ leased: true, holder: 'b', epoch: bTerm.epoch });
     void bLeading;
   });
 
