@@ -3,7 +3,8 @@ import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { redactSecrets } from '../src/redact';
-import { parseInstanceLine } from '../src/local/instance-events';
+import { parseInstanceLine, type InstanceEvent } from '../src/local/instance-events';
+import { stopInstance, type InstanceStopKind } from '../src/local/stop-rules';
 import type { Term } from './invariants';
 
 /** A worker that died on purpose right after sending an item's final failure, before its message was deleted. */
@@ -21,6 +22,30 @@ export interface HeldMessage {
   run: string;
   first: number;
   count: number;
+}
+
+/** Baton's record of an instance's own stop (its `stop` event), with when it was read. */
+export type StopRecord = Omit<Extract<InstanceEvent, { kind: 'stop' }>, 'kind'> & { at: number };
+
+/** How an instance's process ended. */
+export interface ProcessExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  at: number;
+}
+
+/** One stop the soak made by the host's rules (`stop-rules.ts`), as the instance and its process ended it. */
+export interface HostStop {
+  instance: string;
+  kind: InstanceStopKind;
+  /** When the host's stop began, and when the process had exited. */
+  from: number;
+  to: number;
+  /** Its `stop` event; absent if it made none before it exited. */
+  stop?: StopRecord;
+  exit?: ProcessExit;
+  /** When it reported drain mode reached (a drain only). */
+  drainedAt?: number;
 }
 
 export interface ChaosInstance {
@@ -41,10 +66,18 @@ export interface ChaosInstance {
   ticksHeld: number;
   /** Work messages its worker holds now, by `run#first`: reported only by an instance started with `BATON_CHAOS_REPORT_WORK=1`. */
   held: Map<string, HeldMessage>;
+  /** When it took up each message it holds now (ms since the epoch), by the keys of `held`. */
+  heldSince: Map<string, number>;
   /** Called, as its line is read, when it takes up a work message (`held`) or finishes one. */
   onWork?: (message: HeldMessage, held: boolean) => void;
   /** When its last line on stdout was read (ms since the epoch). */
   lastLineAt: number;
+  /** Its own record of its stop, once it made one. */
+  stop?: StopRecord;
+  /** When it reported drain mode reached (`drained`). */
+  drainedAt?: number;
+  drained: Promise<void>;
+  exit?: ProcessExit;
   exited: Promise<void>;
 }
 
@@ -64,6 +97,10 @@ export class ChaosInstances {
   version = '1.0.0';
   /** Whether new instances start with their timers off: a frozen-timer fault's window. */
   frozenTimers = false;
+  /** Every stop made by the host's rules (`stop`), in the order they began. */
+  readonly stops: HostStop[] = [];
+  /** Called, as its line is read, when any instance takes up a work message (`held`) or finishes one. */
+  readonly workWatchers = new Set<(instance: ChaosInstance, message: HeldMessage, held: boolean) => void>();
 
   constructor(
     private readonly env: () => NodeJS.ProcessEnv,
@@ -100,6 +137,7 @@ export class ChaosInstances {
       stdio: ['pipe', 'pipe', 'pipe'],
     });
     let resolveExit!: () => void;
+    let resolveDrained!: () => void;
     const instance: ChaosInstance = {
       name,
       proc,
@@ -108,10 +146,13 @@ export class ChaosInstances {
       frozen: this.frozenTimers,
       ticksHeld: 0,
       held: new Map(),
+      heldSince: new Map(),
       lastLineAt: Date.now(),
+      drained: new Promise<void>((r) => (resolveDrained = r)),
       exited: new Promise<void>((r) => (resolveExit = r)),
     };
     proc.on('exit', (code, signal) => {
+      instance.exit = { code, signal, at: Date.now() };
       instance.alive = false;
       this.log(`${name} exited (${signal ?? `code ${code}`})`);
       resolveExit();
@@ -127,9 +168,26 @@ export class ChaosInstances {
       if (event.kind === 'ticks') instance.ticksHeld = event.held;
       if (event.kind === 'work') {
         const message = { run: event.run, first: event.first, count: event.count };
-        if (event.held) instance.held.set(`${event.run}#${event.first}`, message);
-        else instance.held.delete(`${event.run}#${event.first}`);
+        const key = `${event.run}#${event.first}`;
+        if (event.held) {
+          instance.held.set(key, message);
+          instance.heldSince.set(key, event.at ?? Date.now());
+        } else {
+          instance.held.delete(key);
+          instance.heldSince.delete(key);
+        }
         instance.onWork?.(message, event.held);
+        for (const watch of this.workWatchers) watch(instance, message, event.held);
+      }
+      if (event.kind === 'drained') {
+        instance.drainedAt = event.at ?? Date.now();
+        resolveDrained();
+        this.log(`${name} drained`);
+      }
+      if (event.kind === 'stop') {
+        const { path, lease, durationMs } = event;
+        instance.stop = { path, lease, ...(durationMs !== undefined ? { durationMs } : {}), at: event.at ?? Date.now() };
+        this.log(`${name} stop (${path}): lease ${lease}${durationMs !== undefined ? ` in ${Math.round(durationMs)} ms` : ''}`);
       }
       if (event.kind === 'stopping') this.log(`${name} stopping: ${event.why}`);
       if (event.kind === 'chaos') {
@@ -169,23 +227,50 @@ export class ChaosInstances {
   }
 
   /**
-   * Replaces every live instance, one at a time, as a deploy does: starts a new one (with the
-   * current `version` and `frozenTimers`), waits for its host to start, then stops an old one with
-   * SIGTERM (SIGKILL after `graceMs`). `onFirstStarted` runs once the first new one has started,
-   * before any old one stops.
+   * Stops `instance` as the Functions host would (`stop-rules.ts`: its WorkerTerminate, a bare
+   * SIGTERM, SIGKILL, or a drain and then a bare SIGTERM; SIGKILL 5 s after the stop message or
+   * signal), and resolves once it has exited. The host's command is sent before this returns its
+   * promise, so a caller reacting to a line of the instance stops it at once.
    */
-  async replaceAll(onFirstStarted?: (fresh: ChaosInstance) => Promise<void>, graceMs = 15_000): Promise<void> {
+  stop(instance: ChaosInstance, kind: InstanceStopKind): Promise<HostStop> {
+    // A stopped (SIGSTOP) process can neither read its stdin nor run a signal handler.
+    instance.proc.kill('SIGCONT');
+    const record: HostStop = { instance: instance.name, kind, from: Date.now(), to: 0 };
+    this.stops.push(record);
+    this.log(`${instance.name} stopped by the host: ${kind}`);
+    return stopInstance(instance, kind, { drained: instance.drained }).then(() => {
+      record.to = Date.now();
+      return record;
+    });
+  }
+
+  /** What became of each stop: filled in from the instances' events once they have all been read. */
+  stopOutcomes(): HostStop[] {
+    return this.stops.map((record) => {
+      const instance = this.all.find((i) => i.name === record.instance);
+      return {
+        ...record,
+        ...(instance?.stop ? { stop: instance.stop } : {}),
+        ...(instance?.exit ? { exit: instance.exit } : {}),
+        ...(instance?.drainedAt !== undefined ? { drainedAt: instance.drainedAt } : {}),
+      };
+    });
+  }
+
+  /**
+   * Replaces every live instance, one at a time, as a deploy does: starts a new one (with the
+   * current `version` and `frozenTimers`), waits for its host to start, then stops an old one as
+   * the host does on a deploy or a restart, by its WorkerTerminate (killed 5 s after).
+   * `onFirstStarted` runs once the first new one has started, before any old one stops.
+   */
+  async replaceAll(onFirstStarted?: (fresh: ChaosInstance) => Promise<void>): Promise<void> {
     const olds = this.alive;
     for (const [k, old] of olds.entries()) {
       const fresh = this.spawn();
       const until = Date.now() + 60_000;
       while (fresh.startedAt === undefined && fresh.alive && Date.now() < until) await pause(50);
       if (k === 0) await onFirstStarted?.(fresh);
-      old.proc.kill('SIGCONT');
-      old.proc.kill('SIGTERM');
-      await Promise.race([old.exited, pause(graceMs)]);
-      if (old.alive) old.proc.kill('SIGKILL');
-      await old.exited;
+      await this.stop(old, 'terminate');
     }
   }
 

@@ -3,8 +3,38 @@ import type { HeldMessage, WorkerDeath } from './chaos-instances';
 import type { HungHook, LeaseDeleteTarget } from './fault-plan';
 import type { Expectation } from './invariants';
 
+/**
+ * A work message a drained instance held as its drain began, and for how long it had
+ * (`heldForMs`: up to 3 s, the host aborts it 1 to 3 s in if it still runs); when its code there
+ * settled (`settledAfterMs`, from the drain); and when another instance took it up before that
+ * (`takenBy`, `takenAfterMs`: it came back), with `ranOn` if the drained instance's process was
+ * still running that code then, rather than gone.
+ */
+export interface DrainedMessage extends HeldMessage {
+  heldForMs: number;
+  settledAfterMs?: number;
+  takenBy?: string;
+  takenAfterMs?: number;
+  ranOn?: boolean;
+}
+
 /** What a fault the soak aimed at something hit, for the report and for the checks of its effect. */
 export type FaultTarget =
+  /** `leader`: it held the lease when the signal was sent. */
+  | { kind: 'bare-sigterm'; instance: string; leader: boolean; at: number }
+  /**
+   * `instance` drained at `at` as it took up a long message; `messages`, what it held then (of
+   * `runs`); `aborted`, the invocations the host aborted there (its logged failures).
+   */
+  | {
+      kind: 'drain-abort';
+      instance: string;
+      leader: boolean;
+      at: number;
+      runs: string[];
+      aborted: number;
+      messages: DrainedMessage[];
+    }
   /**
    * `refused`: requests the proxy answered 500. How the leader met it, from its warnings:
    * `setAside`, its drains left the run's messages for a later pass; `stepErrors`, a step of the
@@ -57,10 +87,10 @@ export interface RunSpan {
  * storage holds: a hook aimed at an occurrence the schedule skipped hit nothing.
  *
  * `disturbed` are the spans of faults that can cut any delivery short (kill -9 until the
- * replacement starts, a pause of the leader, a storage restart). A hung item whose last
- * delivery one of them cut short fails through the poison copy instead of its timeout: for a
- * run open during such a fault, either reason is the documented end, and the item must still
- * fail.
+ * replacement starts, a bare SIGTERM or a drain until the instance has exited, a pause of the
+ * leader, a storage restart). A hung item whose last delivery one of them cut short fails
+ * through the poison copy instead of its timeout: for a run open during such a fault, either
+ * reason is the documented end, and the item must still fail.
  */
 export function faultExpectations(
   jobs: readonly SyntheticJobSpec[],

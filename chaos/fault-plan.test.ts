@@ -1,10 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import {
+  DEFAULT_MIN_GAP_MS,
   FAULT_KINDS,
   HUNG_HOOKS,
   LEASE_DELETE_TARGETS,
   ONCE_PER_PLAN,
   planFaults,
+  SIGTERM_TARGETS,
   stepDurationMs,
   type FaultKind,
   type FaultStep,
@@ -79,6 +81,44 @@ describe('the fault plan', () => {
     expect(alone[0]!.atMs + stepDurationMs(alone[0]!)).toBeLessThanOrEqual(90_000);
   });
 
+  it('sends a bare SIGTERM to the leader and to an instance that does not lead over 10 minutes, the replacement 1-3 s on', () => {
+    for (const seed of [1, 2, 3, 42, 20261130]) {
+      const steps = stepsOf(planFaults({ seed, durationMs: 600_000, leaseSeconds: 15 }), 'bare-sigterm');
+      expect(steps.length).toBeGreaterThanOrEqual(3);
+      expect(new Set(steps.map((s) => s.target))).toEqual(new Set(SIGTERM_TARGETS));
+      for (const step of steps) {
+        expect(step.restartAfterMs).toBeGreaterThanOrEqual(1000);
+        expect(step.restartAfterMs).toBeLessThanOrEqual(3000);
+        expect(stepDurationMs(step)).toBe(step.restartAfterMs);
+      }
+    }
+  });
+
+  it('drains an instance in every round, lasting as long as its target takes', () => {
+    for (const seed of [1, 2, 3, 42, 20261130]) {
+      const steps = planFaults({ seed, durationMs: 600_000, leaseSeconds: 15 });
+      const drains = stepsOf(steps, 'drain-abort');
+      expect(drains.length).toBeGreaterThanOrEqual(3);
+      for (const step of drains) {
+        expect(step.restartAfterMs).toBeGreaterThanOrEqual(1000);
+        expect(step.restartAfterMs).toBeLessThanOrEqual(3000);
+        // The soak waits for an instance to take up a long message and for the drain to end, not the plan.
+        expect(stepDurationMs(step)).toBe(0);
+      }
+    }
+    // Alone, as `--faults drain-abort` runs it: drains only, over within the time.
+    const alone = planFaults({ seed: 5, durationMs: 90_000, kinds: ['drain-abort'], leaseSeconds: 15 });
+    expect(alone.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(alone.map((s) => s.kind))).toEqual(new Set(['drain-abort']));
+    expect(alone[alone.length - 1]!.atMs).toBeLessThanOrEqual(90_000);
+  });
+
+  it('fits three rounds of every kind into 10 minutes at the default gap of 6 s; at 8 s, two, and a hook goes unhung', () => {
+    const at = (minGapMs: number) => planFaults({ seed: 1, durationMs: 600_000, leaseSeconds: 15, minGapMs });
+    expect(stepsOf(at(DEFAULT_MIN_GAP_MS), 'hung-hook')).toHaveLength(3);
+    expect(stepsOf(at(8000), 'hung-hook')).toHaveLength(2);
+  });
+
   it('keeps a run record unavailable longer than the SDK retries one call (16 s), so the calls fail', () => {
     const windows = stepsOf(planFaults({ seed: 9, durationMs: 600_000, leaseSeconds: 15 }), 'unreadable-record');
     expect(windows.length).toBeGreaterThan(0);
@@ -87,7 +127,8 @@ describe('the fault plan', () => {
 
   it("draws the new kinds' choices only when they are planned: the broken-build plan is as before", () => {
     // Seed 8, lease breaks only: the broken-build test's plan, whose figures RELIABILITY.md gives.
-    const breaks = planFaults({ seed: 8, durationMs: 60_000, kinds: ['lease-break'], leaseSeconds: 15 });
+    // Its gap is the one those figures were taken with (8 s, the default then).
+    const breaks = planFaults({ seed: 8, durationMs: 60_000, kinds: ['lease-break'], leaseSeconds: 15, minGapMs: 8000 });
     expect(breaks.map((s) => s.atMs)).toEqual([7032, 16055, 23700, 33023, 41875, 50151, 59996]);
   });
 

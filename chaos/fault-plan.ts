@@ -2,6 +2,8 @@ import { SeededRandom } from './rng';
 
 export const FAULT_KINDS = [
   'kill',
+  'bare-sigterm',
+  'drain-abort',
   'pause',
   'storage-restart',
   'proxy',
@@ -28,6 +30,10 @@ export const ONCE_PER_PLAN: readonly FaultKind[] = ['rolling-deploy', 'frozen-ti
 export const HUNG_HOOKS = ['split', 'process', 'finalize'] as const;
 export type HungHook = (typeof HUNG_HOOKS)[number];
 
+/** Which instance a `bare-sigterm` fault stops: the lease holder, or one that does not hold it. */
+export const SIGTERM_TARGETS = ['leader', 'other'] as const;
+export type SigtermTarget = (typeof SIGTERM_TARGETS)[number];
+
 /** What a `lease-delete` fault deletes: the lease blob (its lease broken first) or its whole container. */
 export const LEASE_DELETE_TARGETS = ['blob', 'container'] as const;
 export type LeaseDeleteTarget = (typeof LEASE_DELETE_TARGETS)[number];
@@ -48,6 +54,18 @@ export interface ProxyProfile {
 export type FaultStep =
   /** kill -9 of a random instance; a replacement starts `restartAfterMs` later. */
   | { kind: 'kill'; atMs: number; restartAfterMs: number }
+  /**
+   * A bare SIGTERM, no hook, as the platform sends when it deletes a container (Flex scale-in):
+   * to the leader while a run is open, or to an instance that does not lead; the host's kill
+   * follows 5 s later. A replacement starts `restartAfterMs` after the signal.
+   */
+  | { kind: 'bare-sigterm'; atMs: number; target: SigtermTarget; restartAfterMs: number }
+  /**
+   * Drain mode for the instance that has just taken up a long work message: the host aborts it 1
+   * to 3 s in, so its message comes back while its code runs on, then a bare SIGTERM once the
+   * instance has drained. A replacement starts `restartAfterMs` after the drain.
+   */
+  | { kind: 'drain-abort'; atMs: number; restartAfterMs: number }
   /** SIGSTOP of the leader for `pauseMs` (longer than the lease), then SIGCONT. */
   | { kind: 'pause'; atMs: number; pauseMs: number }
   /** Storage stops (connections refused) and comes back from its folder `downMs` later. */
@@ -77,7 +95,7 @@ export type FaultStep =
    * the same job with the same idempotency key: every answer must name one run, started once.
    */
   | { kind: 'keyed-trigger'; atMs: number; clients: number }
-  /** Every instance replaced, one at a time, by one of the next app version (start new, SIGTERM old). */
+  /** Every instance replaced, one at a time, by one of the next app version (start new, then the old one's WorkerTerminate). */
   | { kind: 'rolling-deploy'; atMs: number }
   /** Every instance replaced by one whose timers are off; after `windowMs`, replaced back. */
   | { kind: 'frozen-timer'; atMs: number; windowMs: number }
@@ -94,9 +112,19 @@ export interface FaultPlanOptions {
   durationMs: number;
   kinds?: readonly FaultKind[];
   leaseSeconds: number;
-  /** Least quiet time between two faults. Default 8 s, so runs make progress between faults. */
+  /**
+   * Least quiet time between two faults, on average. Default 6 s, so runs make progress between
+   * faults and a 10-minute plan still has three rounds of every kind.
+   */
   minGapMs?: number;
 }
+
+/**
+ * The least quiet time between two faults, on average, unless a plan says otherwise. Twelve kinds
+ * a round, each with its gap, fit three rounds and the once-per-plan kinds into 10 minutes at 6 s
+ * (at 8 s only two: a hook of the three would go unhung).
+ */
+export const DEFAULT_MIN_GAP_MS = 6000;
 
 const PROXY_PROFILE: ProxyProfile = {
   latency: 0.2,
@@ -111,6 +139,13 @@ function meanBusyMs(kind: FaultKind, leaseSeconds: number): number {
   switch (kind) {
     case 'kill':
       return 2000;
+    // The stop, which Baton ends within the host's 5 s; the replacement starts meanwhile.
+    case 'bare-sigterm':
+      return 4000;
+    // The abort 1 to 3 s in, the drain's end, then the stop. Waiting for an instance to take up
+    // a long message is not counted, as a pause's wait for an open run is not.
+    case 'drain-abort':
+      return 6000;
     case 'pause':
       return leaseSeconds * 1000 + 4000;
     case 'storage-restart':
@@ -129,7 +164,7 @@ function meanBusyMs(kind: FaultKind, leaseSeconds: number): number {
     // The hang bites when the run gets there; the soak does not wait for it.
     case 'hung-hook':
       return 0;
-    // Each instance: its replacement's start, then the old one's graceful stop.
+    // Each instance: its replacement's start, then the old one's stop (the host kills it 5 s on).
     case 'rolling-deploy':
       return 15_000;
     case 'frozen-timer':
@@ -151,7 +186,7 @@ export function planFaults(options: FaultPlanOptions): FaultStep[] {
   const kinds = options.kinds ?? FAULT_KINDS;
   if (kinds.length === 0) throw new RangeError('planFaults needs at least one fault kind');
   const rng = new SeededRandom(options.seed);
-  const minGapMs = options.minGapMs ?? 8000;
+  const minGapMs = options.minGapMs ?? DEFAULT_MIN_GAP_MS;
   const once = kinds.filter((kind) => ONCE_PER_PLAN.includes(kind));
   const each = kinds.filter((kind) => !ONCE_PER_PLAN.includes(kind));
   const busyOf = (list: readonly FaultKind[]) =>
@@ -172,7 +207,11 @@ export function planFaults(options: FaultPlanOptions): FaultStep[] {
       return cycle[next++ % cycle.length] as T;
     };
   };
-  const choose = { hook: variants(HUNG_HOOKS), leaseTarget: variants(LEASE_DELETE_TARGETS) };
+  const choose = {
+    hook: variants(HUNG_HOOKS),
+    leaseTarget: variants(LEASE_DELETE_TARGETS),
+    sigtermTarget: variants(SIGTERM_TARGETS),
+  };
   const steps = order.map((kind) => makeStep(kind, 0, rng, options.leaseSeconds, choose));
   const busy = steps.reduce((sum, step) => sum + stepDurationMs(step), 0);
   const quiet = Math.max(steps.length * minGapMs, options.durationMs - busy);
@@ -194,10 +233,14 @@ function makeStep(
   atMs: number,
   rng: SeededRandom,
   leaseSeconds: number,
-  choose: { hook: () => HungHook; leaseTarget: () => LeaseDeleteTarget },
+  choose: { hook: () => HungHook; leaseTarget: () => LeaseDeleteTarget; sigtermTarget: () => SigtermTarget },
 ): FaultStep {
   switch (kind) {
     case 'kill':
+      return { kind, atMs, restartAfterMs: rng.int(1000, 3000) };
+    case 'bare-sigterm':
+      return { kind, atMs, target: choose.sigtermTarget(), restartAfterMs: rng.int(1000, 3000) };
+    case 'drain-abort':
       return { kind, atMs, restartAfterMs: rng.int(1000, 3000) };
     case 'pause':
       return { kind, atMs, pauseMs: leaseSeconds * 1000 + rng.int(2000, 6000) };
@@ -235,6 +278,7 @@ function makeStep(
 export function stepDurationMs(step: FaultStep): number {
   switch (step.kind) {
     case 'kill':
+    case 'bare-sigterm':
       return step.restartAfterMs;
     case 'pause':
       return step.pauseMs;
@@ -250,6 +294,7 @@ export function stepDurationMs(step: FaultStep): number {
       return step.pauseMs;
     // These last as long as their target takes: the soak waits for it, not the plan.
     case 'worker-death':
+    case 'drain-abort':
     case 'hung-hook':
     case 'lease-break':
     case 'lease-delete':

@@ -7,7 +7,7 @@ import { createBlobServiceClient, createQueueServiceClient } from '../src/storag
 import { parseStorageSettings } from '../src/storage/connection';
 import { redactSecrets } from '../src/redact';
 import { readAuditTrail } from './audit-trail';
-import { FAULT_KINDS, type FaultKind } from './fault-plan';
+import { DEFAULT_MIN_GAP_MS, FAULT_KINDS, type FaultKind } from './fault-plan';
 import { checkInvariants } from './invariants';
 import { formatCheck, formatSoakReport } from './report';
 import { chaosExpectations, runSoak } from './soak';
@@ -42,7 +42,11 @@ export function chaosProgram(): Command {
         faultKinds,
       ),
     )
-    .option('--min-gap-seconds <s>', 'least quiet time between two faults (default 8)', wholeNumber('--min-gap-seconds'))
+    .option(
+      '--min-gap-seconds <s>',
+      `least quiet time between two faults, on average (default ${DEFAULT_MIN_GAP_MS / 1000})`,
+      wholeNumber('--min-gap-seconds'),
+    )
     .option('--data <dir>', 'folder for Azurite, the audit trail, logs and report.json (kept)')
     .option('--keep', 'keep the data folder even when nothing was found', false)
     .option('--json', 'print report.json instead of the table', false)

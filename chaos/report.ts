@@ -1,3 +1,5 @@
+import { DRAIN_RULE } from '../src/local/stop-rules';
+import type { HostStop } from './chaos-instances';
 import type { FaultTarget } from './fault-effects';
 import { INVARIANTS, type CheckResult } from './invariants';
 import type { SoakReport } from './soak';
@@ -18,6 +20,7 @@ export function formatSoakReport(report: SoakReport): string {
     `proxy: ${p.forwarded} requests forwarded; disturbed: ${p.latency} delayed, ${p.unavailable} answered 503, ` +
       `${p.resetBefore} reset before storage, ${p.resetAfter} reset after storage applied them, ${p.refused} refused while storage was down, ` +
       `${p.outage} answered 500 for an unavailable run record`,
+    ...formatStops(report.stops),
     `leadership changed hands ${report.leaderChanges} times; faults ran ${(report.faultMs / 1000).toFixed(0)} s; ` +
       `every run had ended ${(report.settleMs / 1000).toFixed(1)} s after the faults stopped`,
   );
@@ -38,7 +41,30 @@ function describeTarget(target: FaultTarget, report: SoakReport): string {
     );
     return `it ended ${r.state}${why.length ? ` (${why.join('; ')})` : ''}`;
   };
+  const seconds = (ms: number | undefined) => (ms === undefined ? '?' : `${(ms / 1000).toFixed(1)} s`);
   switch (target.kind) {
+    case 'bare-sigterm': {
+      const stop = report.stops.find((s) => s.instance === target.instance && s.kind === 'sigterm');
+      return `bare-sigterm: ${target.instance}${target.leader ? ' (the leader)' : ''}; ${stop ? describeStop(stop) : 'no record of its stop'}`;
+    }
+    case 'drain-abort': {
+      const stop = report.stops.find((s) => s.instance === target.instance && s.kind === 'drain');
+      const near = target.messages.filter((m) => m.heldForMs <= DRAIN_RULE.nearMs);
+      const back = target.messages.filter((m) => m.takenBy !== undefined);
+      const ranOn = back.filter((m) => m.ranOn);
+      const first = (m: { run: string; first: number; count: number }) => `${m.run} items ${m.first}..${m.first + m.count - 1}`;
+      return (
+        `drain-abort: ${target.instance}${target.leader ? ' (the leader)' : ''}, holding ${target.messages.length} message(s), ` +
+        `${near.length} taken up within ${DRAIN_RULE.nearMs / 1000} s of the drain; ` +
+        `the host aborted ${target.aborted} invocation(s); ${back.length} message(s) came back before their code there settled, ` +
+        `${ranOn.length} while it ran on` +
+        (ranOn.length
+          ? ` (${ranOn.map((m) => `${first(m)} to ${m.takenBy} after ${seconds(m.takenAfterMs)}`).join(', ')})`
+          : '') +
+        `; ${stop ? describeStop(stop) : 'no record of its stop'}; ` +
+        target.runs.map((run) => `${run}: ${ended(run)}`).join('; ')
+      );
+    }
     case 'unreadable-record':
       return (
         `unreadable-record: ${target.run} for ${((target.to - target.from) / 1000).toFixed(0)} s; ${target.refused} requests answered 500, ` +
@@ -79,6 +105,55 @@ function describeTarget(target: FaultTarget, report: SoakReport): string {
       );
     }
   }
+}
+
+/** One stop by the host's rules: how the instance's own stop went, and how its process ended. */
+function describeStop(stop: HostStop): string {
+  const parts: string[] = [];
+  if (stop.drainedAt !== undefined) parts.push(`drained after ${((stop.drainedAt - stop.from) / 1000).toFixed(1)} s`);
+  if (stop.stop) {
+    const ms = stop.stop.durationMs;
+    parts.push(
+      `its stop (${stop.stop.path}) had the lease ${stop.stop.lease}${ms === undefined ? '' : ` in ${Math.round(ms)} ms`}`,
+    );
+  } else parts.push('it recorded no stop');
+  parts.push(
+    `it ${exitOf(stop)} ${((stop.to - stop.from) / 1000).toFixed(1)} s after the ${stop.kind === 'drain' ? 'drain' : stop.kind === 'terminate' ? 'WorkerTerminate' : 'signal'}`,
+  );
+  return parts.join(', ');
+}
+
+function exitOf(stop: HostStop): string {
+  if (!stop.exit) return 'exited';
+  return stop.exit.signal ? `exited by ${stop.exit.signal}` : `exited with code ${stop.exit.code}`;
+}
+
+/**
+ * The stops the soak made by the host's rules, by kind: how each instance's own stop went (the
+ * hook or the signal, and its lease), and how many the host killed at 5 s. Empty without any.
+ */
+export function formatStops(stops: readonly HostStop[]): string[] {
+  if (stops.length === 0) return [];
+  const names: Record<HostStop['kind'], string> = {
+    terminate: 'WorkerTerminate',
+    sigterm: 'bare SIGTERM',
+    drain: 'drain, then SIGTERM',
+    sigkill: 'SIGKILL',
+  };
+  const lines = ['', "instance stops by the host's rules"];
+  for (const kind of Object.keys(names) as Array<HostStop['kind']>) {
+    const of = stops.filter((s) => s.kind === kind);
+    if (of.length === 0) continue;
+    const count = (values: string[]) =>
+      Object.entries(values.reduce<Record<string, number>>((n, v) => ({ ...n, [v]: (n[v] ?? 0) + 1 }), {}))
+        .map(([v, n]) => `${n} ${v}`)
+        .join(', ');
+    const leases = count(of.map((s) => (s.stop ? `${s.stop.path}/${s.stop.lease}` : 'no stop recorded')));
+    const exits = count(of.map((s) => exitOf(s).replace(/^exited /, '')));
+    const slowest = Math.max(...of.map((s) => s.stop?.durationMs ?? 0));
+    lines.push(`- ${names[kind]}: ${of.length}; lease: ${leases}; exit: ${exits}; slowest stop ${Math.round(slowest)} ms`);
+  }
+  return lines;
 }
 
 export function formatCheck(check: CheckResult): string[] {

@@ -9,6 +9,7 @@ import { requestRun } from '../src/hub/requests';
 import { BlobDocumentStore } from '../src/fencing/blob-document-store';
 import { BlobLeaseStore } from '../src/lease/blob-lease-store';
 import { startAzurite, type RunningAzurite } from '../src/local/azurite';
+import { DRAIN_RULE } from '../src/local/stop-rules';
 import { FencedDocuments } from '../src/fencing/fenced-documents';
 import { isTerminal, runKeys, runRecordSchema, scheduledRunId, type RunRecord } from '../src/hub/run-record';
 import type { DocumentStore } from '../src/fencing/document-store';
@@ -17,8 +18,8 @@ import { createSyntheticJob, expectedSynthetic, hangOrderName, type SyntheticJob
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../src/storage/client-factory';
 import { storageErrorOf } from '../src/storage/rest-error';
 import { auditEntryOf, AuditTrailWriter, blobKeyOf, isAuditedWrite, readAuditTrail } from './audit-trail';
-import { ChaosInstances, type ChaosInstance, type HeldMessage } from './chaos-instances';
-import { faultExpectations, jobExpectation, type FaultTarget } from './fault-effects';
+import { ChaosInstances, type ChaosInstance, type HeldMessage, type HostStop } from './chaos-instances';
+import { faultExpectations, jobExpectation, type DrainedMessage, type FaultTarget } from './fault-effects';
 import { FAULT_KINDS, planFaults, type FaultKind, type FaultStep, type HungHook } from './fault-plan';
 import { FaultProxy, type ProxyAction } from './fault-proxy';
 import { checkInvariants, DEPLOY_TAKEOVER_MS, type CheckResult, type Expectation } from './invariants';
@@ -45,7 +46,7 @@ export interface SoakOptions {
    * is there (for a build expected to fail, whose violations are in the audit trail already).
    */
   settleSeconds?: number;
-  /** Least quiet time between two faults (default 8 s); the plan shares out what is left. */
+  /** Least quiet time between two faults (default 6 s, `DEFAULT_MIN_GAP_MS`); the plan shares out what is left. */
   minGapSeconds?: number;
   /**
    * Hedged dispatch in the test jobs (default on, as in every job). Off, a run a straggler hit
@@ -77,6 +78,12 @@ export interface SoakReport {
   /** Requests the proxies disturbed, by action. */
   proxy: Record<ProxyAction, number> & { forwarded: number };
   leaderChanges: number;
+  /**
+   * Every stop the soak made by the host's rules (`stop-rules.ts`: deploys, restarts, the
+   * straggler's scale-in, bare SIGTERMs, drains), with the instance's own record of it and how its
+   * process ended. The settling redeploys stop the whole cluster (SIGINT) and are not among them.
+   */
+  stops: HostStop[];
   /** From the first fault to the last one's end, and from then until every run had ended. */
   faultMs: number;
   settleMs: number;
@@ -126,6 +133,12 @@ const HUNG_JOB = CHAOS_JOBS[0] as SyntheticJobSpec;
  * design, whose copies are as slow, so a straggler there could find none left.
  */
 const STRAGGLER_JOB = CHAOS_JOBS[0] as SyntheticJobSpec;
+/**
+ * The job whose slow items (17 s) a `drain-abort` fault catches being taken up: still running
+ * when the host aborts them 1 to 3 s in. Every other item runs for milliseconds and would end
+ * before its abort came.
+ */
+const DRAIN_JOB = CHAOS_JOBS[1] as SyntheticJobSpec;
 /**
  * The straggler's host hides a message it runs for this long, past any pause the plan draws: a
  * paused instance's messages then stay hidden until it comes back, as under the Functions host,
@@ -258,6 +271,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       BATON_LOCAL_VISIBILITY_SECONDS: String(LOCAL_VISIBILITY_SECONDS),
       BATON_SYNTHETIC_JOBS: JSON.stringify(jobs),
       BATON_CHAOS_DIE_AFTER_SENDING: dieAfterSending,
+      // What each worker holds: the straggler is stopped, and an instance drained, as it takes up a message.
+      BATON_CHAOS_REPORT_WORK: '1',
       BATON_REST_WHEN_IDLE: String(restWhenIdle),
     }),
     join(data, 'instances.log'),
@@ -308,9 +323,9 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const faults = Object.fromEntries(FAULT_KINDS.map((k) => [k, 0])) as Record<FaultKind, number>;
   const targets: FaultTarget[] = [];
   let keyedTriggers = 0;
-  /** When faults that can cut any delivery short were on: kill -9, pause, storage restart. */
+  /** When faults that can cut any delivery short were on: kill -9, a bare SIGTERM, a drain, pause, storage restart. */
   const disturbed: Array<{ from: number; to: number }> = [];
-  const disturbing = new Set<FaultKind>(['kill', 'pause', 'storage-restart']);
+  const disturbing = new Set<FaultKind>(['kill', 'bare-sigterm', 'drain-abort', 'pause', 'storage-restart']);
   /** Every fault injected, from its start to its end: what may explain a late or missed occurrence. */
   const faultWindows: Array<{ kind: FaultKind; from: number; to: number }> = [];
   const rng = new SeededRandom(options.seed ^ 0x5eed);
@@ -356,7 +371,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   };
   /**
    * Stops `instance` (SIGSTOP) as its worker takes up a work message of an open run of the
-   * straggler job that no other fault was aimed at, and says what it holds then, once every line
+   * straggler job, due since the last fault ended, that no other fault was aimed at, and says what it holds then, once every line
    * it wrote before the stop has been read. A stop that finds it holding nothing (it finished
    * first), a message of another run, or the lease, is undone at once, and the next message waited for.
    */
@@ -366,8 +381,14 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   ): Promise<{ held: HeldMessage[]; stoppedAt: number; tries: number } | undefined> => {
     const until = Date.now() + withinMs;
     let tries = 0;
+    // Its makespan is judged from its creation, so it must be the straggler's alone: a run due
+    // before the last fault ended may have been held up by it already (a record unavailable
+    // holds up the leader's other runs too), as the clean runs it is measured by were not.
+    const quietSince = Math.max(0, ...faultWindows.map((w) => w.to));
     const eligible = (run: string): boolean =>
-      run.startsWith(`${STRAGGLER_JOB.name}/`) && !targets.some((t) => runsAimedAt(t).includes(run));
+      run.startsWith(`${STRAGGLER_JOB.name}/`) &&
+      !targets.some((t) => runsAimedAt(t).includes(run)) &&
+      Date.parse(run.slice(run.indexOf('/') + 1)) >= quietSince;
     while (instance.alive && Date.now() < until) {
       let stoppedAt: number | undefined;
       // Called as the line is read, so the stop lands while the handler still waits on storage.
@@ -389,13 +410,99 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     }
     return undefined;
   };
-  /** Stops an instance as a scale-in does (SIGTERM, SIGKILL after 15 s), running it first if it was stopped. */
+  /** Stops an instance the soak added, by the host's WorkerTerminate (killed 5 s after), running it first if it was stopped. */
   const scaleIn = async (instance: ChaosInstance): Promise<void> => {
-    instance.proc.kill('SIGCONT');
-    instance.proc.kill('SIGTERM');
-    await Promise.race([instance.exited, sleep(15_000)]);
-    if (instance.alive) instance.proc.kill('SIGKILL');
-    await instance.exited;
+    await instances.stop(instance, 'terminate');
+  };
+  /** Whether `message` holds a slow item of the drain job: one still running 1 to 3 s after it was taken up. */
+  const runsLong = (message: HeldMessage): boolean => {
+    const every = DRAIN_JOB.slowEvery ?? 0;
+    if (!every || !message.run.startsWith(`${DRAIN_JOB.name}/`)) return false;
+    for (let i = message.first; i < message.first + message.count; i++) if (i % every === every - 1) return true;
+    return false;
+  };
+  /**
+   * Drains the first live instance to take up a long work message of a run no other fault was
+   * aimed at, as the line saying so is read: the invocation is then well within the host's 3 s,
+   * and still running when it is aborted. From then on it follows each message the instance held
+   * at the drain: whether its code there settled, and when another instance took it up. Resolves
+   * with that, the stop under way and the watcher to remove, or undefined if no instance took up
+   * such a message within `withinMs`.
+   */
+  const drainTakingUp = async (
+    withinMs: number,
+  ): Promise<
+    | {
+        victim: ChaosInstance;
+        message: HeldMessage;
+        at: number;
+        fates: DrainedMessage[];
+        stopping: Promise<HostStop>;
+        unfollow: () => void;
+      }
+    | undefined
+  > => {
+    const key = (m: HeldMessage) => `${m.run}#${m.first}`;
+    let caught: Awaited<ReturnType<typeof drainTakingUp>>;
+    const follow = (victim: ChaosInstance, at: number, fates: Map<string, DrainedMessage>) => {
+      return (instance: ChaosInstance, m: HeldMessage, taken: boolean): void => {
+        const fate = fates.get(key(m));
+        if (!fate) return;
+        const now = Date.now();
+        if (instance === victim && !taken) fate.settledAfterMs ??= now - at;
+        if (instance === victim || !taken || fate.takenBy !== undefined || fate.settledAfterMs !== undefined) return;
+        // The host lets a message go when it aborts its invocation (one taken up near the drain)
+        // or when the process ends. Any other message of the same items is a copy the leader
+        // hedged, or after its code here settled, its retry: not this one come back.
+        const aborted = fate.heldForMs <= DRAIN_RULE.nearMs;
+        if (!aborted && victim.alive) return;
+        fate.takenBy = instance.name;
+        fate.takenAfterMs = now - at;
+        // Its code here was still running then.
+        fate.ranOn = victim.alive;
+      };
+    };
+    // A late copy or redelivery of a run that has ended is dropped at once, with nothing to
+    // abort: the run must be open, or too new for the last look to know it.
+    let open = new Set<string>();
+    let lookedAt = 0;
+    const openRun = (run: string): boolean => open.has(run) || Date.parse(run.slice(run.indexOf('/') + 1)) > lookedAt;
+    const watch = (instance: ChaosInstance, message: HeldMessage, held: boolean): void => {
+      if (caught || !held || !instance.alive || !runsLong(message) || !openRun(message.run)) return;
+      if (targets.some((t) => runsAimedAt(t).includes(message.run))) return;
+      const at = Date.now();
+      const fates = new Map(
+        [...instance.held.values()].map(
+          (m) => [key(m), { ...m, heldForMs: at - (instance.heldSince.get(key(m)) ?? at) }] as const,
+        ),
+      );
+      const following = follow(instance, at, fates);
+      instances.workWatchers.add(following);
+      caught = {
+        victim: instance,
+        message,
+        at,
+        fates: [...fates.values()],
+        stopping: instances.stop(instance, 'drain'),
+        unfollow: () => instances.workWatchers.delete(following),
+      };
+    };
+    const look = async (): Promise<void> => {
+      const at = Date.now();
+      const status = await readHubStatus(docs, leaseStore()).catch(() => undefined);
+      if (!status) return;
+      open = new Set(status.activeRuns.filter((r) => r.state === 'dispatching' || r.state === 'running').map((r) => r.runId));
+      lookedAt = at;
+    };
+    await look();
+    instances.workWatchers.add(watch);
+    const until = Date.now() + withinMs;
+    while (!caught && Date.now() < until) {
+      await sleep(250);
+      if (!caught) await look();
+    }
+    instances.workWatchers.delete(watch);
+    return caught;
   };
 
   /** Injects one fault: whether it did, or `later` when it counts itself once it has bitten. */
@@ -407,6 +514,66 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
         victim.proc.kill('SIGKILL');
         await sleep(step.restartAfterMs);
         instances.spawn();
+        return true;
+      }
+      case 'bare-sigterm': {
+        let victim: ChaosInstance | undefined;
+        if (step.target === 'leader') {
+          // Aimed, as a pause is, at a leader with work in hand.
+          await waitForOpenRun(10_000);
+          victim = instances.byName(await waitForLeader(15_000));
+        } else {
+          const holder = await leaseHolder();
+          const others = instances.alive.filter((i) => i.name !== holder);
+          victim = others.length ? rng.pick(others) : undefined;
+        }
+        if (!victim) return false;
+        const leader = (await leaseHolder()) === victim.name;
+        instances.log(`fault: bare SIGTERM to ${victim.name}${leader ? ' (the leader)' : ''}, as a deleted container gets`);
+        const at = Date.now();
+        const stopping = instances.stop(victim, 'sigterm');
+        await sleep(step.restartAfterMs);
+        instances.spawn();
+        await stopping;
+        targets.push({ kind: 'bare-sigterm', instance: victim.name, leader, at });
+        return true;
+      }
+      case 'drain-abort': {
+        const caught = await drainTakingUp(patient(60_000));
+        if (!caught) return false;
+        const { victim, message, at, fates } = caught;
+        const leader = (await leaseHolder()) === victim.name;
+        instances.log(
+          `fault: drain ${victim.name}${leader ? ' (the leader)' : ''} as it takes up ${message.run} items ` +
+            `${message.first}..${message.first + message.count - 1}, holding ${fates.length} message(s)`,
+        );
+        await sleep(step.restartAfterMs);
+        instances.spawn();
+        await caught.stopping;
+        // Each message it held comes back (an aborted one at once, one its exit cut short after
+        // its visibility), unless its code there ended first.
+        const settleBy = Date.now() + patient((LOCAL_VISIBILITY_SECONDS + 5) * 1000);
+        while (fates.some((f) => f.takenBy === undefined && f.settledAfterMs === undefined) && Date.now() < settleBy)
+          await sleep(100);
+        caught.unfollow();
+        const aborted = instances.warnings.filter(
+          (w) => w.instance === victim.name && w.at >= at && /aborted by the host/.test(w.message),
+        ).length;
+        targets.push({
+          kind: 'drain-abort',
+          instance: victim.name,
+          leader,
+          at,
+          // The runs it held messages of that did not simply finish there: the drain's to judge.
+          runs: [
+            ...new Set([
+              message.run,
+              ...fates.filter((f) => f.takenBy !== undefined || f.settledAfterMs === undefined).map((f) => f.run),
+            ]),
+          ],
+          aborted,
+          messages: fates,
+        });
         return true;
       }
       case 'pause': {
@@ -463,7 +630,11 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           // judge: their delays add up (a poison copy waits a drain visibility into each term).
           const spared = new Set(
             targets.flatMap((t) =>
-              t.kind === 'hung-hook' || t.kind === 'worker-death' ? [t.run] : t.kind === 'straggler' ? t.runs : [],
+              t.kind === 'hung-hook' || t.kind === 'worker-death'
+                ? [t.run]
+                : t.kind === 'straggler' || t.kind === 'drain-abort'
+                  ? t.runs
+                  : [],
             ),
           );
           return open
@@ -619,7 +790,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           stoppedAt: caught.stoppedAt,
           resumedAt,
         });
-        instances.log(`fault: SIGCONT ${straggler.name}; it finishes what it holds and stops, as a scale-in does`);
+        instances.log(`fault: SIGCONT ${straggler.name}; then the host's WorkerTerminate, as for a restart`);
         await scaleIn(straggler);
         return true;
       }
@@ -878,6 +1049,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       ),
       proxy: { ...sumCounts(proxies), forwarded: proxies.reduce((n, p) => n + p.forwarded, 0) },
       leaderChanges: instances.leaderChanges,
+      stops: instances.stopOutcomes(),
       faultMs: faultsStoppedAt - start,
       settleMs: settledAt - faultsStoppedAt,
       check,

@@ -1,10 +1,11 @@
 /**
  * The chaos smoke: `npm run chaos` for 1.5 minutes, faults at least 5 s apart (the soak's plan
  * spaces them 8 s), with 3 real instance processes on a persisted
- * Azurite behind the fault proxies, every fault kind at least once (kill -9, SIGSTOP of the
- * leader past its lease, an Azurite restart, proxy faults, a lease broken from outside, a run
- * record unavailable, a worker dying between sending its result and deleting its message, a
- * hung hook, the lease blob or its container deleted), then the invariant checker over every
+ * Azurite behind the fault proxies, every fault kind at least once (kill -9, a bare SIGTERM, a
+ * drain that aborts a running invocation, SIGSTOP of the leader past its lease, an Azurite
+ * restart, proxy faults, a lease broken from outside, a run record unavailable, a worker dying
+ * between sending its result and deleting its message, a hung hook, the lease blob or its
+ * container deleted), then the invariant checker over every
  * run, with the audit trail taken off the wire. The kinds a plan has once take half a minute or
  * more each: the two deploy kinds (a rolling deploy, every timer frozen) are left to their own
  * e2e tests (`rolling-deploy`, `frozen-timer`) and to the soak, and a straggler (a worker stopped
@@ -100,6 +101,18 @@ describe('the chaos smoke', () => {
       const hung = report.targets.flatMap((t) => (t.kind === 'hung-hook' && t.started ? [t.run] : []));
       expect(hung.length).toBeGreaterThanOrEqual(1);
       for (const run of hung) expect(report.targetRuns[run], run).toBeDefined();
+      // A bare SIGTERM ran Baton's own stop (the signal path, no hook) and the signal then ended
+      // the process, before the host's kill.
+      const sigterms = report.stops.filter((s) => s.kind === 'sigterm');
+      expect(sigterms.length).toBeGreaterThanOrEqual(1);
+      for (const stop of sigterms) {
+        expect(stop.stop?.path, stop.instance).toBe('signal');
+        expect(stop.exit?.signal, stop.instance).toBe('SIGTERM');
+      }
+      // A drain aborted a running invocation, and its message came back while its code ran on.
+      const drains = report.targets.flatMap((t) => (t.kind === 'drain-abort' ? [t] : []));
+      expect(drains.length).toBeGreaterThanOrEqual(1);
+      expect(drains.some((d) => d.aborted > 0 && d.messages.some((m) => m.ranOn))).toBe(true);
       // Every burst of triggers with one key named one run, which ran as its job's runs must.
       const keyed = report.targets.flatMap((t) => (t.kind === 'keyed-trigger' ? [t] : []));
       expect(keyed.length).toBeGreaterThanOrEqual(1);
