@@ -160,6 +160,14 @@ async function main(): Promise<void> {
       await host.drain(DRAIN_RULE);
       emit({ kind: 'drained' });
     })());
+  // A container's SIGTERM reaches the host's process too, which stops its listeners; what this
+  // worker does with the signal is the app's (Baton's handler), or Node's default exit.
+  const onContainerSigterm = (): void => {
+    process.off('SIGTERM', onContainerSigterm);
+    host.stopListening();
+    if (process.listenerCount('SIGTERM') === 0) process.kill(process.pid, 'SIGTERM');
+  };
+  process.on('SIGTERM', onContainerSigterm);
   process.on('SIGINT', () => {
     withCluster = true;
     void stop('SIGINT');

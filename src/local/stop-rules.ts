@@ -8,8 +8,8 @@ import type { ChildProcess } from 'node:child_process';
  *   `appTerminate` hooks and exits; the host kills the process 5 s after it asked
  *   (`WorkerConstants.WorkerTerminateGracePeriodInSeconds`, `GrpcWorkerChannel.StopWorkerProcess`).
  * - `sigterm`: a bare SIGTERM, as when the platform deletes a container (Flex scale-in, a drain):
- *   no hook runs (host issues #10479, #11942, exit code 143). The process has what a signal
- *   handler does with it; it is killed `HOST_KILL_AFTER_MS` later.
+ *   no hook runs (host issues #10479, #11942, exit code 143). The host's listeners stop, and the
+ *   process has what a signal handler does with it; it is killed `HOST_KILL_AFTER_MS` later.
  * - `sigkill`: a crash, an out-of-memory kill, a host recycle: nothing runs.
  * - `drain`: drain mode, then a bare SIGTERM. The host stops its listeners, and invocations that
  *   started near the drain are aborted 1 to 3 s in (host issue #12007); the rest may finish,
