@@ -46,10 +46,11 @@ export class LocalHost {
     worker: { count: 0, ms: 0 },
   };
   /** Invocations under way, by when they started (`performance.now()`). */
-  private readonly underWay = new Map<Promise<unknown>, { kind: InvocationKind; startedAt: number }>();
-  /** What aborts each invocation under way (see `drain`), and what settles when the host counts it ended. */
-  private readonly aborts = new Map<Promise<unknown>, () => void>();
-  private readonly ends = new Map<Promise<unknown>, Promise<void>>();
+  /**
+   * Keyed by the host's view of each (it settles when the host counts the invocation ended, which
+   * an abort makes sooner than its code: see `drain`).
+   */
+  private readonly underWay = new Map<Promise<unknown>, { kind: InvocationKind; startedAt: number; abort(): void }>();
 
   constructor(private readonly options: LocalHostOptions) {
     // Orchestrations and activities need the Durable Task extension, which only the Functions host has.
@@ -106,12 +107,12 @@ export class LocalHost {
   async drain(options: { nearMs: number; abortAfterMs: () => number }): Promise<void> {
     this.stopListening();
     const now = performance.now();
-    for (const [invocation, under] of this.underWay) {
+    for (const under of this.underWay.values()) {
       if (now - under.startedAt > options.nearMs) continue;
       const delay = Math.max(0, under.startedAt + options.abortAfterMs() - now);
-      setTimeout(() => this.aborts.get(invocation)?.(), delay).unref();
+      setTimeout(under.abort, delay).unref();
     }
-    while (this.underWay.size > 0) await Promise.race(this.ends.values());
+    while (this.underWay.size > 0) await Promise.race([...this.underWay.keys()].map((hosted) => hosted.catch(() => undefined)));
   }
 
   private startTimer(registration: TimerRegistration): void {
@@ -209,26 +210,20 @@ export class LocalHost {
       () => this.running.delete(invocation),
       () => this.running.delete(invocation),
     );
-    this.underWay.set(invocation, { kind, startedAt });
     let abort!: () => void;
     const aborted = new Promise<never>((_, reject) => {
       abort = () => reject(new Error(`${functionName} aborted by the host: worker channel is shutting down (drain)`));
     });
-    aborted.catch(() => undefined);
-    let ended!: () => void;
-    this.aborts.set(invocation, abort);
-    this.ends.set(invocation, new Promise<void>((resolve) => (ended = resolve)));
+    // An aborted invocation ends for the host now; its code runs on in this process.
+    const hosted = Promise.race([invocation, aborted]);
+    this.underWay.set(hosted, { kind, startedAt, abort });
     try {
-      // An aborted invocation ends for the host now; its code runs on in this process.
-      await Promise.race([invocation, aborted]);
+      await hosted;
     } catch (error) {
       this.options.log('error', `${functionName} failed: ${describe(error)}`);
       if (rethrow) throw error;
     } finally {
-      this.underWay.delete(invocation);
-      this.aborts.delete(invocation);
-      this.ends.delete(invocation);
-      ended();
+      this.underWay.delete(hosted);
       const time = this.ended[kind];
       time.count++;
       time.ms += performance.now() - startedAt;
