@@ -23,6 +23,9 @@ export interface LeaderRank {
 /** Longest version kept: it travels in lease metadata with the holder's name. */
 const MAX_VERSION_LENGTH = 100;
 
+/** Three numbers without leading zeros, each short enough to be a safe integer, as semver requires. */
+const PLAIN_VERSION = /^(?:0|[1-9]\d{0,14})\.(?:0|[1-9]\d{0,14})\.(?:0|[1-9]\d{0,14})$/;
+
 /** The version as full SemVer (`1.4` → `1.4.0`), or undefined when it is not one. */
 function semverOf(version: string): string | undefined {
   if (typeof version !== 'string' || version.length > MAX_VERSION_LENGTH) return undefined;
@@ -32,6 +35,9 @@ function semverOf(version: string): string | undefined {
     numbers.length < 3 && numbers.every((n) => /^(0|[1-9]\d*)$/.test(n))
       ? [...numbers, '0', '0'].slice(0, 3).join('.') + version.slice(core.length)
       : version;
+  // A plain `1.4.2` (every elector checks its own version at start-up) is valid SemVer as it
+  // stands, so a cold start need not build semver's expressions; anything else semver decides.
+  if (PLAIN_VERSION.test(padded)) return padded;
   return valid(padded) ?? undefined;
 }
 

@@ -41,31 +41,58 @@ export function publicEndpoint(client: { url: string }): string {
   return (client.url.split('?')[0] ?? '').replace(/\/+$/, '');
 }
 
+/**
+ * A connection string's endpoint and credential (its key or SAS), as the SDK reads them, by
+ * service. Only the SDK parses connection strings, and only by building a client; a runtime builds
+ * three clients with our policies on one string, so one plain client is read for all of them
+ * (each build costs a cold start about a millisecond).
+ */
+const fromConnectionStrings = new Map<string, { url: string; credential: unknown }>();
+
+function parsedConnection(service: 'blob' | 'queue', connectionString: string): { url: string; credential: unknown } {
+  const key = `${service}\n${connectionString}`;
+  let parsed = fromConnectionStrings.get(key);
+  if (!parsed) {
+    const client =
+      service === 'blob'
+        ? BlobServiceClient.fromConnectionString(connectionString)
+        : QueueServiceClient.fromConnectionString(connectionString);
+    // The queue client keeps `credential` protected in its typings; it is the same public field at run time.
+    parsed = { url: client.url, credential: (client as unknown as { credential: unknown }).credential };
+    fromConnectionStrings.set(key, parsed);
+  }
+  return parsed;
+}
+
 export function createBlobServiceClient(settings: StorageSettings, options: StorageClientOptions = {}): BlobServiceClient {
-  const pipeline = { retryOptions: options.retryOptions };
-  const client =
+  if (settings.kind === 'connectionString' && !hasExtraPolicies(options)) {
+    return BlobServiceClient.fromConnectionString(settings.connectionString, { retryOptions: options.retryOptions });
+  }
+  // Built on the URL and credential (a connection string's key or SAS included) with our policies in its pipeline.
+  const { url, credential } =
     settings.kind === 'connectionString'
-      ? BlobServiceClient.fromConnectionString(settings.connectionString, pipeline)
-      : new BlobServiceClient(settings.blobServiceUri, credentialFor(settings, options), pipeline);
-  if (!options.requestCounter && !options.storageTime) return client;
-  // Rebuilt on the same URL and credential (a connection string's key or SAS included) with our policies in its pipeline.
-  const extended = newBlobPipeline(client.credential, pipeline);
-  extended.factories.push(...extraPolicies(options, 'blob'));
-  return new BlobServiceClient(client.url, extended);
+      ? parsedConnection('blob', settings.connectionString)
+      : { url: settings.blobServiceUri, credential: credentialFor(settings, options) };
+  const pipeline = newBlobPipeline(credential as Parameters<typeof newBlobPipeline>[0], { retryOptions: options.retryOptions });
+  pipeline.factories.push(...extraPolicies(options, 'blob'));
+  return new BlobServiceClient(url, pipeline);
 }
 
 export function createQueueServiceClient(settings: StorageSettings, options: StorageClientOptions = {}): QueueServiceClient {
-  const pipeline = { retryOptions: options.retryOptions };
-  const client =
+  if (settings.kind === 'connectionString' && !hasExtraPolicies(options)) {
+    return QueueServiceClient.fromConnectionString(settings.connectionString, { retryOptions: options.retryOptions });
+  }
+  const { url, credential } =
     settings.kind === 'connectionString'
-      ? QueueServiceClient.fromConnectionString(settings.connectionString, pipeline)
-      : new QueueServiceClient(settings.queueServiceUri, credentialFor(settings, options), pipeline);
-  if (!options.requestCounter && !options.storageTime) return client;
-  // The queue client keeps `credential` protected in its typings; it is the same public field at run time.
-  const { credential } = client as unknown as { credential: Parameters<typeof newQueuePipeline>[0] };
-  const extended = newQueuePipeline(credential, pipeline);
-  extended.factories.push(...extraPolicies(options, 'queue'));
-  return new QueueServiceClient(client.url, extended);
+      ? parsedConnection('queue', settings.connectionString)
+      : { url: settings.queueServiceUri, credential: credentialFor(settings, options) };
+  const pipeline = newQueuePipeline(credential as Parameters<typeof newQueuePipeline>[0], { retryOptions: options.retryOptions });
+  pipeline.factories.push(...extraPolicies(options, 'queue'));
+  return new QueueServiceClient(url, pipeline);
+}
+
+function hasExtraPolicies(options: StorageClientOptions): boolean {
+  return options.requestCounter !== undefined || options.storageTime !== undefined;
 }
 
 function extraPolicies(options: StorageClientOptions, service: 'blob' | 'queue') {

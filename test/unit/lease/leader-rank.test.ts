@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { compareRanks, compareVersions, formatRank, parseRank } from '../../../src/lease/leader-rank';
+import valid from 'semver/functions/valid';
+import { compareRanks, compareVersions, formatRank, isVersion, parseRank } from '../../../src/lease/leader-rank';
 import { resolveElectorOptions } from '../../../src/lease/elector-options';
 import { InMemoryHandoverRequestStore } from '../../../src/lease/in-memory-handover-request-store';
 import { InMemoryLeaseStore } from '../../../src/lease/in-memory-lease-store';
@@ -27,6 +28,29 @@ describe('leader rank', () => {
   ])('version %s against %s: %i', (a, b, sign) => {
     expect(compareVersions(a, b)).toBe(sign);
     expect(compareVersions(b, a)).toBe(-sign || 0);
+  });
+
+  // Plain versions skip semver at start-up; what they accept must be exactly what semver does.
+  it.each([
+    '0.0.0',
+    '0.1.0',
+    '1.4.2',
+    '10.20.30',
+    '999999999999999.0.1',
+    '9999999999999999.0.1',
+    '1.2.99999999999999999999',
+    '01.2.3',
+    '1.02.3',
+    '1.2.03',
+    '1.2.3.4',
+    '1..3',
+    ' 1.2.3',
+    '1.2.3 ',
+    'v1.2.3',
+    '1.2.3-rc.1',
+    '1.2.3+b.7',
+  ])('version %j is one exactly when semver takes it', (version) => {
+    expect(isVersion(version)).toBe(valid(version) !== null);
   });
 
   it.each([
