@@ -29,6 +29,9 @@ export type { BlobLeaseStoreOptions } from './lease/blob-lease-store';
 export { BlobHandoverRequestStore } from './lease/blob-handover-request-store';
 export type { BlobHandoverRequestStoreOptions } from './lease/blob-handover-request-store';
 export { BlobEpochMark } from './lease/blob-epoch-mark';
+export { ThreadedLeaseBeats } from './lease/threaded-lease-beats';
+export type { ThreadedLeaseBeatsOptions } from './lease/threaded-lease-beats';
+export type { LeaseBeats, BeatOptions, BeatRun } from './lease/lease-beats';
 export { FencedDocuments } from './fencing/fenced-documents';
 export type { FencedDocument, FencedDocumentsOptions } from './fencing/fenced-documents';
 export type {

@@ -24,6 +24,7 @@ import { BlobLeaseStore } from '../lease/blob-lease-store';
 import { BlobHandoverRequestStore } from '../lease/blob-handover-request-store';
 import { defaultRenewIntervalMs, type LeaderLogger } from '../lease/elector-options';
 import { LeaderElector } from '../lease/leader-elector';
+import { ThreadedLeaseBeats } from '../lease/threaded-lease-beats';
 import type { HandoverTiming } from '../lease/handover-timing';
 import type { HandoverResult } from '../lease/handover';
 import type { LeaderEvent } from '../lease/leader-events';
@@ -265,7 +266,20 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     store: leaseStore,
     leaseDurationSeconds: settings.leaseDurationSeconds,
     renewDeadlineMs: settings.renewDeadlineMs,
-    ...(settings.takeoverMs !== undefined ? { breakAfterMs: settings.takeoverMs } : {}),
+    ...(settings.takeoverMs !== undefined
+      ? {
+          breakAfterMs: settings.takeoverMs,
+          // From a thread, so that items computing on this instance do not look like a crash.
+          beats: new ThreadedLeaseBeats({
+            storage,
+            containerName: settings.leaseContainer,
+            blobName: settings.hub,
+            requestCounter: storageRequests,
+            onThreadError: (err) =>
+              log.warn(`the lease beat thread failed; beats stop until the next term: ${redactSecrets(messageOf(err))}`),
+          }),
+        }
+      : {}),
     // Every instance's coordinator timer is a follower's chance to take over; on a fixed grid,
     // the leader's lease is timed to expire just before one of them.
     ...alignmentFor(settings.coordinatorSchedule),

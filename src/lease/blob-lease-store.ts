@@ -412,7 +412,7 @@ function decodeChanges(raw: string | undefined): LeadershipChange[] {
 }
 
 /** Maps the service's answers that mean "this lease id no longer holds the lease". */
-function asLeaseLoss(err: unknown, action: string): LeaseLostError | undefined {
+export function asLeaseLoss(err: unknown, action: string): LeaseLostError | undefined {
   const info = storageErrorOf(err);
   if (!info) return undefined;
   const detail = `cannot ${action}: ${info.status} ${info.code ?? ''}`.trim();

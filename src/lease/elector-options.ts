@@ -5,6 +5,7 @@ import { InvalidConfigError } from '../errors';
 import { describeLeaderEvent, type LeaderEvent } from './leader-events';
 import type { HandoverRequestStore } from './handover-request-store';
 import type { LeaseStore } from './lease-store';
+import type { LeaseBeats } from './lease-beats';
 import { isVersion, type LeaderRank } from './leader-rank';
 import { defaultHandoverTiming, type HandoverTiming } from './handover-timing';
 
@@ -45,6 +46,14 @@ export interface LeaderElectorOptions {
    * the loss at its next beat or renewal, whichever comes first.
    */
   breakAfterMs?: number;
+  /**
+   * With `breakAfterMs`: where the beats come from. Default: the holder's own event loop, so a
+   * task that holds the loop for `breakAfterMs` (an item that computes on the leader's instance)
+   * gets its holder replaced. `ThreadedLeaseBeats` beats a `BlobLeaseStore`'s lease from a worker
+   * thread: then only a process that stops altogether (a crash, a kill, SIGSTOP) is taken over
+   * early, and a busy one keeps the lease for as long as it renews it.
+   */
+  beats?: LeaseBeats;
   /**
    * When the other candidates try to acquire on a fixed grid of wall-clock instants (every
    * instance's coordinator timer fires at t ≡ offsetMs mod periodMs), the leader times each
@@ -103,6 +112,8 @@ export interface ResolvedElectorOptions {
   abandonTaskAfterMs: number;
   /** Crash takeover, when on: the silence that lets a candidate break, and the holder's beat. */
   takeover: { breakAfterMs: number; beatMs: number } | undefined;
+  /** Set only with `takeover`. */
+  beats: LeaseBeats | undefined;
   expiryAlignment: { periodMs: number; offsetMs: number; marginMs: number } | undefined;
   rank: LeaderRank | undefined;
   /** Set whenever `rank` is. */
@@ -178,6 +189,13 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
     }
     takeover = { breakAfterMs, beatMs: Math.round(breakAfterMs / 4) };
   }
+  if (options.beats !== undefined) {
+    if (!takeover)
+      throw new InvalidConfigError('beats', 'beats needs breakAfterMs: without crash takeover the holder does not beat');
+    if (typeof options.beats.start !== 'function') {
+      throw new InvalidConfigError('beats', 'beats must be a LeaseBeats, such as ThreadedLeaseBeats');
+    }
+  }
   let expiryAlignment: ResolvedElectorOptions['expiryAlignment'];
   if (options.expiryAlignment) {
     const { periodMs, offsetMs = 0, marginMs = 300 } = options.expiryAlignment;
@@ -239,6 +257,7 @@ export function resolveElectorOptions(options: LeaderElectorOptions): ResolvedEl
     stallTimeoutMs,
     abandonTaskAfterMs,
     takeover,
+    beats: takeover ? options.beats : undefined,
     expiryAlignment,
     rank: rank ? { ...rank } : undefined,
     requests: rank ? options.requests : undefined,

@@ -5,6 +5,7 @@ import { emitEvent, resolveElectorOptions, type LeaderElectorOptions, type Resol
 import { Handover, type EndingTerm, type HandoverOptions, type HandoverResult } from './handover';
 import { HandoverPolicy } from './handover-policy';
 import type { LeaderEvent } from './leader-events';
+import type { LeaseBeats } from './lease-beats';
 import type { LeaseRecord } from './lease-store';
 import { ActiveTerm, bounded, untilAborted, type Leadership, type Term } from './term';
 
@@ -481,8 +482,9 @@ export class LeaderElector {
    * because the lease is gone ends the term at once, sooner than the next renewal after a break.
    */
   private async keepBeating(term: ActiveTerm): Promise<void> {
-    const { clock, store, takeover } = this.options;
+    const { clock, store, takeover, beats } = this.options;
     if (!takeover) return;
+    if (beats) return this.beatFromElsewhere(term, beats, takeover);
     let beating: Promise<void> | undefined;
     for (;;) {
       try {
@@ -504,6 +506,30 @@ export class LeaderElector {
       );
       void beating.finally(() => (beating = undefined));
     }
+  }
+
+  /**
+   * Beats from `beats` for the whole term: they keep their cadence while a task holds this
+   * loop. Storage's refusals arrive here when the loop is free, and are confirmed as below.
+   */
+  private async beatFromElsewhere(
+    term: ActiveTerm,
+    beats: LeaseBeats,
+    takeover: { breakAfterMs: number; beatMs: number },
+  ): Promise<void> {
+    const run = beats.start(term.leaseId, {
+      everyMs: takeover.beatMs,
+      timeoutMs: takeover.breakAfterMs,
+      onRefused: () => {
+        if (!term.stopSignal.aborted) void this.confirmLoss(term);
+      },
+    });
+    term.beatsFrom(run);
+    const stopped = term.stopSignal;
+    if (!stopped.aborted)
+      await new Promise<void>((resolve) => stopped.addEventListener('abort', () => resolve(), { once: true }));
+    // Settles once no beat is in flight: the reservation or rest mark written next meets none.
+    await run.stop();
   }
 
   /**

@@ -3,6 +3,7 @@ import { timeoutSignal, type Clock, type TimerHandle } from '../clock/clock';
 import { LeaseLostError, type LeaseLossReason } from '../errors';
 import { emitEvent, type ResolvedElectorOptions } from './elector-options';
 import { checkRaiseAbove, type HandoverClaim, type LeaseHolderBefore } from './lease-store';
+import type { BeatRun } from './lease-beats';
 
 /** What a leader's task receives. */
 export interface Leadership {
@@ -87,6 +88,7 @@ export class ActiveTerm {
    * between; and a second raise sees the first one's epoch before writing.
    */
   private writing: Promise<unknown> = Promise.resolve();
+  private beatRun: BeatRun | undefined;
 
   constructor(
     private readonly term: Term,
@@ -137,9 +139,14 @@ export class ActiveTerm {
     return this.serially(() => this.raiseNow(above));
   }
 
+  /** Holder writes go through it while beats come from elsewhere (see `LeaseBeats`). */
+  beatsFrom(run: BeatRun): void {
+    this.beatRun = run;
+  }
+
   /** Runs `write` once the holder's earlier writes have settled (see `writing`). */
   serially<T>(write: () => Promise<T>): Promise<T> {
-    const done = this.writing.then(write);
+    const done = this.writing.then(() => (this.beatRun ? this.beatRun.exclusive(write) : write()));
     this.writing = done.catch(() => undefined);
     return done;
   }

@@ -1,0 +1,98 @@
+/**
+ * `ThreadedLeaseBeats` against a real blob lease: its beats change the record's version, never
+ * meet a holder write made through `exclusive`, stop when asked, and report a lease that is gone.
+ * (That they go on while the holder's loop is held is lease-beats-thread.azurite.test.ts.)
+ */
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { LeaseLostError } from '../../src/errors';
+import { BlobLeaseStore } from '../../src/lease/blob-lease-store';
+import { ThreadedLeaseBeats } from '../../src/lease/threaded-lease-beats';
+import { StorageRequestCounter } from '../../src/storage/request-counter';
+import { useAzurite } from '../support/azurite';
+import { patience } from '../support/slowdown';
+
+const fixture = useAzurite();
+
+async function leased() {
+  const storage = { kind: 'connectionString', connectionString: fixture.azurite.connectionString } as const;
+  const blobName = fixture.uniqueName('hub');
+  const store = new BlobLeaseStore(fixture.leaseBlobService, blobName);
+  const leaseId = randomUUID();
+  await store.acquire(leaseId, 15);
+  const counter = new StorageRequestCounter();
+  const beats = new ThreadedLeaseBeats({ storage, containerName: 'leases', blobName, requestCounter: counter });
+  return { store, leaseId, beats, counter, blobName };
+}
+
+async function until(what: string, found: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + patience(timeoutMs);
+  while (!(await found())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+describe('ThreadedLeaseBeats on a blob lease', () => {
+  it('beats change the version, and each is counted as the holder’s request', async () => {
+    const { store, leaseId, beats, counter } = await leased();
+    const before = (await store.read()).version;
+    const run = beats.start(leaseId, { everyMs: 50, timeoutMs: 2000, onRefused: () => undefined });
+    try {
+      await until('three beats', () => counter.total >= 3);
+      expect((await store.read()).version).not.toBe(before);
+      expect(counter.snapshot()).toEqual({ 'blob.properties': counter.total });
+    } finally {
+      await run.stop();
+    }
+  });
+
+  it('no beat lands inside a holder write made through exclusive', async () => {
+    const { store, leaseId, beats, counter } = await leased();
+    const run = beats.start(leaseId, { everyMs: 5, timeoutMs: 2000, onRefused: () => undefined });
+    try {
+      await until('beats', () => counter.total >= 2);
+      // Each mark reads the record and writes it conditional on the ETag it read: a beat between
+      // the two would refuse the write (ConcurrentUpdateError).
+      for (let i = 0; i < 40; i++) {
+        await run.exclusive(() => store.mark(leaseId, { kind: 'resting', until: new Date(Date.now() + 60_000) }));
+        // Read and compared under exclusion too: nothing wrote between the two reads.
+        await run.exclusive(async () => {
+          const a = (await store.read()).version;
+          await sleep(10);
+          expect((await store.read()).version).toBe(a);
+        });
+      }
+      expect(counter.total).toBeGreaterThan(2);
+    } finally {
+      await run.stop();
+    }
+  });
+
+  it('stop settles with no beat in flight, and none follows', async () => {
+    const { store, leaseId, beats, counter } = await leased();
+    const run = beats.start(leaseId, { everyMs: 10, timeoutMs: 2000, onRefused: () => undefined });
+    await until('beats', () => counter.total >= 3);
+    await run.stop();
+    const stoppedAt = (await store.read()).version;
+    const counted = counter.total;
+    // Twenty beat intervals: a beat still scheduled would have landed.
+    await sleep(200);
+    expect((await store.read()).version).toBe(stoppedAt);
+    expect(counter.total).toBe(counted);
+  });
+
+  it('a beat on a lease that is gone is reported as refused, as a LeaseLostError', async () => {
+    const { leaseId, beats, blobName } = await leased();
+    const refused: LeaseLostError[] = [];
+    await fixture.blobService.getContainerClient('leases').getBlobClient(blobName).getBlobLeaseClient().breakLease(0);
+    const run = beats.start(leaseId, { everyMs: 20, timeoutMs: 2000, onRefused: (error) => refused.push(error) });
+    try {
+      await until('a refusal', () => refused.length > 0);
+      expect(refused[0]).toBeInstanceOf(LeaseLostError);
+    } finally {
+      await run.stop();
+    }
+  });
+});
