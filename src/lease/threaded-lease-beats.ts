@@ -201,12 +201,16 @@ const beatThread = new (class {
     if (this.worker) return this.worker;
     const worker = new Worker(THREAD_CODE, {
       eval: true,
+      // Not the process's flags: its code is plain CommonJS whatever they say (`--input-type`,
+      // a loader), and needs none of them.
+      execArgv: [],
       workerData: { modules: { blob: require.resolve('@azure/storage-blob'), identity: require.resolve('@azure/identity') } },
     });
-    worker.unref();
     worker.on('message', (report: BeatReport) => this.report(report));
     worker.on('error', (error) => this.fail(worker, error));
     worker.on('exit', (code) => this.fail(worker, new Error(`the lease beat thread exited with code ${code}`)));
+    // After the listeners: adding a 'message' listener refs the thread's port again.
+    worker.unref();
     this.worker = worker;
     return worker;
   }

@@ -3,7 +3,9 @@
  * meet a holder write made through `exclusive`, stop when asked, and report a lease that is gone.
  * (That they go on while the holder's loop is held is lease-beats-thread.azurite.test.ts.)
  */
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { LeaseLostError } from '../../src/errors';
@@ -81,6 +83,36 @@ describe('ThreadedLeaseBeats on a blob lease', () => {
     await sleep(200);
     expect((await store.read()).version).toBe(stoppedAt);
     expect(counter.total).toBe(counted);
+  });
+
+  it('never keeps the process alive: one that beat and stopped exits by itself', async () => {
+    const { leaseId, blobName } = await leased();
+    const source = fileURLToPath(new URL('../../src/lease/threaded-lease-beats.ts', import.meta.url));
+    const script = `
+      const { ThreadedLeaseBeats } = await import(${JSON.stringify(source)});
+      let beats = 0;
+      const counter = { record: () => beats++ };
+      const storage = { kind: 'connectionString', connectionString: process.env.BATON_TEST_CONNECTION };
+      const run = new ThreadedLeaseBeats({ storage, containerName: 'leases', blobName: ${JSON.stringify(blobName)}, requestCounter: counter })
+        .start(${JSON.stringify(leaseId)}, { everyMs: 20, timeoutMs: 2000, onRefused: () => undefined });
+      await new Promise((resolve) => { const t = setInterval(() => { if (beats >= 2) { clearInterval(t); resolve(); } }, 10); });
+      await run.stop();
+      console.log('stopped');
+    `;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      env: { ...process.env, BATON_TEST_CONNECTION: fixture.azurite.connectionString },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
+    const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+    const bound = sleep(patience(20_000)).then(() => 'still running' as const);
+    const outcome = await Promise.race([exited, bound]);
+    if (outcome === 'still running') child.kill('SIGKILL');
+    expect(out, err).toContain('stopped');
+    expect(outcome, err).toBe(0);
   });
 
   it('a beat on a lease that is gone is reported as refused, as a LeaseLostError', async () => {
