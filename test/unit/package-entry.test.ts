@@ -45,6 +45,7 @@ describe('the built package', () => {
       'LEASE_RETRY_OPTIONS',
       'LeaderElector',
       'StorageTimeClock',
+      'ThreadedLeaseBeats',
       'createBlobServiceClient',
       'describeLeaderEvent',
       'parseStorageSettings',
