@@ -155,9 +155,9 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       "wait's own timer lateness and one write, unless something holds its event loop. **Items that compute.** An item " +
       'that computes synchronously holds the event loop of the instance that runs it, and the items of one batch run ' +
       'back to back: steady-blocking’s four 1 s items hold it for about 4 s. On the leader’s instance every run due ' +
-      'meanwhile starts that late, and past `BATON_TAKEOVER_MS` (3 s) its beats stop and another instance breaks the ' +
-      'lease (safely, but needlessly). Coordination runs on the same thread as the workers; until it has one of its ' +
-      'own, this goal is missed. **A ' +
+      'meanwhile starts that late: coordination runs on the same thread as the workers, and until it has one of its ' +
+      'own, this goal is missed. The leader keeps its lease through it: its beats come from a worker thread, so a ' +
+      'busy loop is not taken for a crash (no takeover in the window; before the beats moved off the loop, three). **A ' +
       'leader change.** A leader stopped by WorkerTerminate or a bare SIGTERM hands over make-before-break (see ' +
       'graceful-handover), so an occurrence due during the handover waits at most the leaderless gap; a rolling deploy ' +
       'is a string of such handovers, to the newer version. A drained leader leads on until the SIGTERM that ends the ' +
