@@ -1,5 +1,6 @@
 import type { JobDefinition } from '../jobs/job-definition';
 import { planOccurrences, Schedule, type OccurrencePlan } from '../schedule/schedule';
+import { TimeZone } from '../schedule/time-zone';
 import { newJobState, withEvents, type JobEvent, type JobState } from './job-state';
 
 /**
@@ -11,10 +12,16 @@ import { newJobState, withEvents, type JobEvent, type JobState } from './job-sta
 
 const schedules = new Map<string, Schedule>();
 
-/** The job's parsed schedule, parsed once per expression for the life of the process. */
+/** The job's parsed schedule, parsed once per expression and zone for the life of the process. */
 export function scheduleOf(job: JobDefinition): Schedule {
-  let schedule = schedules.get(job.schedule);
-  if (!schedule) schedules.set(job.schedule, (schedule = Schedule.parse(job.schedule, `${job.name}.schedule`)));
+  // A definition made by hand (a test's) may name no zone: UTC, as defineJob's default.
+  const timeZone = job.timeZone ?? 'UTC';
+  const key = `${timeZone}\n${job.schedule}`;
+  let schedule = schedules.get(key);
+  if (!schedule) {
+    schedule = Schedule.parse(job.schedule, `${job.name}.schedule`, TimeZone.of(timeZone, `${job.name}.timeZone`));
+    schedules.set(key, schedule);
+  }
   return schedule;
 }
 

@@ -1,6 +1,7 @@
 import * as z from '../zod';
 import { InvalidConfigError } from '../errors';
 import { Schedule } from '../schedule/schedule';
+import { TimeZone } from '../schedule/time-zone';
 import {
   DEFAULT_HEDGE,
   DEFAULT_MAX_PAYLOAD_BYTES,
@@ -115,6 +116,7 @@ const jobOptionsSchema = z.object({
     .string({ message: 'must be a string' })
     .check(z.regex(JOB_NAME_PATTERN, 'must be 1-48 lowercase letters, digits or inner hyphens')),
   schedule: z.string({ message: 'must be an NCRONTAB string' }),
+  timeZone: z._default(z.string({ message: 'must be an IANA time zone name, such as "Europe/Berlin"' }), 'UTC'),
   overlap: z._default(z.enum(['skip', 'allow', 'replace'], { message: "must be 'skip', 'allow' or 'replace'" }), 'skip'),
   startingDeadlineSeconds: wholeSeconds(300),
   catchUp: z._default(z.enum(['latest', 'all'], { message: "must be 'latest' or 'all'" }), 'latest'),
@@ -205,11 +207,13 @@ export function defineJob<Item, Result, Acc, Output = Acc>(
     throw new InvalidConfigError(`${label}.${path}`, `job ${label}: ${path} ${issue?.message ?? 'is invalid'}`);
   }
   const value = parsed.data;
-  Schedule.parse(value.schedule, `${label}.schedule`);
+  const zone = TimeZone.of(value.timeZone, `${label}.timeZone`);
+  Schedule.parse(value.schedule, `${label}.schedule`, zone);
   const aggregate = options.aggregate;
   return Object.freeze({
     name: value.name,
     schedule: value.schedule,
+    timeZone: zone.name,
     overlap: value.overlap,
     startingDeadlineSeconds: value.startingDeadlineSeconds,
     catchUp: value.catchUp,

@@ -140,8 +140,14 @@ export interface HedgeOptions {
 export interface JobOptions<Item, Result, Acc, Output> {
   /** Lowercase letters, digits and hyphens; part of run ids and blob paths. */
   name: string;
-  /** NCRONTAB with seconds (6 fields, as Azure Functions timers use) or classic 5-field cron, in UTC. */
+  /** NCRONTAB with seconds (6 fields, as Azure Functions timers use) or classic 5-field cron, read in `timeZone`. */
   schedule: string;
+  /**
+   * The IANA time zone whose wall clock `schedule` reads, such as `Europe/Berlin`. Default `UTC`.
+   * On the days the clocks change, each wall time runs once: a time the clocks go back over, at
+   * its first instant; a time they skip, at the first instant after the gap (docs/jobs.md).
+   */
+  timeZone?: string;
   /** What to do when an occurrence comes while a run of this job is active. Default `skip`. */
   overlap?: OverlapPolicyName;
   /** An occurrence older than this when the leader sees it is recorded as missed. Default 300. */
@@ -205,6 +211,8 @@ export interface JobOptions<Item, Result, Acc, Output> {
 export interface JobDefinition<Item = unknown, Result = unknown, Acc = unknown, Output = unknown> {
   readonly name: string;
   readonly schedule: string;
+  /** The zone's canonical IANA name; `UTC` when the job named none. */
+  readonly timeZone: string;
   readonly overlap: OverlapPolicyName;
   readonly startingDeadlineSeconds: number;
   readonly catchUp: 'latest' | 'all';

@@ -1,12 +1,21 @@
 import { Cron, CronPattern } from 'croner';
 import { InvalidConfigError, messageOf } from '../errors';
+import { TimeZone } from './time-zone';
 
 /**
  * Job schedules use the NCRONTAB dialect of Azure Functions timer triggers, so an expression
- * that works in function.json works here and means the same thing: always UTC, day-of-month
- * AND day-of-week (NCrontab requires both, unlike Vixie cron's OR), Sunday = 0 only.
- * croner does the date arithmetic; we check the grammar first because croner accepts more
- * (`@daily`, a year field, `L`, `W`, `#`, `?`, Sunday = 7) than Azure would.
+ * that works in function.json works here and means the same thing: day-of-month AND day-of-week
+ * (NCrontab requires both, unlike Vixie cron's OR), Sunday = 0 only. croner does the date
+ * arithmetic; we check the grammar first because croner accepts more (`@daily`, a year field,
+ * `L`, `W`, `#`, `?`, Sunday = 7) than Azure would.
+ *
+ * A schedule is read in UTC, or in a named zone's wall clock. In a zone, croner steps through the
+ * wall times the expression names as if they were UTC, and each becomes an instant here, by the
+ * rules croner leaves to chance on the days the clocks change (it drops the day of `15,45 2`
+ * when 02:00 to 03:00 is skipped): a wall time that happens once is that instant; one that
+ * happens twice (the clocks go back over it) is its first instant only; one that never happens
+ * (the clocks skip it) is the first instant after the gap, and every wall time in one gap is
+ * that same instant. So every wall time is one occurrence, and no two instants share one.
  */
 
 const FIELDS = [
@@ -24,6 +33,13 @@ const ELEMENT = /^(?:\*|([0-9]+|[A-Za-z]{3})(?:-([0-9]+|[A-Za-z]{3}))?)(?:\/([0-
 const DAY_MS = 86_400_000;
 const HOUR_MS = 3_600_000;
 const MINUTE_MS = 60_000;
+
+/** How near an offset change a zone's occurrences are stepped through rather than counted: past the largest change (2 h). */
+const HOT_MS = 3 * HOUR_MS;
+/** Wall times one search may pass over: a repeated hour of an every-second schedule is 3,600. */
+const MAX_WALL_STEPS = 20_000;
+/** Wall times read back at once when listing a zone's newest occurrences. */
+const WALL_BATCH = 256;
 
 /** Most occurrences `planOccurrences` lists, so a long outage cannot stall the timer. */
 const MAX_ENUMERATED = 1000;
@@ -43,6 +59,8 @@ export class Schedule {
   private constructor(
     readonly expression: string,
     fields: string[],
+    /** The zone whose wall clock the expression reads; undefined for UTC. */
+    private readonly zone: TimeZone | undefined,
   ) {
     const pattern = fields.join(' ');
     // sloppyRanges: NCrontab reads `5/10` as `5-max/10`, and so does croner with it.
@@ -64,16 +82,23 @@ export class Schedule {
    * parsed before is handed out again: an instance's start reads its coordinator schedule five
    * times, and each parse builds croner's pattern twice.
    */
-  static parse(expression: string, option = 'schedule'): Schedule {
-    const known = typeof expression === 'string' ? PARSED.get(expression) : undefined;
+  static parse(expression: string, option = 'schedule', timeZone?: TimeZone): Schedule {
+    const zone = timeZone && !timeZone.isUtc ? timeZone : undefined;
+    const key = zone ? `${zone.name}\n${expression}` : expression;
+    const known = typeof expression === 'string' ? PARSED.get(key) : undefined;
     if (known) return known;
-    const schedule = Schedule.parseNew(expression, option);
+    const schedule = Schedule.parseNew(expression, option, zone);
     if (PARSED.size >= PARSED_KEPT) PARSED.delete(PARSED.keys().next().value as string);
-    PARSED.set(expression, schedule);
+    PARSED.set(key, schedule);
     return schedule;
   }
 
-  private static parseNew(expression: string, option: string): Schedule {
+  /** The zone's name: `UTC` unless the schedule reads a zone's wall clock. */
+  get timeZone(): string {
+    return this.zone?.name ?? 'UTC';
+  }
+
+  private static parseNew(expression: string, option: string, zone: TimeZone | undefined): Schedule {
     const fail = (reason: string): never => {
       // JSON.stringify quotes the expression and keeps the message on one line.
       throw new InvalidConfigError(
@@ -111,7 +136,7 @@ export class Schedule {
       }
     });
     try {
-      return new Schedule(expression, fields);
+      return new Schedule(expression, fields, zone);
     } catch (err) {
       // Whatever the grammar check let through and croner refuses (e.g. a range 5-2).
       return fail(messageOf(err).replace(/^CronPattern:\s*/, ''));
@@ -128,6 +153,8 @@ export class Schedule {
    * its every-second coordinator schedule, which cost it seconds of CPU.
    */
   fixedPeriod(): { periodMs: number; offsetMs: number } | undefined {
+    // A zone's grid moves with its offset: none is fixed in UTC.
+    if (this.zone) return undefined;
     if (this.grid === null) this.grid = this.findPeriod();
     return this.grid;
   }
@@ -161,7 +188,42 @@ export class Schedule {
 
   /** The first occurrence strictly after `after`, or undefined if there is none (e.g. `0 0 0 30 2 *`). */
   next(after: Date): Date | undefined {
+    if (!this.zone) return this.wallNext(after);
+    const at = this.zonedNext(after.getTime());
+    return at === undefined ? undefined : new Date(at);
+  }
+
+  /** The next wall time the expression names, read as UTC (for a UTC schedule, the occurrence). */
+  private wallNext(after: Date): Date | undefined {
     return this.cron.nextRun(after) ?? undefined;
+  }
+
+  /** The instant of a wall time, by the rules in the header. */
+  private instantOfWall(zone: TimeZone, wallMs: number): number {
+    const { instants, afterGap } = zone.instantsOf(wallMs);
+    return instants[0] ?? (afterGap as number);
+  }
+
+  /**
+   * Wall times map to instants in the same order (a gap's to one instant, a repeated hour's to
+   * its first pass), so the next occurrence is the first wall time from `after`'s own whose
+   * instant is later than `after`. Only in a repeated hour are wall times passed over: those of
+   * its first pass, when `after` is in its second.
+   */
+  private zonedNext(afterMs: number): number | undefined {
+    const zone = this.zone as TimeZone;
+    const wallAfter = afterMs + zone.offsetMs(afterMs);
+    let wall = this.wallNext(new Date(wallAfter - 1));
+    for (let steps = 0; wall !== undefined; steps++) {
+      const at = this.instantOfWall(zone, wall.getTime());
+      if (at > afterMs) return at;
+      if (steps > MAX_WALL_STEPS)
+        throw new Error(
+          `schedule ${this.expression} in ${zone.name}: no occurrence found after ${new Date(afterMs).toISOString()}`,
+        );
+      wall = this.wallNext(wall);
+    }
+    return undefined;
   }
 
   /**
@@ -176,9 +238,35 @@ export class Schedule {
   ): { occurrences: Date[]; truncated: boolean; total: number } {
     const total = this.count(afterExclusive, untilInclusive);
     const take = Math.max(0, Math.min(total, Math.floor(limit)));
-    // Occurrences are whole seconds, so "before until + 1 ms" means "at or before until".
-    const occurrences = take === 0 ? [] : this.cron.previousRuns(take, new Date(untilInclusive.getTime() + 1)).reverse();
+    if (take === 0) return { occurrences: [], truncated: total > 0, total };
+    const occurrences = this.zone
+      ? this.zonedNewest(this.zone, afterExclusive.getTime(), untilInclusive.getTime(), take)
+      : // Occurrences are whole seconds, so "before until + 1 ms" means "at or before until".
+        this.cron.previousRuns(take, new Date(untilInclusive.getTime() + 1)).reverse();
     return { occurrences, truncated: take < total, total };
+  }
+
+  /**
+   * The newest `take` occurrences in (after, until], ascending: wall times walked back from the
+   * last that can land at or before `until` (past `until`'s own by what the clocks went back
+   * within the day, when they did).
+   */
+  private zonedNewest(zone: TimeZone, afterMs: number, untilMs: number, take: number): Date[] {
+    const back = Math.max(0, zone.offsetMs(untilMs - DAY_MS) - zone.offsetMs(untilMs));
+    let cursor = new Date(untilMs + zone.offsetMs(untilMs) + back + 1);
+    const found: number[] = [];
+    while (found.length < take) {
+      const walls = this.cron.previousRuns(Math.min(WALL_BATCH, Math.max(take, 16)), cursor);
+      if (walls.length === 0) break;
+      for (const wall of walls) {
+        const at = this.instantOfWall(zone, wall.getTime());
+        if (at <= afterMs) return found.reverse().map((t) => new Date(t));
+        if (at <= untilMs && at !== found.at(-1)) found.push(at);
+        if (found.length === take) break;
+      }
+      cursor = walls.at(-1) as Date;
+    }
+    return found.reverse().map((t) => new Date(t));
   }
 
   /**
@@ -189,10 +277,41 @@ export class Schedule {
    * edges are stepped through: at most a few hundred steps plus one per matching day.
    */
   private count(after: Date, until: Date): number {
+    if (this.zone) return this.zonedCount(this.zone, after.getTime(), until.getTime());
+    return this.wallCount(after, until);
+  }
+
+  /**
+   * In a zone: away from its offset changes an occurrence is its wall time less one offset, so
+   * those stretches are counted as wall times; within `HOT_MS` of a change, where the rules in
+   * the header apply, occurrences are stepped through one by one.
+   */
+  private zonedCount(zone: TimeZone, afterMs: number, untilMs: number): number {
+    if (untilMs <= afterMs) return 0;
+    let total = 0;
+    let cursor = afterMs;
+    const cold = (from: number, to: number): number => {
+      const offset = zone.offsetMs(to);
+      return this.wallCount(new Date(from + offset), new Date(to + offset));
+    };
+    for (const change of zone.transitionsBetween(afterMs - HOT_MS, untilMs + HOT_MS)) {
+      const hotFrom = Math.max(cursor, change - HOT_MS);
+      const hotTo = Math.min(untilMs, change + HOT_MS);
+      if (hotTo <= hotFrom) continue;
+      if (hotFrom > cursor) total += cold(cursor, hotFrom);
+      for (let at = this.zonedNext(hotFrom); at !== undefined && at <= hotTo; at = this.zonedNext(at)) total++;
+      cursor = hotTo;
+    }
+    if (untilMs > cursor) total += cold(cursor, untilMs);
+    return total;
+  }
+
+  /** Wall times in (after, until], read as UTC: for a UTC schedule, its occurrences. */
+  private wallCount(after: Date, until: Date): number {
     const afterMs = after.getTime();
     const untilMs = until.getTime();
     let total = 0;
-    let t = this.next(after);
+    let t = this.wallNext(after);
     while (t !== undefined && t.getTime() <= untilMs) {
       const at = t.getTime();
       const whole = this.perUnit
@@ -200,10 +319,10 @@ export class Schedule {
         .find((u) => u.start > afterMs && u.start + u.ms - 1000 <= untilMs);
       if (whole) {
         total += whole.count;
-        t = this.next(new Date(whole.start + whole.ms - 1000));
+        t = this.wallNext(new Date(whole.start + whole.ms - 1000));
       } else {
         total += 1;
-        t = this.next(t);
+        t = this.wallNext(t);
       }
     }
     return total;

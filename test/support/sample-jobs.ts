@@ -19,6 +19,7 @@ export function sumJob(options: {
   failureTolerance?: { count?: number; percent?: number };
   overlap?: 'skip' | 'allow' | 'replace';
   schedule?: string;
+  timeZone?: string;
   timeoutSeconds?: number;
   pad?: number;
   slowMs?: number;
@@ -30,6 +31,7 @@ export function sumJob(options: {
   return defineJob<{ i: number; pad?: string }, { v: number }, SumAcc>({
     name: options.name ?? 'sum',
     schedule: options.schedule ?? '0 0 0 1 1 *',
+    ...(options.timeZone ? { timeZone: options.timeZone } : {}),
     itemsPerMessage: options.itemsPerMessage ?? 1,
     overlap: options.overlap ?? 'skip',
     ...(options.timeoutSeconds ? { timeoutSeconds: options.timeoutSeconds } : {}),

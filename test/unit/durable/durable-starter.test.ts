@@ -89,6 +89,19 @@ describe('startDueRuns', () => {
     expect(durable.starts).toHaveLength(1);
   });
 
+  it("reads the schedule on the job's zone, as the queue engine does: Berlin's skipped 02:15 and 02:45 are one run at 03:00", async () => {
+    const { docs } = hub();
+    const durable = await fakeDurable();
+    const jobs = [
+      withMerge(sumJob({ name: 'nightly', items: 1, schedule: '0 15,45 2 * * *', timeZone: 'Europe/Berlin' }), mergeSum),
+    ];
+    await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: new Date('2026-03-29T00:50:00.000Z') });
+    const due = await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: new Date('2026-03-29T01:00:05.000Z') });
+    expect(due.started).toEqual([scheduledRunId('nightly', new Date('2026-03-29T01:00:00.000Z'))]);
+    const later = await startDueRuns({ jobs, client: durable.port(), docs, epoch: 3, now: new Date('2026-03-29T02:30:00.000Z') });
+    expect(later.started).toEqual([]);
+  });
+
   it.each<[string, ItemRetryOptions, Partial<typeof DEFAULT_DURABLE_SETTINGS>]>([
     ['none', {}, {}],
     ['attempts only', { attempts: 7 }, { maxAttempts: 7 }],

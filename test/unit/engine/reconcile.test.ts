@@ -46,6 +46,18 @@ describe('reconcileJob', () => {
     expect(state).toMatchObject({ job: 'tick', lastChecked: at(5), active: [], totals: { started: 0, skipped: 0, missed: 0 } });
   });
 
+  it("reads the schedule on the job's zone: two Berlin wall times the clocks skip are one run, at 03:00", async () => {
+    // 29 March 2026: Berlin's 02:00 CET is 03:00 CEST; 02:15 and 02:45 never happen.
+    const start = new Date('2026-03-29T00:50:00.000Z');
+    const engine = unitEngine([job({ schedule: '0 15,45 2 * * *', timeZone: 'Europe/Berlin' })], start);
+    await reconcile(engine);
+    await engine.clock.advance(15 * 60_000);
+    expect(await reconcile(engine)).toEqual(['tick/2026-03-29T01:00:00.000Z']);
+    await engine.clock.advance(60 * 60_000);
+    expect(await reconcile(engine)).toEqual([]);
+    expect((await engine.runs('tick')).map((r) => r.occurrence)).toEqual(['2026-03-29T01:00:00.000Z']);
+  });
+
   it('a due occurrence creates exactly one run with id job/<ISO>', async () => {
     const engine = unitEngine([job()], START);
     await reconcile(engine);

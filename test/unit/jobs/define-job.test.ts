@@ -115,6 +115,12 @@ describe('defineJob', () => {
     expect(e.message).toBe("job tally: hedge.maxPercent must be 0-100 (percent of the run's work messages; 0 turns hedging off)");
   });
 
+  it('reads the schedule in UTC unless the job names a zone, kept by its canonical name', () => {
+    expect(defineJob(base()).timeZone).toBe('UTC');
+    expect(defineJob(base({ timeZone: 'Europe/Berlin' })).timeZone).toBe('Europe/Berlin');
+    expect(defineJob(base({ timeZone: 'utc' })).timeZone).toBe('UTC');
+  });
+
   it('accepts a 5-field schedule', () => {
     expect(defineJob(base({ schedule: '*/5 * * * *' })).schedule).toBe('*/5 * * * *');
   });
@@ -141,6 +147,9 @@ describe('defineJob', () => {
     ['schedule with 4 fields', { schedule: '* * * *' }, 'tally.schedule', /NCRONTAB.*got 4/],
     ['schedule out of range', { schedule: '0 61 * * * *' }, 'tally.schedule', /minute value 61/],
     ['schedule shortcut', { schedule: '@daily' }, 'tally.schedule', /@/],
+    ['timeZone unknown', { timeZone: 'Europe/Atlantis' }, 'tally.timeZone', /"Europe\/Atlantis" is not a time zone/],
+    ['timeZone empty', { timeZone: '' }, 'tally.timeZone', /is not a time zone/],
+    ['timeZone not a string', { timeZone: 2 }, 'tally.timeZone', /IANA time zone name/],
     ['overlap unknown', { overlap: 'queue' }, 'tally.overlap', /'skip', 'allow' or 'replace'/],
     ['catchUp unknown', { catchUp: 'none' }, 'tally.catchUp', /'latest' or 'all'/],
     ['startingDeadlineSeconds zero', { startingDeadlineSeconds: 0 }, 'tally.startingDeadlineSeconds', /positive/],
