@@ -1,7 +1,7 @@
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments, refuseStale } from '../fencing/fenced-documents';
 import { jobStateKey, jobStateSchema, newJobState, type JobEvent, type JobState } from '../hub/job-state';
-import { checkSchedule, recordCheck, recordedOccurrences } from '../hub/occurrence-ledger';
+import { checkSchedule, recordCheck, recordedOccurrences, type ScheduleCheck } from '../hub/occurrence-ledger';
 import { describeThrown, LeaseLostError, StaleEpochError } from '../errors';
 import type { JobDefinition } from '../jobs/job-definition';
 import { scheduledRunId, type TerminalRunState } from '../hub/run-record';
@@ -293,24 +293,25 @@ async function startJob(
   if (events.length === 0 && sameActive && current.lastChecked !== null && !startError) return;
   const checkedUntil = startError ? current.lastChecked : plan.checkedUntil.toISOString();
   let before: JobState | undefined;
+  const check: ScheduleCheck = {
+    readFrom: current,
+    checkedUntil,
+    events,
+    missedCount: startError ? 0 : plan.missedCount,
+    leaves,
+    watch: runs.watch,
+  };
   const written = await states.update(
     key,
     deps.epoch,
     (latest) => {
       before = latest;
-      return recordCheck(latest, job.name, {
-        readFrom: current,
-        checkedUntil,
-        events,
-        missedCount: startError ? 0 : plan.missedCount,
-        leaves,
-        watch: runs.watch,
-      });
+      return recordCheck(latest, job.name, check);
     },
     options,
   );
   // The last call of the change is the one whose write landed.
-  if (written) deps.telemetry?.occurrencesRecorded(job.name, recordedOccurrences(before, written.value));
+  if (written) deps.telemetry?.occurrencesRecorded(job.name, recordedOccurrences(before, written.value, check));
   if (startError) {
     const { runId, err } = startError;
     throw new Error(`start of run ${runId} failed: ${describeThrown(err)}`, {

@@ -5,7 +5,7 @@ import { manualRunId, newRunRecord, scheduledRunId } from '../hub/run-record';
 import { decideOverlap } from '../schedule/schedule';
 import type { EngineContext, TermContext } from './engine-context';
 import { jobStateKey, jobStateSchema, newJobState, withEvents, type JobEvent, type JobState } from '../hub/job-state';
-import { checkSchedule, recordCheck, recordedOccurrences } from '../hub/occurrence-ledger';
+import { checkSchedule, recordCheck, recordedOccurrences, type ScheduleCheck } from '../hub/occurrence-ledger';
 import type { RunBook } from './run-book';
 
 export function jobStates(ctx: EngineContext): FencedDocuments<JobState> {
@@ -54,26 +54,27 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
   if (nothingNew) return [];
   book.jobStates.delete(job.name);
   let before: JobState | undefined;
+  const check: ScheduleCheck = {
+    readFrom: current,
+    checkedUntil,
+    events,
+    missedCount: plan.missedCount,
+    leaves: (id) => ended.has(id),
+    watch: starting.map((s) => s.runId),
+  };
   const written = await states.update(
     key,
     term.epoch,
     (latest) => {
       before = latest;
-      return recordCheck(latest, job.name, {
-        readFrom: current,
-        checkedUntil,
-        events,
-        missedCount: plan.missedCount,
-        leaves: (id) => ended.has(id),
-        watch: starting.map((s) => s.runId),
-      });
+      return recordCheck(latest, job.name, check);
     },
     { abortSignal: term.signal },
   );
   if (written) {
     book.jobStates.set(job.name, written.value);
     // The last call of the change is the one whose write landed.
-    ctx.telemetry?.occurrencesRecorded(job.name, recordedOccurrences(before, written.value));
+    ctx.telemetry?.occurrencesRecorded(job.name, recordedOccurrences(before, written.value, check));
   }
   for (const { runId, occurrence } of starting) {
     const record = newRunRecord({

@@ -76,30 +76,39 @@ export interface RecordedOccurrences {
   events: JobEvent[];
 }
 
-/** Compares a job's state before and after one write (`after` made from `before` by `recordCheck`). */
-export function recordedOccurrences(before: JobState | undefined, after: JobState): RecordedOccurrences {
+/**
+ * Compares a job's state before and after one write (`after` made from `before` by `recordCheck`
+ * with `check`). The skips and misses are the check's own, not what the state's recent list kept:
+ * the list holds the last 50, and an outage's misses can be more.
+ */
+export function recordedOccurrences(before: JobState | undefined, after: JobState, check: ScheduleCheck): RecordedOccurrences {
   const was = before?.totals ?? { started: 0, skipped: 0, missed: 0 };
-  const old = new Set(before?.recent ?? []);
   return {
     started: after.totals.started - was.started,
     skipped: after.totals.skipped - was.skipped,
     missed: after.totals.missed - was.missed,
-    events: after.recent.filter((e) => !old.has(e) && (e.outcome === 'skipped' || e.outcome === 'missed')),
+    events: freshEvents(before ?? newJobState(after.job), check).filter((e) => e.outcome === 'skipped' || e.outcome === 'missed'),
   };
 }
 
-export function recordCheck(latest: JobState | undefined, job: string, check: ScheduleCheck): JobState {
-  const base = latest ?? newJobState(job);
+/** The check's events that `base` does not have yet, as `recordCheck` records them. */
+function freshEvents(base: JobState, check: ScheduleCheck): JobEvent[] {
   const raced = base.lastChecked !== check.readFrom.lastChecked;
   const theirs = raced ? base.lastChecked : null;
   const known = new Set(base.recent.filter((e) => e.runId).map((e) => `${e.outcome}:${e.runId}`));
-  const fresh = check.events.filter((e) =>
+  return check.events.filter((e) =>
     // A start or a cancel names a run that exists whoever decided it: recorded once. A skip or a
     // miss at or before where the other leader checked up to is its decision, not this one's.
     e.runId !== undefined
       ? !known.has(`${e.outcome}:${e.runId}`)
       : !(theirs !== null && e.occurrence !== null && e.occurrence <= theirs),
   );
+}
+
+export function recordCheck(latest: JobState | undefined, job: string, check: ScheduleCheck): JobState {
+  const base = latest ?? newJobState(job);
+  const raced = base.lastChecked !== check.readFrom.lastChecked;
+  const fresh = freshEvents(base, check);
   const count = (outcome: JobEvent['outcome']) => fresh.filter((e) => e.outcome === outcome).length;
   const { checkedUntil } = check;
   return withEvents(

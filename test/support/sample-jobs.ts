@@ -20,6 +20,8 @@ export function sumJob(options: {
   overlap?: 'skip' | 'allow' | 'replace';
   schedule?: string;
   timeZone?: string;
+  catchUp?: 'latest' | 'all';
+  startingDeadlineSeconds?: number;
   timeoutSeconds?: number;
   pad?: number;
   slowMs?: number;
@@ -32,6 +34,8 @@ export function sumJob(options: {
     name: options.name ?? 'sum',
     schedule: options.schedule ?? '0 0 0 1 1 *',
     ...(options.timeZone ? { timeZone: options.timeZone } : {}),
+    ...(options.catchUp ? { catchUp: options.catchUp } : {}),
+    ...(options.startingDeadlineSeconds ? { startingDeadlineSeconds: options.startingDeadlineSeconds } : {}),
     itemsPerMessage: options.itemsPerMessage ?? 1,
     overlap: options.overlap ?? 'skip',
     ...(options.timeoutSeconds ? { timeoutSeconds: options.timeoutSeconds } : {}),
