@@ -11,6 +11,7 @@ import { DURABLE_EPOCH } from './names';
 import { writePlan } from './plan-writer';
 import { assertDurableRecord, deleteOtherPlans, runRecords, runResultOf } from './run-records';
 import { chunkItemsFor, DEFAULT_DURABLE_SETTINGS } from './settings';
+import { dueAtOf } from '../hub/occurrence-ledger';
 
 /**
  * The split activity: creates the run record (`If-None-Match: *`, so one per run id whoever
@@ -33,11 +34,13 @@ export function createSplitActivity(deps: DurableActivityDeps): (input: unknown)
     const key = runKeys.record(input.runId);
     let doc = await records.read(key, { abortSignal: signal });
     if (!doc) {
+      const occurrence = input.occurrence ? new Date(input.occurrence) : undefined;
       const record = newRunRecord({
         runId: input.runId,
         job: job.name,
         trigger: input.trigger,
-        occurrence: input.occurrence ? new Date(input.occurrence) : undefined,
+        occurrence,
+        ...(occurrence ? { dueAt: dueAtOf(job, occurrence) } : {}),
         now: nowOf(deps),
         timeoutSeconds: job.timeoutSeconds,
       });

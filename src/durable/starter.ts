@@ -1,7 +1,7 @@
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments, refuseStale } from '../fencing/fenced-documents';
 import { jobStateKey, jobStateSchema, newJobState, type JobEvent, type JobState } from '../hub/job-state';
-import { checkSchedule, recordCheck, recordedOccurrences, type ScheduleCheck } from '../hub/occurrence-ledger';
+import { checkSchedule, dueAtOf, recordCheck, recordedOccurrences, type ScheduleCheck } from '../hub/occurrence-ledger';
 import { describeThrown, LeaseLostError, StaleEpochError } from '../errors';
 import type { JobDefinition } from '../jobs/job-definition';
 import { scheduledRunId, type TerminalRunState } from '../hub/run-record';
@@ -279,7 +279,14 @@ async function startJob(
     }
     deps.log?.('info', `run ${runId} started as orchestration ${instanceId}`);
     summary.started.push(runId);
-    runEvents.push({ at, occurrence: occurrence.toISOString(), outcome: 'started', runId });
+    const dueAt = dueAtOf(job, occurrence);
+    runEvents.push({
+      at,
+      occurrence: occurrence.toISOString(),
+      outcome: 'started',
+      runId,
+      ...(dueAt.getTime() !== occurrence.getTime() ? { dueAt: dueAt.toISOString() } : {}),
+    });
   }
 
   // With a start that failed, only what happened to runs is recorded; where the schedule was

@@ -12,7 +12,7 @@ import { hedgeStragglers } from './hedger';
 import { planRun } from './planner';
 import { adoptOpenRuns, cancelRun, forgetRun, jobStates, reconcileJob, startManualRun } from './reconcile';
 import { pendingRequests } from '../hub/requests';
-import { scheduleOf } from '../hub/occurrence-ledger';
+import { nextDueAt } from '../hub/occurrence-ledger';
 import { describeRetentionSlice, RetentionPace, retentionSlice } from '../hub/retention';
 import { retryLater } from './retry-later';
 import { RunBook, type ActiveRun } from './run-book';
@@ -336,7 +336,7 @@ export class Coordinator {
   private nextOccurrenceAt(now: Date): number {
     let next = Number.POSITIVE_INFINITY;
     for (const job of this.ctx.jobs.values()) {
-      const at = scheduleOf(job).next(now)?.getTime();
+      const at = nextDueAt(job, now);
       if (at !== undefined && at < next) next = at;
     }
     return next;

@@ -5,7 +5,7 @@ import { manualRunId, newRunRecord, scheduledRunId } from '../hub/run-record';
 import { decideOverlap } from '../schedule/schedule';
 import type { EngineContext, TermContext } from './engine-context';
 import { jobStateKey, jobStateSchema, newJobState, withEvents, type JobEvent, type JobState } from '../hub/job-state';
-import { checkSchedule, recordCheck, recordedOccurrences, type ScheduleCheck } from '../hub/occurrence-ledger';
+import { checkSchedule, dueAtOf, recordCheck, recordedOccurrences, type ScheduleCheck } from '../hub/occurrence-ledger';
 import type { RunBook } from './run-book';
 
 export function jobStates(ctx: EngineContext): FencedDocuments<JobState> {
@@ -45,7 +45,14 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
     }
     const runId = scheduledRunId(job.name, occurrence);
     starting.push({ runId, occurrence });
-    events.push({ at, occurrence: occurrence.toISOString(), outcome: 'started', runId });
+    const dueAt = dueAtOf(job, occurrence);
+    events.push({
+      at,
+      occurrence: occurrence.toISOString(),
+      outcome: 'started',
+      runId,
+      ...(dueAt.getTime() !== occurrence.getTime() ? { dueAt: dueAt.toISOString() } : {}),
+    });
   }
   const checkedUntil = plan.checkedUntil.toISOString();
   // Nothing happened and the job has been checked before: leave the state as it is (the next
@@ -82,6 +89,7 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
       job: job.name,
       trigger: 'schedule',
       occurrence,
+      dueAt: dueAtOf(job, occurrence),
       now,
       timeoutSeconds: job.timeoutSeconds,
     });
@@ -157,6 +165,7 @@ export async function adoptOpenRuns(
         job: job.name,
         trigger: occurrence ? 'schedule' : 'manual',
         occurrence,
+        ...(occurrence ? { dueAt: dueAtOf(job, occurrence) } : {}),
         now: ctx.clock.date(),
         timeoutSeconds: job.timeoutSeconds,
       });

@@ -9,6 +9,8 @@ export interface JobEvent {
   outcome: 'started' | 'skipped' | 'missed' | 'cancelled';
   runId?: string | undefined;
   reason?: string | undefined;
+  /** A start of a job with jitter: when the occurrence was due to start (its lag counts from it). */
+  dueAt?: string | undefined;
 }
 
 const jobEventShape = () =>
@@ -18,6 +20,7 @@ const jobEventShape = () =>
     outcome: z.enum(['started', 'skipped', 'missed', 'cancelled']),
     runId: z.optional(z.string()),
     reason: z.optional(z.string()),
+    dueAt: z.optional(z.string()),
   });
 export const jobEventSchema: z.ZodMiniType<JobEvent> = z.lazy(jobEventShape);
 

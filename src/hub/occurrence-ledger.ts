@@ -1,6 +1,7 @@
 import type { JobDefinition } from '../jobs/job-definition';
 import { planOccurrences, Schedule, type OccurrencePlan } from '../schedule/schedule';
 import { TimeZone } from '../schedule/time-zone';
+import { jitterMs } from '../schedule/jitter';
 import { newJobState, withEvents, type JobEvent, type JobState } from './job-state';
 
 /**
@@ -25,14 +26,40 @@ export function scheduleOf(job: JobDefinition): Schedule {
   return schedule;
 }
 
+/** When an occurrence of the job is due to start: the occurrence, plus its jitter if the job has one. */
+export function dueAtOf(job: JobDefinition, occurrence: Date): Date {
+  const jitter = job.jitterSeconds ?? 0;
+  return jitter > 0 ? new Date(occurrence.getTime() + jitterMs(job.name, occurrence, jitter)) : occurrence;
+}
+
+/**
+ * The next instant after `now` at which an occurrence of the job is due to start: one already
+ * past whose jitter is still running, or the next one's start. Undefined when none is left.
+ */
+export function nextDueAt(job: JobDefinition, now: Date): number | undefined {
+  const schedule = scheduleOf(job);
+  const jitter = (job.jitterSeconds ?? 0) * 1000;
+  if (jitter > 0) {
+    const waiting = schedule
+      .occurrencesBetween(new Date(now.getTime() - jitter), now, 2)
+      .occurrences.map((o) => dueAtOf(job, o).getTime())
+      .find((at) => at > now.getTime());
+    if (waiting !== undefined) return waiting;
+  }
+  const next = schedule.next(now);
+  return next ? dueAtOf(job, next).getTime() : undefined;
+}
+
 /** The occurrences due since the state's last check, and a `missed` event for each one listed as not run. */
 export function checkSchedule(job: JobDefinition, state: JobState, now: Date): { plan: OccurrencePlan; missed: JobEvent[] } {
+  const jitter = job.jitterSeconds ?? 0;
   const plan = planOccurrences({
     schedule: scheduleOf(job),
     lastChecked: state.lastChecked ? new Date(state.lastChecked) : undefined,
     now,
     startingDeadlineSeconds: job.startingDeadlineSeconds,
     catchUp: job.catchUp,
+    ...(jitter > 0 ? { jitter: { startOf: (o: Date) => dueAtOf(job, o).getTime(), maxMs: jitter * 1000 } } : {}),
   });
   const at = now.toISOString();
   const missed: JobEvent[] = plan.missed.map((o) => ({

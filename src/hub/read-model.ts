@@ -205,7 +205,7 @@ function occurrenceViews(state: JobState): OccurrenceView[] {
     views.push({
       occurrence: event.occurrence,
       outcome: event.outcome,
-      startLagMs: event.outcome === 'started' ? Date.parse(event.at) - Date.parse(event.occurrence) : null,
+      startLagMs: event.outcome === 'started' ? Date.parse(event.at) - Date.parse(event.dueAt ?? event.occurrence) : null,
       runId: event.runId ?? null,
       reason: event.reason ?? null,
     });

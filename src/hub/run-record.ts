@@ -128,6 +128,7 @@ const runRecordShape = () =>
     ),
     ending: z._default(z.nullable(ending), null),
     firstItemAt: z._default(z.nullable(z.string()), null),
+    dueAt: z._default(z.nullable(z.string()), null),
     pruned: z._default(
       z.nullable(
         z.object({
@@ -213,6 +214,11 @@ export interface RunRecord {
    */
   firstItemAt: string | null;
   /**
+   * When a scheduled run was due to start, for a job with `jitterSeconds`: its occurrence plus its
+   * jitter. Its lags count from here. Null without jitter (they count from the occurrence).
+   */
+  dueAt: string | null;
+  /**
    * What retention has deleted of this ended run, each with when it began (storage time): its
    * output, its details (failure log, manifest, attachments) or, last, the whole run. `pending`
    * names a part whose deletion began and has not been seen through.
@@ -236,6 +242,8 @@ export function newRunRecord(input: {
   job: string;
   trigger: 'schedule' | 'manual';
   occurrence: Date | undefined;
+  /** With jitter: when the occurrence was due to start. */
+  dueAt?: Date;
   now: Date;
   timeoutSeconds: number;
 }): RunRecord {
@@ -272,6 +280,8 @@ export function newRunRecord(input: {
     outstanding: [],
     ending: null,
     firstItemAt: null,
+    dueAt:
+      input.dueAt && input.occurrence && input.dueAt.getTime() !== input.occurrence.getTime() ? input.dueAt.toISOString() : null,
     pruned: null,
   };
 }
@@ -290,20 +300,21 @@ export function transition(record: RunRecord, to: RunState, now: Date, endReason
 }
 
 /**
- * How late a scheduled run was created: from its occurrence to its creation, both storage time
- * (the leader's clock follows storage's). Null for a manual run, which has no occurrence.
+ * How late a scheduled run was created: from when it was due (its occurrence, plus its jitter if
+ * the job has one) to its creation, both storage time (the leader's clock follows storage's).
+ * Null for a manual run, which has no occurrence.
  */
-export function startLagMs(record: Pick<RunRecord, 'occurrence' | 'createdAt'>): number | null {
-  return record.occurrence === null ? null : Date.parse(record.createdAt) - Date.parse(record.occurrence);
+export function startLagMs(record: Pick<RunRecord, 'occurrence' | 'createdAt' | 'dueAt'>): number | null {
+  return record.occurrence === null ? null : Date.parse(record.createdAt) - Date.parse(record.dueAt ?? record.occurrence);
 }
 
 /**
- * How late a run's work began: from its occurrence (a manual run: its creation) to the first
+ * How late a run's work began: from when it was due (a manual run: its creation) to the first
  * item the leader counted. Null until an item is counted.
  */
-export function firstItemLagMs(record: Pick<RunRecord, 'occurrence' | 'createdAt' | 'firstItemAt'>): number | null {
+export function firstItemLagMs(record: Pick<RunRecord, 'occurrence' | 'createdAt' | 'firstItemAt' | 'dueAt'>): number | null {
   if (record.firstItemAt === null) return null;
-  return Date.parse(record.firstItemAt) - Date.parse(record.occurrence ?? record.createdAt);
+  return Date.parse(record.firstItemAt) - Date.parse(record.dueAt ?? record.occurrence ?? record.createdAt);
 }
 
 /** Run ids: the job name plus the scheduled occurrence, so one occurrence can only ever be one run. */

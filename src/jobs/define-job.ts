@@ -117,6 +117,12 @@ const jobOptionsSchema = z.object({
     .check(z.regex(JOB_NAME_PATTERN, 'must be 1-48 lowercase letters, digits or inner hyphens')),
   schedule: z.string({ message: 'must be an NCRONTAB string' }),
   timeZone: z._default(z.string({ message: 'must be an IANA time zone name, such as "Europe/Berlin"' }), 'UTC'),
+  jitterSeconds: z._default(
+    z
+      .number()
+      .check(z.int('must be whole seconds'), z.gte(0, 'must be 0 or more'), z.lte(3600, 'must be at most 3600 (an hour)')),
+    0,
+  ),
   overlap: z._default(z.enum(['skip', 'allow', 'replace'], { message: "must be 'skip', 'allow' or 'replace'" }), 'skip'),
   startingDeadlineSeconds: wholeSeconds(300),
   catchUp: z._default(z.enum(['latest', 'all'], { message: "must be 'latest' or 'all'" }), 'latest'),
@@ -208,12 +214,23 @@ export function defineJob<Item, Result, Acc, Output = Acc>(
   }
   const value = parsed.data;
   const zone = TimeZone.of(value.timeZone, `${label}.timeZone`);
-  Schedule.parse(value.schedule, `${label}.schedule`, zone);
+  const schedule = Schedule.parse(value.schedule, `${label}.schedule`, zone);
+  if (value.jitterSeconds > 0) {
+    // A start jittered past the next occurrence would reorder the job's runs.
+    const gapMs = schedule.shortestGapMs(new Date());
+    if (gapMs !== undefined && value.jitterSeconds * 1000 >= gapMs) {
+      throw new InvalidConfigError(
+        `${label}.jitterSeconds`,
+        `job ${label}: jitterSeconds (${value.jitterSeconds}) must be shorter than the schedule's shortest gap between occurrences (${gapMs / 1000} s)`,
+      );
+    }
+  }
   const aggregate = options.aggregate;
   return Object.freeze({
     name: value.name,
     schedule: value.schedule,
     timeZone: zone.name,
+    jitterSeconds: value.jitterSeconds,
     overlap: value.overlap,
     startingDeadlineSeconds: value.startingDeadlineSeconds,
     catchUp: value.catchUp,

@@ -148,6 +148,12 @@ export interface JobOptions<Item, Result, Acc, Output> {
    * its first instant; a time they skip, at the first instant after the gap (docs/jobs.md).
    */
   timeZone?: string;
+  /**
+   * Spreads each occurrence's start over this many seconds after it (0 to 3600, shorter than the
+   * schedule's shortest gap), by a hash of the job and the occurrence: every leader computes the
+   * same start, and start lag counts from it. Default 0. For many jobs due at the same instant.
+   */
+  jitterSeconds?: number;
   /** What to do when an occurrence comes while a run of this job is active. Default `skip`. */
   overlap?: OverlapPolicyName;
   /** An occurrence older than this when the leader sees it is recorded as missed. Default 300. */
@@ -213,6 +219,7 @@ export interface JobDefinition<Item = unknown, Result = unknown, Acc = unknown, 
   readonly schedule: string;
   /** The zone's canonical IANA name; `UTC` when the job named none. */
   readonly timeZone: string;
+  readonly jitterSeconds: number;
   readonly overlap: OverlapPolicyName;
   readonly startingDeadlineSeconds: number;
   readonly catchUp: 'latest' | 'all';

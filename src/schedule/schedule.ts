@@ -186,6 +186,23 @@ export class Schedule {
     return { periodMs: period * 1000, offsetMs: first * 1000 };
   }
 
+  /**
+   * The shortest time between two consecutive occurrences among the `count` after `from`, or
+   * undefined with fewer than two: what a job's jitter must stay under.
+   */
+  shortestGapMs(from: Date, count = 400): number | undefined {
+    let shortest: number | undefined;
+    let previous = this.next(from);
+    for (let i = 1; i < count && previous; i++) {
+      const next = this.next(previous);
+      if (!next) break;
+      const gap = next.getTime() - previous.getTime();
+      if (shortest === undefined || gap < shortest) shortest = gap;
+      previous = next;
+    }
+    return shortest;
+  }
+
   /** The first occurrence strictly after `after`, or undefined if there is none (e.g. `0 0 0 30 2 *`). */
   next(after: Date): Date | undefined {
     if (!this.zone) return this.wallNext(after);
@@ -350,8 +367,13 @@ export function planOccurrences(input: {
   catchUp: 'latest' | 'all';
   /** The only first-check policy: a new job does not fire for its history. */
   firstCheck?: 'now';
+  /**
+   * With jitter: when an occurrence is due to start (its instant plus its jitter, in ms), and the
+   * most any jitter adds, which is shorter than the schedule's shortest gap.
+   */
+  jitter?: { startOf: (occurrence: Date) => number; maxMs: number };
 }): OccurrencePlan {
-  const { schedule, lastChecked, now, startingDeadlineSeconds, catchUp } = input;
+  const { schedule, lastChecked, now, startingDeadlineSeconds, catchUp, jitter } = input;
   const empty = (checkedUntil: Date): OccurrencePlan => ({
     run: [],
     missed: [],
@@ -364,16 +386,27 @@ export function planOccurrences(input: {
   // would reconsider, and run again, occurrences that were already handled.
   if (lastChecked.getTime() >= now.getTime()) return empty(lastChecked);
 
-  const { occurrences, truncated, total } = schedule.occurrencesBetween(lastChecked, now, MAX_ENUMERATED);
+  // An occurrence whose jittered start is still ahead waits for a later check: the window ends
+  // just before it. Jitter is shorter than any gap, so at most one occurrence can be waiting.
+  let until = now;
+  const startOf = (o: Date): number => (jitter ? jitter.startOf(o) : o.getTime());
+  if (jitter && jitter.maxMs > 0) {
+    const from = new Date(Math.max(lastChecked.getTime(), now.getTime() - jitter.maxMs));
+    const waiting = schedule.occurrencesBetween(from, now, 2).occurrences.find((o) => startOf(o) > now.getTime());
+    if (waiting) until = new Date(waiting.getTime() - 1);
+    if (until.getTime() <= lastChecked.getTime()) return empty(lastChecked);
+  }
+
+  const { occurrences, truncated, total } = schedule.occurrencesBetween(lastChecked, until, MAX_ENUMERATED);
   const deadlineMs = startingDeadlineSeconds * 1000;
-  const isDue = (o: Date): boolean => now.getTime() - o.getTime() <= deadlineMs;
+  const isDue = (o: Date): boolean => now.getTime() - startOf(o) <= deadlineMs;
   const due = occurrences.filter(isDue);
   const missed = occurrences.filter((o) => !isDue(o));
   // 'latest': one run stands for the whole backlog; the older due ones are superseded.
   const run = catchUp === 'all' ? due : due.slice(-1);
   // Every too-old occurrence precedes every due one, so appending keeps `missed` ascending.
   if (catchUp !== 'all') missed.push(...due.slice(0, -1));
-  return { run, missed, missedTruncated: truncated, missedCount: total - run.length, checkedUntil: now };
+  return { run, missed, missedTruncated: truncated, missedCount: total - run.length, checkedUntil: until };
 }
 
 export type OverlapPolicy = 'skip' | 'allow' | 'replace';

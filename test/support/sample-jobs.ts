@@ -22,6 +22,7 @@ export function sumJob(options: {
   timeZone?: string;
   catchUp?: 'latest' | 'all';
   startingDeadlineSeconds?: number;
+  jitterSeconds?: number;
   timeoutSeconds?: number;
   pad?: number;
   slowMs?: number;
@@ -35,6 +36,7 @@ export function sumJob(options: {
     schedule: options.schedule ?? '0 0 0 1 1 *',
     ...(options.timeZone ? { timeZone: options.timeZone } : {}),
     ...(options.catchUp ? { catchUp: options.catchUp } : {}),
+    ...(options.jitterSeconds !== undefined ? { jitterSeconds: options.jitterSeconds } : {}),
     ...(options.startingDeadlineSeconds ? { startingDeadlineSeconds: options.startingDeadlineSeconds } : {}),
     itemsPerMessage: options.itemsPerMessage ?? 1,
     overlap: options.overlap ?? 'skip',

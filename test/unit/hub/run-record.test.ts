@@ -141,6 +141,7 @@ describe('newRunRecord', () => {
       outstanding: [],
       ending: null,
       firstItemAt: null,
+      dueAt: null,
       pruned: null,
     });
     expect(runRecordSchema.parse(r)).toEqual(r);
