@@ -35,7 +35,7 @@ export type { IfActive } from './hub/requests';
 export type { RunOutput, FailuresManifest } from './hub/run-output';
 export type { FailureEntry } from './hub/fold';
 export type { RunRecord, RunState, TerminalRunState, RunCounters, RunEnding } from './hub/run-record';
-export type { JobState, JobEvent } from './hub/job-state';
+export type { JobState, JobEvent, JobScheduleRecord } from './hub/job-state';
 export type { LeaderRank } from './lease/leader-rank';
 export type { LeadershipChange, LeaseFreedAs } from './lease/lease-store';
 

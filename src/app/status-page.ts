@@ -85,7 +85,7 @@ const PAGE = `<!doctype html>
   </section>
   <section class="wide">
     <h2>Schedules</h2>
-    <table><thead><tr><th>job</th><th>recent occurrences, oldest to newest</th><th>start lag: last</th><th>max</th></tr></thead><tbody id="schedules"></tbody></table>
+    <table><thead><tr><th>job</th><th>recent occurrences, oldest to newest</th><th>start lag: last</th><th>max</th><th>next, on its zone's clock</th></tr></thead><tbody id="schedules"></tbody></table>
     <div class="muted" id="schedules-empty">no scheduled occurrence recorded yet</div>
     <div class="muted">green: started within a second of its time; amber: later; striped: skipped; red: missed. Hover for when and why.</div>
   </section>
@@ -219,7 +219,11 @@ const PAGE = `<!doctype html>
         strip.append(box);
       }
       const lags = j.occurrences.filter((o) => o.startLagMs !== null).map((o) => o.startLagMs);
-      return row([j.job, strip, el('span', lags.length ? lag(lags[0]) : '—', 'last-lag'), lags.length ? lag(Math.max(...lags)) : '—']);
+      // The schedule as the leader read it (older versions send none): its zone's wall clock, UTC on hover.
+      const next = j.schedule && j.schedule.next[0];
+      const when = el('span', next ? next.local.replace('T', ' ') : '—', 'next-run');
+      if (next) when.title = j.schedule.expression + ' in ' + j.schedule.timeZone + (j.schedule.jitterSeconds ? ', jitter ' + j.schedule.jitterSeconds + ' s' : '') + ' · ' + next.at;
+      return row([j.job, strip, el('span', lags.length ? lag(lags[0]) : '—', 'last-lag'), lags.length ? lag(Math.max(...lags)) : '—', when]);
     }));
     $('schedules-empty').hidden = jobs.length > 0;
   }

@@ -135,6 +135,13 @@ export function renderStatus(view: StatusView, now: Date): string {
       ),
     );
     for (const j of view.jobs) {
+      const schedule = j.schedule;
+      if (schedule) {
+        const next = schedule.next[0];
+        const jitter = schedule.jitterSeconds > 0 ? `, jitter ${schedule.jitterSeconds} s` : '';
+        const when = next ? `; next ${next.local}${schedule.timeZone === 'UTC' ? '' : ` (${next.at.slice(0, 19)}Z)`}` : '';
+        lines.push(`  ${j.job}: ${schedule.expression} in ${schedule.timeZone}${jitter}${when}`);
+      }
       const last = j.lastSkipOrMiss;
       if (last)
         lines.push(`  ${j.job}: last ${last.outcome} ${formatTime(last.at, now)}${last.reason ? `: ${last.reason}` : ''}`);

@@ -1,7 +1,15 @@
 import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments, refuseStale } from '../fencing/fenced-documents';
 import { jobStateKey, jobStateSchema, newJobState, type JobEvent, type JobState } from '../hub/job-state';
-import { checkSchedule, dueAtOf, recordCheck, recordedOccurrences, type ScheduleCheck } from '../hub/occurrence-ledger';
+import {
+  checkSchedule,
+  dueAtOf,
+  recordCheck,
+  recordedOccurrences,
+  recordsSchedule,
+  scheduleRecordOf,
+  type ScheduleCheck,
+} from '../hub/occurrence-ledger';
 import { describeThrown, LeaseLostError, StaleEpochError } from '../errors';
 import type { JobDefinition } from '../jobs/job-definition';
 import { scheduledRunId, type TerminalRunState } from '../hub/run-record';
@@ -297,7 +305,7 @@ async function startJob(
   const sameActive = nextActive.length === current.active.length && nextActive.every((id) => current.active.includes(id));
   // Nothing happened and the job has been checked before: leave the state as it is (the next
   // check covers the longer window just the same) and save a write on every idle tick.
-  if (events.length === 0 && sameActive && current.lastChecked !== null && !startError) return;
+  if (events.length === 0 && sameActive && current.lastChecked !== null && !startError && recordsSchedule(current, job)) return;
   const checkedUntil = startError ? current.lastChecked : plan.checkedUntil.toISOString();
   let before: JobState | undefined;
   const check: ScheduleCheck = {
@@ -307,6 +315,7 @@ async function startJob(
     missedCount: startError ? 0 : plan.missedCount,
     leaves,
     watch: runs.watch,
+    schedule: scheduleRecordOf(job),
   };
   const written = await states.update(
     key,

@@ -5,7 +5,15 @@ import { manualRunId, newRunRecord, scheduledRunId } from '../hub/run-record';
 import { decideOverlap } from '../schedule/schedule';
 import type { EngineContext, TermContext } from './engine-context';
 import { jobStateKey, jobStateSchema, newJobState, withEvents, type JobEvent, type JobState } from '../hub/job-state';
-import { checkSchedule, dueAtOf, recordCheck, recordedOccurrences, type ScheduleCheck } from '../hub/occurrence-ledger';
+import {
+  checkSchedule,
+  dueAtOf,
+  recordCheck,
+  recordedOccurrences,
+  recordsSchedule,
+  scheduleRecordOf,
+  type ScheduleCheck,
+} from '../hub/occurrence-ledger';
 import type { RunBook } from './run-book';
 
 export function jobStates(ctx: EngineContext): FencedDocuments<JobState> {
@@ -57,7 +65,12 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
   const checkedUntil = plan.checkedUntil.toISOString();
   // Nothing happened and the job has been checked before: leave the state as it is (the next
   // check covers the longer window just the same) and save a write on every idle turn.
-  const nothingNew = events.length === 0 && starting.length === 0 && ended.size === 0 && current.lastChecked !== null;
+  const nothingNew =
+    events.length === 0 &&
+    starting.length === 0 &&
+    ended.size === 0 &&
+    current.lastChecked !== null &&
+    recordsSchedule(current, job);
   if (nothingNew) return [];
   book.jobStates.delete(job.name);
   let before: JobState | undefined;
@@ -68,6 +81,7 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
     missedCount: plan.missedCount,
     leaves: (id) => ended.has(id),
     watch: starting.map((s) => s.runId),
+    schedule: scheduleRecordOf(job),
   };
   const written = await states.update(
     key,

@@ -38,6 +38,18 @@ export interface JobState {
   /** The latest events, newest last. */
   recent: JobEvent[];
   totals: { started: number; skipped: number; missed: number };
+  /**
+   * The schedule the last check read, so that the status can say when the job runs next without
+   * the job's code; states written before it was recorded have none.
+   */
+  schedule?: JobScheduleRecord | undefined;
+}
+
+/** A job's schedule as its state records it. */
+export interface JobScheduleRecord {
+  expression: string;
+  timeZone: string;
+  jitterSeconds: number;
 }
 
 const jobStateShape = () =>
@@ -52,6 +64,9 @@ const jobStateShape = () =>
       skipped: z.int().check(z.nonnegative()),
       missed: z.int().check(z.nonnegative()),
     }),
+    schedule: z.optional(
+      z.object({ expression: z.string(), timeZone: z.string(), jitterSeconds: z.int().check(z.nonnegative()) }),
+    ),
   });
 export const jobStateSchema: z.ZodMiniType<JobState> = z.lazy(jobStateShape);
 

@@ -2,7 +2,7 @@ import type { JobDefinition } from '../jobs/job-definition';
 import { planOccurrences, Schedule, type OccurrencePlan } from '../schedule/schedule';
 import { TimeZone } from '../schedule/time-zone';
 import { jitterMs } from '../schedule/jitter';
-import { newJobState, withEvents, type JobEvent, type JobState } from './job-state';
+import { newJobState, withEvents, type JobEvent, type JobScheduleRecord, type JobState } from './job-state';
 
 /**
  * The occurrence ledger: how a job's schedule is checked and how each check is recorded in its
@@ -85,6 +85,25 @@ export interface ScheduleCheck {
   leaves: (runId: string) => boolean;
   /** Runs that are, or stay, `active`: the ones started, and the ones still to be watched. */
   watch: Iterable<string>;
+  /** The schedule the check read. */
+  schedule: JobScheduleRecord;
+}
+
+/** The job's schedule as its state records it. */
+export function scheduleRecordOf(job: JobDefinition): JobScheduleRecord {
+  return { expression: job.schedule, timeZone: job.timeZone ?? 'UTC', jitterSeconds: job.jitterSeconds ?? 0 };
+}
+
+/** Whether the state already records the job's schedule as it is now (a check that changes nothing else need not write). */
+export function recordsSchedule(state: JobState, job: JobDefinition): boolean {
+  const now = scheduleRecordOf(job);
+  const was = state.schedule;
+  return (
+    was !== undefined &&
+    was.expression === now.expression &&
+    was.timeZone === now.timeZone &&
+    was.jitterSeconds === now.jitterSeconds
+  );
 }
 
 /**
@@ -144,6 +163,7 @@ export function recordCheck(latest: JobState | undefined, job: string, check: Sc
       lastChecked:
         base.lastChecked && (checkedUntil === null || base.lastChecked > checkedUntil) ? base.lastChecked : checkedUntil,
       active: [...new Set([...base.active.filter((id) => !check.leaves(id)), ...check.watch])],
+      schedule: { ...check.schedule },
       totals: {
         started: base.totals.started + count('started'),
         skipped: base.totals.skipped + count('skipped'),

@@ -1,5 +1,8 @@
 import type { FailureEntry } from './fold';
-import type { JobState } from './job-state';
+import type { JobScheduleRecord, JobState } from './job-state';
+import { jitterMs } from '../schedule/jitter';
+import { Schedule } from '../schedule/schedule';
+import { TimeZone } from '../schedule/time-zone';
 import type { HubStatus, RunDetails } from './status';
 import { firstItemLagMs, isTerminal, startLagMs, type RunRecord } from './run-record';
 
@@ -102,6 +105,47 @@ export interface JobView {
   totals: JobState['totals'];
   /** Its latest scheduled occurrences (up to `OCCURRENCES_SHOWN`), newest first: each start's lag, each skip and miss. */
   occurrences: OccurrenceView[];
+  /** Its schedule as the last check read it, with the next occurrences; null if no check recorded one. */
+  schedule: ScheduleView | null;
+}
+
+/** A job's schedule, and when it next runs in its zone's wall clock and in UTC. */
+export interface ScheduleView {
+  expression: string;
+  timeZone: string;
+  jitterSeconds: number;
+  /**
+   * The next occurrences (up to `NEXT_SHOWN`): `at` the instant (UTC, its run id), `local` the
+   * same on the zone's wall clock with its offset, `dueAt` when it starts with its jitter.
+   */
+  next: Array<{ at: string; local: string; dueAt: string }>;
+}
+
+const NEXT_SHOWN = 3;
+
+/** The schedule's next occurrences after `now`; none if this runtime cannot read it (an unknown zone). */
+function scheduleView(job: string, record: JobScheduleRecord, now: Date): ScheduleView {
+  const next: ScheduleView['next'] = [];
+  try {
+    const zone = TimeZone.of(record.timeZone);
+    const schedule = Schedule.parse(record.expression, 'schedule', zone);
+    for (let at = schedule.next(now); at && next.length < NEXT_SHOWN; at = schedule.next(at)) {
+      const due = new Date(at.getTime() + jitterMs(job, at, record.jitterSeconds));
+      next.push({ at: at.toISOString(), local: localTime(at, zone), dueAt: due.toISOString() });
+    }
+  } catch {
+    // Recorded by a leader whose runtime knew the zone; this one's does not: no next occurrences.
+  }
+  return { expression: record.expression, timeZone: record.timeZone, jitterSeconds: record.jitterSeconds, next };
+}
+
+/** An instant as ISO 8601 on the zone's wall clock, with its offset: `2026-03-29T03:00:00+02:00`. */
+function localTime(at: Date, zone: TimeZone): string {
+  const offset = zone.offsetMs(at.getTime());
+  const wall = new Date(at.getTime() + offset).toISOString().slice(0, 19);
+  const minutes = Math.abs(offset) / 60_000;
+  const sign = offset < 0 ? '-' : '+';
+  return `${wall}${sign}${String(Math.floor(minutes / 60)).padStart(2, '0')}:${String(minutes % 60).padStart(2, '0')}`;
 }
 
 export interface StatusView {
@@ -214,7 +258,7 @@ function occurrenceViews(state: JobState): OccurrenceView[] {
   return views;
 }
 
-export function jobView(state: JobState): JobView {
+export function jobView(state: JobState, now: Date = new Date()): JobView {
   const count = (outcome: JobState['recent'][number]['outcome']) => state.recent.filter((e) => e.outcome === outcome).length;
   const last = [...state.recent].reverse().find((e) => e.outcome === 'skipped' || e.outcome === 'missed');
   return {
@@ -227,6 +271,7 @@ export function jobView(state: JobState): JobView {
       : null,
     totals: { ...state.totals },
     occurrences: occurrenceViews(state),
+    schedule: state.schedule ? scheduleView(state.job, state.schedule, now) : null,
   };
 }
 
@@ -265,7 +310,7 @@ export function statusView(hub: string, endpoint: string, status: HubStatus, now
       why: whyLeaderChanged(c.reason, c.previous),
     })),
     activeRuns: status.activeRuns.map((record) => runView(record, now)),
-    jobs: [...status.jobs].sort((a, b) => a.job.localeCompare(b.job)).map(jobView),
+    jobs: [...status.jobs].sort((a, b) => a.job.localeCompare(b.job)).map((state) => jobView(state, now)),
   };
 }
 

@@ -221,6 +221,10 @@ describe('baton start --once --kill-leader-after (a real cluster on embedded Azu
         new RegExp(`^${LAG}$`),
       );
       expect(await page.locator('#schedules-empty').isHidden()).toBe(true);
+      // Its next occurrence on its zone's clock (UTC here), and the schedule with the instant on hover.
+      const nextRun = page.locator('#schedules tr', { hasText: 'tick' }).locator('.next-run');
+      expect(await nextRun.textContent()).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\+00:00$/);
+      expect(await nextRun.getAttribute('title')).toMatch(/^\*\/2 \* \* \* \* \* in UTC · \d{4}-\d\d-\d\dT/);
 
       mkdirSync(join(projectRoot, 'test-results'), { recursive: true });
       await page.screenshot({ path: join(projectRoot, 'test-results', 'status-page.png'), fullPage: true });

@@ -28,6 +28,7 @@ describe('recordCheck', () => {
     missedCount: 0,
     leaves: () => false,
     watch: [],
+    schedule: { expression: '*/10 * * * * *', timeZone: 'UTC', jitterSeconds: 0 },
     ...fields,
   });
 
