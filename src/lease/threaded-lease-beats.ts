@@ -1,4 +1,4 @@
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { LeaseLostError } from '../errors';
 import type { StorageRequestCounter } from '../storage/request-counter';
 import type { StorageSettings } from '../storage/connection';
@@ -199,7 +199,9 @@ const beatThread = new (class {
 
   private ensure(): Worker {
     if (this.worker) return this.worker;
-    const worker = new Worker(THREAD_CODE, {
+    // Loaded with the first term, not at start-up: a cold start that never leads never needs it.
+    const { Worker: BeatWorker } = require('node:worker_threads') as typeof import('node:worker_threads');
+    const worker = new BeatWorker(THREAD_CODE, {
       eval: true,
       // Not the process's flags: its code is plain CommonJS whatever they say (`--input-type`,
       // a loader), and needs none of them.

@@ -7,12 +7,16 @@ import { InvalidConfigError } from '../errors';
  */
 export class TimeZone {
   private static readonly known = new Map<string, TimeZone>();
-  private readonly parts: Intl.DateTimeFormat;
+  private static utc: TimeZone | undefined;
+  /** Made on first use: UTC never needs it. */
+  private partsFormat: Intl.DateTimeFormat | undefined;
   private readonly years = new Map<number, ZoneYear>();
 
-  private constructor(readonly name: string) {
-    this.parts = new Intl.DateTimeFormat('en-US', {
-      timeZone: name,
+  private constructor(readonly name: string) {}
+
+  private get parts(): Intl.DateTimeFormat {
+    return (this.partsFormat ??= new Intl.DateTimeFormat('en-US', {
+      timeZone: this.name,
       hourCycle: 'h23',
       year: 'numeric',
       month: 'numeric',
@@ -20,13 +24,19 @@ export class TimeZone {
       hour: 'numeric',
       minute: 'numeric',
       second: 'numeric',
-    });
+    }));
   }
 
   /** The zone, or an error naming `option` for a name the runtime does not know. */
   static of(name: string, option = 'timeZone'): TimeZone {
     const known = TimeZone.known.get(name);
     if (known) return known;
+    // Every job's default: no need to wake ICU's zone data (milliseconds of a cold start) for it.
+    if (typeof name === 'string' && /^(?:Etc\/)?UTC$/i.test(name)) {
+      const utc = (TimeZone.utc ??= new TimeZone('UTC'));
+      TimeZone.known.set(name, utc);
+      return utc;
+    }
     let canonical: string;
     try {
       if (typeof name !== 'string' || name.trim() === '') throw new RangeError('empty');
@@ -48,6 +58,7 @@ export class TimeZone {
 
   /** The zone's offset at `instantMs`: wall clock minus UTC, in ms. */
   offsetMs(instantMs: number): number {
+    if (this.isUtc) return 0;
     const year = this.yearOf(new Date(instantMs).getUTCFullYear());
     let offset = year.startOffset;
     // Few changes a year: the last one at or before the instant rules.

@@ -5,7 +5,7 @@
  * of its own, written from `Intl` alone: a wall time that happens once is that instant, twice its
  * first, never (a gap) the first instant after the gap.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { Schedule } from '../../../src/schedule/schedule';
 import { TimeZone } from '../../../src/schedule/time-zone';
 import { InvalidConfigError } from '../../../src/errors';
@@ -279,6 +279,22 @@ describe('what a schedule in a zone does across the changes (Europe/Berlin, 2026
       '2026-10-25T00:30:00.000Z',
       '2026-10-26T01:30:00.000Z',
     ]);
+  });
+
+  it('a UTC schedule never wakes Intl’s zone data, which costs a cold start milliseconds', () => {
+    const made = vi.spyOn(Intl, 'DateTimeFormat');
+    try {
+      for (const name of ['UTC', 'utc', 'Etc/UTC']) {
+        const zone = TimeZone.of(name);
+        expect(zone.name).toBe('UTC');
+        expect(zone.offsetMs(Date.UTC(2026, 6, 1))).toBe(0);
+        // Parsed at start-up (defineJob); stepping through it is croner's, on the first check.
+        expect(Schedule.parse('0 30 2 * * *', 'schedule', zone).timeZone).toBe('UTC');
+      }
+      expect(made).not.toHaveBeenCalled();
+    } finally {
+      made.mockRestore();
+    }
   });
 
   it('a zone the runtime does not know fails with one line naming the option', () => {
