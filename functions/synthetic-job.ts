@@ -17,6 +17,10 @@ export const syntheticJobSpecSchema = z
     name: z.string().min(1).max(63),
     /** NCRONTAB; the default (midnight, 1 January) leaves runs to `baton trigger`. */
     schedule: z.string().default('0 0 0 1 1 *'),
+    /** The IANA zone whose wall clock the schedule reads (the job's `timeZone`); UTC unless set. */
+    timeZone: z.string().optional(),
+    /** Spreads each occurrence's start over this many seconds (the job's `jitterSeconds`). */
+    jitterSeconds: z.number().int().min(0).max(3600).optional(),
     items: z.number().int().min(0).max(10_000_000),
     itemsPerMessage: z.number().int().min(1).max(1000).default(1),
     /** Items whose index i has i % failEvery === failEvery - 1 always fail. */
@@ -111,6 +115,8 @@ export function createSyntheticJob(spec: SyntheticJobSpec): JobDefinition {
   return defineJob<{ i: number }, { v: number }, SyntheticOutput>({
     name: s.name,
     schedule: s.schedule,
+    ...(s.timeZone ? { timeZone: s.timeZone } : {}),
+    ...(s.jitterSeconds ? { jitterSeconds: s.jitterSeconds } : {}),
     itemsPerMessage: s.itemsPerMessage,
     ...(s.failureTolerance ? { failureTolerance: s.failureTolerance } : {}),
     ...(s.timeoutSeconds ? { timeoutSeconds: s.timeoutSeconds } : {}),

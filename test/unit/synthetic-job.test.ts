@@ -158,6 +158,12 @@ describe('the synthetic job', () => {
     ['a block of over a minute', '[{"name":"a","items":1,"blockMs":60001}]', /BATON_SYNTHETIC_JOBS is invalid at 0\.blockMs/],
     ['an unknown field', '[{"name":"a","items":1,"itmes":2}]', /BATON_SYNTHETIC_JOBS is invalid/],
     ['a bad schedule', '[{"name":"a","items":1,"schedule":"every minute"}]', /BATON_SYNTHETIC_JOBS\.0\.schedule/],
+    ['an unknown zone', '[{"name":"a","items":1,"timeZone":"Europe/Atlantis"}]', /BATON_SYNTHETIC_JOBS\.0\.timeZone/],
+    [
+      'jitter past the next occurrence',
+      '[{"name":"a","items":1,"schedule":"*/10 * * * * *","jitterSeconds":10}]',
+      /BATON_SYNTHETIC_JOBS.*jitterSeconds \(10\) must be shorter/,
+    ],
     ['hedging on as true', '[{"name":"a","items":1,"hedge":true}]', /BATON_SYNTHETIC_JOBS is invalid at 0\.hedge/],
     [
       'a hedge bound over 100 %',
@@ -186,6 +192,18 @@ describe('the synthetic job', () => {
       minCopies: 24,
     });
     expect(parseSyntheticJobs({ BATON_SYNTHETIC_JOBS: '[{"name":"a","items":5,"hedge":false}]' })[0]?.hedge).toBe(false);
+  });
+
+  it('reads its schedule in a zone and spreads its starts, as any job does', () => {
+    const job = createSyntheticJob({
+      name: 'dst',
+      items: 1,
+      schedule: '0 30 2 * * *',
+      timeZone: 'Europe/Berlin',
+      jitterSeconds: 60,
+    });
+    expect(job).toMatchObject({ timeZone: 'Europe/Berlin', jitterSeconds: 60 });
+    expect(createSyntheticJob({ name: 'utc', items: 1 })).toMatchObject({ timeZone: 'UTC', jitterSeconds: 0 });
   });
 
   it('unset or empty means no synthetic jobs; a valid list parses with defaults', () => {
