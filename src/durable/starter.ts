@@ -3,11 +3,11 @@ import { FencedDocuments, refuseStale } from '../fencing/fenced-documents';
 import { jobStateKey, jobStateSchema, newJobState, type JobEvent, type JobState } from '../hub/job-state';
 import {
   checkSchedule,
-  dueAtOf,
   recordCheck,
   recordedOccurrences,
   recordsSchedule,
   scheduleRecordOf,
+  startedEvent,
   type ScheduleCheck,
 } from '../hub/occurrence-ledger';
 import { describeThrown, LeaseLostError, StaleEpochError } from '../errors';
@@ -287,14 +287,7 @@ async function startJob(
     }
     deps.log?.('info', `run ${runId} started as orchestration ${instanceId}`);
     summary.started.push(runId);
-    const dueAt = dueAtOf(job, occurrence);
-    runEvents.push({
-      at,
-      occurrence: occurrence.toISOString(),
-      outcome: 'started',
-      runId,
-      ...(dueAt.getTime() !== occurrence.getTime() ? { dueAt: dueAt.toISOString() } : {}),
-    });
+    runEvents.push(startedEvent(job, occurrence, runId, at));
   }
 
   // With a start that failed, only what happened to runs is recorded; where the schedule was

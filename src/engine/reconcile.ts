@@ -12,6 +12,7 @@ import {
   recordedOccurrences,
   recordsSchedule,
   scheduleRecordOf,
+  startedEvent,
   type ScheduleCheck,
 } from '../hub/occurrence-ledger';
 import type { RunBook } from './run-book';
@@ -53,14 +54,7 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
     }
     const runId = scheduledRunId(job.name, occurrence);
     starting.push({ runId, occurrence });
-    const dueAt = dueAtOf(job, occurrence);
-    events.push({
-      at,
-      occurrence: occurrence.toISOString(),
-      outcome: 'started',
-      runId,
-      ...(dueAt.getTime() !== occurrence.getTime() ? { dueAt: dueAt.toISOString() } : {}),
-    });
+    events.push(startedEvent(job, occurrence, runId, at));
   }
   const checkedUntil = plan.checkedUntil.toISOString();
   // Nothing happened and the job has been checked before: leave the state as it is (the next

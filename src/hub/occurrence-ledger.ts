@@ -32,6 +32,18 @@ export function dueAtOf(job: JobDefinition, occurrence: Date): Date {
   return jitter > 0 ? new Date(occurrence.getTime() + jitterMs(job.name, occurrence, jitter)) : occurrence;
 }
 
+/** The event a scheduled start records: with jitter, when the occurrence was due, its lag counted from then. */
+export function startedEvent(job: JobDefinition, occurrence: Date, runId: string, at: string): JobEvent {
+  const dueAt = dueAtOf(job, occurrence);
+  return {
+    at,
+    occurrence: occurrence.toISOString(),
+    outcome: 'started',
+    runId,
+    ...(dueAt.getTime() !== occurrence.getTime() ? { dueAt: dueAt.toISOString() } : {}),
+  };
+}
+
 /**
  * The next instant after `now` at which an occurrence of the job is due to start: one already
  * past whose jitter is still running, or the next one's start. Undefined when none is left.

@@ -124,16 +124,10 @@ export class TimeZone {
       .filter((t) => this.offsetMs(t) === wallMs - t)
       .sort((a, b) => a - b);
     if (instants.length > 0) return { instants };
-    // A gap: the clocks jumped from `before` to `after` (after > before). The jump lies between
-    // the two instants the wall time would have had; find it to the second.
-    let lo = wallMs - after;
-    let hi = wallMs - before;
-    while (hi - lo > 1000) {
-      const mid = lo + Math.floor((hi - lo) / 2000) * 1000;
-      if (this.offsetMs(mid) === before) lo = mid;
-      else hi = mid;
-    }
-    return { instants: [], afterGap: hi };
+    // A gap: the clocks jumped from `before` to `after` (after > before), between the two
+    // instants the wall time would have had.
+    const jump = this.transitionsBetween(wallMs - after, wallMs - before)[0] ?? wallMs - before;
+    return { instants: [], afterGap: jump };
   }
 
   /** The instants in [fromMs, toMs] at which the offset changes, each the first second of the new one. */

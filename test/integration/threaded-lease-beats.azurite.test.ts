@@ -79,8 +79,15 @@ describe('ThreadedLeaseBeats on a blob lease', () => {
     await run.stop();
     const stoppedAt = (await store.read()).version;
     const counted = counter.total;
-    // Twenty beat intervals: a beat still scheduled would have landed.
-    await sleep(200);
+    // Another lease's run on the same thread, started after the stop: once it has beaten five
+    // times at the same pace, a beat the stopped run still had scheduled would have landed.
+    const other = await leased();
+    const witness = other.beats.start(other.leaseId, { everyMs: 10, timeoutMs: 2000, onRefused: () => undefined });
+    try {
+      await until('the other run to beat five times', () => other.counter.total >= 5);
+    } finally {
+      await witness.stop();
+    }
     expect((await store.read()).version).toBe(stoppedAt);
     expect(counter.total).toBe(counted);
   });
