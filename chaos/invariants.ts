@@ -75,7 +75,7 @@ export const INVARIANTS = {
     'in a rolling deploy, an instance of the new version leads within a loose bound (30 s, times the slowdown) of the first one starting, and no older version leads after it',
   'frozen-timer-ticks': 'with every timer frozen, runs still start: never more than a schedule period and 30 s apart',
   'occurrences-accounted':
-    'every occurrence due while the faults ran started within the SIGKILL bound (after it was due, or after a fault under way then), or is recorded as skipped for an overlap or missed while a fault was under way',
+    "every occurrence due while the faults ran (by its job's zone and jitter) has exactly one run, started no earlier than it was due and within the SIGKILL bound after it (or after a fault under way then), or is recorded as skipped for an overlap or missed while a fault was under way; no run is for an instant its job's schedule does not name",
   'straggler-makespan':
     "a run whose work messages a stopped worker held ended before the worker came back, and within twice its job's median clean makespan plus its hedge wait",
 } as const;
@@ -105,7 +105,7 @@ export interface CheckInput {
   deployTakeoverMs?: number;
   /** The test jobs' occurrences to account for; without it, `occurrences-accounted` is not checked. */
   occurrences?: Omit<OccurrenceAccountInput, 'runs'>;
-  /** Windows in which every instance's timers were off, and the longest period of the jobs' schedules. */
+  /** Windows in which every instance's timers were off, and how long starts may be apart when a job keeps to its schedule. */
   frozenTimers?: { windows: ReadonlyArray<{ from: number; to: number }>; periodMs: number };
   /** Workers stopped while they held work messages, and what the runs they hit are judged against; without it, `straggler-makespan` is not checked. */
   stragglers?: StragglerInput;

@@ -175,6 +175,13 @@ export function formatCheck(check: CheckResult): string[] {
         `${o.lateButExplained} later but within it of a fault's end, ${o.skipped} skipped (overlap), ${o.missed} missed during a fault` +
         (o.unchecked ? `, ${o.unchecked} not run and past the job states' recent events` : ''),
     );
+    for (const [job, j] of Object.entries(o.jobs ?? {})) {
+      lines.push(
+        `- ${job} (${j.timeZone}${j.jitterSeconds ? `, jitter ${j.jitterSeconds} s` : ''}): ${j.due} due; ${j.onTime} on time, ` +
+          `${j.lateButExplained} late after a fault, ${j.skipped} skipped, ${j.missed} missed` +
+          (j.unchecked ? `, ${j.unchecked} unchecked` : ''),
+      );
+    }
   }
   for (const t of check.stragglers ?? []) {
     const s = (ms: number | null) => (ms === null ? '?' : `${(ms / 1000).toFixed(1)} s`);

@@ -13,8 +13,13 @@ import { DRAIN_RULE } from '../src/local/stop-rules';
 import { FencedDocuments } from '../src/fencing/fenced-documents';
 import { isTerminal, runKeys, runRecordSchema, scheduledRunId, type RunRecord } from '../src/hub/run-record';
 import type { DocumentStore } from '../src/fencing/document-store';
-import { Schedule } from '../src/schedule/schedule';
-import { createSyntheticJob, expectedSynthetic, hangOrderName, type SyntheticJobSpec } from '../functions/synthetic-job';
+import {
+  createSyntheticJob,
+  expectedSynthetic,
+  hangOrderName,
+  syntheticJobSpecSchema,
+  type SyntheticJobSpec,
+} from '../functions/synthetic-job';
 import { createBlobServiceClient, createQueueServiceClient, LEASE_RETRY_OPTIONS } from '../src/storage/client-factory';
 import { storageErrorOf } from '../src/storage/rest-error';
 import { auditEntryOf, AuditTrailWriter, blobKeyOf, isAuditedWrite, readAuditTrail } from './audit-trail';
@@ -23,6 +28,7 @@ import { faultExpectations, jobExpectation, type DrainedMessage, type FaultTarge
 import { FAULT_KINDS, planFaults, type FaultKind, type FaultStep, type HungHook } from './fault-plan';
 import { FaultProxy, type ProxyAction } from './fault-proxy';
 import { checkInvariants, DEPLOY_TAKEOVER_MS, type CheckResult, type Expectation } from './invariants';
+import { dueAtOf, longestStartGapMs, occurrencesDue, scheduleOfJob, type AccountedJob } from './occurrence-accounting';
 import { SeededRandom } from './rng';
 import { isTickMessage, messageQueuesOf, readHubSnapshot } from './snapshot';
 
@@ -97,7 +103,9 @@ const CHAOS_RETRY = { attempts: 5, delaySeconds: 1, backoff: 1 };
 
 /**
  * The soak's test jobs: every 20 s, known outputs, items that fail on every attempt, and (in
- * the second) items slower than a lease, so a worker outlives the leader that sent it work.
+ * the second) items slower than a lease, so a worker outlives the leader that sent it work. The
+ * third reads its schedule in a zone with daylight saving time and spreads its starts (jitter),
+ * so the occurrence account checks both against the library's.
  */
 export const CHAOS_JOBS: SyntheticJobSpec[] = [
   {
@@ -124,7 +132,54 @@ export const CHAOS_JOBS: SyntheticJobSpec[] = [
     timeoutSeconds: 150,
     retry: CHAOS_RETRY,
   },
+  {
+    name: 'chaos-zoned',
+    // Seconds 0, 15, 30 and 45 of every even minute on Chatham's wall clock. Chatham is 12:45
+    // ahead of UTC in winter and 13:45 in summer (daylight saving time): 45 minutes off any whole
+    // hour all year, so its even minutes are odd ones in UTC and a UTC reading of the fields
+    // names none of its occurrences, at any time of day. In a zone a whole number of hours off
+    // (New York), a schedule that fires at every hour of the day names the same instants as in UTC; only
+    // the days the clocks change could tell them apart, which a soak cannot wait for (the unit
+    // table of occurrence-accounting.test.ts has them).
+    schedule: '*/15 */2 * * * *',
+    timeZone: 'Pacific/Chatham',
+    // Each start up to 10 s past its occurrence, under the 15 s between two of them.
+    jitterSeconds: 10,
+    // Short runs (10 messages): two starts can come 5 s apart, and the load stays small.
+    items: 40,
+    itemsPerMessage: 4,
+    timeoutSeconds: 60,
+    retry: CHAOS_RETRY,
+  },
 ];
+
+/** A test job's schedule as the occurrence account reads it: the expression, its zone and its jitter. */
+function accounted(job: SyntheticJobSpec): AccountedJob {
+  const { name, schedule, timeZone, jitterSeconds } = syntheticJobSpecSchema.parse(job);
+  return { name, schedule, timeZone, jitterSeconds };
+}
+
+/**
+ * When a scheduled run of a test job was due to start (ms since the epoch): its occurrence, plus
+ * its job's jitter. NaN for a manual run, whose id names no occurrence.
+ */
+function dueOfRun(run: string): number {
+  const occurrence = new Date(run.slice(run.indexOf('/') + 1));
+  if (Number.isNaN(occurrence.getTime())) return Number.NaN;
+  const job = CHAOS_JOBS.find((j) => run.startsWith(`${j.name}/`));
+  return job ? dueAtOf(accounted(job), occurrence) : occurrence.getTime();
+}
+
+/**
+ * The longest two starts of the test jobs can be apart while one of them keeps to its schedule:
+ * the least, over the jobs, of each one's longest gap between starts (its jitter included). 20 s,
+ * chaos-sum's and chaos-slow's period. The frozen-timer check's period, and the longest wait for a
+ * moment with no run open to redeploy at.
+ */
+function startPeriodMs(jobs: readonly SyntheticJobSpec[], from: Date): number {
+  return Math.min(...jobs.map((job) => longestStartGapMs(accounted(job), from) ?? Number.POSITIVE_INFINITY));
+}
+
 /** The job whose hooks `hung-hook` faults hang: its runs are short, so a hung one costs little time. */
 const HUNG_JOB = CHAOS_JOBS[0] as SyntheticJobSpec;
 /**
@@ -169,11 +224,6 @@ const CHAOS_HOST_JSON = {
   },
 };
 const LEASE_SECONDS = 15;
-/**
- * The period of the soak jobs' schedules (every 20 s each): the frozen-timer check's, and the
- * longest wait for a moment with no run open to redeploy at.
- */
-const FROZEN_CHECK_PERIOD_MS = 20_000;
 const QUEUE_SETTLE_MS = 45_000;
 const LOCAL_VISIBILITY_SECONDS = 10;
 const MIN_QUIET_MS = 4000;
@@ -336,7 +386,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
    * Every order stays: a run that starts late still meets its hang and is judged by it.
    */
   const aimHang = async (hook: HungHook, item: number | undefined): Promise<boolean> => {
-    const schedule = Schedule.parse(HUNG_JOB.schedule as string);
+    const schedule = scheduleOfJob(accounted(HUNG_JOB));
     for (let attempt = 0; attempt < 4; attempt++) {
       // One hang per run, so each is judged by its own documented end.
       let occurrence = schedule.next(new Date(Date.now() + 2000)) as Date;
@@ -347,7 +397,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       const target: FaultTarget = { kind: 'hung-hook', hook, run, ...(item === undefined ? {} : { item }), started: false };
       targets.push(target);
       instances.log(`fault: the ${hook} hook of ${run}${item === undefined ? '' : ` (item ${item})`} will hang`);
-      const until = occurrence.getTime() + 60_000;
+      const until = dueAtOf(accounted(HUNG_JOB), occurrence) + 60_000;
       while (Date.now() < until) {
         const state = await jobStateOf(HUNG_JOB.name);
         if (state?.active.includes(run) || state?.recent.some((e) => e.outcome === 'started' && e.runId === run)) {
@@ -388,7 +438,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     const eligible = (run: string): boolean =>
       run.startsWith(`${STRAGGLER_JOB.name}/`) &&
       !targets.some((t) => runsAimedAt(t).includes(run)) &&
-      Date.parse(run.slice(run.indexOf('/') + 1)) >= quietSince;
+      dueOfRun(run) >= quietSince;
     while (instance.alive && Date.now() < until) {
       let stoppedAt: number | undefined;
       // Called as the line is read, so the stop lands while the handler still waits on storage.
@@ -466,7 +516,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     // abort: the run must be open, or too new for the last look to know it.
     let open = new Set<string>();
     let lookedAt = 0;
-    const openRun = (run: string): boolean => open.has(run) || Date.parse(run.slice(run.indexOf('/') + 1)) > lookedAt;
+    const openRun = (run: string): boolean => open.has(run) || dueOfRun(run) > lookedAt;
     const watch = (instance: ChaosInstance, message: HeldMessage, held: boolean): void => {
       if (caught || !held || !instance.alive || !runsLong(message) || !openRun(message.run)) return;
       if (targets.some((t) => runsAimedAt(t).includes(message.run))) return;
@@ -864,12 +914,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     // The occurrence account judges every occurrence due before the faults stopped, and one due
     // under the last fault (a leader killed just before it) is decided only once a successor
     // leads, a lease later: the schedules stay on until each job's state is checked past it.
-    const lastDue = (job: SyntheticJobSpec, by: number): number => {
-      const schedule = Schedule.parse(job.schedule as string);
-      let last = 0;
-      for (let due = schedule.next(new Date(start)); due && due.getTime() <= by; due = schedule.next(due)) last = due.getTime();
-      return last;
-    };
+    // The occurrence (in the job's zone) of the last one due, with its jitter, by then: the state
+    // is checked past an occurrence once the leader has decided it, which it does once it is due.
+    const lastDue = (job: SyntheticJobSpec, by: number): number =>
+      occurrencesDue(accounted(job), start, by).at(-1)?.occurrence.getTime() ?? 0;
     const checkedPast = async (at: number): Promise<boolean> =>
       (
         await Promise.all(
@@ -922,7 +970,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       // run ends. Quiet, the old instances finish what they hold as they stop, and the new
       // leader's first drain sweeps it. Nothing judged depends on the moment: clean runs are
       // judged up to `settledAt`, occurrences up to the faults' end.
-      const quietBy = Date.now() + Math.min(patient(FROZEN_CHECK_PERIOD_MS), longest);
+      const quietBy = Date.now() + Math.min(patient(startPeriodMs(CHAOS_JOBS, new Date(start))), longest);
       const noneActive = async (): Promise<boolean> =>
         (await Promise.all(CHAOS_JOBS.map((job) => jobStateOf(job.name)))).every((state) => state?.active.length === 0);
       let quiet = false;
@@ -1000,7 +1048,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       ),
       deployTakeoverMs: patient(DEPLOY_TAKEOVER_MS),
       occurrences: {
-        jobs: CHAOS_JOBS.map((job) => ({ name: job.name, schedule: job.schedule! })),
+        jobs: CHAOS_JOBS.map(accounted),
         from: start,
         to: faultsStoppedAt,
         faults: faultWindows,
@@ -1012,7 +1060,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       },
       frozenTimers: {
         windows: targets.flatMap((t) => (t.kind === 'frozen-timer' ? [{ from: t.from, to: t.to }] : [])),
-        periodMs: FROZEN_CHECK_PERIOD_MS,
+        periodMs: startPeriodMs(CHAOS_JOBS, new Date(start)),
       },
       stragglers: {
         hits: targets.flatMap((t) =>
