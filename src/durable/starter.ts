@@ -193,7 +193,7 @@ async function startJob(
   // Refused before starting anything, so a leader that raises its epoch and starts again records every start.
   if (stored && stored.epoch > deps.epoch) throw refuseStale(deps.docs, key, deps.epoch, stored.epoch);
   const current = stored?.value ?? newJobState(job.name);
-  const { plan, missed } = checkSchedule(job, current, deps.now);
+  const { plan, notRun } = checkSchedule(job, current, deps.now);
   const at = deps.now.toISOString();
 
   const open = await deps.client.listRunning(jobInstancePrefix(job.name));
@@ -212,7 +212,10 @@ async function startJob(
   for (const runId of current.active) if (!watched.has(runId)) watched.set(runId, undefined);
   for (const [runId, view] of watched) await runs.settle(runId, view);
 
-  const planned: JobEvent[] = [...missed];
+  const planned: JobEvent[] = [...notRun];
+  for (const e of notRun)
+    if (e.outcome === 'skipped')
+      summary.skipped.push({ job: job.name, occurrence: e.occurrence as string, reason: e.reason ?? 'skipped' });
   const runEvents: JobEvent[] = [];
   const toStart: Array<{ runId: string; instanceId: string; occurrence: Date }> = [];
   for (const occurrence of plan.run) {

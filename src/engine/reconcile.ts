@@ -34,9 +34,9 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
   const current = cached ?? (await states.read(key, { abortSignal: term.signal }))?.value ?? newJobState(job.name);
   if (!cached) book.jobStates.set(job.name, current);
   const now = ctx.clock.date();
-  const { plan, missed } = checkSchedule(job, current, now);
+  const { plan, notRun } = checkSchedule(job, current, now);
   const at = now.toISOString();
-  const events: JobEvent[] = [...missed];
+  const events: JobEvent[] = [...notRun];
   const active = await adoptOpenRuns(ctx, book, job, current.active);
   const ended = new Set(current.active.filter((id) => !active.includes(id)));
   const starting: Array<{ runId: string; occurrence: Date }> = [];

@@ -62,25 +62,38 @@ export function nextDueAt(job: JobDefinition, now: Date): number | undefined {
   return next ? dueAtOf(job, next).getTime() : undefined;
 }
 
-/** The occurrences due since the state's last check, and a `missed` event for each one listed as not run. */
-export function checkSchedule(job: JobDefinition, state: JobState, now: Date): { plan: OccurrencePlan; missed: JobEvent[] } {
+/**
+ * The occurrences due since the state's last check, and an event for each one listed as not run:
+ * `missed`, or `skipped` for a wall time the clocks skipped when the job says `dstGap: 'skip'`.
+ */
+export function checkSchedule(job: JobDefinition, state: JobState, now: Date): { plan: OccurrencePlan; notRun: JobEvent[] } {
   const jitter = job.jitterSeconds ?? 0;
+  const schedule = scheduleOf(job);
   const plan = planOccurrences({
-    schedule: scheduleOf(job),
+    schedule,
     lastChecked: state.lastChecked ? new Date(state.lastChecked) : undefined,
     now,
     startingDeadlineSeconds: job.startingDeadlineSeconds,
     catchUp: job.catchUp,
     ...(jitter > 0 ? { jitter: { startOf: (o: Date) => dueAtOf(job, o).getTime(), maxMs: jitter * 1000 } } : {}),
+    ...(job.dstGap === 'skip' ? { skip: (o: Date) => schedule.inGap(o) } : {}),
   });
   const at = now.toISOString();
+  const skipped: JobEvent[] = plan.skipped.map((o) => ({
+    at,
+    occurrence: o.toISOString(),
+    outcome: 'skipped',
+    reason: `dstGap: the clocks in ${schedule.timeZone} skipped the wall time this occurrence stands for`,
+  }));
   const missed: JobEvent[] = plan.missed.map((o) => ({
     at,
     occurrence: o.toISOString(),
     outcome: 'missed',
     reason: `not started within ${job.startingDeadlineSeconds} s, or superseded by a later occurrence`,
   }));
-  return { plan, missed };
+  // In order of occurrence, as the job state lists its events.
+  const notRun = [...skipped, ...missed].sort((a, b) => (a.occurrence as string).localeCompare(b.occurrence as string));
+  return { plan, notRun };
 }
 
 /** What one check of a job's schedule did, to be recorded in its job state. */

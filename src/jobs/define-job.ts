@@ -117,6 +117,7 @@ const jobOptionsSchema = z.object({
     .check(z.regex(JOB_NAME_PATTERN, 'must be 1-48 lowercase letters, digits or inner hyphens')),
   schedule: z.string({ message: 'must be an NCRONTAB string' }),
   timeZone: z._default(z.string({ message: 'must be an IANA time zone name, such as "Europe/Berlin"' }), 'UTC'),
+  dstGap: z._default(z.enum(['run', 'skip'], { message: "must be 'run' or 'skip'" }), 'run'),
   jitterSeconds: z._default(
     z
       .number()
@@ -230,6 +231,7 @@ export function defineJob<Item, Result, Acc, Output = Acc>(
     name: value.name,
     schedule: value.schedule,
     timeZone: zone.name,
+    dstGap: value.dstGap,
     jitterSeconds: value.jitterSeconds,
     overlap: value.overlap,
     startingDeadlineSeconds: value.startingDeadlineSeconds,

@@ -145,9 +145,16 @@ export interface JobOptions<Item, Result, Acc, Output> {
   /**
    * The IANA time zone whose wall clock `schedule` reads, such as `Europe/Berlin`. Default `UTC`.
    * On the days the clocks change, each wall time runs once: a time the clocks go back over, at
-   * its first instant; a time they skip, at the first instant after the gap (docs/jobs.md).
+   * its first instant; a time they skip, at the first instant after the gap, unless `dstGap`
+   * says `skip` (docs/jobs.md).
    */
   timeZone?: string;
+  /**
+   * What becomes of a wall time that does not happen because the clocks skip it (spring
+   * forward): `run` (the default) runs it once, at the first instant after the gap; `skip`
+   * records it as skipped, with its reason, and does not run it.
+   */
+  dstGap?: 'run' | 'skip';
   /**
    * Spreads each occurrence's start over this many seconds after it (0 to 3600, shorter than the
    * schedule's shortest gap), by a hash of the job and the occurrence: every leader computes the
@@ -219,6 +226,8 @@ export interface JobDefinition<Item = unknown, Result = unknown, Acc = unknown, 
   readonly schedule: string;
   /** The zone's canonical IANA name; `UTC` when the job named none. */
   readonly timeZone: string;
+  /** `run` unless the job said `skip`; a definition made by hand may leave it out (then `run`). */
+  readonly dstGap?: 'run' | 'skip';
   readonly jitterSeconds: number;
   readonly overlap: OverlapPolicyName;
   readonly startingDeadlineSeconds: number;

@@ -210,6 +210,16 @@ export class Schedule {
     return at === undefined ? undefined : new Date(at);
   }
 
+  /**
+   * Whether an occurrence stands only for wall times the clocks skipped: it is the first instant
+   * after a gap, and the expression does not name that instant's own wall time. Never for UTC.
+   */
+  inGap(occurrence: Date): boolean {
+    if (!this.zone) return false;
+    const wall = occurrence.getTime() + this.zone.offsetMs(occurrence.getTime());
+    return this.wallNext(new Date(wall - 1))?.getTime() !== wall;
+  }
+
   /** The next wall time the expression names, read as UTC (for a UTC schedule, the occurrence). */
   private wallNext(after: Date): Date | undefined {
     return this.cron.nextRun(after) ?? undefined;
@@ -351,6 +361,8 @@ export interface OccurrencePlan {
   run: Date[];
   /** Occurrences not run (too old, or superseded under 'latest'), ascending; may be truncated. */
   missed: Date[];
+  /** Listed occurrences the job skips by its rule (`skip`), ascending; not counted as missed. */
+  skipped: Date[];
   /** True when there were more occurrences than could be listed; `missedCount` still counts them. */
   missedTruncated: boolean;
   /** Every occurrence in the window that is not in `run`, listed or not. */
@@ -372,11 +384,17 @@ export function planOccurrences(input: {
    * most any jitter adds, which is shorter than the schedule's shortest gap.
    */
   jitter?: { startOf: (occurrence: Date) => number; maxMs: number };
+  /**
+   * Occurrences the job does not run by its own rule (a wall time the clocks skipped, under
+   * `dstGap: 'skip'`): set aside before catch-up picks, so one never supersedes another.
+   */
+  skip?: (occurrence: Date) => boolean;
 }): OccurrencePlan {
-  const { schedule, lastChecked, now, startingDeadlineSeconds, catchUp, jitter } = input;
+  const { schedule, lastChecked, now, startingDeadlineSeconds, catchUp, jitter, skip } = input;
   const empty = (checkedUntil: Date): OccurrencePlan => ({
     run: [],
     missed: [],
+    skipped: [],
     missedTruncated: false,
     missedCount: 0,
     checkedUntil,
@@ -400,13 +418,22 @@ export function planOccurrences(input: {
   const { occurrences, truncated, total } = schedule.occurrencesBetween(lastChecked, until, MAX_ENUMERATED);
   const deadlineMs = startingDeadlineSeconds * 1000;
   const isDue = (o: Date): boolean => now.getTime() - startOf(o) <= deadlineMs;
-  const due = occurrences.filter(isDue);
-  const missed = occurrences.filter((o) => !isDue(o));
+  const skipped = skip ? occurrences.filter(skip) : [];
+  const kept = skip ? occurrences.filter((o) => !skipped.includes(o)) : occurrences;
+  const due = kept.filter(isDue);
+  const missed = kept.filter((o) => !isDue(o));
   // 'latest': one run stands for the whole backlog; the older due ones are superseded.
   const run = catchUp === 'all' ? due : due.slice(-1);
   // Every too-old occurrence precedes every due one, so appending keeps `missed` ascending.
   if (catchUp !== 'all') missed.push(...due.slice(0, -1));
-  return { run, missed, missedTruncated: truncated, missedCount: total - run.length, checkedUntil: until };
+  return {
+    run,
+    missed,
+    skipped,
+    missedTruncated: truncated,
+    missedCount: total - run.length - skipped.length,
+    checkedUntil: until,
+  };
 }
 
 export type OverlapPolicy = 'skip' | 'allow' | 'replace';

@@ -20,6 +20,7 @@ export function sumJob(options: {
   overlap?: 'skip' | 'allow' | 'replace';
   schedule?: string;
   timeZone?: string;
+  dstGap?: 'run' | 'skip';
   catchUp?: 'latest' | 'all';
   startingDeadlineSeconds?: number;
   jitterSeconds?: number;
@@ -35,6 +36,7 @@ export function sumJob(options: {
     name: options.name ?? 'sum',
     schedule: options.schedule ?? '0 0 0 1 1 *',
     ...(options.timeZone ? { timeZone: options.timeZone } : {}),
+    ...(options.dstGap ? { dstGap: options.dstGap } : {}),
     ...(options.catchUp ? { catchUp: options.catchUp } : {}),
     ...(options.jitterSeconds !== undefined ? { jitterSeconds: options.jitterSeconds } : {}),
     ...(options.startingDeadlineSeconds ? { startingDeadlineSeconds: options.startingDeadlineSeconds } : {}),

@@ -157,6 +157,7 @@ describe('planOccurrences', () => {
     expect(planOccurrences({ ...base, lastChecked: undefined, now, firstCheck: 'now' })).toEqual({
       run: [],
       missed: [],
+      skipped: [],
       missedTruncated: false,
       missedCount: 0,
       checkedUntil: now,
@@ -227,7 +228,7 @@ describe('planOccurrences', () => {
   it('gives nothing when lastChecked equals now', () => {
     const now = at('2024-03-10T10:01:00Z');
     const plan = planOccurrences({ ...base, lastChecked: now, now });
-    expect(plan).toEqual({ run: [], missed: [], missedTruncated: false, missedCount: 0, checkedUntil: now });
+    expect(plan).toEqual({ run: [], missed: [], skipped: [], missedTruncated: false, missedCount: 0, checkedUntil: now });
   });
 
   it('never moves checkedUntil back when the clock went backwards', () => {

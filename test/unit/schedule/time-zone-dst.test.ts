@@ -1,7 +1,8 @@
 /**
  * A job's schedule in a named zone, on every day the clocks change from 2026 to 2056, in zones
  * chosen for their awkward rules: every intended wall-clock occurrence is exactly one occurrence
- * (one instant, one run id), and no wall time is two. The expected instants come from an oracle
+ * (one instant, one run id), or (a gap's, under `dstGap: 'skip'`) one recorded skip, and no wall
+ * time is two. The expected instants come from an oracle
  * of its own, written from `Intl` alone: a wall time that happens once is that instant, twice its
  * first, never (a gap) the first instant after the gap.
  */
@@ -208,9 +209,14 @@ describe('schedules in a named time zone, 2026 to 2056', () => {
         const from = changeAt - 3 * DAY;
         const to = changeAt + 2 * DAY;
         const offsets = [...new Set([wall(from) - from, wall(to) - to, wall(changeAt) - changeAt])];
-        const expected = [...new Set(intendedWalls(expression, wall(from), wall(to)).map((w) => oracleInstant(wall, w, offsets)))]
+        const walls = intendedWalls(expression, wall(from), wall(to));
+        const expected = [...new Set(walls.map((w) => oracleInstant(wall, w, offsets)))]
           .filter((t) => t > from && t <= to)
           .sort((a, b) => a - b);
+        // An occurrence whose own wall time the expression does not name stands only for wall
+        // times in a gap: under `dstGap: 'skip'` it is recorded as skipped, not run.
+        const named = new Set(walls);
+        const inGap = expected.filter((t) => !named.has(wall(t)));
         const actual: number[] = [];
         for (let t = schedule.next(new Date(from)); t && t.getTime() <= to; t = schedule.next(t)) actual.push(t.getTime());
         expect(
@@ -218,6 +224,10 @@ describe('schedules in a named time zone, 2026 to 2056', () => {
           `${expression} around ${new Date(changeAt).toISOString()}`,
         ).toEqual(expected.map((t) => new Date(t).toISOString()));
         // Counted without stepping (the path a long outage takes), and listed newest first, the same.
+        expect(
+          actual.filter((t) => schedule.inGap(new Date(t))).map((t) => new Date(t).toISOString()),
+          `${expression} around ${new Date(changeAt).toISOString()}: the occurrences only a gap's wall times make`,
+        ).toEqual(inGap.map((t) => new Date(t).toISOString()));
         const listed = schedule.occurrencesBetween(new Date(from), new Date(to), 1000);
         expect(listed.total).toBe(expected.length);
         expect(listed.occurrences.map((d) => d.getTime())).toEqual(expected);
