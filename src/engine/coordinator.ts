@@ -12,7 +12,7 @@ import { hedgeStragglers } from './hedger';
 import { planRun } from './planner';
 import { adoptOpenRuns, cancelRun, forgetRun, jobStates, reconcileJob, startManualRun } from './reconcile';
 import { pendingRequests } from '../hub/requests';
-import { nextDueAt } from '../hub/occurrence-ledger';
+import { dueAfterCheck, nextDueAt } from '../hub/occurrence-ledger';
 import { describeRetentionSlice, RetentionPace, retentionSlice } from '../hub/retention';
 import { retryLater } from './retry-later';
 import { RunBook, type ActiveRun } from './run-book';
@@ -167,13 +167,14 @@ export class Coordinator {
       let busy = false;
       const every = (ms: number) => Math.max(ms, idlePoll);
       if (ctx.clock.now() - lastReconcile >= every(RECONCILE_EVERY_MS) || ctx.clock.date().getTime() >= nextDueAt) {
+        const passFrom = ctx.clock.date();
         for (const job of ctx.jobs.values()) {
           await this.guard(term, summary, `reconcile ${job.name}`, async () => {
             summary.started.push(...(await reconcileJob(ctx, term, book, job)));
           });
         }
         lastReconcile = ctx.clock.now();
-        nextDueAt = this.nextOccurrenceAt(ctx.clock.date());
+        nextDueAt = this.nextOccurrenceAt(book, passFrom);
       }
       const checkRequests = async (): Promise<void> => {
         await this.guard(term, summary, 'requests', async () => {
@@ -332,11 +333,17 @@ export class Coordinator {
     return true;
   }
 
-  /** The earliest next occurrence after `now` of the registered jobs' schedules, in wall-time ms. */
-  private nextOccurrenceAt(now: Date): number {
+  /**
+   * When the registered jobs' next occurrence is due to start (wall-time ms), each job's counted
+   * from where its state says it was checked up to. Not from the end of the pass: a pass over
+   * many jobs takes time, and an occurrence of a job checked early in it can fall due before it
+   * ends. A job without a state in the book is counted from the pass's start.
+   */
+  private nextOccurrenceAt(book: RunBook, passFrom: Date): number {
     let next = Number.POSITIVE_INFINITY;
     for (const job of this.ctx.jobs.values()) {
-      const at = nextDueAt(job, now);
+      const checked = book.jobStates.get(job.name)?.lastChecked;
+      const at = checked ? dueAfterCheck(job, new Date(checked)) : nextDueAt(job, passFrom);
       if (at !== undefined && at < next) next = at;
     }
     return next;

@@ -63,6 +63,16 @@ export function nextDueAt(job: JobDefinition, now: Date): number | undefined {
 }
 
 /**
+ * When the first occurrence the job's state has not yet checked is due to start: the one after
+ * its `lastChecked`, plus its jitter. Nothing past a check is missed by asking from the check
+ * itself, however long ago it ran; undefined when the schedule has no occurrence left.
+ */
+export function dueAfterCheck(job: JobDefinition, lastChecked: Date): number | undefined {
+  const next = scheduleOf(job).next(lastChecked);
+  return next ? dueAtOf(job, next).getTime() : undefined;
+}
+
+/**
  * The occurrences due since the state's last check, and an event for each one listed as not run:
  * `missed`, or `skipped` for a wall time the clocks skipped when the job says `dstGap: 'skip'`.
  */

@@ -152,3 +152,33 @@ describe('an idle leader about to rest', () => {
     for (const runId of [first, await second!]) expect((await engine.readRun(runId))?.state, runId).toBe('succeeded');
   });
 });
+
+describe('a leader whose pass over the jobs takes time', () => {
+  it('starts an occurrence that fell due during the pass at once, not a reconcile period later', async () => {
+    // Job `a` is checked first, 100 ms before its occurrence; reading `b`'s state then takes
+    // 500 ms, so the occurrence is past when the pass ends. Its next check must come at once.
+    const clock = new FakeClock({ wallOrigin: new Date('2026-01-01T00:00:59.900Z') });
+    const ports = memoryPorts();
+    class SlowStateOfB extends ForwardingDocumentStore {
+      override read(key: string, options?: DocumentCallOptions) {
+        if (key === 'jobs/b.json') clock.jump(500);
+        return super.read(key, options);
+      }
+    }
+    const engine = buildEngine(
+      { ...ports, docs: new SlowStateOfB(ports.docs) },
+      [sumJob({ name: 'a', items: 1, schedule: '0 * * * * *' }), sumJob({ name: 'b', items: 1, schedule: '0 0 0 1 1 *' })],
+      { clock },
+    );
+    const { leadership } = restingLeadership();
+    const lead = engine.coordinator.lead(leadership, { termMs: 9000 });
+    const run = 'a/2026-01-01T00:01:00.000Z';
+    await leadOn(clock, lead, 8000);
+    const record = await engine.readRun(run);
+    expect(record, `${run} created`).toBeDefined();
+    // At the next turn after the pass (00:01:00.400), not at the next periodic check, which an
+    // idle leader spaces out to seconds (6 s here before the fix).
+    expect(Date.parse(record!.createdAt) - Date.parse(record!.occurrence!)).toBeLessThan(1000);
+    await leadOn(clock, lead, 5000);
+  });
+});
