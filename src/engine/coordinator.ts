@@ -81,6 +81,13 @@ export const MIN_REST_MS = 30_000;
  * slices, new queue shards) come round at least this often.
  */
 export const MAX_REST_MS = 10 * 60_000;
+/**
+ * How long job states read at one term's start may be carried into this process's next terms,
+ * when no other leader took an epoch in between, before a term reads them all again. A term
+ * ends at its length however busy the hub, and reading every job's state at each start put
+ * hundreds of reads into one second of an app with hundreds of jobs.
+ */
+export const CARRY_STATES_MS = 10 * 60_000;
 /** A run whose step fails this many times in a row ends failed instead of stalling every turn. */
 const MAX_STEP_FAILURES = 5;
 
@@ -103,6 +110,10 @@ export class Coordinator {
   private readonly retention: RetentionPace;
   /** Each open run's straggler watch (hedged dispatch), kept across this process's terms. */
   private readonly stragglers = new Map<string, StragglerWatch>();
+  /** The job states of this process's last term, at its end: what its next term may take over. */
+  private carried: { epoch: number; readAt: number; jobStates: Map<string, JobState> } | undefined;
+  /** When the job states the current term holds were last read in full (by the clock's `now`). */
+  private statesReadAt = Number.NEGATIVE_INFINITY;
 
   constructor(ctx: Omit<EngineContext, 'tuning'> & { tuning?: Partial<EngineTuning> }) {
     this.ctx = { ...ctx, tuning: { ...DEFAULT_TUNING, ...ctx.tuning } };
@@ -132,6 +143,7 @@ export class Coordinator {
       return await this.leadTurns(term, book, summary, options, endAt);
     } finally {
       untrack?.();
+      this.carried = { epoch: term.epoch, readAt: this.statesReadAt, jobStates: new Map(book.jobStates) };
     }
   }
 
@@ -530,10 +542,30 @@ export class Coordinator {
    * timed-out: nobody else will end them. Job by job: a job whose runs cannot be read this time
    * is retried by the turns' reconcile, and the others go on.
    */
+  /**
+   * Takes the hub over: every job's state, and the runs it lists as open. The states this process
+   * held at the end of its last term are taken as they were when that term's epoch is just below
+   * this one (no other leader took an epoch since, so none wrote a state since; a stale one that
+   * writes regardless is one a term's own cache already trusts past) and they were read in full
+   * less than `CARRY_STATES_MS` ago. Only the states it lacks are read.
+   */
   private async takeOver(term: TermContext, book: RunBook, summary: LeadSummary): Promise<void> {
     const { ctx } = this;
     const states = jobStates(ctx);
+    const carried = this.carried;
+    this.carried = undefined;
+    const carry =
+      carried !== undefined && term.epoch === carried.epoch + 1 && ctx.clock.now() - carried.readAt < CARRY_STATES_MS
+        ? carried.jobStates
+        : undefined;
+    if (!carry) this.statesReadAt = ctx.clock.now();
+    else this.statesReadAt = (carried as { readAt: number }).readAt;
     for await (const key of ctx.docs.list('jobs/', { abortSignal: term.signal })) {
+      const known = carry?.get(/^jobs\/(.+)\.json$/.exec(key)?.[1] ?? '');
+      if (known) {
+        await this.guard(term, summary, `take over ${known.job}`, () => this.adoptJob(term, book, known));
+        continue;
+      }
       const state = await states.read(key, { abortSignal: term.signal }).catch(() => undefined);
       if (!state || !jobStateSchema.safeParse(state.value).success) continue;
       await this.guard(term, summary, `take over ${state.value.job}`, () => this.adoptJob(term, book, state.value));

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../../../src/clock/fake-clock';
-import { MAX_REST_MS, MIN_REST_MS } from '../../../src/engine/coordinator';
+import { CARRY_STATES_MS, MAX_REST_MS, MIN_REST_MS } from '../../../src/engine/coordinator';
 import type { WriteCondition, DocumentCallOptions } from '../../../src/fencing/document-store';
 import { requestRun } from '../../../src/hub/requests';
 import type { Leadership } from '../../../src/lease/term';
@@ -180,5 +180,46 @@ describe('a leader whose pass over the jobs takes time', () => {
     // idle leader spaces out to seconds (6 s here before the fix).
     expect(Date.parse(record!.createdAt) - Date.parse(record!.occurrence!)).toBeLessThan(1000);
     await leadOn(clock, lead, 5000);
+  });
+});
+
+describe("a leader's next term", () => {
+  class CountingReads extends ForwardingDocumentStore {
+    stateReads = 0;
+    override read(key: string, options?: DocumentCallOptions) {
+      if (key.startsWith('jobs/')) this.stateReads++;
+      return super.read(key, options);
+    }
+  }
+
+  /** One term of `engine`'s coordinator at `epoch`, led to its end; the job states it read. */
+  async function term(clock: FakeClock, engine: ReturnType<typeof buildEngine>, docs: CountingReads, epoch: number) {
+    const before = docs.stateReads;
+    const { leadership } = restingLeadership(epoch);
+    const { done } = await leadOn(clock, engine.coordinator.lead(leadership, { termMs: 3000 }), 10_000);
+    expect(done).toBe(true);
+    return docs.stateReads - before;
+  }
+
+  it.each([
+    { case: 'right after its own, carries the job states over and reads none', epochs: [3, 4], advanceMs: 0, reads: 0 },
+    { case: 'after another leader’s term, reads them all', epochs: [3, 5], advanceMs: 0, reads: 5 },
+    {
+      case: `${CARRY_STATES_MS / 60_000} minutes on, reads them all again`,
+      epochs: [3, 4],
+      advanceMs: CARRY_STATES_MS,
+      reads: 5,
+    },
+  ])('$case', async ({ epochs, advanceMs, reads }) => {
+    const clock = new FakeClock({ wallOrigin: new Date('2026-01-01T00:00:10Z') });
+    const ports = memoryPorts();
+    const docs = new CountingReads(ports.docs);
+    const jobs = Array.from({ length: 5 }, (_, i) => sumJob({ name: `job-${i}`, items: 1, schedule: '0 0 0 1 1 *' }));
+    const engine = buildEngine({ ...ports, docs }, jobs, { clock });
+    // The first term writes each job's state (none was there to read).
+    await term(clock, engine, docs, epochs[0]!);
+    expect(docs.stateReads).toBeGreaterThanOrEqual(5);
+    clock.jump(advanceMs);
+    expect(await term(clock, engine, docs, epochs[1]!)).toBe(reads);
   });
 });

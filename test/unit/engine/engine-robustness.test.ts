@@ -288,7 +288,9 @@ describe('an idle leader', () => {
     await engine.coordinator.lead(leadership(1), { termMs: 200 });
     reads.length = 0;
     receives.length = 0;
-    const held = await engine.coordinator.lead(leadership(2), { termMs: 1500 });
+    // Another leader's term came between (epoch 2), so this one reads the states afresh (right
+    // after its own, it would carry them over: coordinator-rest.test.ts).
+    const held = await engine.coordinator.lead(leadership(3), { termMs: 1500 });
     expect(held.turns).toBeGreaterThanOrEqual(5);
     // One read per job for the whole term (the leader is their only writer), not one per turn.
     expect(reads.filter((k) => k === jobStateKey('sum')).length).toBe(1);
