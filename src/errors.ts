@@ -11,7 +11,8 @@ export type BatonErrorCode =
   | 'ConcurrentUpdate'
   | 'CorruptLease'
   | 'HookTimeout'
-  | 'TaskAbandoned';
+  | 'TaskAbandoned'
+  | 'InvalidRunId';
 
 export class BatonError extends Error {
   readonly code: BatonErrorCode;
@@ -43,6 +44,19 @@ export class InvalidSettingError extends BatonError {
   constructor(setting: string, message: string) {
     super('InvalidSetting', message);
     this.setting = setting;
+  }
+}
+
+/**
+ * A run id that is not one (`<job>/<occurrence or manual-id>`): refused before it names a blob,
+ * since storage resolves `..` in a blob's name and could reach another hub's run.
+ */
+export class InvalidRunIdError extends BatonError {
+  readonly runId: string;
+
+  constructor(runId: string, message: string) {
+    super('InvalidRunId', message);
+    this.runId = runId;
   }
 }
 

@@ -50,6 +50,7 @@ export {
   ConcurrentUpdateError,
   HookTimeoutError,
   TaskAbandonedError,
+  InvalidRunIdError,
   isBatonError,
 } from './errors';
 export type { BatonErrorCode, LeaseLossReason, HookName } from './errors';

@@ -3,6 +3,7 @@ import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type { LeaseReader } from '../lease/lease-store';
 import { BlobLeaseStore } from '../lease/blob-lease-store';
 import { hubResources } from '../hub/resources';
+import { checkRunId } from '../hub/run-id';
 import { requestCancel, requestRun, type IfActive } from '../hub/requests';
 import { readHubStatus, readRunDetails, type HubStatus, type RunDetails } from '../hub/status';
 import { listRuns, type RunsPage } from '../hub/run-index';
@@ -86,8 +87,8 @@ export class BatonClient {
   }
 
   /** One run's record, output and failures manifest; undefined for a run the hub does not have. */
-  run(runId: string, options: ClientCallOptions = {}): Promise<RunDetails | undefined> {
-    return readRunDetails(this.docs, runId, options);
+  async run(runId: string, options: ClientCallOptions = {}): Promise<RunDetails | undefined> {
+    return readRunDetails(this.docs, checkRunId(runId), options);
   }
 
   /** Every failed item of a run with its reason, in bounded memory; none while it has no manifest. */

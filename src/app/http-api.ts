@@ -5,6 +5,7 @@ import type { FailureEntry } from '../hub/fold';
 import { FAILURES_LISTED, runView, showView, statusView, type RunsView } from '../hub/read-model';
 import { IF_ACTIVE, keyedRunSegment, requestCancel, triggerRun, type RequestClock } from '../hub/requests';
 import { isTerminal } from '../hub/run-record';
+import { isRunId } from '../hub/run-id';
 import { firstRunFailures, listJobNames, readHubStatus, readRunDetails, readRunFailures } from '../hub/status';
 import { listRuns, type RunsPage } from '../hub/run-index';
 import { InvalidConfigError, messageOf } from '../errors';
@@ -110,17 +111,14 @@ function jobOf(request: HttpRequest, route: string): string {
   return job;
 }
 
-/** One segment of a run id after its job: an occurrence's time or `manual-<id>`, never a path. */
 /** The header a client may send its trigger's idempotency key in (as payment APIs take it). */
 const IDEMPOTENCY_HEADER = 'Idempotency-Key';
-
-const RUN_SEGMENT = /^[A-Za-z0-9][A-Za-z0-9:._-]{0,199}$/;
 
 /** A run id is `<job>/<occurrence or manual-id>`; the route carries it as two segments, checked as such. */
 function runIdOf(request: HttpRequest): string {
   const { job, run } = request.params;
   if (!job || !run) throw new BadRequest('the route needs a job and a run: /baton/runs/<job>/<run>');
-  if (!JOB_NAME_PATTERN.test(job) || !RUN_SEGMENT.test(run)) {
+  if (!isRunId(`${job}/${run}`)) {
     throw new BadRequest(`${JSON.stringify(`${job}/${run}`)} is not a run id (<job>/<occurrence or manual-id>)`);
   }
   return `${job}/${run}`;

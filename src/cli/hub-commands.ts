@@ -3,6 +3,7 @@ import { IF_ACTIVE, keyedRunSegment, pendingRequests, requestCancel, triggerRun,
 import { firstRunFailures, listJobNames, readHubStatus, readRunDetails, readRunFailures, type RunDetails } from '../hub/status';
 import { listRuns, MAX_RUNS_PAGE } from '../hub/run-index';
 import { isTerminal, type RunRecord } from '../hub/run-record';
+import { isRunId } from '../hub/run-id';
 import { InvalidConfigError } from '../errors';
 import { CliError } from './connection';
 import { withHub, type CliContext } from './context';
@@ -22,6 +23,12 @@ function parseLimit(value: string): number {
     throw new InvalidArgumentError('must be a whole number from 1 to 10000');
   }
   return n;
+}
+
+/** A run id from the command line, checked before it names a blob (storage resolves `..`). */
+function runIdArgument(value: string): string {
+  if (!isRunId(value)) throw new InvalidArgumentError('not a run id: <job>/<occurrence or manual-id>, as baton runs lists it');
+  return value;
 }
 
 const unknownRun = (runId: string, hub: string) => new CliError(`no run ${runId} in hub ${hub}; list runs with 'baton runs'`);
@@ -198,7 +205,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
   program
     .command('show')
     .description('one run: state, counters, failures and output')
-    .argument('<runId>', "the run id, as 'baton runs' lists it")
+    .argument('<runId>', "the run id, as 'baton runs' lists it", runIdArgument)
     .option('--json', 'print one JSON document')
     .addHelpText(
       'after',
@@ -217,7 +224,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
   program
     .command('failures')
     .description('every failed item of a run with its reason: one JSON line each, in the order they were counted')
-    .argument('<runId>', "the run id, as 'baton runs' lists it")
+    .argument('<runId>', "the run id, as 'baton runs' lists it", runIdArgument)
     .addHelpText(
       'after',
       examples(
@@ -325,7 +332,7 @@ export function registerHubCommands(program: Command, ctx: CliContext): void {
   program
     .command('cancel')
     .description('ask the leader to cancel an open run')
-    .argument('<runId>', "the run id, as 'baton runs' lists it")
+    .argument('<runId>', "the run id, as 'baton runs' lists it", runIdArgument)
     .option('--reason <text>', "recorded as the run's end reason", 'cancelled with the baton CLI')
     .option('--json', 'print one JSON document')
     .addHelpText(

@@ -5,6 +5,8 @@ import type { DocumentStore } from '../fencing/document-store';
 import { FencedDocuments } from '../fencing/fenced-documents';
 import { jobStateKey, jobStateSchema, type JobState } from './job-state';
 import { isTerminal, runKeys, runRecordSchema, type RunRecord } from './run-record';
+import { checkRunId, isManualSegment, isRunId } from './run-id';
+import { JOB_NAME_PATTERN } from '../jobs/define-job';
 
 const PREFIX = 'requests/';
 
@@ -15,14 +17,20 @@ const PREFIX = 'requests/';
  */
 export const requestSchema = z.lazy(() =>
   z.discriminatedUnion('kind', [
+    // Checked as the library writes them: a request blob is storage anyone with write access can
+    // forge, and what it names becomes a blob name under the leader's epoch.
     z.object({
       kind: z.literal('run'),
-      job: z.string(),
-      id: z.string(),
+      job: z.string().check(z.regex(JOB_NAME_PATTERN)),
+      id: z.string().check(z.refine(isManualSegment, { message: 'not a manual run id' })),
       /** `wait`: the leader applies it only once no other run of the job is open. */
       ifActive: z.optional(z.enum(['start', 'wait'])),
     }),
-    z.object({ kind: z.literal('cancel'), runId: z.string(), reason: z.string() }),
+    z.object({
+      kind: z.literal('cancel'),
+      runId: z.string().check(z.refine(isRunId, { message: 'not a run id' })),
+      reason: z.string(),
+    }),
   ]),
 );
 export type EngineRequest = z.infer<typeof requestSchema>;
@@ -101,6 +109,9 @@ export async function triggerRun(
   job: string,
   options: RunRequestOptions = {},
 ): Promise<{ runId: string; requested: boolean }> {
+  // The leader would set aside a request for a name no job can have; say so to the caller instead.
+  if (typeof job !== 'string' || !JOB_NAME_PATTERN.test(job))
+    throw new InvalidConfigError('job', `job: ${JSON.stringify(String(job).slice(0, 60))} is not a job name`);
   const id = options.key === undefined ? randomUUID() : keyedRunSegment(options.key);
   if (options.ifActive === 'skip') {
     const open = await openRunOf(docs, job, options);
@@ -136,7 +147,7 @@ export async function requestCancel(
   reason = 'cancelled on request',
   options: RequestOptions = {},
 ): Promise<void> {
-  await write(docs, { kind: 'cancel', runId, reason }, options);
+  await write(docs, { kind: 'cancel', runId: checkRunId(runId), reason }, options);
 }
 
 async function write(docs: DocumentStore, request: EngineRequest, options: RequestOptions): Promise<void> {

@@ -50,6 +50,13 @@ describe('BatonClient', () => {
     for await (const failure of client.failures(first.runId)) failures.push(failure);
     expect(failures.map(({ item, reason }) => ({ item, reason }))).toEqual([{ item: 2, reason: 'Error: three is out' }]);
     expect(await client.run('squares/manual-nope')).toBeUndefined();
+    // A run id is checked before it names a blob: storage resolves `..`, so another hub's client
+    // (an app's endpoint built on it) read this hub's run, and its cancel request had that hub's
+    // leader write it.
+    const other = new BatonClient({ env: { AzureWebJobsStorage: azurite.connectionString }, hub: 'other' });
+    const across = `squares/../../../test-runs/runs/${first.runId}`;
+    await expect(other.run(across)).rejects.toMatchObject({ code: 'InvalidRunId' });
+    await expect(other.cancel(across)).rejects.toMatchObject({ code: 'InvalidRunId' });
     const status = await client.status();
     expect(status.activeRuns).toEqual([]);
     expect(status.jobs.map((j) => j.job)).toEqual(['squares']);
