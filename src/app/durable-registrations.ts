@@ -10,7 +10,7 @@ import {
   durableFunctions,
   startDueRuns,
 } from '../durable';
-import { describeRetentionSlice, RetentionPace, retentionSlice } from '../hub/retention';
+import { RetentionPace, retentionSlice } from '../hub/retention';
 import { redactSecrets } from '../redact';
 import { withEpochRaises } from '../lease/epoch-refusal';
 import { createCoordinatorTick } from './coordinator-tick';
@@ -71,8 +71,7 @@ export function durableRegistrations(runtime: BatonRuntime): Registration[] {
             }),
           );
           retention.ran(slice);
-          const line = describeRetentionSlice(slice);
-          if (line) log.info(line);
+          retention.report(slice, log, () => runtime.telemetry.retentionPassedBy());
         } catch (err) {
           if (leadership.signal.aborted) throw err;
           log.warn(`retention slice failed, will retry: ${redactSecrets(messageOf(err))}`);

@@ -13,7 +13,7 @@ import { planRun } from './planner';
 import { adoptOpenRuns, cancelRun, forgetRun, jobStates, reconcileJob, startManualRun } from './reconcile';
 import { pendingRequests } from '../hub/requests';
 import { dueAfterCheck, nextDueAt } from '../hub/occurrence-ledger';
-import { describeRetentionSlice, RetentionPace, retentionSlice } from '../hub/retention';
+import { RetentionPace, retentionSlice } from '../hub/retention';
 import { retryLater } from './retry-later';
 import { RunBook, type ActiveRun } from './run-book';
 import type { StragglerWatch } from './straggler-watch';
@@ -327,8 +327,7 @@ export class Coordinator {
         policy,
         abortSignal: term.signal,
       });
-      const line = describeRetentionSlice(slice);
-      if (line) ctx.log.info(line);
+      this.retention.report(slice, ctx.log, () => ctx.telemetry?.retentionPassedBy?.());
       this.retention.ran(slice);
       more = slice.more;
     });

@@ -34,6 +34,10 @@ import { isTerminal, runKeys, runRecordSchema, type RunRecord } from './run-reco
  *   (`index/retention.json`): the whole pass, once it reaches the newest eligible day, starts
  *   again from the oldest, so runs it passed by (open, unreadable) are looked at once a pass;
  *   the partial pass goes over each day once.
+ * - One run it cannot delete (a legal hold, a blob lease, a role taken away) holds the sweep up
+ *   for `RETENTION_TRIES` slices, a pause apart, so a passing fault is waited out; then the sweep
+ *   passes it by and goes on, and tries it again next pass. Each failure is in the slice's
+ *   result; `RetentionPace.report` logs it once per run and counts each run passed by.
  * - Entries with no record (a creation that lost its race, a deletion cut short) are deleted,
  *   and an entry whose record has another creation time (a keyed run id used again) goes
  *   without touching the newer run.
@@ -51,6 +55,8 @@ export const DEFAULT_RETENTION_DAYS = 30;
 export const MAX_RETENTION_DAYS = 36_500;
 /** How often an idle leader looks for runs past retention, unless the last slice found more. */
 export const RETENTION_PAUSE_MS = 10 * 60_000;
+/** Slices in a row that may fail on one run before the sweep passes it by (see above). */
+export const RETENTION_TRIES = 3;
 /** Runs one slice looks at: each costs a handful of storage requests. */
 export const RETENTION_SLICE_RUNS = 10;
 /**
@@ -81,9 +87,20 @@ export interface RetentionSliceResult {
   /** Index entries deleted that named no current record. */
   strayEntries: number;
   /** Runs that could not be dealt with (an unreadable record, a storage error), each with why. */
-  errors: string[];
+  failures: RetentionFailure[];
   /** Whether there is more to do now: call again soon rather than after the usual pause. */
   more: boolean;
+}
+
+/** A run a slice could not deal with. */
+export interface RetentionFailure {
+  runId: string;
+  /** What went wrong, as the error said it. */
+  reason: string;
+  /** Slices in a row that failed on this run, this one included. */
+  tries: number;
+  /** Whether the sweep went on past it (it is tried again next pass). */
+  passedBy: boolean;
 }
 
 const CURSOR_KEY = 'index/retention.json';
@@ -102,6 +119,8 @@ interface RetentionCursor {
   whole: Place | null;
   /** The partial pass, for one mode (a cursor of the other mode starts over). */
   partial: (Place & { mode: PartialMode }) | null;
+  /** The run the last slice stopped at, failing, and how many slices in a row did (absent: none). */
+  failing?: { runId: string; tries: number } | null;
 }
 
 /**
@@ -127,6 +146,34 @@ export class RetentionPace {
   ran(slice: Pick<RetentionSliceResult, 'more'>): void {
     if (slice.more) this.nextAt = Number.NEGATIVE_INFINITY;
   }
+
+  /** Runs whose failure was logged already: each is logged once, however often it fails. */
+  private readonly logged = new Set<string>();
+
+  /**
+   * Says what a slice did: a line for what it deleted, a warning the first time a run fails and
+   * the first time it is passed by, and a count of each run passed by.
+   */
+  report(
+    slice: RetentionSliceResult,
+    log: { info(message: string): void; warn(message: string): void },
+    passedBy?: (runId: string) => void,
+  ): void {
+    const line = describeRetentionSlice(slice);
+    if (line) log.info(line);
+    for (const failure of slice.failures) {
+      if (failure.passedBy) passedBy?.(failure.runId);
+      const key = `${failure.passedBy ? 'passed' : 'failed'}\n${failure.runId}`;
+      if (this.logged.has(key)) continue;
+      if (this.logged.size >= 1000) this.logged.delete(this.logged.values().next().value as string);
+      this.logged.add(key);
+      log.warn(
+        failure.passedBy
+          ? `retention: passed ${failure.runId} by after ${failure.tries} tries, to try again next pass: ${failure.reason}`
+          : `retention: could not clear ${failure.runId}, will try again (${RETENTION_TRIES} tries in all before passing it by): ${failure.reason}`,
+      );
+    }
+  }
 }
 
 /** The log line for a slice that deleted anything, or undefined for one that did not. */
@@ -146,7 +193,9 @@ class Sweep {
   private budget: number;
   private readonly at: string;
   private readonly signal: { abortSignal?: AbortSignal };
-  readonly result: RetentionSliceResult = { deleted: [], pruned: [], open: [], strayEntries: 0, errors: [], more: false };
+  readonly result: RetentionSliceResult = { deleted: [], pruned: [], open: [], strayEntries: 0, failures: [], more: false };
+  /** The run the sweep stopped at last, failing (from the cursor), and how many times in a row. */
+  private failing: { runId: string; tries: number } | null = null;
 
   constructor(
     private readonly docs: DocumentStore,
@@ -173,6 +222,7 @@ class Sweep {
     const cursors = new FencedDocuments<RetentionCursor>(this.docs);
     const stored = await cursors.read(CURSOR_KEY, this.signal);
     const start: RetentionCursor = stored?.value ?? { v: 1, whole: null, partial: null };
+    this.failing = start.failing ?? null;
     // The whole pass goes round: what it passed by (open runs) it looks at again next time. The
     // partial pass goes once over each day, since the runs it has done stay in the index.
     const whole = await this.pass(wholeDays, start.whole, (runId, createdMs) => this.deleteRun(runId, createdMs));
@@ -182,7 +232,7 @@ class Sweep {
       const after = partialDays.at(-1);
       partial = place ? { ...place, mode } : after === undefined ? partial : { day: after + 1, continuation: null, mode };
     }
-    const next: RetentionCursor = { v: 1, whole, partial };
+    const next: RetentionCursor = { v: 1, whole, partial, ...(this.failing ? { failing: this.failing } : {}) };
     if (JSON.stringify(next) !== JSON.stringify(start)) {
       await cursors.update(CURSOR_KEY, this.options.epoch, () => next, this.signal);
     }
@@ -246,15 +296,24 @@ class Sweep {
     return null;
   }
 
-  /** Runs `work` for one run; a failed request is noted and ends the pass for this slice (false). */
+  /**
+   * Runs `work` for one run. A failed request is noted and ends the pass for this slice (false),
+   * to be tried again after the pause; once it has failed `RETENTION_TRIES` slices in a row, the
+   * pass goes on past it (true).
+   */
   private async guarded(runId: string, work: () => Promise<void>): Promise<boolean> {
     try {
       await work();
+      if (this.failing?.runId === runId) this.failing = null;
       return true;
     } catch (err) {
       // A newer leader, or the end of the term: the slice stops.
       if (err instanceof StaleEpochError || this.options.abortSignal?.aborted) throw err;
-      this.result.errors.push(`${runId}: ${messageOf(err)}`);
+      const tries = this.failing?.runId === runId ? this.failing.tries + 1 : 1;
+      const passedBy = tries >= RETENTION_TRIES;
+      this.result.failures.push({ runId, reason: messageOf(err), tries, passedBy });
+      this.failing = passedBy ? null : { runId, tries };
+      if (passedBy) return true;
       this.result.more = false;
       return false;
     }
@@ -273,7 +332,7 @@ class Sweep {
       // A body that is there and is not a run record stays so: noted and passed by every pass,
       // where a failed request is tried again.
       if (this.options.abortSignal?.aborted || !(await this.docs.read(key, this.signal))) throw err;
-      this.result.errors.push(`${runId}: ${messageOf(err)}`);
+      this.result.failures.push({ runId, reason: messageOf(err), tries: 1, passedBy: true });
       return undefined;
     }
     if (!doc || Date.parse(doc.value.createdAt) !== createdMs) return 'stray';

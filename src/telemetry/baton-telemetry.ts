@@ -28,6 +28,7 @@ export const METRIC_NAMES = {
   firstItemLag: 'baton.schedule.first_item_lag',
   occurrences: 'baton.schedule.occurrences',
   stops: 'baton.instance.stops',
+  retentionPassedBy: 'baton.retention.passed_by',
 } as const;
 
 export const EVENT_NAMES = {
@@ -218,6 +219,10 @@ export class BatonTelemetry implements RunTelemetry {
     if (failed > 0) this.instruments?.items.add(failed, attributes.failed);
   }
 
+  retentionPassedBy(): void {
+    this.instruments?.retentionPassedBy.add(1);
+  }
+
   occurrencesRecorded(job: string, recorded: RecordedOccurrences): void {
     for (const outcome of ['started', 'skipped', 'missed'] as const) {
       if (recorded[outcome] > 0) this.instruments?.occurrences.add(recorded[outcome], { job, outcome });
@@ -318,6 +323,7 @@ interface Instruments {
   firstItemLag: Histogram;
   occurrences: Counter;
   stops: Counter;
+  retentionPassedBy: Counter;
 }
 
 function createInstruments(meter: Meter): Instruments {
@@ -376,6 +382,12 @@ function createInstruments(meter: Meter): Instruments {
       description:
         'Instance stops, by path (hook: the host asked; signal: a bare SIGTERM; none: a successor found the lease expired or broken) and what became of the lease (handed-over, released, not-released, not-held)',
       unit: '{stop}',
+      valueType: ValueType.INT,
+    }),
+    retentionPassedBy: meter.createCounter(METRIC_NAMES.retentionPassedBy, {
+      description:
+        'Runs past retention that the sweep passed by after failing to delete them several slices in a row (a legal hold, a blob lease, a role taken away); each is tried again next pass',
+      unit: '{run}',
       valueType: ValueType.INT,
     }),
   };

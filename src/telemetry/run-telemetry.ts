@@ -26,6 +26,8 @@ export interface RunTelemetry {
    * on every change). Returns the function that stops it, called when the term ends.
    */
   trackOpenRuns(count: () => number): () => void;
+  /** Retention passed by a run it could not delete after several tries (it tries again next pass). */
+  retentionPassedBy?(): void;
 }
 
 /** The part of `RunTelemetry` an engine that has no leader's fold or book reports (the durable engine). */

@@ -18,6 +18,8 @@ import { FencedDocuments } from '../../../src/fencing/fenced-documents';
 import { InMemoryDocumentStore } from '../../../src/fencing/in-memory-document-store';
 import {
   RETENTION_END_GRACE_MS,
+  RETENTION_TRIES,
+  RetentionPace,
   retentionSlice,
   type RetentionPolicy,
   type RetentionSliceResult,
@@ -336,13 +338,61 @@ describe('retention: small slices, fenced and resumable', () => {
     expect(await blobsOf(docs, run)).toEqual([]);
   });
 
+  it(`a run it cannot delete holds the sweep up ${RETENTION_TRIES} slices, then is passed by; it is logged once`, async () => {
+    const inner = new InMemoryDocumentStore();
+    // The oldest run's blobs are under a legal hold: every delete of one is refused.
+    const held = await seedRun(inner, { job: 'alpha', name: 'held', now: NOW, age: 42 * DAY });
+    const after = [];
+    for (let i = 0; i < 3; i++) after.push(await seedRun(inner, { job: 'alpha', name: `r${i}`, now: NOW, age: 40 * DAY + i }));
+    class LegalHold extends ForwardingDocumentStore {
+      override delete(key: string, options?: DeleteOptions): Promise<boolean> {
+        if (key.startsWith(runKeys.prefix(held.runId)))
+          return Promise.reject(
+            new Error('409 BlobImmutableDueToPolicy: This operation is not permitted as the blob is immutable due to a policy.'),
+          );
+        return super.delete(key, options);
+      }
+    }
+    const docs = new LegalHold(inner);
+    const pace = new RetentionPace({ now: () => 0 });
+    const warned: string[] = [];
+    let passedBy = 0;
+    const slices: RetentionSliceResult[] = [];
+    // A slice after each pause, as an idle leader runs them.
+    for (let k = 0; k < RETENTION_TRIES; k++) {
+      const slice = await retentionSlice(docs, { epoch: 5, now: NOW, policy: { runDays: 30, outputDays: 30 } });
+      pace.report(slice, { info: () => undefined, warn: (m) => warned.push(m) }, () => passedBy++);
+      slices.push(slice);
+    }
+    expect(slices.map((s) => s.failures.map((f) => [f.runId, f.tries, f.passedBy]))).toEqual([
+      [[held.runId, 1, false]],
+      [[held.runId, 2, false]],
+      [[held.runId, 3, true]],
+    ]);
+    // Held up until it was passed by, then the runs after it went.
+    expect(slices.map((s) => s.deleted.length)).toEqual([0, 0, 3]);
+    for (const run of after) expect(await blobsOf(inner, run)).toEqual([]);
+    expect(passedBy).toBe(1);
+    expect(warned).toEqual([
+      expect.stringMatching(/^retention: could not clear alpha\/manual-held, will try again .*BlobImmutableDueToPolicy/),
+      expect.stringMatching(/^retention: passed alpha\/manual-held by after 3 tries, to try again next pass: /),
+    ]);
+    // The next pass tries it again, and a later failure of it is not logged again.
+    const again = await retentionSlice(docs, { epoch: 5, now: NOW, policy: { runDays: 30, outputDays: 30 } });
+    pace.report(again, { info: () => undefined, warn: (m) => warned.push(m) }, () => passedBy++);
+    expect(again.failures.map((f) => f.runId)).toEqual([held.runId]);
+    expect(warned).toHaveLength(2);
+  });
+
   it('a record it cannot read is noted and passed by; the other runs go', async () => {
     const docs = new InMemoryDocumentStore();
     const broken = await seedRun(docs, { job: 'alpha', name: 'broken', now: NOW, age: 41 * DAY });
     await docs.write(runKeys.record(broken.runId), '{"epoch":1,"value":{"v":1}}', {});
     const fine = await seedRun(docs, { job: 'alpha', name: 'fine', now: NOW, age: 40 * DAY });
     const slices = await sweep(docs, { runDays: 30, outputDays: 30 });
-    expect(slices.flatMap((s) => s.errors)).toEqual([expect.stringMatching(/^alpha\/manual-broken: /)]);
+    expect(slices.flatMap((s) => s.failures)).toEqual([
+      { runId: 'alpha/manual-broken', reason: expect.any(String), tries: 1, passedBy: true },
+    ]);
     expect(await blobsOf(docs, fine)).toEqual([]);
     expect(await blobsOf(docs, broken)).toEqual(broken.keys);
   });
@@ -352,7 +402,7 @@ describe('retention: small slices, fenced and resumable', () => {
     for (let i = 0; i < 5; i++) await seedRun(inner, { job: 'alpha', name: `r${i}`, now: NOW, age: i * DAY });
     const docs = new CountingStore(inner);
     const slice = await retentionSlice(docs, { epoch: 5, now: NOW, policy: { runDays: 30, outputDays: 30 } });
-    expect(slice).toEqual({ deleted: [], pruned: [], open: [], strayEntries: 0, errors: [], more: false });
+    expect(slice).toEqual({ deleted: [], pruned: [], open: [], strayEntries: 0, failures: [], more: false });
     expect({ reads: docs.reads, listings: docs.listings, deletes: docs.deletes }).toEqual({ reads: 0, listings: 1, deletes: 0 });
     expect(runIndexKeys.all).toBe('index/runs/');
   });
