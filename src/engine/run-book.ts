@@ -1,3 +1,4 @@
+import { messageBoundSeconds } from '../jobs/message-bound';
 import { FencedDocuments, type FencedDocument } from '../fencing/fenced-documents';
 import type { JobState } from '../hub/job-state';
 import { ConcurrentUpdateError } from '../errors';
@@ -185,7 +186,7 @@ export class RunBook {
    * watch forgets what another leader counted meanwhile.
    */
   stragglersOf(run: ActiveRun): StragglerWatch | undefined {
-    const { hedge, hookTimeouts, itemsPerMessage } = run.job;
+    const { hedge, itemsPerMessage } = run.job;
     const record = run.doc.value;
     if (!hedge || !run.seen) return undefined;
     let watch = this.stragglers.get(record.runId);
@@ -195,7 +196,7 @@ export class RunBook {
     } else {
       watch = new StragglerWatch(this.ctx.clock, {
         floorMs: hedge.minWaitSeconds * 1000,
-        fallbackMs: (hookTimeouts.processSeconds + hookTimeouts.graceSeconds) * 1000,
+        fallbackMs: messageBoundSeconds(run.job) * 1000,
       });
     }
     // The record's oldest outstanding messages say when they first went out: kept, so their age

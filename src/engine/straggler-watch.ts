@@ -13,8 +13,8 @@ export interface HedgePolicy {
   floorMs: number;
   /**
    * The wait while fewer than `HEDGE_MIN_SAMPLES` messages have reported how long they took:
-   * with nothing to compare against, about the longest one item may take (the job's
-   * `processSeconds` plus `graceSeconds`).
+   * with nothing to compare against, about the longest one message may take (`messageBoundSeconds`:
+   * its items one after another, each within `processSeconds` plus `graceSeconds`).
    */
   fallbackMs: number;
 }

@@ -22,6 +22,7 @@ describe('the built package', () => {
       'ConcurrentUpdateError',
       'HookTimeoutError',
       'InvalidConfigError',
+      'InvalidRunIdError',
       'InvalidSettingError',
       'LeaseHeldError',
       'LeaseLostError',

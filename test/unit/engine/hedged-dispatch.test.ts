@@ -28,10 +28,10 @@ const RUN = 'sum/manual-hedge';
 const ITEMS = 20;
 
 /** A run of `ITEMS` one-item messages, planned and dispatched by the leader of epoch 1. */
-async function dispatchedRun(hedge: false | HedgeOptions, watches?: Map<string, StragglerWatch>) {
-  const engine = unitEngine([sumJob({ items: ITEMS, hedge })]);
+async function dispatchedRun(hedge: false | HedgeOptions, watches?: Map<string, StragglerWatch>, itemsPerMessage = 1) {
+  const engine = unitEngine([sumJob({ items: ITEMS, hedge, itemsPerMessage })]);
   const { book, term, worker } = await dispatchedSumRun(engine, RUN, { ...(watches ? { watches } : {}), maxAttempts: 5 });
-  expect((await engine.runs('sum'))[0]).toMatchObject({ state: 'running', cursor: ITEMS });
+  expect((await engine.runs('sum'))[0]).toMatchObject({ state: 'running', cursor: ITEMS / itemsPerMessage });
   const sends = vi.spyOn(engine.work, 'send');
   return { engine, book, term, sends, worker };
 }
@@ -193,6 +193,26 @@ describe('hedged dispatch', () => {
     await engine.clock.advance(1);
     expect(await hedgeStragglers(engine.ctx, nextTerm, next, await activeRun(next, RUN))).toBe(1);
     expect(sends).toHaveBeenCalledTimes(1);
+  });
+
+  it('with no durations to go by, waits what a whole message may take, not one item', async () => {
+    // Four items a message, each bounded at 120 s plus 10 s of grace: a message may take 520 s.
+    const { engine, book, term, sends, worker } = await dispatchedRun({ maxPercent: 50, minWaitSeconds: 5 }, undefined, 4);
+    const received = await receiveAll(engine);
+    const held = received.find((m) => firstOf(m) === 8)!;
+    // The first two messages are counted, so the ones after them have been overtaken.
+    await process(
+      engine,
+      worker,
+      received.filter((m) => firstOf(m) < 8),
+    );
+    await drainResults(engine.ctx, term, book);
+    // Two durations: too few to trust, so the wait is the fallback, sized by the message.
+    await engine.clock.advance(4 * 130_000 - 1);
+    expect(await hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN))).toBe(0);
+    await engine.clock.advance(1);
+    expect(await hedgeStragglers(engine.ctx, term, book, await activeRun(book, RUN))).toBeGreaterThan(0);
+    expect(sends.mock.calls.some(([text]) => JSON.parse(text as string).first === firstOf(held))).toBe(true);
   });
 
   it('workers report how long a message took; a result without a duration, or with a bad one, still counts', async () => {
