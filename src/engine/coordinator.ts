@@ -16,6 +16,7 @@ import { dueAfterCheck, nextDueAt } from '../hub/occurrence-ledger';
 import { RetentionPace, retentionSlice } from '../hub/retention';
 import { retryLater } from './retry-later';
 import { RunBook, type ActiveRun } from './run-book';
+import { readJobStatesHandoff, writeJobStatesHandoff } from './job-state-handoff';
 import type { StragglerWatch } from './straggler-watch';
 import { moveStrandedWork } from './stranded-work';
 
@@ -81,13 +82,8 @@ export const MIN_REST_MS = 30_000;
  * slices, new queue shards) come round at least this often.
  */
 export const MAX_REST_MS = 10 * 60_000;
-/**
- * How long job states read at one term's start may be carried into this process's next terms,
- * when no other leader took an epoch in between, before a term reads them all again. A term
- * ends at its length however busy the hub, and reading every job's state at each start put
- * hundreds of reads into one second of an app with hundreds of jobs.
- */
-export const CARRY_STATES_MS = 10 * 60_000;
+/** The longest a leader's hand-off of its job states may hold up the end of its term. */
+const HANDOFF_WRITE_MS = 2000;
 /** A run whose step fails this many times in a row ends failed instead of stalling every turn. */
 const MAX_STEP_FAILURES = 5;
 
@@ -110,10 +106,6 @@ export class Coordinator {
   private readonly retention: RetentionPace;
   /** Each open run's straggler watch (hedged dispatch), kept across this process's terms. */
   private readonly stragglers = new Map<string, StragglerWatch>();
-  /** The job states of this process's last term, at its end: what its next term may take over. */
-  private carried: { epoch: number; readAt: number; jobStates: Map<string, JobState> } | undefined;
-  /** When the job states the current term holds were last read in full (by the clock's `now`). */
-  private statesReadAt = Number.NEGATIVE_INFINITY;
 
   constructor(ctx: Omit<EngineContext, 'tuning'> & { tuning?: Partial<EngineTuning> }) {
     this.ctx = { ...ctx, tuning: { ...DEFAULT_TUNING, ...ctx.tuning } };
@@ -143,7 +135,12 @@ export class Coordinator {
       return await this.leadTurns(term, book, summary, options, endAt);
     } finally {
       untrack?.();
-      this.carried = { epoch: term.epoch, readAt: this.statesReadAt, jobStates: new Map(book.jobStates) };
+      // Not after losing the lease: a successor may be leading already.
+      if (!term.signal.aborted) {
+        await writeJobStatesHandoff(ctx.docs, term.epoch, book.versionedJobStates(), {
+          abortSignal: AbortSignal.timeout(HANDOFF_WRITE_MS),
+        }).catch(() => undefined);
+      }
     }
   }
 
@@ -542,40 +539,39 @@ export class Coordinator {
    * is retried by the turns' reconcile, and the others go on.
    */
   /**
-   * Takes the hub over: every job's state, and the runs it lists as open. The states this process
-   * held at the end of its last term are taken as they were when that term's epoch is just below
-   * this one (no other leader took an epoch since, so none wrote a state since; a stale one that
-   * writes regardless is one a term's own cache already trusts past) and they were read in full
-   * less than `CARRY_STATES_MS` ago. Only the states it lacks are read.
+   * Takes the hub over: every job's state, and the runs it lists as open. A state the last leader
+   * handed over (`job-state-handoff.ts`) is taken as handed where the listing shows it unchanged
+   * since; every other state is read.
    */
   private async takeOver(term: TermContext, book: RunBook, summary: LeadSummary): Promise<void> {
     const { ctx } = this;
     const states = jobStates(ctx);
-    const carried = this.carried;
-    this.carried = undefined;
-    const carry =
-      carried !== undefined && term.epoch === carried.epoch + 1 && ctx.clock.now() - carried.readAt < CARRY_STATES_MS
-        ? carried.jobStates
-        : undefined;
-    if (!carry) this.statesReadAt = ctx.clock.now();
-    else this.statesReadAt = (carried as { readAt: number }).readAt;
-    for await (const key of ctx.docs.list('jobs/', { abortSignal: term.signal })) {
-      const known = carry?.get(/^jobs\/(.+)\.json$/.exec(key)?.[1] ?? '');
-      if (known) {
-        await this.guard(term, summary, `take over ${known.job}`, () => this.adoptJob(term, book, known));
-        continue;
+    const signal = { abortSignal: term.signal };
+    const handed = await readJobStatesHandoff(ctx.docs, signal).catch(() => undefined);
+    let continuation: string | undefined;
+    do {
+      const page = await ctx.docs.listPage('jobs/', {
+        pageSize: 5000,
+        ...(continuation === undefined ? {} : { continuation }),
+        ...signal,
+      });
+      for (const [k, key] of page.keys.entries()) {
+        const same = handed?.get(key);
+        const state =
+          same !== undefined && same.etag === page.etags[k] ? same : await states.read(key, signal).catch(() => undefined);
+        if (!state || !jobStateSchema.safeParse(state.value).success) continue;
+        await this.guard(term, summary, `take over ${state.value.job}`, () => this.adoptJob(term, book, state));
       }
-      const state = await states.read(key, { abortSignal: term.signal }).catch(() => undefined);
-      if (!state || !jobStateSchema.safeParse(state.value).success) continue;
-      await this.guard(term, summary, `take over ${state.value.job}`, () => this.adoptJob(term, book, state.value));
-    }
+      continuation = page.continuation;
+    } while (continuation !== undefined);
   }
 
-  private async adoptJob(term: TermContext, book: RunBook, state: JobState): Promise<void> {
+  private async adoptJob(term: TermContext, book: RunBook, doc: { value: JobState; etag: string }): Promise<void> {
     const { ctx } = this;
+    const state = doc.value;
     const job = ctx.jobs.get(state.job);
     if (job) {
-      book.jobStates.set(job.name, state);
+      book.keepJobState(job.name, state, doc.etag);
       for (const runId of await adoptOpenRuns(ctx, book, job, state.active)) {
         const run = await book.get(runId);
         if (run && !('terminal' in run) && !('unregistered' in run)) {
@@ -601,7 +597,7 @@ export class Coordinator {
       );
       // Not through `book.save` (its job has no definition here), so reported here.
       ctx.telemetry?.runEnded(ended.value);
-      book.jobStates.delete(record.job);
+      book.dropJobState(record.job);
       await forgetRun(ctx, term, record.job, runId);
       ctx.log.warn(`run ${runId} timed out: its job ${record.job} is not registered here`);
     }

@@ -137,7 +137,7 @@ async function endRun(
     ...fields,
     endReason: fields.endReason ?? record.endReason,
   });
-  book.jobStates.delete(record.job);
+  book.dropJobState(record.job);
   await forgetRun(ctx, term, record.job, record.runId);
   // The plan and the claims are read only to send an open run's work: an ended run's storage is
   // its record, output and failures. A term cut short here leaves the rest to retention.

@@ -30,9 +30,12 @@ export function jobStates(ctx: EngineContext): FencedDocuments<JobState> {
 export async function reconcileJob(ctx: EngineContext, term: TermContext, book: RunBook, job: JobDefinition): Promise<string[]> {
   const states = jobStates(ctx);
   const key = jobStateKey(job.name);
-  const cached = book.jobStates.get(job.name);
-  const current = cached ?? (await states.read(key, { abortSignal: term.signal }))?.value ?? newJobState(job.name);
-  if (!cached) book.jobStates.set(job.name, current);
+  let current = book.jobStates.get(job.name);
+  if (!current) {
+    const read = await states.read(key, { abortSignal: term.signal });
+    current = read?.value ?? newJobState(job.name);
+    book.keepJobState(job.name, current, read?.etag);
+  }
   const now = ctx.clock.date();
   const { plan, notRun } = checkSchedule(job, current, now);
   const at = now.toISOString();
@@ -66,7 +69,7 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
     current.lastChecked !== null &&
     recordsSchedule(current, job);
   if (nothingNew) return [];
-  book.jobStates.delete(job.name);
+  book.dropJobState(job.name);
   let before: JobState | undefined;
   const check: ScheduleCheck = {
     readFrom: current,
@@ -87,7 +90,7 @@ export async function reconcileJob(ctx: EngineContext, term: TermContext, book: 
     { abortSignal: term.signal },
   );
   if (written) {
-    book.jobStates.set(job.name, written.value);
+    book.keepJobState(job.name, written.value, written.etag);
     // The last call of the change is the one whose write landed.
     ctx.telemetry?.occurrencesRecorded(job.name, recordedOccurrences(before, written.value, check));
   }
@@ -121,7 +124,7 @@ export async function startManualRun(
   const runId = manualRunId(job.name, requestId || randomUUID());
   if (await book.get(runId)) return runId;
   const now = ctx.clock.date();
-  book.jobStates.delete(job.name);
+  book.dropJobState(job.name);
   await jobStates(ctx).update(
     jobStateKey(job.name),
     term.epoch,

@@ -39,9 +39,34 @@ export class RunBook {
   /**
    * Job states as this term last read or wrote them. Only the leader writes job states, and a
    * newer leader's write ends this term, so an idle turn can plan from memory instead of
-   * reading every job's state again.
+   * reading every job's state again. Changed only through `keepJobState` and `dropJobState`.
    */
-  readonly jobStates = new Map<string, JobState>();
+  readonly jobStates: ReadonlyMap<string, JobState> = new Map<string, JobState>();
+  /** The version (ETag) of each cached job state that has one: what the next leader checks it by. */
+  private readonly jobStateTags = new Map<string, string>();
+
+  /** Caches a job's state as read or written, with the version it is (undefined: no blob yet). */
+  keepJobState(job: string, value: JobState, etag: string | undefined): void {
+    (this.jobStates as Map<string, JobState>).set(job, value);
+    if (etag === undefined) this.jobStateTags.delete(job);
+    else this.jobStateTags.set(job, etag);
+  }
+
+  /** Forgets a job's cached state (it is about to change, or did). */
+  dropJobState(job: string): void {
+    (this.jobStates as Map<string, JobState>).delete(job);
+    this.jobStateTags.delete(job);
+  }
+
+  /** The cached states whose version is known: what this term hands its successor. */
+  versionedJobStates(): Array<{ value: JobState; etag: string }> {
+    const out: Array<{ value: JobState; etag: string }> = [];
+    for (const [job, etag] of this.jobStateTags) {
+      const value = this.jobStates.get(job);
+      if (value) out.push({ value, etag });
+    }
+    return out;
+  }
   /** Splits under way in this term, by run id: planning goes on where the last slice stopped. */
   readonly planSessions = new Map<string, PlanSession>();
   /** When this term may count poisoned work as failed: after the results sent before it. */

@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../../../src/clock/fake-clock';
-import { CARRY_STATES_MS, MAX_REST_MS, MIN_REST_MS } from '../../../src/engine/coordinator';
+import { MAX_REST_MS, MIN_REST_MS } from '../../../src/engine/coordinator';
+import { JOB_STATES_HANDOFF_KEY } from '../../../src/engine/job-state-handoff';
 import type { WriteCondition, DocumentCallOptions } from '../../../src/fencing/document-store';
 import { requestRun } from '../../../src/hub/requests';
 import type { Leadership } from '../../../src/lease/term';
@@ -183,7 +184,7 @@ describe('a leader whose pass over the jobs takes time', () => {
   });
 });
 
-describe("a leader's next term", () => {
+describe("a leader's successor", () => {
   class CountingReads extends ForwardingDocumentStore {
     stateReads = 0;
     override read(key: string, options?: DocumentCallOptions) {
@@ -202,24 +203,27 @@ describe("a leader's next term", () => {
   }
 
   it.each([
-    { case: 'right after its own, carries the job states over and reads none', epochs: [3, 4], advanceMs: 0, reads: 0 },
-    { case: 'after another leader’s term, reads them all', epochs: [3, 5], advanceMs: 0, reads: 5 },
-    {
-      case: `${CARRY_STATES_MS / 60_000} minutes on, reads them all again`,
-      epochs: [3, 4],
-      advanceMs: CARRY_STATES_MS,
-      reads: 5,
-    },
-  ])('$case', async ({ epochs, advanceMs, reads }) => {
+    { case: 'takes the job states its predecessor handed over, and reads none', between: 'nothing', reads: 0 },
+    { case: 'reads a state written since the hand-off, and only that one', between: 'a state written', reads: 1 },
+    { case: 'reads them all when the hand-off is damaged', between: 'a damaged hand-off', reads: 5 },
+    { case: 'reads them all when there is no hand-off', between: 'no hand-off', reads: 5 },
+  ])('$case', async ({ between, reads }) => {
     const clock = new FakeClock({ wallOrigin: new Date('2026-01-01T00:00:10Z') });
     const ports = memoryPorts();
     const docs = new CountingReads(ports.docs);
     const jobs = Array.from({ length: 5 }, (_, i) => sumJob({ name: `job-${i}`, items: 1, schedule: '0 0 0 1 1 *' }));
-    const engine = buildEngine({ ...ports, docs }, jobs, { clock });
-    // The first term writes each job's state (none was there to read).
-    await term(clock, engine, docs, epochs[0]!);
+    // The predecessor and the successor: two processes on one hub.
+    const first = buildEngine({ ...ports, docs }, jobs, { clock });
+    const next = buildEngine({ ...ports, docs }, jobs, { clock });
+    // The first term writes each job's state (none was there to read), and hands them over.
+    await term(clock, first, docs, 3);
     expect(docs.stateReads).toBeGreaterThanOrEqual(5);
-    clock.jump(advanceMs);
-    expect(await term(clock, engine, docs, epochs[1]!)).toBe(reads);
+    if (between === 'a state written') {
+      const stored = (await ports.docs.read('jobs/job-2.json'))!;
+      await ports.docs.write('jobs/job-2.json', stored.body.replace('"totals"', '"totals" '), { ifMatch: stored.etag });
+    }
+    if (between === 'a damaged hand-off') await ports.docs.write(JOB_STATES_HANDOFF_KEY, '{"v":1,', {});
+    if (between === 'no hand-off') await ports.docs.delete(JOB_STATES_HANDOFF_KEY);
+    expect(await term(clock, next, docs, 4)).toBe(reads);
   });
 });

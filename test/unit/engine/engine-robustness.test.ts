@@ -1,3 +1,4 @@
+import { JOB_STATES_HANDOFF_KEY } from '../../../src/engine/job-state-handoff';
 import { describe, expect, it } from 'vitest';
 import { StaleEpochError } from '../../../src/errors';
 import { DEAD_LETTER_PREFIX } from '../../../src/engine/dead-letters';
@@ -288,9 +289,9 @@ describe('an idle leader', () => {
     await engine.coordinator.lead(leadership(1), { termMs: 200 });
     reads.length = 0;
     receives.length = 0;
-    // Another leader's term came between (epoch 2), so this one reads the states afresh (right
-    // after its own, it would carry them over: coordinator-rest.test.ts).
-    const held = await engine.coordinator.lead(leadership(3), { termMs: 1500 });
+    // Without the last term's hand-off (coordinator-rest.test.ts), the term reads each state itself.
+    await ports.docs.delete(JOB_STATES_HANDOFF_KEY);
+    const held = await engine.coordinator.lead(leadership(2), { termMs: 1500 });
     expect(held.turns).toBeGreaterThanOrEqual(5);
     // One read per job for the whole term (the leader is their only writer), not one per turn.
     expect(reads.filter((k) => k === jobStateKey('sum')).length).toBe(1);
