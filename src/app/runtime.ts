@@ -37,7 +37,6 @@ import {
   publicEndpoint,
 } from '../storage/client-factory';
 import { StorageRequestCounter } from '../storage/request-counter';
-import { messageBoundSeconds } from '../jobs/message-bound';
 import { Schedule } from '../schedule/schedule';
 import { parseBatonSettings, parseLogLevel, parseMetricsExporter, type BatonSettings, type LogLevel } from './settings';
 import { parseStorageSettings, type StorageSettings } from '../storage/connection';
@@ -68,14 +67,6 @@ function assertWithinFunctionTimeout(host: HostQueueConfig, settings: BatonSetti
       throw new InvalidConfigError(
         `${job.name}.hookTimeouts.${hook}`,
         `job ${job.name}: hookTimeouts.${hook} (${bound}) plus graceSeconds (${graceSeconds}) must be less than ${timeout}: the hook runs inside one invocation, which the host stops at its timeout`,
-      );
-    }
-    // Then the message: a worker's invocation runs a message's items one after another.
-    const message = messageBoundSeconds(job);
-    if (message >= limit) {
-      throw new InvalidConfigError(
-        `${job.name}.itemsPerMessage`,
-        `job ${job.name}: itemsPerMessage (${job.itemsPerMessage}) items of hookTimeouts.processSeconds (${job.hookTimeouts.processSeconds}) plus graceSeconds (${graceSeconds}) each come to ${message} s, which must be less than ${timeout}: a message's items run one after another in one invocation, which the host stops at its timeout`,
       );
     }
   }

@@ -32,12 +32,11 @@ const HOST: HostQueueConfig = {
   messageEncoding: 'none',
 };
 
-function job(hookTimeouts: HookTimeouts, itemsPerMessage = 1) {
+function job(hookTimeouts: HookTimeouts) {
   return defineJob({
     name: 'nightly',
     schedule: '0 0 2 * * *',
     hookTimeouts,
-    itemsPerMessage,
     async *split() {
       yield 1;
     },
@@ -85,25 +84,6 @@ describe("host.json's functionTimeout", () => {
     expect((err as Error).message).toBe(
       `job nightly: hookTimeouts.${hook}Seconds ${said.slice(`${hook}Seconds `.length)} must be less than host.json functionTimeout (600 s): the hook runs inside one invocation, which the host stops at its timeout`,
     );
-  });
-
-  it('refuses a message whose items, one after another, the host would cut short', () => {
-    const host = { ...HOST, functionTimeoutSeconds: 600 };
-    // Each item fits (50 + 10 s); ten in one invocation do not.
-    const make = (items: number) => () =>
-      createBatonRuntime(ENV, { jobs: [job({ processSeconds: 50, graceSeconds: 10 }, items)], hostQueueConfig: host });
-    let err: unknown;
-    try {
-      make(10)();
-    } catch (caught) {
-      err = caught;
-    }
-    expect(err).toBeInstanceOf(InvalidConfigError);
-    expect((err as InvalidConfigError).option).toBe('nightly.itemsPerMessage');
-    expect((err as Error).message).toBe(
-      "job nightly: itemsPerMessage (10) items of hookTimeouts.processSeconds (50) plus graceSeconds (10) each come to 600 s, which must be less than host.json functionTimeout (600 s): a message's items run one after another in one invocation, which the host stops at its timeout",
-    );
-    expect(make(9)).not.toThrow();
   });
 
   it('accepts bounds inside it, and any bound when it is unbounded', () => {
