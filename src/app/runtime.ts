@@ -9,7 +9,7 @@ import { secondsUntil, TickBeacon } from '../engine/tick-beacon';
 import { wakeHub } from '../hub/wake';
 import { restWakeFor } from './rest-wake';
 import type { TickMessage } from '../engine/messages';
-import type { WorkerDeps } from '../engine/worker';
+import { INVOCATION_MARGIN_MS, type WorkerDeps } from '../engine/worker';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type { DocumentStore } from '../fencing/document-store';
 import type { LeaseReader } from '../lease/lease-store';
@@ -323,6 +323,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     retention: settings.retention,
   });
   const runs = new RunStateCache(docs, { clock });
+  const functionTimeoutSeconds = options.hostQueueConfig?.functionTimeoutSeconds;
   const workers = queues.active.map((shard): WorkerDeps => ({
     jobs: jobMap,
     docs,
@@ -331,6 +332,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     poison: shard.poison,
     runs,
     maxAttempts: settings.maxAttempts,
+    ...(functionTimeoutSeconds === undefined ? {} : { invocationBudgetMs: functionTimeoutSeconds * 1000 - INVOCATION_MARGIN_MS }),
     log: (level, message) => log[level](message),
   }));
   return {

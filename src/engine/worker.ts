@@ -33,11 +33,23 @@ export interface WorkerDeps {
    * job's `retry.attempts` when the job sets none.
    */
   maxAttempts: number;
+  /**
+   * How long one invocation may run before the host stops it (host.json `functionTimeout`, less
+   * what sending the result takes); undefined when unbounded. A message's items run one after
+   * another, so the worker starts no item that could not end within it, and sends the items it
+   * did not start back to the queue as a message of their own, untried.
+   */
+  invocationBudgetMs?: number;
+  /** Milliseconds on a monotonic clock; `performance.now` unless a test gives its own. */
+  now?: () => number;
   log?: (level: 'info' | 'warn', message: string) => void;
 }
 
+/** Kept back from the host's `functionTimeout` for what follows the items: the result, and the items sent back. */
+export const INVOCATION_MARGIN_MS = 15_000;
+
 export type WorkOutcome =
-  /** `retrying` items failed and went back to the work queue for a later try; `failed` are final. */
+  /** `retrying` items went back to the work queue (failed, or not started in time) for a later try; `failed` are final. */
   | { kind: 'processed'; succeeded: number; failed: number; retrying: number }
   /** The message cannot be handled here now: the caller must fail the invocation so the host redelivers. */
   | { kind: 'retry'; failed: number; firstError: string }
@@ -54,7 +66,8 @@ export async function handleWorkMessage(
   meta: { dequeueCount: number; signal?: AbortSignal },
   deps: WorkerDeps,
 ): Promise<WorkOutcome> {
-  const startedAt = performance.now();
+  const now = deps.now ?? (() => performance.now());
+  const startedAt = now();
   const signal = meta.signal ?? new AbortController().signal;
   const text = typeof raw === 'string' ? raw : safeStringify(raw);
   const poison = async (reason: string, run?: string): Promise<WorkOutcome> => {
@@ -116,8 +129,16 @@ export async function handleWorkMessage(
     );
   }, deps.runs.ttlMs);
   watch.unref?.();
+  // Where the items this invocation may not start begin (items.length: every item starts).
+  let startsUntil = items.length;
+  const itemBoundMs = (job.hookTimeouts.processSeconds + job.hookTimeouts.graceSeconds) * 1000;
   try {
     for (const [offset, item] of items.entries()) {
+      // The first item always starts (start-up checked that one fits); a later one only if it can end in time.
+      if (offset > 0 && deps.invocationBudgetMs !== undefined && now() - startedAt + itemBoundMs > deps.invocationBudgetMs) {
+        startsUntil = offset;
+        break;
+      }
       const itemIndex = message.first + offset;
       const outcome = await processItem(job, item, { runId: message.run, itemIndex, attempt, signal: stop.signal });
       if (!outcome.ok) firstError ??= outcome.e;
@@ -128,6 +149,25 @@ export async function handleWorkMessage(
     signal.removeEventListener('abort', forward);
   }
   const failed = outcomes.filter((o) => !o.ok).length;
+  // The items not started go back untried, at once: this delivery was no try of theirs.
+  const unstarted = items.length - startsUntil;
+  if (unstarted > 0) {
+    const rest: WorkMessage = {
+      v: 1,
+      t: 'work',
+      run: message.run,
+      job: message.job,
+      first: message.first + startsUntil,
+      count: unstarted,
+      items: items.slice(startsUntil),
+      ...(attempt - 1 > 0 ? { tried: attempt - 1 } : {}),
+    };
+    await deps.work.send(await encodeWithClaimCheck(rest, 'items', deps.docs, { abortSignal: signal }), { abortSignal: signal });
+    deps.log?.(
+      'info',
+      `${unstarted} item(s) of run ${message.run} sent back unstarted: the invocation would outlive the host's functionTimeout`,
+    );
+  }
   // Before the last try only successes are reported; the failed items go back to the queue,
   // hidden until their next try is due. Sent before this message completes: if this worker dies
   // in between, the host redelivers the message and the items are tried twice, which the
@@ -159,21 +199,30 @@ export async function handleWorkMessage(
     );
   }
   const report = retrying ? outcomes.filter((o) => o.ok) : outcomes;
-  if (report.length > 0 || retrying) {
+  // The leader's note of what is out again: the failed items, and those not started (due at once;
+  // the later of the two times stands, so neither looks like a straggler early).
+  const backAgain =
+    unstarted > 0
+      ? {
+          items: [...(retrying?.items ?? []), ...Array.from({ length: unstarted }, (_, k) => message.first + startsUntil + k)],
+          inMs: retrying?.inMs ?? 0,
+        }
+      : retrying;
+  if (report.length > 0 || backAgain) {
     const result: ResultMessage = {
       v: 1,
       t: 'result',
       run: message.run,
       job: message.job,
-      ...(report.length > 0 ? { outcomes: report, ms: Math.round(performance.now() - startedAt) } : {}),
-      ...(retrying ? { retrying } : {}),
+      ...(report.length > 0 ? { outcomes: report, ms: Math.round(now() - startedAt) } : {}),
+      ...(backAgain ? { retrying: backAgain } : {}),
     };
     await deps.results.send(await encodeWithClaimCheck(result, 'outcomes', deps.docs, { abortSignal: signal }), {
       abortSignal: signal,
     });
   }
   const retried = retrying?.items.length ?? 0;
-  return { kind: 'processed', succeeded: outcomes.length - failed, failed: failed - retried, retrying: retried };
+  return { kind: 'processed', succeeded: outcomes.length - failed, failed: failed - retried, retrying: retried + unstarted };
 }
 
 /** Runs of consecutive offsets, in order. */

@@ -162,6 +162,56 @@ describe('handleWorkMessage', () => {
     },
   );
 
+  it.each([
+    { case: 'on its first delivery', dequeueCount: 1, tried: undefined, sentTried: undefined },
+    { case: 'on a later try, failing at the last', dequeueCount: 3, tried: undefined, sentTried: 2 },
+  ])(
+    "starts no item that could not end before the host's functionTimeout; the rest go back untried ($case)",
+    async ({ dequeueCount, tried, sentTried }) => {
+      const s = await setup({ failOn: [1], planned: 6 });
+      // Each item may take 120 s plus 10 s of grace; the invocation has 300 s. Each one takes 100 s
+      // here: after two, a third could end 330 s in, so it is not started.
+      let at = 0;
+      const job = s.deps.jobs.get('square')!;
+      const slow = { ...job, process: async (item: number, ctx: ProcessContext) => ((at += 100_000), job.process(item, ctx)) };
+      const deps: WorkerDeps = { ...s.deps, jobs: new Map([['square', slow]]), invocationBudgetMs: 300_000, now: () => at };
+      const message = { ...work(0, [0, 1, 2]), ...(tried ? { tried } : {}) };
+      const outcome = await handleWorkMessage(JSON.stringify(message), { dequeueCount }, deps);
+      const final = dequeueCount === 3;
+      expect(outcome).toEqual({ kind: 'processed', succeeded: 1, failed: final ? 1 : 0, retrying: final ? 1 : 2 });
+      const [result] = sentResults(s.results);
+      // Its failure final at the last try, and reported; otherwise only the success is.
+      expect(result?.outcomes).toEqual(
+        final
+          ? [
+              { i: 0, ok: true, r: 0 },
+              { i: 1, ok: false, e: expect.any(String), a: 3 },
+            ]
+          : [{ i: 0, ok: true, r: 0 }],
+      );
+      expect(result?.retrying).toEqual({ items: final ? [2] : [1, 2], inMs: final ? 0 : 1000 });
+      // Item 2 is back at once, not counted as tried by this delivery.
+      const back = (await s.work.receive(32, 30)).map((m) => JSON.parse(m.text) as WorkMessage);
+      expect(back).toEqual([{ ...work(2, [2]), ...(sentTried ? { tried: sentTried } : {}) }]);
+      expect(s.logs.some((l) => l.includes('1 item(s) of run square/manual-w1 sent back unstarted'))).toBe(true);
+    },
+  );
+
+  it('without a functionTimeout, starts every item however long they take', async () => {
+    const s = await setup({ planned: 6 });
+    let at = 0;
+    const job = s.deps.jobs.get('square')!;
+    const slow = { ...job, process: async (item: number, ctx: ProcessContext) => ((at += 1_000_000), job.process(item, ctx)) };
+    const deps: WorkerDeps = { ...s.deps, jobs: new Map([['square', slow]]), now: () => at };
+    expect(await handleWorkMessage(JSON.stringify(work(0, [0, 1, 2])), { dequeueCount: 1 }, deps)).toEqual({
+      kind: 'processed',
+      succeeded: 3,
+      failed: 0,
+      retrying: 0,
+    });
+    expect(await s.work.receive(32, 30)).toEqual([]);
+  });
+
   it('a retried message is tried on until the job says, then its failures are final', async () => {
     const s = await setup({ failOn: [1] });
     let text = JSON.stringify(work(0, [0, 1, 2]));
