@@ -10,7 +10,7 @@ import { DRAIN_RULE, DRAIN_WAIT_MS, HOST_KILL_AFTER_MS, type InstanceStopKind } 
 import { readRunDetails, type RunDetails } from '../../src/hub/status';
 import { BenchCluster, type BenchInstance } from '../lib/bench-cluster';
 import { inexactness } from '../lib/synthetic-runs';
-import { percentile, printableGoalRatio, tickGrid } from '../lib/failover-trials';
+import { lagStats, percentile, printableGoalRatio, tickGrid, type LagStats } from '../lib/failover-trials';
 import { sideBySide } from '../lib/side-by-side';
 import { formatLine, report, type BenchOptions, type BenchResult, type Goal } from '../lib/report';
 
@@ -126,22 +126,6 @@ interface ScenarioResult {
    */
   takeovers: number;
   occurrences: Occurrence[];
-}
-
-interface LagStats {
-  n: number;
-  p50: number;
-  p99: number;
-  max: number;
-}
-
-function lagStats(values: readonly number[]): LagStats {
-  return {
-    n: values.length,
-    p50: percentile(values, 50),
-    p99: percentile(values, 99),
-    max: values.length ? Math.max(...values) : Number.NaN,
-  };
 }
 
 /** Until `at` (ms since epoch), or at once if it has passed. */

@@ -447,11 +447,12 @@ describe('renderBenchmarksMarkdown', () => {
     expect(renderBenchmarksMarkdown([...results].reverse(), NOTES)).toBe(md);
   });
 
-  it('has notes for the thirteen benchmarks', () => {
+  it('has notes for the fourteen benchmarks', () => {
     expect(Object.keys(BENCHMARK_NOTES)).toEqual([
       'crash-failover',
       'graceful-handover',
       'start-lag',
+      'herd',
       'footprint',
       'idle-cost',
       'stragglers',

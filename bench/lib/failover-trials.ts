@@ -14,6 +14,23 @@ export function percentile(values: readonly number[], p: number): number {
   return sorted[rank - 1] as number;
 }
 
+/** A start or first-item lag's spread: p50, p99 and max (NaN for none). */
+export interface LagStats {
+  n: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+export function lagStats(values: readonly number[]): LagStats {
+  return {
+    n: values.length,
+    p50: percentile(values, 50),
+    p99: percentile(values, 99),
+    max: values.length ? Math.max(...values) : Number.NaN,
+  };
+}
+
 export interface Stats {
   n: number;
   min: number;
