@@ -225,5 +225,7 @@ describe("a leader's successor", () => {
     if (between === 'a damaged hand-off') await ports.docs.write(JOB_STATES_HANDOFF_KEY, '{"v":1,', {});
     if (between === 'no hand-off') await ports.docs.delete(JOB_STATES_HANDOFF_KEY);
     expect(await term(clock, next, docs, 4)).toBe(reads);
+    // The successor hands over in turn, fenced, whatever it found: a third term reads none.
+    expect(await term(clock, first, docs, 5)).toBe(0);
   });
 });
