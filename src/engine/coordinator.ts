@@ -536,10 +536,7 @@ export class Coordinator {
    * one by writing it once with this term's epoch, so a stale leader's next write to it fails.
    * Runs of jobs this leader does not have are left alone until past their deadline, then end
    * timed-out: nobody else will end them. Job by job: a job whose runs cannot be read this time
-   * is retried by the turns' reconcile, and the others go on.
-   */
-  /**
-   * Takes the hub over: every job's state, and the runs it lists as open. A state the last leader
+   * is retried by the turns' reconcile, and the others go on. A job's state the last leader
    * handed over (`job-state-handoff.ts`) is taken as handed where the listing shows it unchanged
    * since; every other state is read.
    */

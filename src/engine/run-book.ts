@@ -41,20 +41,23 @@ export class RunBook {
    * newer leader's write ends this term, so an idle turn can plan from memory instead of
    * reading every job's state again. Changed only through `keepJobState` and `dropJobState`.
    */
-  readonly jobStates: ReadonlyMap<string, JobState> = new Map<string, JobState>();
+  get jobStates(): ReadonlyMap<string, JobState> {
+    return this.cachedStates;
+  }
+  private readonly cachedStates = new Map<string, JobState>();
   /** The version (ETag) of each cached job state that has one: what the next leader checks it by. */
   private readonly jobStateTags = new Map<string, string>();
 
   /** Caches a job's state as read or written, with the version it is (undefined: no blob yet). */
   keepJobState(job: string, value: JobState, etag: string | undefined): void {
-    (this.jobStates as Map<string, JobState>).set(job, value);
+    this.cachedStates.set(job, value);
     if (etag === undefined) this.jobStateTags.delete(job);
     else this.jobStateTags.set(job, etag);
   }
 
   /** Forgets a job's cached state (it is about to change, or did). */
   dropJobState(job: string): void {
-    (this.jobStates as Map<string, JobState>).delete(job);
+    this.cachedStates.delete(job);
     this.jobStateTags.delete(job);
   }
 

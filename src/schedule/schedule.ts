@@ -212,8 +212,7 @@ export class Schedule {
   private steppedShortestGapMs(from: Date, count: number): number | undefined {
     // Straight from the expression, past next()'s memory, which is for the instants checks ask about.
     const step = (after: Date): Date | undefined => {
-      if (!this.zone) return this.wallNext(after);
-      const at = this.zonedNext(after.getTime());
+      const at = this.nextMs(after.getTime());
       return at === undefined ? undefined : new Date(at);
     };
     let shortest: number | undefined;
@@ -240,10 +239,15 @@ export class Schedule {
       const known = this.nextAfter.get(key);
       return known === undefined ? undefined : new Date(known);
     }
-    const at = this.zone ? this.zonedNext(key) : this.wallNext(after)?.getTime();
+    const at = this.nextMs(key);
     if (this.nextAfter.size >= NEXT_KEPT) this.nextAfter.delete(this.nextAfter.keys().next().value as number);
     this.nextAfter.set(key, at);
     return at === undefined ? undefined : new Date(at);
+  }
+
+  /** `next()` worked out afresh, in ms. */
+  private nextMs(afterMs: number): number | undefined {
+    return this.zone ? this.zonedNext(afterMs) : this.wallNext(new Date(afterMs))?.getTime();
   }
 
   /**
