@@ -284,13 +284,21 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
 
 /**
  * `BATON_HTTP_AUTH`. Under `entra` the host checks no key and Baton trusts the caller App Service
- * authentication vouches for; on App Service (WEBSITE_SITE_NAME set) with that authentication
- * off (WEBSITE_AUTH_ENABLED not True), every route would answer anyone, so the app refuses to start.
+ * authentication vouches for, so the app refuses to start wherever nothing vouches: on App
+ * Service (WEBSITE_SITE_NAME set) with that authentication off (WEBSITE_AUTH_ENABLED not True),
+ * and anywhere else (Container Apps, Kubernetes, Docker, the local cluster), where nothing drops
+ * an `x-ms-client-principal` header the client wrote itself.
  */
 function parseHttpAuth(env: Env): HttpAuth {
   const name = 'BATON_HTTP_AUTH';
   const auth = parseSetting(lowerCaseOneOf(['keys', 'entra'], 'must be keys or entra'), name, readSetting(env, name) ?? 'keys');
-  if (auth === 'entra' && readSetting(env, 'WEBSITE_SITE_NAME') !== undefined) {
+  if (auth === 'entra') {
+    if (readSetting(env, 'WEBSITE_SITE_NAME') === undefined) {
+      throw new InvalidSettingError(
+        name,
+        `${name}=entra needs App Service authentication in front of the app, and this is not App Service (WEBSITE_SITE_NAME is not set): anyone could send the signed-in caller's header; set ${name}=keys`,
+      );
+    }
     if ((readSetting(env, 'WEBSITE_AUTH_ENABLED') ?? '').toLowerCase() !== 'true') {
       throw new InvalidSettingError(
         name,

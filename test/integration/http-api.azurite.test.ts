@@ -285,34 +285,42 @@ describe('the HTTP API', () => {
     expect(read.status).toBe(200);
   });
 
-  it('under Entra sign-in: no key check by the host, a signed-in caller to read, the Baton.Steer role to steer', async () => {
+  it('under Entra sign-in: no key check by the host, Baton.Read to read, Baton.Steer and no cross-site form to steer', async () => {
     const entra = new Map(
       batonRegistrations(
         createBatonRuntime({
           AzureWebJobsStorage: azurite.azurite.connectionString,
           BATON_HUB: seed.hub,
           BATON_HTTP_AUTH: 'entra',
+          WEBSITE_SITE_NAME: 'func-baton',
+          WEBSITE_AUTH_ENABLED: 'True',
         }),
       ).flatMap((r) => (r.kind === 'http' ? [[r.name, r] as const] : [])),
     );
     // App Service authentication stands in front, so the host checks no key on any route.
     expect([...entra.values()].map((r) => r.authLevel)).toEqual(Array(7).fill('anonymous'));
+    const APP = 'https://func-baton.azurewebsites.net';
     const principal = (roles: string[]) =>
       Buffer.from(JSON.stringify({ auth_typ: 'aad', claims: roles.map((val) => ({ typ: 'roles', val })) })).toString('base64');
-    const invoke = async (name: string, method: string, params: Record<string, string>, roles?: string[]) => {
+    const invoke = async (
+      name: string,
+      method: string,
+      params: Record<string, string>,
+      roles?: string[],
+      headers: Record<string, string> = {},
+    ) => {
       const route = entra.get(name)!;
       const request = new HttpRequest({
         method,
-        url: `http://localhost/api/${route.route}`,
+        url: `${APP}/api/${route.route}`,
         params,
-        headers: roles ? { 'x-ms-client-principal': principal(roles) } : {},
+        headers: { ...(roles ? { 'x-ms-client-principal': principal(roles) } : {}), ...headers },
       });
       const response = await route.handler(request, new InvocationContext({ functionName: name }));
       return { status: response.status, json: response.jsonBody };
     };
     const before = (await requests()).length;
-    // Nobody signed in: every route, the page too, answers 401 and reads or requests nothing.
-    for (const [name, method, params] of [
+    const routes = [
       ['baton-api-status', 'GET', {}],
       ['baton-api-runs', 'GET', {}],
       ['baton-api-run', 'GET', runParams(seed.finishedRunId)],
@@ -320,18 +328,46 @@ describe('the HTTP API', () => {
       ['baton-api-trigger', 'POST', { job: seed.job }],
       ['baton-api-cancel', 'POST', runParams(seed.activeRunId)],
       ['baton-page', 'GET', {}],
-    ] as const) {
+    ] as const;
+    // Nobody signed in: every route, the page too, answers 401 and reads or requests nothing.
+    for (const [name, method, params] of routes) {
       expectError(await invoke(name, method, params), 401, /^sign in with Entra ID/);
     }
-    // Signed in without the role: reads work, steering is a 403.
-    expect((await invoke('baton-api-status', 'GET', {}, [])).status).toBe(200);
-    expectError(await invoke('baton-api-trigger', 'POST', { job: seed.job }, ['Baton.Reader']), 403, /app role Baton\.Steer/);
-    expectError(await invoke('baton-api-cancel', 'POST', runParams(seed.activeRunId), []), 403, /app role Baton\.Steer/);
+    // Signed in, in the tenant, with no role: nothing, not even a read.
+    for (const [name, method, params] of routes) {
+      expectError(await invoke(name, method, params, []), 403, /app role Baton\.(Read|Steer)/);
+    }
+    // Baton.Read reads; steering is a 403.
+    expect((await invoke('baton-api-status', 'GET', {}, ['Baton.Read'])).status).toBe(200);
+    expect((await invoke('baton-page', 'GET', {}, ['Baton.Read'])).status).toBe(200);
+    expectError(await invoke('baton-api-trigger', 'POST', { job: seed.job }, ['Baton.Read']), 403, /app role Baton\.Steer/);
+    expectError(
+      await invoke('baton-api-cancel', 'POST', runParams(seed.activeRunId), ['Baton.Read']),
+      403,
+      /app role Baton\.Steer/,
+    );
+    // A steerer's session cookie, sent by a form on another site (or by anything naming no
+    // origin): refused before anything is read or requested.
+    for (const headers of [{ origin: 'https://evil.example', 'sec-fetch-site': 'cross-site' }, {}]) {
+      expectError(await invoke('baton-api-trigger', 'POST', { job: seed.job }, ['Baton.Steer'], headers), 403, /bearer token/);
+      expectError(
+        await invoke('baton-api-cancel', 'POST', runParams(seed.activeRunId), ['Baton.Steer'], headers),
+        403,
+        /bearer token/,
+      );
+    }
     expect(await requests()).toHaveLength(before);
-    // With the role, a trigger is requested.
-    const triggered = await invoke('baton-api-trigger', 'POST', { job: seed.job }, ['Baton.Steer']);
-    expect(triggered.status).toBe(202);
-    expect(await requests()).toHaveLength(before + 1);
+    // With the role, an API client's bearer token or the app's own page is requested.
+    const byToken = await invoke('baton-api-trigger', 'POST', { job: seed.job }, ['Baton.Steer'], {
+      authorization: 'Bearer eyJ0eXAi.eyJhdWQi.c2ln',
+    });
+    expect(byToken.status).toBe(202);
+    const byPage = await invoke('baton-api-trigger', 'POST', { job: seed.job }, ['Baton.Steer'], {
+      origin: APP,
+      'sec-fetch-site': 'same-origin',
+    });
+    expect(byPage.status).toBe(202);
+    expect(await requests()).toHaveLength(before + 2);
   });
 
   it('shows the endpoint, never key material', async () => {

@@ -410,6 +410,12 @@ const rows: Row[] = [
     env: { BATON_HTTP_AUTH: 'entra', WEBSITE_SITE_NAME: 'func-baton', WEBSITE_AUTH_ENABLED: 'False' },
     rule: /^BATON_HTTP_AUTH=entra needs App Service authentication in front of the app, and it is off here/,
   },
+  {
+    setting: 'BATON_HTTP_AUTH',
+    what: 'Entra sign-in off App Service, where nothing vouches for the caller',
+    env: { BATON_HTTP_AUTH: 'entra' },
+    rule: /^BATON_HTTP_AUTH=entra needs App Service authentication in front of the app, and this is not App Service/,
+  },
   { setting: 'BATON_SAMPLE_JOB', what: 'a word', env: { BATON_SAMPLE_JOB: 'yes' }, rule: /must be true or false$/ },
   { setting: 'BATON_LOG_LEVEL', what: 'a word', env: { BATON_LOG_LEVEL: 'verbose' }, rule: /must be info or debug$/ },
   {

@@ -307,6 +307,8 @@ describe('parseBatonSettings', () => {
       BATON_RETENTION_DAYS: '90',
       BATON_OUTPUT_RETENTION_DAYS: '400',
       BATON_HTTP_AUTH: 'Entra',
+      WEBSITE_SITE_NAME: 'func-baton',
+      WEBSITE_AUTH_ENABLED: 'True',
     };
     expect(parseBatonSettings(env)).toEqual({
       hub: 'nightly1',
@@ -328,27 +330,41 @@ describe('parseBatonSettings', () => {
     });
   });
 
-  it.each<[string, Env]>([
-    ['off App Service (the local cluster)', { BATON_HTTP_AUTH: 'entra' }],
-    [
-      'on App Service with its authentication on',
-      { BATON_HTTP_AUTH: 'entra', WEBSITE_SITE_NAME: 'func-baton', WEBSITE_AUTH_ENABLED: 'True' },
-    ],
-  ])('takes Entra sign-in %s', (_name, env) => {
+  it('takes Entra sign-in on App Service with its authentication on', () => {
+    const env = { BATON_HTTP_AUTH: 'entra', WEBSITE_SITE_NAME: 'func-baton', WEBSITE_AUTH_ENABLED: 'True' };
     expect(parseBatonSettings(env).httpAuth).toBe('entra');
   });
 
-  it('refuses Entra sign-in on App Service when nothing signs callers in', () => {
-    for (const env of [
+  // Off App Service (Container Apps, Kubernetes, Docker, the local cluster) nothing strips a
+  // client's own x-ms-client-principal, so `entra` would take any caller at its word.
+  it.each<[string, Env, RegExp]>([
+    [
+      'on App Service with its authentication not said',
       { BATON_HTTP_AUTH: 'entra', WEBSITE_SITE_NAME: 'func-baton' },
+      /^BATON_HTTP_AUTH=entra needs App Service authentication in front of the app, and it is off here/,
+    ],
+    [
+      'on App Service with its authentication off',
       { BATON_HTTP_AUTH: 'entra', WEBSITE_SITE_NAME: 'func-baton', WEBSITE_AUTH_ENABLED: 'False' },
-    ]) {
-      expect(() => parseBatonSettings(env)).toThrow(
-        /^BATON_HTTP_AUTH=entra needs App Service authentication in front of the app/,
-      );
-    }
-    // Keys need nothing in front.
+      /^BATON_HTTP_AUTH=entra needs App Service authentication in front of the app, and it is off here/,
+    ],
+    [
+      'off App Service',
+      { BATON_HTTP_AUTH: 'entra' },
+      /^BATON_HTTP_AUTH=entra needs App Service authentication in front of the app, and this is not App Service \(WEBSITE_SITE_NAME is not set\)/,
+    ],
+    [
+      'off App Service, with the authentication flag copied in',
+      { BATON_HTTP_AUTH: 'entra', WEBSITE_AUTH_ENABLED: 'True' },
+      /this is not App Service \(WEBSITE_SITE_NAME is not set\)/,
+    ],
+  ])('refuses Entra sign-in %s', (_name, env, error) => {
+    expect(() => parseBatonSettings(env)).toThrow(error);
+  });
+
+  it('takes keys anywhere: nothing needs to stand in front', () => {
     expect(parseBatonSettings({ WEBSITE_SITE_NAME: 'func-baton' }).httpAuth).toBe('keys');
+    expect(parseBatonSettings({}).httpAuth).toBe('keys');
   });
 
   it('defaults the leader priority to 0 and leaves the app version to the package', () => {
