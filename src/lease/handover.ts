@@ -255,7 +255,10 @@ export class Handover {
           () => true,
           () => false,
         );
-        if (marked) await this.watch(term, stop, { everyMs: handover.pollMs, leaving: true });
+        if (marked) {
+          term.leaving = true;
+          await this.watch(term, stop, { everyMs: handover.pollMs, leaving: true });
+        }
       }
       // Asked: the task returns at its next safe point, and gets as long again as the wait to
       // reach it, however late in the wait the request came.
@@ -267,17 +270,36 @@ export class Handover {
     }
   }
 
-  /** Names `to` in the lease under the term's lease, while it still holds; a failure only loses the hint. */
-  async reserve(term: ActiveTerm, to: HandoverClaim): Promise<void> {
+  /**
+   * Names the successor in the lease under the term's lease, while it still holds, and returns
+   * it. `asked` is the request the holder saw, a check and up to a step ago: its requester may
+   * have given up since (then every other candidate would leave the lease to nobody for
+   * `deferMs`) or been displaced by a higher one. So the request standing now decides: it, if
+   * the holder would honour it; nobody (a plain release) if none stands. A failed read keeps
+   * `asked`, and a failed mark only loses the hint.
+   */
+  async reserve(term: ActiveTerm, asked: HandoverClaim): Promise<HandoverClaim | undefined> {
     const { store, clock } = this.options;
-    const left = term.deadline - clock.now();
-    if (left <= 0) return;
+    const left = () => term.deadline - clock.now();
+    if (left() <= 0) return asked;
+    let to: HandoverClaim | undefined = asked;
     try {
-      await bounded(clock, term.lastCallMs(left), (abortSignal) =>
+      // A third of what is left, so a slow read still leaves the mark and the release theirs.
+      const standing = await bounded(clock, Math.max(1, term.lastCallMs(left()) / 3), (abortSignal) =>
+        this.requests.readRequest({ abortSignal }),
+      );
+      to = this.policy.honours(standing, term.leaving) ? { requester: standing.requester, rank: standing.rank } : undefined;
+    } catch {
+      // Unknown: the request seen is the best guess, and a stale one costs at most `deferMs`.
+    }
+    if (!to || left() <= 0) return to;
+    try {
+      await bounded(clock, term.lastCallMs(left()), (abortSignal) =>
         term.serially(() => store.mark(term.leaseId, { kind: 'reserved', to }, { abortSignal })),
       );
     } catch {
       // The release still lets the requester, polling, take the lease; it only races the others.
     }
+    return to;
   }
 }

@@ -348,8 +348,9 @@ export class LeaderElector {
       const loss = leadership.loss;
       if (loss === undefined || loss === 'deadline' || loss === 'stalled') {
         // Asked for and not lost: name the requester, so the others leave the lease to it.
-        const to = loss === undefined ? leadership.handoverTo : undefined;
-        if (to) await this.handover?.reserve(leadership, to);
+        const asked = loss === undefined ? leadership.handoverTo : undefined;
+        const to = asked && this.handover ? await this.handover.reserve(leadership, asked) : asked;
+        leadership.handoverTo = to;
         const rest = loss === undefined && !to ? leadership.restingUntil : undefined;
         const restingUntil = rest && rest.getTime() > clock.date().getTime() && (await this.markRestingQuietly(leadership, rest));
         // After a deadline or stall loss the lease may still be ours; giving it back lets the

@@ -64,8 +64,13 @@ export class ActiveTerm {
   lastRenewAt: number;
   lastHeartbeat: number;
   loss: LeaseLossReason | undefined;
-  /** The candidate this term was asked to hand over to, once asked. */
+  /**
+   * The candidate this term was asked to hand over to, once asked; at the term's end, the one
+   * whose request still stood (see `Handover.reserve`), or undefined when none did.
+   */
   handoverTo: HandoverClaim | undefined;
+  /** Whether the lease says this holder is leaving (then it yields to any candidate's request). */
+  leaving = false;
   /** What the task said with `restUntil`. */
   restingUntil: Date | undefined;
   /**

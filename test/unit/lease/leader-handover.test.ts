@@ -186,6 +186,40 @@ describe('handover between ranked candidates, on a fake clock', () => {
     expect(result).toMatchObject({ led: true, epoch: 2 });
   });
 
+  // The holder sees a request at one check and reaches its safe point up to a step later; what
+  // stands then is what it hands to, not what it saw first.
+  it.each([
+    { name: 'withdrawn: it releases plainly and an equal rank leads at once', then: undefined },
+    { name: 'replaced by a higher rank: it reserves for that one', then: V2_PREFERRED },
+  ])('a request that is $name', async ({ then }) => {
+    const { clock, memory, candidate, of, requests } = setup();
+    const a = candidate('a', V1);
+    const d = candidate('d', V1);
+    const leading = a.runIfLeader(steppingTask(clock, []));
+    while (!(await memory.read()).leased) await clock.advance(10);
+    const first = await requests.writeRequest({ requester: 'b', rank: V2, ttlMs: TTL_MS });
+    // Between the check that saw b's request and the end of the step running then.
+    while (of('a', 'handover-requested').length === 0) await clock.advance(10);
+    expect(of('a', 'released')).toEqual([]);
+    await requests.deleteRequest(first);
+    if (then) await requests.writeRequest({ requester: 'c', rank: then, ttlMs: TTL_MS });
+    await clock.advance(1000);
+    expect(await leading).toMatchObject({ led: true });
+    expect(of('a', 'handover-requested')).toEqual([expect.objectContaining({ requester: 'b' })]);
+    if (then) {
+      expect(of('a', 'released')[0]).toMatchObject({ to: 'c' });
+      expect((await memory.read()).reservedFor).toMatchObject({ requester: 'c' });
+      expect(await tick(clock, d, 'd')).toMatchObject({ led: false });
+      expect(of('d', 'deferred')).toEqual([expect.objectContaining({ to: 'c', reserved: true })]);
+    } else {
+      expect(of('a', 'released')[0]).not.toHaveProperty('to');
+      expect((await memory.read()).reservedFor).toBeUndefined();
+      // Nobody to leave it to: d, a's equal, takes it at its next tick.
+      expect(await tick(clock, d, 'd')).toMatchObject({ led: true, epoch: 2 });
+      expect(of('d', 'deferred')).toEqual([]);
+    }
+  });
+
   it('survives a holder that crashes while handing over: the lease expires and the requester leads', async () => {
     const on = setup();
     const { clock, candidate, stores, calls } = on;
