@@ -6,6 +6,13 @@ import type { HandoverClaim, LeaseRecord } from './lease-store';
 
 /** A request the holder did not answer is not repeated to the same term for this many TTLs. */
 const UNANSWERED_BACKOFF_TTLS = 5;
+/**
+ * After a term of its own failed, a candidate asks no holder for the lease for this many TTLs,
+ * doubling with each failure in a row up to `FAILED_BACKOFF_MAX_TTLS`: its rank says it should
+ * lead, its failures say it cannot, and each handover to it costs the hub a term.
+ */
+const FAILED_BACKOFF_TTLS = 5;
+const FAILED_BACKOFF_MAX_TTLS = 80;
 
 /** What one candidate knows to decide handovers: who it is and its rank. */
 export class HandoverPolicy {
@@ -13,6 +20,8 @@ export class HandoverPolicy {
   private deferral: { key: string; since: number } | undefined;
   /** The term whose holder did not answer this candidate's last request, and until when to leave it be. */
   private unanswered: { epoch: number; until: number } | undefined;
+  /** Terms of this candidate that failed in a row, and until when it claims no precedence (monotonic). */
+  private failed = { inARow: 0, until: 0 };
 
   constructor(
     readonly identity: string,
@@ -27,6 +36,7 @@ export class HandoverPolicy {
    */
   shouldAsk(record: LeaseRecord): boolean {
     if (!record.leased || record.holder === undefined || record.holder === this.identity) return false;
+    if (this.backingOff()) return false;
     // A holder that gave no rank cannot be compared, and may not know about requests at all.
     const outranks = record.holderRank !== undefined && compareRanks(this.rank, record.holderRank) > 0;
     if (!outranks && !record.leaving) return false;
@@ -40,7 +50,25 @@ export class HandoverPolicy {
    */
   outranksLastHolder(record: LeaseRecord): boolean {
     if (record.holder === undefined || record.holder === this.identity || record.holderRank === undefined) return false;
-    return compareRanks(this.rank, record.holderRank) > 0;
+    return !this.backingOff() && compareRanks(this.rank, record.holderRank) > 0;
+  }
+
+  /**
+   * Notes how a term of this candidate ended: `failed` when its task threw or stalled on its own
+   * (not when the term was ended for it). Until the back-off is over it asks for no handover.
+   */
+  termEnded(failed: boolean): void {
+    if (!failed) {
+      this.failed = { inARow: 0, until: 0 };
+      return;
+    }
+    const inARow = this.failed.inARow + 1;
+    const ttls = Math.min(FAILED_BACKOFF_MAX_TTLS, FAILED_BACKOFF_TTLS * 2 ** (inARow - 1));
+    this.failed = { inARow, until: this.clock.now() + ttls * this.timing.requestTtlMs };
+  }
+
+  private backingOff(): boolean {
+    return this.clock.now() < this.failed.until;
   }
 
   /** Whether a standing request from someone else keeps this candidate from asking. */
@@ -77,7 +105,9 @@ export class HandoverPolicy {
   ): { kind: 'reserved' | 'held' | 'asked'; claim: HandoverClaim } | undefined {
     if (record.reservedFor?.requester === this.identity) return undefined;
     const claim = claimOn(record);
-    if (claim && claim.requester !== this.identity) {
+    // A last holder that said it was leaving (stopping, or its term failed) is not coming back.
+    const gone = !record.reservedFor && record.leaving === true;
+    if (claim && !gone && claim.requester !== this.identity) {
       const order = compareRanks(claim.rank, this.rank);
       if (record.reservedFor ? order >= 0 : order > 0) return { kind: record.reservedFor ? 'reserved' : 'held', claim };
     }

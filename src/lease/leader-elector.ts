@@ -340,12 +340,17 @@ export class LeaderElector {
       const beating = this.keepBeating(leadership);
       const watching = this.handover?.watch(leadership);
       const outcome = await this.settleOrAbandon(task, leadership);
+      // Failed on its own: it threw with its term still standing, or stalled. Not a term ended
+      // for it (a handover, a stop, a lost lease), whose task may well throw an abort.
+      const endedForIt = leadership.view.signal.aborted && leadership.loss !== 'stalled';
+      const failed = leadership.loss === 'stalled' || (!outcome.ok && !endedForIt);
       // Order matters: the task has settled; stop renewing and end the term's signal (so work
       // the task left running stops too), and only then release.
       leadership.stopRenewing();
       await Promise.all([renewing, beating, watching]);
       leadership.end(undefined);
       const loss = leadership.loss;
+      this.handover?.policy.termEnded(failed);
       if (loss === undefined || loss === 'deadline' || loss === 'stalled') {
         // Asked for and not lost: name the requester, so the others leave the lease to it.
         const asked = loss === undefined ? leadership.handoverTo : undefined;
@@ -353,6 +358,8 @@ export class LeaderElector {
         leadership.handoverTo = to;
         const rest = loss === undefined && !to ? leadership.restingUntil : undefined;
         const restingUntil = rest && rest.getTime() > clock.date().getTime() && (await this.markRestingQuietly(leadership, rest));
+        // Said in the lease, so candidates this one outranks do not leave the free lease to it.
+        if (failed && !to && !restingUntil) await this.markLeavingQuietly(leadership);
         // After a deadline or stall loss the lease may still be ours; giving it back lets the
         // next leader start now instead of after expiry.
         const released = await this.releaseQuietly(term.leaseId, term.epoch, leadership.lastCallMs(this.options.renewDeadlineMs));
@@ -382,6 +389,16 @@ export class LeaderElector {
       this.active = undefined;
       ended();
     }
+  }
+
+  /** Says in the lease that this holder is leaving; a failure costs the others only `deferMs`. */
+  private async markLeavingQuietly(term: ActiveTerm): Promise<void> {
+    if (term.leaving || !this.handover) return;
+    const { store, clock, renewDeadlineMs } = this.options;
+    const ms = term.lastCallMs(Math.min(renewDeadlineMs, Math.max(1, term.deadline - clock.now())));
+    await bounded(clock, ms, (abortSignal) =>
+      term.serially(() => store.mark(term.leaseId, { kind: 'leaving' }, { abortSignal })),
+    ).catch(() => undefined);
   }
 
   /** Writes the term's rest mark before its release; false when it could not (the release is then plain). */

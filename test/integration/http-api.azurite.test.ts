@@ -348,7 +348,7 @@ describe('the HTTP API', () => {
     );
     // A steerer's session cookie, sent by a form on another site (or by anything naming no
     // origin): refused before anything is read or requested.
-    for (const headers of [{ origin: 'https://evil.example', 'sec-fetch-site': 'cross-site' }, {}]) {
+    for (const headers of [{ origin: 'https://evil.example', 'sec-fetch-site': 'cross-site' }, {}] as Record<string, string>[]) {
       expectError(await invoke('baton-api-trigger', 'POST', { job: seed.job }, ['Baton.Steer'], headers), 403, /bearer token/);
       expectError(
         await invoke('baton-api-cancel', 'POST', runParams(seed.activeRunId), ['Baton.Steer'], headers),

@@ -220,6 +220,38 @@ describe('handover between ranked candidates, on a fake clock', () => {
     }
   });
 
+  it('stops handing the lease to a higher-ranked candidate whose terms fail', async () => {
+    const { clock, memory, candidate, of } = setup();
+    const a = candidate('a', V1);
+    const b = candidate('b', V2);
+    // Both tick every second, as their timers would; b's every term throws (a new version that
+    // cannot coordinate, say). a's steps yield to any request b makes.
+    let aTicking: Promise<unknown> | undefined;
+    let bTicking: Promise<unknown> | undefined;
+    const failures: unknown[] = [];
+    for (let second = 0; second < 90; second++) {
+      aTicking ??= a.runIfLeader(steppingTask(clock, [])).finally(() => (aTicking = undefined));
+      bTicking ??= b
+        .runIfLeader(async () => {
+          throw new Error('b cannot coordinate');
+        })
+        .catch((error: unknown) => failures.push(error))
+        .finally(() => (bTicking = undefined));
+      for (let ms = 0; ms < 1000; ms += 100) await clock.advance(100);
+    }
+    // b tried, and failed; after each failure it asks nobody for 5 ttls, then 10, …, and a,
+    // its elder, leads meanwhile. (Before, b took the lease at nearly every tick.)
+    expect(failures.length).toBe(of('b', 'acquired').length);
+    const took = of('b', 'acquired').map((e) => e.at);
+    expect(took.length).toBeGreaterThanOrEqual(2);
+    expect(took.length).toBeLessThanOrEqual(3);
+    expect(of('a', 'handover-requested')).toHaveLength(took.length);
+    for (let i = 1; i < took.length; i++) expect(took[i]! - took[i - 1]!).toBeGreaterThanOrEqual(5 * TTL_MS * 2 ** (i - 1));
+    // A holder whose term failed is no claim on the free lease: a never waited for b.
+    expect(of('a', 'deferred')).toEqual([]);
+    expect((await memory.read()).holder).toBe('a');
+  });
+
   it('survives a holder that crashes while handing over: the lease expires and the requester leads', async () => {
     const on = setup();
     const { clock, candidate, stores, calls } = on;
