@@ -105,8 +105,14 @@ export class Bitset {
     return Buffer.from(this.bytes).toString('base64');
   }
 
-  /** The run lengths, unset first, as LEB128 varints in base64 (see the class comment). */
+  /**
+   * The run lengths, unset first, as LEB128 varints in base64 (see the class comment); or the
+   * plain bitset where that is no bigger. Items counted far out of plan order (hedged copies,
+   * many shards, one item a message) make runs of a few items, at a byte or more each: up to
+   * eight times the plain bitset, which stays N/8 bytes whatever the order.
+   */
   toCheckpoint(): string {
+    const plainBytes = this.bytes.length;
     const out: number[] = [];
     const push = (length: number): void => {
       let rest = length;
@@ -119,6 +125,8 @@ export class Bitset {
     let current = false;
     let length = 0;
     for (let i = 0; i < this.size;) {
+      // Past the plain bitset's size the runs can only lose: stop counting them.
+      if (out.length >= plainBytes) return this.toBase64();
       const byte = this.bytes[i >> 3] as number;
       // Whole bytes of one kind are the common case: take them eight items at a time.
       if ((i & 7) === 0 && i + 8 <= this.size && (byte === 0 || byte === 0xff)) {
@@ -142,6 +150,7 @@ export class Bitset {
       i++;
     }
     push(length);
+    if (out.length >= plainBytes && plainBytes > 0) return this.toBase64();
     return RUNS_PREFIX + Buffer.from(out).toString('base64');
   }
 
