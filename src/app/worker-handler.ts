@@ -25,7 +25,7 @@ export function createWorkerHandler(deps: WorkerDeps) {
     if (outcome.kind === 'retry') {
       throw new Error(
         redactSecrets(
-          `${outcome.failed} item(s) failed on attempt ${dequeueCount} of ${deps.maxAttempts}; retrying: ${outcome.firstError}`,
+          `${outcome.failed > 0 ? `${outcome.failed} item(s) failed` : 'not handled'} on attempt ${dequeueCount} of ${deps.maxAttempts}; retrying: ${outcome.firstError}`,
         ),
       );
     }

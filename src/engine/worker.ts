@@ -56,6 +56,24 @@ export type WorkOutcome =
   | { kind: 'dropped'; reason: string }
   | { kind: 'poisoned'; reason: string };
 
+/** The kinds of message version 1 has; a work queue carries only work and ticks, but any is known. */
+const KNOWN_KINDS = new Set(['work', 'tick', 'result', 'poison']);
+
+/**
+ * What a message that another version of Baton wrote is (`a rebalance message`, `a message of
+ * version 2`), or undefined when this version should judge it: a rolling deploy runs two
+ * versions on one queue, and what the newer one adds is not malformed. Only a plausible
+ * envelope counts: a whole-number version, and a kind that is a lowercase name.
+ */
+function fromAnotherVersion(value: unknown): string | undefined {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
+  const { v, t } = value as { v?: unknown; t?: unknown };
+  if (!Number.isSafeInteger(v) || (v as number) < 1) return undefined;
+  if (v !== 1) return `a message of version ${v as number}`;
+  if (typeof t === 'string' && /^[a-z][a-z0-9-]{0,39}$/.test(t) && !KNOWN_KINDS.has(t)) return `a ${t} message`;
+  return undefined;
+}
+
 /**
  * Handles one work message as a queue-triggered function would. A message it cannot use goes
  * to the poison queue with a reason (never silently away); a message of an ended run is
@@ -79,6 +97,10 @@ export async function handleWorkMessage(
 
   const body = parseBody(raw);
   if (!body.ok) return poison(body.reason);
+  const foreign = fromAnotherVersion(body.value);
+  // The host redelivers it, to an instance that may know it; after its last delivery the host
+  // moves it to the poison queue, where the leader keeps it with a reason.
+  if (foreign) return { kind: 'retry', failed: 0, firstError: `${foreign}, which this version of Baton does not know` };
   const parsed = workMessageSchema.safeParse(body.value);
   if (!parsed.success) return poison(`wrong shape: ${describeIssue(parsed.error)}`);
   const message = parsed.data;

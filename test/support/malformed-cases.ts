@@ -28,8 +28,11 @@ export interface MalformedCase {
   body(hub: MalformedHub): Promise<string> | string;
   /** The queue refuses it at send, with this reason; a work body is then handed to the worker directly. */
   refusedBySend?: RegExp;
-  /** What the worker answers (work queue only). */
-  worker?: { kind: 'poisoned' | 'dropped'; reason: RegExp };
+  /**
+   * What the worker answers (work queue only). `left`: it throws on every delivery, leaving the
+   * message to an instance that knows it, until the host moves it to the poison queue as is.
+   */
+  worker?: { kind: 'poisoned' | 'dropped' | 'left'; reason: RegExp };
   /** The dead letter the leader keeps for it, by reason; none when absent. */
   deadLetter?: RegExp;
   /** The body the letter keeps, when not the message's own (a worker's note keeps the body it wraps). */
@@ -72,11 +75,18 @@ export const MALFORMED_CASES: MalformedCase[] = [
     deadLetter: /^not JSON: .*base64/,
   },
   {
-    name: 'work: schema version 2',
+    name: 'work: schema version 2 (a newer Baton wrote it)',
     queue: 'work',
     body: () => work({ v: 2 }),
-    worker: { kind: 'poisoned', reason: /^wrong shape: v: / },
-    deadLetter: /^wrong shape: v: /,
+    worker: { kind: 'left', reason: /retrying: a message of version 2, which this version of Baton does not know$/ },
+    deadLetter: /^unreadable message on the poison queue: v: /,
+  },
+  {
+    name: 'work: a kind of message a newer Baton added',
+    queue: 'work',
+    body: () => JSON.stringify({ v: 1, t: 'rebalance', shards: 4 }),
+    worker: { kind: 'left', reason: /retrying: a rebalance message, which this version of Baton does not know$/ },
+    deadLetter: /^unreadable message on the poison queue: /,
   },
   {
     name: 'work: a missing field (count)',
@@ -392,7 +402,11 @@ export async function expectTableOutcome(hub: MalformedHub, run: TableRun): Prom
       expect(refused, label).toBeInstanceOf(RangeError);
       expect((refused as Error).message, label).toMatch(c.refusedBySend);
     } else expect(refused, label).toBeUndefined();
-    if (c.worker) {
+    if (c.worker?.kind === 'left') {
+      // Every delivery the host makes throws, and it gives up after the last.
+      expect(deliveries, label).toHaveLength(hub.ctx.tuning.maxAttempts);
+      for (const delivery of deliveries) expect(String((delivery as { threw?: unknown }).threw), label).toMatch(c.worker.reason);
+    } else if (c.worker) {
       // One delivery: it neither threw (the host would retry it) nor was retried.
       expect(deliveries, label).toEqual([{ outcome: { kind: c.worker.kind, reason: expect.stringMatching(c.worker.reason) } }]);
     }

@@ -401,6 +401,35 @@ describe('handleWorkMessage', () => {
     expect(notes[0]?.reason).toMatch(reason);
   });
 
+  // A rolling deploy runs two versions on one queue: a message a newer version added (a new kind,
+  // or a new envelope) is not malformed, it is for an instance that knows it.
+  it.each<[string, unknown, string]>([
+    ['a kind this version does not know', JSON.stringify({ v: 1, t: 'rebalance', shard: 3 }), 'a rebalance message'],
+    ['a kind, already parsed by the host', { v: 1, t: 'tick-v2', epoch: 4 }, 'a tick-v2 message'],
+    [
+      'a newer envelope',
+      JSON.stringify({ v: 2, t: 'work', run: RUN, job: 'square', first: 0, count: 1 }),
+      'a message of version 2',
+    ],
+  ])('%s is left for another instance, not poisoned', async (_name, body, what) => {
+    const s = await setup();
+    const outcome = await handleWorkMessage(body, { dequeueCount: 1 }, s.deps);
+    expect(outcome).toEqual({ kind: 'retry', failed: 0, firstError: `${what}, which this version of Baton does not know` });
+    expect(s.poison.peekAll()).toEqual([]);
+    expect(s.results.peekAll()).toEqual([]);
+    expect(s.calls).toEqual([]);
+  });
+
+  it.each<[string, unknown]>([
+    ['a known kind of the wrong shape', { v: 1, t: 'tick', epoch: -1 }],
+    ['a kind that is not a name', { v: 1, t: 'Work!' }],
+    ['a version that is not a whole number', { v: 1.5, t: 'work' }],
+  ])('%s is still poisoned', async (_name, body) => {
+    const s = await setup();
+    const outcome = await handleWorkMessage(JSON.stringify(body), { dequeueCount: 1 }, s.deps);
+    expect(outcome).toMatchObject({ kind: 'poisoned', reason: expect.stringMatching(/^wrong shape/) });
+  });
+
   it('a job this instance does not have is retried, not poisoned (another instance may have it)', async () => {
     const s = await setup();
     const outcome = await handleWorkMessage(JSON.stringify({ ...work(0, [0]), job: 'cube' }), { dequeueCount: 1 }, s.deps);
