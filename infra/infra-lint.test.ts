@@ -15,6 +15,8 @@ import {
   stagePackage,
 } from './hooks/stage-package.mjs';
 import { hubResources } from '../src/hub/resources';
+import { pendingRequests } from '../src/hub/requests';
+import type { DocumentStore } from '../src/fencing/document-store';
 import { parseBatonSettings, parseLogLevel } from '../src/app/settings';
 import { parseArmString, show, type Expr } from '../test/support/arm-expression';
 import type { ArmResourceJson, ArmTemplateJson } from '../test/support/arm-template';
@@ -40,6 +42,23 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { main: string; files: string[] };
 const defaults = parseBatonSettings({});
 const resources = hubResources('hub');
+
+/**
+ * Where requests go in the hub container, as the leader lists them: the first step of an async
+ * generator runs as `next()` is called, so the listing is asked for before anything is awaited.
+ */
+function requestPrefix(): string {
+  let listed: string | undefined;
+  const docs = {
+    list(prefix: string): AsyncIterable<string> {
+      listed = prefix;
+      return { [Symbol.asyncIterator]: () => ({ next: async () => ({ done: true, value: undefined }) }) };
+    },
+  } as unknown as DocumentStore;
+  void pendingRequests(docs)[Symbol.asyncIterator]().next();
+  if (listed === undefined) throw new Error('pendingRequests listed nothing');
+  return listed;
+}
 
 /**
  * Every setting the Functions app reads: the names settings.ts parses, and the App settings table
@@ -94,6 +113,10 @@ const expectations: InfraExpectations = {
   hubSuffixes: [resources.workQueue, resources.resultsQueue, resources.poisonQueue, resources.container].map((name) =>
     name.slice('hub'.length),
   ),
+  hubContainerSuffix: resources.container.slice('hub'.length),
+  // The wake is a tick on shard 0's work queue (src/hub/wake.ts).
+  wakeQueueSuffix: resources.workQueue.slice('hub'.length),
+  requestPrefix: requestPrefix(),
   maximumInstanceCount: 40,
   packageMain: APP_MAIN,
   stagedPaths: Object.keys(PACKAGE_FILES),
@@ -284,6 +307,26 @@ function editJson(file: FileName, change: (doc: Record<string, any>) => void): M
   };
 }
 
+/** The one resource of `type` in a template's resources array whose name holds every key. */
+function resourceWhere(template: Json, type: string, ...keys: string[]): Json {
+  const found = (template.resources as ArmResourceJson[]).filter((r) => r.type === type && keys.every((k) => r.name.includes(k)));
+  if (found.length !== 1) throw new Error(`${found.length} resources of ${type} named with ${keys.join(', ')} to break`);
+  return found[0] as Json;
+}
+
+/** The deployer's role assignment in storage-access.bicep whose name holds every key. */
+const deployerRole =
+  (...keys: string[]) =>
+  (template: Json): Json =>
+    resourceWhere(template, 'Microsoft.Authorization/roleAssignments', "parameters('deployerPrincipalId')", ...keys);
+const hubRead = deployerRole("parameters('hubContainerName')", "variables('storageBlobDataReader')");
+const leaseRead = deployerRole("parameters('leaseContainerName')", "variables('storageBlobDataReader')");
+const wakeSend = deployerRole("variables('storageQueueDataMessageSender')");
+const requestWrite = deployerRole("'Microsoft.Authorization/roleDefinitions'");
+const requestWriter = (template: Json): Json => resourceWhere(template, 'Microsoft.Authorization/roleDefinitions');
+const writerPermissions = (template: Json): Json => requestWriter(template).properties.permissions[0];
+const ACCOUNT_ID = "[resourceId('Microsoft.Storage/storageAccounts', parameters('storageAccountName'))]";
+
 const storageParams = (main: Json) => resourceOf(main, 'storage').properties.parameters;
 const storageAccessParams = (main: Json) => resourceOf(main, 'storage-access').properties.parameters;
 const appParams = (main: Json) => resourceOf(main, 'function-app').properties.parameters;
@@ -312,12 +355,144 @@ const breakages: [string, string, Mutate][] = [
   [
     "a deployer's role is assigned when no deployer is named",
     'role-deployer',
-    editResource(STORAGE_ACCESS, 'storageBlobDataContributor', (r) => set(r, 'condition', "[parameters('deployerCanSteer')]")),
+    edit(STORAGE_ACCESS, (t) => set(wakeSend(t), 'condition', "[parameters('deployerCanSteer')]")),
   ],
   [
     'the deployer gets a role on the whole group',
     'role-deployer',
     editResource(STORAGE_ACCESS, 'storageBlobDataReader', (r) => set(r, 'scope', '[resourceGroup().id]')),
+  ],
+  ['the deployer reads the whole account', 'role-deployer', edit(STORAGE_ACCESS, (t) => set(hubRead(t), 'scope', ACCOUNT_ID))],
+  [
+    "the deployer reads the app's package container",
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) =>
+      set(
+        leaseRead(t),
+        'scope',
+        "[resourceId('Microsoft.Storage/storageAccounts/blobServices/containers', parameters('storageAccountName'), 'default', parameters('deploymentContainerName'))]",
+      ),
+    ),
+  ],
+  [
+    'the deployer cannot read the lease',
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) => {
+      const resources = t.resources as Json[];
+      resources.splice(resources.indexOf(leaseRead(t)), 1);
+    }),
+  ],
+  [
+    'steering replaces reading instead of adding to it',
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) =>
+      set(hubRead(t), 'condition', "[and(variables('deployerNamed'), not(parameters('deployerCanSteer')))]"),
+    ),
+  ],
+  [
+    'the deployer steers with Storage Blob Data Contributor',
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) =>
+      set(
+        requestWrite(t),
+        'properties.roleDefinitionId',
+        "[subscriptionResourceId('Microsoft.Authorization/roleDefinitions', 'ba92f5b4-2d11-453d-a403-e96b0029c9fe')]",
+      ),
+    ),
+  ],
+  [
+    'the request writer is on the account',
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) => set(requestWrite(t), 'scope', ACCOUNT_ID)),
+  ],
+  [
+    'the request writer has no condition',
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) => remove(requestWrite(t), 'properties.condition')),
+  ],
+  [
+    "the request writer's condition has no version",
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) => remove(requestWrite(t), 'properties.conditionVersion')),
+  ],
+  [
+    'the request writer writes under another prefix',
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) => replaceAt(t, 'variables.requestWriteCondition', "'requests/'", "'runs/'")),
+  ],
+  [
+    "the request writer's condition limits another action",
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) => replaceAt(t, 'variables.requestWriteCondition', 'blobs/write', 'blobs/read')),
+  ],
+  [
+    "the request writer's condition has a second way in",
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) =>
+      replaceAt(
+        t,
+        'variables.requestWriteCondition',
+        "StringStartsWith 'requests/'",
+        "StringStartsWith 'requests/' OR @Resource[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:path] StringStartsWith 'deploy'",
+      ),
+    ),
+  ],
+  [
+    'the request writer may delete blobs',
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) =>
+      (writerPermissions(t).dataActions as string[]).push(
+        'Microsoft.Storage/storageAccounts/blobServices/containers/blobs/delete',
+      ),
+    ),
+  ],
+  [
+    'the request writer may create or change containers',
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) =>
+      (writerPermissions(t).actions as string[]).push('Microsoft.Storage/storageAccounts/blobServices/containers/write'),
+    ),
+  ],
+  [
+    'the request writer may delete the hub container',
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) =>
+      (writerPermissions(t).actions as string[]).push('Microsoft.Storage/storageAccounts/blobServices/containers/delete'),
+    ),
+  ],
+  [
+    'the request writer is assignable in the whole subscription',
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) => set(requestWriter(t), 'properties.assignableScopes', ['[subscription().id]'])),
+  ],
+  [
+    'the request writer has a fixed name',
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) => set(requestWriter(t), 'properties.roleName', 'Baton request writer')),
+  ],
+  [
+    'the request writer is created without steering',
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) => set(requestWriter(t), 'condition', "[variables('deployerNamed')]")),
+  ],
+  [
+    'the wake is sent without steering',
+    'role-deployer',
+    edit(STORAGE_ACCESS, (t) => set(wakeSend(t), 'condition', "[variables('deployerNamed')]")),
+  ],
+  ['the wake role is on the account', 'role-deployer', edit(STORAGE_ACCESS, (t) => set(wakeSend(t), 'scope', ACCOUNT_ID))],
+  [
+    'the wake role is on the results queue',
+    'role-deployer',
+    edit(MAIN_BICEP, (t) => set(storageAccessParams(t), 'wakeQueueName.value', "[format('{0}-results', parameters('hubName'))]")),
+  ],
+  [
+    "the deployer's roles do not wait for the hub's containers and queues",
+    'role-deployer',
+    edit(MAIN_BICEP, (t) => {
+      const module = resourceOf(t, 'storage-access');
+      module.dependsOn = (module.dependsOn as string[]).filter((d) => !d.endsWith("'storage')]"));
+    }),
   ],
   [
     'the deployer can be a principal type not allowed',
@@ -1217,6 +1392,11 @@ const breakages: [string, string, Mutate][] = [
     replace('azure.yaml', 'run: node infra/hooks/stage-package.mjs', 'run: node infra/hooks/stage.mjs'),
   ],
   ['the POSIX hook runs in PowerShell', 'yaml-hook', replace('azure.yaml', 'shell: sh', 'shell: pwsh')],
+  [
+    'the site update strategy is never set',
+    'yaml-hook',
+    replace('azure.yaml', 'run: node infra/hooks/site-update-strategy.mjs', 'run: node infra/hooks/strategy.mjs'),
+  ],
 ];
 
 describe('the deployment files', () => {

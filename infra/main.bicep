@@ -130,7 +130,7 @@ param sharedStorageAccountName string = ''
 @description('Resource group of sharedStorageAccountName, in this subscription. Empty means this deployment\'s resource group.')
 param sharedStorageResourceGroupName string = ''
 
-@description('Object id of whoever deploys: azd passes the signed-in user (AZURE_PRINCIPAL_ID). It gets the storage roles the baton CLI needs to read this hub (status, runs, show, failures) on the account, so the deployment can be looked at the moment azd up ends. Empty: no role for anyone but the app.')
+@description('Object id of whoever deploys: azd passes the signed-in user (AZURE_PRINCIPAL_ID). It gets the storage roles the baton CLI needs to read this hub (status, runs, show, failures) on the hub and lease containers, so the deployment can be looked at the moment azd up ends. Empty: no role for anyone but the app.')
 param deployerPrincipalId string = ''
 
 @allowed([
@@ -141,7 +141,7 @@ param deployerPrincipalId string = ''
 @description('What deployerPrincipalId is: User (the default, a person signed in to azd), Group, or ServicePrincipal (a pipeline that deploys).')
 param deployerPrincipalType string = 'User'
 
-@description('Whether the deployer may also steer the hub (baton trigger and cancel): Storage Blob Data Contributor and Storage Queue Data Message Sender instead of Storage Blob Data Reader.')
+@description('Whether the deployer may also steer the hub (baton trigger and cancel): blob writes under requests/ in the hub container (a custom role, which takes Owner or User Access Administrator to create) and Storage Queue Data Message Sender on <hub>-work, beside its reading.')
 param deployerCanSteer bool = false
 
 @minValue(1)
@@ -241,6 +241,7 @@ module storageAccess 'modules/storage-access.bicep' = {
   // Unique per deployment: with a shared account, several deployments write into one group.
   name: 'storage-access-${resourceToken}'
   scope: resourceGroup(storageResourceGroupName)
+  // The deployer's roles are scoped to containers and a queue the storage module creates.
   dependsOn: [
     storage
   ]
@@ -252,6 +253,9 @@ module storageAccess 'modules/storage-access.bicep' = {
     deployerPrincipalId: deployerPrincipalId
     deployerPrincipalType: deployerPrincipalType
     deployerCanSteer: deployerCanSteer
+    hubContainerName: '${hubName}-runs'
+    leaseContainerName: leaseContainerName
+    wakeQueueName: '${hubName}-work'
   }
 }
 

@@ -1,8 +1,8 @@
 // What one app needs on its storage account: a container for its deployment package, the data
-// roles for its identity (two, three with the durable engine) and, when a deployer is named, the
-// roles the baton CLI needs to look at (and optionally steer) the hub, all scoped to this one
-// account. Deployed into the account's resource group, so a second app (another region, same
-// hub) can join an existing account.
+// roles for its identity (two, three with the durable engine), scoped to this one account, and,
+// when a deployer is named, the roles the baton CLI needs to look at (and optionally steer) the
+// hub, each scoped to the one container or queue it uses. Deployed into the account's resource
+// group, so a second app (another region, same hub) can join an existing account.
 
 @minLength(3)
 @maxLength(24)
@@ -31,6 +31,21 @@ param deployerPrincipalType string
 @description('Whether the deployer may also trigger and cancel runs, not only read them.')
 param deployerCanSteer bool
 
+@minLength(3)
+@maxLength(63)
+@description('The hub\'s container, <hub>-runs: run records and index, failures, job states, leadership and requests.')
+param hubContainerName string
+
+@minLength(3)
+@maxLength(63)
+@description('The container of lease blobs (BATON_LEASE_CONTAINER).')
+param leaseContainerName string
+
+@minLength(3)
+@maxLength(63)
+@description('Shard 0\'s work queue, <hub>-work, where a trigger sends the tick that wakes a resting leader.')
+param wakeQueueName string
+
 // Storage Blob Data Owner rather than Storage Blob Data Contributor: Microsoft documents it as
 // the minimum for the Functions host's own storage with an identity (AzureWebJobsStorage:
 // timer locks, host keys and the containers it creates for them), and Flex Consumption reads
@@ -48,15 +63,31 @@ var storageQueueDataContributor = '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
 // does without (the host then logs that it cannot write its diagnostic events there).
 var storageTableDataContributor = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
 
-// For the deployer, reading: baton status, runs, show and failures read blobs only (the lease,
-// run records, the run index, failure parts).
+// The deployer gets nothing on the account: it also holds this app's package, which Flex
+// Consumption runs as the app's identity, and the results queue, where a message counts as a
+// worker's result. Reading: baton status, runs, show and failures read blobs in the hub
+// container and the lease blob, and nothing else.
 var storageBlobDataReader = '2a2b9908-6ea1-4ae2-8e65-a410df84e7d1'
-// For the deployer, steering: baton trigger and cancel write request blobs (Storage Blob Data
-// Contributor, which reads too) and send the wake message that ends an idle leader's rest
-// (Storage Queue Data Message Sender: it can add messages, not read or delete them).
-var storageBlobDataContributor = 'ba92f5b4-2d11-453d-a403-e96b0029c9fe'
+// Steering adds to reading: baton trigger and cancel create request blobs under requests/ (the
+// request writer below) and send the tick that ends a resting leader's rest (Message Sender can
+// add messages, not read or delete them).
 var storageQueueDataMessageSender = 'c6a89b2d-59bc-44d0-9896-0f6e12d7b80a'
 var deployerNamed = !empty(deployerPrincipalId)
+var deployerSteers = deployerNamed && deployerCanSteer
+// Storage Blob Data Contributor would also let the deployer delete the hub container, its whole
+// history, and no condition can limit that. Blob writes are what a condition can limit by path:
+// the prefix src/hub/requests.ts writes under, every other blob of the container left alone.
+var requestWriteCondition = '''
+(
+  (
+    !(ActionMatches{'Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write'})
+  )
+  OR
+  (
+    @Resource[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:path] StringStartsWith 'requests/'
+  )
+)
+'''
 
 resource storage 'Microsoft.Storage/storageAccounts@2025-06-01' existing = {
   name: storageAccountName
@@ -65,6 +96,27 @@ resource storage 'Microsoft.Storage/storageAccounts@2025-06-01' existing = {
 resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2025-06-01' existing = {
   parent: storage
   name: 'default'
+}
+
+// Created by storage.bicep, or by the deployment that made a shared account.
+resource hubContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2025-06-01' existing = {
+  parent: blobService
+  name: hubContainerName
+}
+
+resource leaseContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2025-06-01' existing = {
+  parent: blobService
+  name: leaseContainerName
+}
+
+resource queueService 'Microsoft.Storage/storageAccounts/queueServices@2025-06-01' existing = {
+  parent: storage
+  name: 'default'
+}
+
+resource wakeQueue 'Microsoft.Storage/storageAccounts/queueServices/queues@2025-06-01' existing = {
+  parent: queueService
+  name: wakeQueueName
 }
 
 resource deploymentContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2025-06-01' = {
@@ -105,9 +157,9 @@ resource tableData 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (gr
   }
 }
 
-resource deployerBlobRead 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (deployerNamed && !deployerCanSteer) {
-  name: guid(storage.id, deployerPrincipalId, storageBlobDataReader)
-  scope: storage
+resource deployerHubRead 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (deployerNamed) {
+  name: guid(hubContainer.id, deployerPrincipalId, storageBlobDataReader)
+  scope: hubContainer
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataReader)
     principalId: deployerPrincipalId
@@ -115,19 +167,58 @@ resource deployerBlobRead 'Microsoft.Authorization/roleAssignments@2022-04-01' =
   }
 }
 
-resource deployerBlobWrite 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (deployerNamed && deployerCanSteer) {
-  name: guid(storage.id, deployerPrincipalId, storageBlobDataContributor)
-  scope: storage
+resource deployerLeaseRead 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (deployerNamed) {
+  name: guid(leaseContainer.id, deployerPrincipalId, storageBlobDataReader)
+  scope: leaseContainer
   properties: {
-    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataContributor)
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataReader)
     principalId: deployerPrincipalId
     principalType: deployerPrincipalType
   }
 }
 
-resource deployerQueueSend 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (deployerNamed && deployerCanSteer) {
-  name: guid(storage.id, deployerPrincipalId, storageQueueDataMessageSender)
-  scope: storage
+// Creating a role definition takes Microsoft.Authorization/roleDefinitions/write (Owner or User
+// Access Administrator), so only steering makes one: a reader-only deploy needs no more than
+// before. Its name and GUID follow the account and hub, so apps sharing a hub update one
+// definition; role names are unique in the tenant. No control action: the CLI's document store
+// creates a container only when a write finds it missing, which this hub's never is.
+resource requestWriter 'Microsoft.Authorization/roleDefinitions@2022-04-01' = if (deployerSteers) {
+  name: guid(hubContainer.id, 'baton-request-writer')
+  properties: {
+    roleName: 'Baton request writer (${storageAccountName}, ${hubContainerName})'
+    description: 'Write blobs (the condition of its assignment limits them to requests/), for baton trigger and cancel.'
+    type: 'CustomRole'
+    assignableScopes: [
+      resourceGroup().id
+    ]
+    permissions: [
+      {
+        actions: []
+        notActions: []
+        dataActions: [
+          'Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write'
+        ]
+        notDataActions: []
+      }
+    ]
+  }
+}
+
+resource deployerRequestWrite 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (deployerSteers) {
+  name: guid(hubContainer.id, deployerPrincipalId, requestWriter.id)
+  scope: hubContainer
+  properties: {
+    roleDefinitionId: requestWriter.id
+    principalId: deployerPrincipalId
+    principalType: deployerPrincipalType
+    conditionVersion: '2.0'
+    condition: requestWriteCondition
+  }
+}
+
+resource deployerWake 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (deployerSteers) {
+  name: guid(wakeQueue.id, deployerPrincipalId, storageQueueDataMessageSender)
+  scope: wakeQueue
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageQueueDataMessageSender)
     principalId: deployerPrincipalId

@@ -14,8 +14,6 @@ import type {
 
 /** A `DocumentStore` on block blobs in one container; the blob ETag is the version tag. */
 export class BlobDocumentStore implements DocumentStore {
-  private containerReady = false;
-
   readonly unsafeUnfenced: boolean;
   readonly onStaleEpoch: ((refusal: StaleEpochError) => void) | undefined;
 
@@ -93,16 +91,23 @@ export class BlobDocumentStore implements DocumentStore {
   }
 
   async write(key: string, body: string, condition: WriteCondition, options?: DocumentCallOptions): Promise<{ etag: string }> {
-    if (!this.containerReady) {
-      await this.container.createIfNotExists({ abortSignal: options?.abortSignal });
-      this.containerReady = true;
-    }
-    try {
-      const response = await this.container.getBlockBlobClient(key).upload(body, Buffer.byteLength(body), {
+    const upload = () =>
+      this.container.getBlockBlobClient(key).upload(body, Buffer.byteLength(body), {
         abortSignal: options?.abortSignal,
         conditions: condition,
         blobHTTPHeaders: { blobContentType: 'application/json' },
       });
+    try {
+      let response: Awaited<ReturnType<typeof upload>>;
+      try {
+        response = await upload();
+      } catch (err) {
+        // Created only when missing, not before every first write: a writer that may put blobs
+        // but not create containers (a deployer steering through requests/) never needs to.
+        if (storageErrorOf(err)?.code !== 'ContainerNotFound') throw err;
+        await this.container.createIfNotExists({ abortSignal: options?.abortSignal });
+        response = await upload();
+      }
       if (!response.etag) throw new Error(`storage returned no ETag for ${key}`);
       return { etag: response.etag };
     } catch (err) {

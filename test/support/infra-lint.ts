@@ -58,6 +58,12 @@ export interface InfraExpectations {
   maxAttempts: number;
   /** What Baton appends to the hub to name its queues and container (`-work`, `-runs`, ...). */
   hubSuffixes: readonly string[];
+  /** What Baton appends to the hub to name the container the CLI reads and requests runs in (`-runs`). */
+  hubContainerSuffix: string;
+  /** What Baton appends to the hub to name the queue a trigger wakes the leader on: shard 0's work queue (`-work`). */
+  wakeQueueSuffix: string;
+  /** Where requests go in the hub container (`requests/`): the only blobs the deployer may write. */
+  requestPrefix: string;
   maximumInstanceCount: number;
   /** package.json `main`: the staged package must contain it. */
   packageMain: string;
@@ -90,14 +96,27 @@ export const ROLE = {
 } as const;
 
 /**
- * What the deployer (a principal main.bicep is given) may get, on the storage account only: the
- * reader role for the CLI's reads, or the two that trigger and cancel need instead.
+ * What the deployer (a principal main.bicep is given) may get, each on one container or queue of
+ * the hub, never the account: the reader role on the hub container and the lease container, and
+ * to steer, the custom request writer on the hub container and Message Sender on the wake queue.
+ * Storage Blob Data Contributor is not among them: its container delete and write actions are
+ * beyond any condition, and the account also holds the app's package.
  */
-const DEPLOYER_ROLES: Record<string, 'read' | 'steer'> = {
-  [ROLE.storageBlobDataReader]: 'read',
-  [ROLE.storageBlobDataContributor]: 'steer',
-  [ROLE.storageQueueDataMessageSender]: 'steer',
-};
+const DEPLOYER_READ_ROLE = ROLE.storageBlobDataReader;
+const DEPLOYER_WAKE_ROLE = ROLE.storageQueueDataMessageSender;
+/** The main.bicep parameter that lets the deployer steer (trigger and cancel) too. */
+const DEPLOYER_STEER_PARAM = 'deployerCanSteer';
+
+const CONTAINER_TYPE = 'Microsoft.Storage/storageAccounts/blobServices/containers';
+const QUEUE_TYPE = 'Microsoft.Storage/storageAccounts/queueServices/queues';
+const ROLE_DEFINITION_TYPE = 'Microsoft.Authorization/roleDefinitions';
+const BLOB_WRITE = 'Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write';
+/**
+ * The one control action the request writer may carry: the CLI's document store creates its
+ * container (Create Container) before its first write, and refused, the trigger fails. It
+ * creates or updates a container; it cannot delete one or reach a blob.
+ */
+const REQUEST_WRITER_ACTIONS: readonly string[] = [];
 
 /** The principal types a deployer may be. */
 const DEPLOYER_PRINCIPAL_TYPES = ['User', 'Group', 'ServicePrincipal'];
@@ -117,6 +136,8 @@ const ROLE_NAMES: Record<string, string> = {
   [ROLE.storageQueueDataContributor]: 'Storage Queue Data Contributor',
   [ROLE.storageTableDataContributor]: 'Storage Table Data Contributor',
   [ROLE.monitoringMetricsPublisher]: 'Monitoring Metrics Publisher',
+  [ROLE.storageBlobDataReader]: 'Storage Blob Data Reader',
+  [ROLE.storageQueueDataMessageSender]: 'Storage Queue Data Message Sender',
   ...FORBIDDEN_ROLES,
 };
 
@@ -293,6 +314,70 @@ function roleOf(assignment: ArmResource): string | undefined {
   return guids.length === 1 ? (guids[0] as string).toLowerCase() : undefined;
 }
 
+/** The custom role a role assignment grants: a role definition its own template creates, named by its roleDefinitionId. */
+function customRoleOf(assignment: ArmResource): ArmResource | undefined {
+  const id = field(assignment, 'properties.roleDefinitionId');
+  if (!(isCall(id, 'resourceId') || isCall(id, 'subscriptionResourceId'))) return undefined;
+  const definitions = assignment.scope.resources.filter((r) => r.type === ROLE_DEFINITION_TYPE && !r.existing);
+  // resourceId('symbol') in languageVersion 2.0; resourceId(type, name) otherwise.
+  if (id.args.length === 1) return definitions.find((r) => r.symbol !== undefined && r.symbol === literal(id.args[0]));
+  if (id.args.length !== 2 || literal(id.args[0]) !== ROLE_DEFINITION_TYPE) return undefined;
+  return definitions.find((r) => sameExpr(r.name, id.args[1] as Expr));
+}
+
+/** The list of strings a field holds, when it is a literal list of literals; undefined otherwise. */
+function literalList(resource: ArmResource, path: string): string[] | undefined {
+  const value = rawField(resource, path);
+  if (value === undefined) return [];
+  return Array.isArray(value) && value.every((v) => typeof v === 'string' && !v.startsWith('['))
+    ? (value as string[])
+    : undefined;
+}
+
+/**
+ * What a role assignment's scope is, as main.bicep writes it: its resource type and, for one of
+ * the account's containers or queues, that container's or queue's name (the last argument of
+ * its resourceId).
+ */
+function scopeTarget(assignment: ArmResource): { type: string | undefined; name: Expr | undefined } {
+  const scope = field(assignment, 'scope');
+  const type = typeOfId(assignment.scope, scope);
+  const rooted = scope && toRoot(assignment.scope, scope);
+  const id = isCall(rooted, 'toLower') ? rooted.args[0] : rooted;
+  const name =
+    isCall(id, 'resourceId') && (type === CONTAINER_TYPE || type === QUEUE_TYPE) ? id.args[id.args.length - 1] : undefined;
+  return { type, name };
+}
+
+/** Whether `name` (as main.bicep writes it) is the hub's name with `suffix`: `format('{0}<suffix>', parameters(<hub>))`. */
+function isHubNamed(name: Expr | undefined, hubParam: string | undefined, suffix: string): boolean {
+  return isCall(name, 'format') && literal(name.args[0]) === `{0}${suffix}` && rootParameter(name.args[1]) === hubParam;
+}
+
+/** Whether any of a resource's conditions reads main.bicep's parameter `param`. */
+function conditionedOn(resource: ArmResource, param: string): boolean {
+  return conditionsOf(resource).some((condition) => [...walk(condition)].some((node) => rootParameter(node) === param));
+}
+
+/**
+ * Whether an ABAC condition (conditionVersion 2.0) allows `action` only on blobs whose path
+ * starts with `prefix`, and limits nothing else: `!(ActionMatches{action}) OR path StringStartsWith
+ * prefix`, in any spacing and parentheses. Says what it limits instead, or undefined when it is so.
+ */
+function pathConditionProblem(condition: string, action: string, prefix: string): string | undefined {
+  const flat = condition.replace(/\s+/g, '');
+  const opens = [...flat].filter((c) => c === '(').length;
+  const closes = [...flat].filter((c) => c === ')').length;
+  const shape =
+    /^\(*!\(ActionMatches\{'([^']*)'\}\)\)*OR\(*@Resource\[Microsoft\.Storage\/storageAccounts\/blobServices\/containers\/blobs:path\]StringStartsWith'([^']*)'\)*$/.exec(
+      flat,
+    );
+  if (!shape || opens !== closes) return `is not one ActionMatches and one blob path StringStartsWith`;
+  if (shape[1] !== action) return `limits ${shape[1]}, not ${action}`;
+  if (shape[2] !== prefix) return `limits writes to '${shape[2]}', not '${prefix}'`;
+  return undefined;
+}
+
 /**
  * Which property of the app's identity `expr` (as main.bicep writes it) is: an output of the
  * module that creates the user-assigned identity, whose value is that identity's principalId,
@@ -394,10 +479,15 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
   const live = model.resources.filter((r) => !r.existing);
   const ofType = (type: string) => live.filter((r) => r.type === type);
   // A role assignment in a resources array has no symbol, and its name is a guid(): say which role it grants.
-  const what = (r: ArmResource) =>
-    r.symbol === undefined && r.type === 'Microsoft.Authorization/roleAssignments'
-      ? `the ${ROLE_NAMES[roleOf(r) ?? ''] ?? roleOf(r) ?? 'unknown role'} assignment`
-      : r.label;
+  const what = (r: ArmResource): string => {
+    if (r.symbol !== undefined) return r.label;
+    if (r.type === ROLE_DEFINITION_TYPE)
+      return `the custom role ${show(field(r, 'properties.roleName') ?? str('(no roleName)'))}`;
+    if (r.type !== 'Microsoft.Authorization/roleAssignments') return r.label;
+    const custom = customRoleOf(r);
+    if (custom) return `${what(custom)} assignment`;
+    return `the ${ROLE_NAMES[roleOf(r) ?? ''] ?? roleOf(r) ?? 'unknown role'} assignment`;
+  };
 
   // Key material, anywhere in the template: no list*() call (each returns keys or secrets), no key in any string.
   for (const scope of model.scopes) {
@@ -462,12 +552,19 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
     if (access !== undefined && access !== 'None')
       report('container-public-access', container.scope.file, `${what(container)}: publicAccess is ${JSON.stringify(access)}`);
   }
-  const mainNodes = [...walk(ownTree(main))];
+  // The modules that create a storage account create the hub's containers and queues with it; a
+  // name elsewhere (a role's scope) creates nothing.
+  const storageModules = main.resources.filter(
+    (r) =>
+      r.type === DEPLOYMENTS &&
+      (scopeOf(model, r)?.resources ?? []).some((x) => x.type === 'Microsoft.Storage/storageAccounts' && !x.existing),
+  );
+  const createdNodes = storageModules.flatMap((module) => [...walk(fromJson(module.json.properties?.parameters ?? {}))]);
   for (const suffix of expect.hubSuffixes) {
-    const named = mainNodes.some(
+    const named = createdNodes.some(
       (node) => isCall(node, 'format') && literal(node.args[0]) === `{0}${suffix}` && rootParameter(node.args[1]) === 'hubName',
     );
-    if (!named) report('hub-resources', main.file, `nothing is named '\${hubName}${suffix}'`);
+    if (!named) report('hub-resources', main.file, `the storage module creates nothing named '\${hubName}${suffix}'`);
   }
   for (const [name, value] of [
     ['leaseContainerName', expect.leaseContainer],
@@ -505,11 +602,6 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
                 : [];
     return children.map((child) => outsideSample(child, inside)).some(Boolean);
   };
-  const storageModules = main.resources.filter(
-    (r) =>
-      r.type === DEPLOYMENTS &&
-      (scopeOf(model, r)?.resources ?? []).some((x) => x.type === 'Microsoft.Storage/storageAccounts' && !x.existing),
-  );
   for (const module of storageModules) {
     if (outsideSample(fromJson(module.json.properties?.parameters ?? {}), false)) {
       report(
@@ -541,9 +633,11 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
   for (const assignment of assignments) {
     const file = assignment.scope.file;
     const role = roleOf(assignment);
-    if (role === undefined) {
+    if (role === undefined && customRoleOf(assignment) === undefined) {
       report('role-forbidden', file, `${what(assignment)}: its roleDefinitionId names no one role, so it may be any`);
-    } else if (role in FORBIDDEN_ROLES) report('role-forbidden', file, `${what(assignment)} assigns ${FORBIDDEN_ROLES[role]}`);
+    } else if (role !== undefined && role in FORBIDDEN_ROLES) {
+      report('role-forbidden', file, `${what(assignment)} assigns ${FORBIDDEN_ROLES[role]}`);
+    }
     const scope = field(assignment, 'scope');
     if (scope === undefined) {
       report('role-scope', file, `${what(assignment)} has no scope, so it applies to the whole group or subscription`);
@@ -576,19 +670,8 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
       report('role-principal-type', file, `${what(assignment)}: principalType must be ${must}`);
     }
     if (principal === 'parameter') {
-      // The deployer's: data roles on the storage account only, and none when no deployer is named.
+      // None when no deployer is named.
       const principalParam = rootParameter(toRoot(assignment.scope, field(assignment, 'properties.principalId') as Expr));
-      if (
-        role === undefined ||
-        !(role in DEPLOYER_ROLES) ||
-        typeOfId(assignment.scope, scope) !== 'Microsoft.Storage/storageAccounts'
-      ) {
-        report(
-          'role-deployer',
-          file,
-          `${what(assignment)}: the deployer may get only Storage Blob Data Reader, or Blob Data Contributor and Queue Data Message Sender, on the storage account`,
-        );
-      }
       const unlessEmpty = conditionsOf(assignment).some((condition) =>
         [...walk(condition)].some((node) => isCall(node, 'empty') && rootParameter(node.args[0]) === principalParam),
       );
@@ -598,11 +681,144 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
     if (!isCall(assignment.name, 'guid')) report('role-name-guid', file, `${what(assignment)}: name must be guid(...)`);
   }
 
-  // The deployer can read, or steer, the hub: each of those roles is granted once.
-  for (const [id, use] of Object.entries(DEPLOYER_ROLES)) {
-    const found = granted([id], 'parameter');
-    if (found.length !== 1) {
-      report('role-deployer', ALL_BICEP, `the deployer must get role ${id} (${use}) once, found ${found.length}`);
+  // The deployer's roles, each on the one container or queue the baton CLI uses and never on the
+  // account, which also holds the app's package (whoever replaces it runs code as the app) and
+  // the results queue (whoever writes there forges results).
+  const hubParam = parameterDocumentedAs(main, 'BATON_HUB');
+  const leaseParam = parameterDocumentedAs(main, 'BATON_LEASE_CONTAINER');
+  const deployerReads = { hub: 0, lease: 0 };
+  let deployerWakes = 0;
+  let deployerWrites = 0;
+  for (const assignment of assignments.filter((a) => principalOf(model, a) === 'parameter')) {
+    const file = assignment.scope.file;
+    const role = roleOf(assignment);
+    const custom = customRoleOf(assignment);
+    const { type, name } = scopeTarget(assignment);
+    const onHub = type === CONTAINER_TYPE && isHubNamed(name, hubParam, expect.hubContainerSuffix);
+    const onLease = type === CONTAINER_TYPE && leaseParam !== undefined && rootParameter(name) === leaseParam;
+    const steers = conditionedOn(assignment, DEPLOYER_STEER_PARAM);
+    if (role === DEPLOYER_READ_ROLE && !custom) {
+      if (!onHub && !onLease) {
+        report(
+          'role-deployer',
+          file,
+          `${what(assignment)} must be on the hub container ('\${hubName}${expect.hubContainerSuffix}') or the lease container, not ${show(field(assignment, 'scope') ?? str('its group'))}`,
+        );
+      }
+      if (onHub) deployerReads.hub += 1;
+      if (onLease) deployerReads.lease += 1;
+      if (steers) {
+        report('role-deployer', file, `${what(assignment)} must not depend on ${DEPLOYER_STEER_PARAM}: steering adds to reading`);
+      }
+    } else if (role === DEPLOYER_WAKE_ROLE && !custom) {
+      deployerWakes += 1;
+      if (type !== QUEUE_TYPE || !isHubNamed(name, hubParam, expect.wakeQueueSuffix)) {
+        report(
+          'role-deployer',
+          file,
+          `${what(assignment)} must be on shard 0's work queue ('\${hubName}${expect.wakeQueueSuffix}') alone, not ${show(field(assignment, 'scope') ?? str('its group'))}`,
+        );
+      }
+      if (!steers) report('role-deployer', file, `${what(assignment)} is made even when ${DEPLOYER_STEER_PARAM} is false`);
+    } else if (custom) {
+      deployerWrites += 1;
+      if (!onHub) {
+        report(
+          'role-deployer',
+          file,
+          `${what(assignment)} must be on the hub container ('\${hubName}${expect.hubContainerSuffix}') alone, not ${show(field(assignment, 'scope') ?? str('its group'))}`,
+        );
+      }
+      if (!steers) report('role-deployer', file, `${what(assignment)} is made even when ${DEPLOYER_STEER_PARAM} is false`);
+      const condition = field(assignment, 'properties.condition');
+      const text = condition && textOf(toRoot(assignment.scope, condition));
+      const wrong =
+        text === undefined
+          ? 'has no condition it can be read from, so it writes anywhere in the container'
+          : pathConditionProblem(text, BLOB_WRITE, expect.requestPrefix);
+      if (wrong !== undefined || rawField(assignment, 'properties.conditionVersion') !== '2.0') {
+        report(
+          'role-deployer',
+          file,
+          `${what(assignment)}: its condition (version 2.0) must allow ${BLOB_WRITE} only under '${expect.requestPrefix}'; it ${wrong ?? 'has another conditionVersion'}`,
+        );
+      }
+    } else {
+      report(
+        'role-deployer',
+        file,
+        `${what(assignment)}: the deployer may get only Storage Blob Data Reader, and to steer the request writer and Storage Queue Data Message Sender`,
+      );
+    }
+  }
+  for (const [where, count] of Object.entries(deployerReads)) {
+    if (count !== 1) {
+      report(
+        'role-deployer',
+        ALL_BICEP,
+        `the deployer must get Storage Blob Data Reader on the ${where} container once, found ${count}`,
+      );
+    }
+  }
+  if (deployerWakes !== 1)
+    report('role-deployer', ALL_BICEP, `the deployer must get Storage Queue Data Message Sender once, found ${deployerWakes}`);
+  if (deployerWrites !== 1)
+    report('role-deployer', ALL_BICEP, `the deployer must get the request writer once, found ${deployerWrites}`);
+
+  // The request writer, the only custom role: created only for a deployer who steers, assignable
+  // only in the account's group, named for its account and hub (a role name is unique in the
+  // tenant), and able to write blobs and create the container, nothing else.
+  for (const definition of ofType(ROLE_DEFINITION_TYPE)) {
+    const file = definition.scope.file;
+    const bad = (message: string) => report('role-deployer', file, `${what(definition)}: ${message}`);
+    if (!conditionedOn(definition, DEPLOYER_STEER_PARAM)) bad(`is created even when ${DEPLOYER_STEER_PARAM} is false`);
+    const scopes = field(definition, 'properties.assignableScopes');
+    const scopeItems = scopes ? itemsOf(toRoot(definition.scope, scopes)) : [];
+    const isGroup = (e: Expr | undefined) => e?.kind === 'property' && e.name === 'id' && isCall(e.target, 'resourceGroup');
+    if (scopeItems.length !== 1 || !isGroup(scopeItems[0]))
+      bad("assignableScopes must be [resourceGroup().id], the account's group");
+    const roleName = field(definition, 'properties.roleName');
+    const named = roleName ? [...walk(toRoot(definition.scope, roleName))] : [];
+    if (!named.some((node) => isHubNamed(node, hubParam, expect.hubContainerSuffix)) || literal(roleName) !== undefined) {
+      bad('roleName must name the account and the hub container: a role name is unique in the tenant');
+    }
+    const permissions = rawField(definition, 'properties.permissions');
+    if (!Array.isArray(permissions) || permissions.length !== 1) {
+      bad('must have one permissions entry');
+      continue;
+    }
+    const actions = literalList(definition, 'properties.permissions.0.actions');
+    const dataActions = literalList(definition, 'properties.permissions.0.dataActions');
+    if (actions === undefined || actions.some((action) => !REQUEST_WRITER_ACTIONS.includes(action))) {
+      bad(
+        `actions may hold only ${REQUEST_WRITER_ACTIONS.join(', ')}: no other control action (a container delete is beyond any condition)`,
+      );
+    }
+    if (dataActions === undefined || dataActions.length !== 1 || dataActions[0] !== BLOB_WRITE) {
+      bad(`dataActions must be ${BLOB_WRITE} alone: no read, delete or other data action`);
+    }
+  }
+
+  // Assignments on a container or queue need it to exist first: the module that makes them must
+  // wait for every module that creates the account's containers and queues.
+  for (const module of new Set(
+    assignments
+      .filter((a) => principalOf(model, a) === 'parameter')
+      .flatMap((a) => (a.scope.deployment ? [a.scope.deployment] : [])),
+  )) {
+    const after = ((module.json.dependsOn ?? []) as unknown[]).map((d) => fromJson(d));
+    for (const creator of storageModules.filter((m) => m !== module)) {
+      const waits = after.some((d) =>
+        isCall(d, 'extensionResourceId') || isCall(d, 'resourceId')
+          ? sameExpr(d.args[d.args.length - 1] as Expr, creator.name)
+          : literal(d) === creator.symbol,
+      );
+      if (!waits)
+        report(
+          'role-deployer',
+          module.scope.file,
+          `${what(module)} must depend on ${what(creator)}, which creates the containers and queues it assigns roles on`,
+        );
     }
   }
 
@@ -1317,15 +1533,21 @@ export function lintAzureYaml(azureYaml: string, serviceTag: string | undefined,
   if (!expect.stagedPaths.some((path) => expect.packageMain === path || expect.packageMain.startsWith(`${path}/`))) {
     report('yaml-package', `the app's entry (${expect.packageMain}) is not in the staged package`);
   }
-  const prepackage = map(map(service.hooks)?.prepackage);
-  for (const [platform, shell] of [
-    ['posix', 'sh'],
-    ['windows', 'pwsh'],
+  // The service's prepackage hook stages the package; the project's postprovision hook sets what
+  // the template cannot (the site update strategy). Each runs a script of ours with node, on both.
+  for (const [where, hooks] of [
+    [`services.${name}.hooks.prepackage`, map(map(service.hooks)?.prepackage)],
+    ['hooks.postprovision', map(map(doc.hooks)?.postprovision)],
   ] as const) {
-    const hook = map(prepackage?.[platform]);
-    const script = /^node\s+(\S+)$/.exec(typeof hook?.run === 'string' ? hook.run : '')?.[1];
-    if (hook?.shell !== shell || !script || !expect.exists(script)) {
-      report('yaml-hook', `hooks.prepackage.${platform} must run an existing script with node, in ${shell}`);
+    for (const [platform, shell] of [
+      ['posix', 'sh'],
+      ['windows', 'pwsh'],
+    ] as const) {
+      const hook = map(hooks?.[platform]);
+      const script = /^node\s+(\S+)$/.exec(typeof hook?.run === 'string' ? hook.run : '')?.[1];
+      if (hook?.shell !== shell || !script || !expect.exists(script)) {
+        report('yaml-hook', `${where}.${platform} must run an existing script with node, in ${shell}`);
+      }
     }
   }
   return problems;
