@@ -162,7 +162,16 @@ async function noBeatInFlight(lock: Int32Array, boundMs: number): Promise<void> 
     const left = until - performance.now();
     if (left <= 0) return;
     const wait = Atomics.waitAsync(lock, BEATING, 1, left);
-    if (wait.async) await wait.value;
+    if (!wait.async) continue;
+    // A pending waitAsync holds nothing open, and the thread is unref'd: a process with nothing
+    // else to do would exit here, with the caller's stop or write never settled. This timer
+    // holds it, for at most the beat's bound.
+    const hold = setTimeout(() => undefined, left);
+    try {
+      await wait.value;
+    } finally {
+      clearTimeout(hold);
+    }
   }
 }
 

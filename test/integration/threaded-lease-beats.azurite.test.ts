@@ -4,6 +4,7 @@
  * (That they go on while the holder's loop is held is lease-beats-thread.azurite.test.ts.)
  */
 import { spawn } from 'node:child_process';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -123,6 +124,58 @@ describe('ThreadedLeaseBeats on a blob lease', () => {
     if (outcome === 'still running') child.kill('SIGKILL');
     expect(out, err).toContain('stopped');
     expect(outcome, err).toBe(0);
+  });
+
+  // The thread is unref'd and a pending Atomics.waitAsync holds nothing open, so a stop that
+  // waits for a beat in flight could see its process exit under it, the stop never settled.
+  it('a stop that waits for a beat in flight settles, even with nothing else holding the process', async () => {
+    // Storage that takes the beat and never answers: the beat is in flight for its whole bound.
+    const sockets = new Set<Socket>();
+    let beatArrived = false;
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.once('data', () => (beatArrived = true));
+    });
+    await new Promise<void>((ready) => silent.listen(0, '127.0.0.1', ready));
+    const { port } = silent.address() as AddressInfo;
+    const source = fileURLToPath(new URL('../../src/lease/threaded-lease-beats.ts', import.meta.url));
+    // The stop comes when the test says, on stdin; then nothing but the stop is left to run.
+    const script = `
+      const { ThreadedLeaseBeats } = await import(${JSON.stringify(source)});
+      const storage = { kind: 'connectionString', connectionString: process.env.BATON_TEST_CONNECTION };
+      const run = new ThreadedLeaseBeats({ storage, containerName: 'leases', blobName: 'hub' })
+        .start('lease-id', { everyMs: 20, timeoutMs: 1500, onRefused: () => undefined });
+      await new Promise((resolve) => process.stdin.once('data', resolve));
+      process.stdin.destroy();
+      await run.stop();
+      console.log('stopped');
+    `;
+    const connection = fixture.azurite.connectionString.replace(
+      /BlobEndpoint=[^;]+/,
+      `BlobEndpoint=http://127.0.0.1:${port}/devstoreaccount1`,
+    );
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      env: { ...process.env, BATON_TEST_CONNECTION: connection },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
+    const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+    try {
+      await until('a beat to reach storage', () => beatArrived);
+      child.stdin.end('stop\n');
+      const bound = sleep(patience(20_000)).then(() => 'still running' as const);
+      const outcome = await Promise.race([exited, bound]);
+      if (outcome === 'still running') child.kill('SIGKILL');
+      expect(out, err).toContain('stopped');
+      expect(outcome, err).toBe(0);
+    } finally {
+      child.kill('SIGKILL');
+      for (const socket of sockets) socket.destroy();
+      await new Promise((closed) => silent.close(closed));
+    }
   });
 
   it('a beat on a lease that is gone is reported as refused, as a LeaseLostError', async () => {
