@@ -37,6 +37,27 @@ async function until(what: string, found: () => boolean | Promise<boolean>, time
   }
 }
 
+/** A child process running `script` (ESM, TypeScript imports) with `connection` in its env. */
+function child(script: string, connection: string) {
+  const proc = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+    env: { ...process.env, BATON_TEST_CONNECTION: connection },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const said = { out: '', err: '' };
+  proc.stdout.setEncoding('utf8').on('data', (chunk: string) => (said.out += chunk));
+  proc.stderr.setEncoding('utf8').on('data', (chunk: string) => (said.err += chunk));
+  const exited = new Promise<number | null>((done) => proc.once('exit', (code) => done(code)));
+  /** That it printed `stopped` and exited 0 by itself, within a loose bound. */
+  const stoppedAndExited = async () => {
+    const bound = sleep(patience(20_000)).then(() => 'still running' as const);
+    const outcome = await Promise.race([exited, bound]);
+    if (outcome === 'still running') proc.kill('SIGKILL');
+    expect(said.out, said.err).toContain('stopped');
+    expect(outcome, said.err).toBe(0);
+  };
+  return { proc, stoppedAndExited };
+}
+
 describe('ThreadedLeaseBeats on a blob lease', () => {
   it('beats change the version, and each is counted as the holder’s request', async () => {
     const { store, leaseId, beats, counter } = await leased();
@@ -110,20 +131,7 @@ describe('ThreadedLeaseBeats on a blob lease', () => {
       await run.stop();
       console.log('stopped');
     `;
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
-      env: { ...process.env, BATON_TEST_CONNECTION: fixture.azurite.connectionString },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
-    const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
-    const bound = sleep(patience(20_000)).then(() => 'still running' as const);
-    const outcome = await Promise.race([exited, bound]);
-    if (outcome === 'still running') child.kill('SIGKILL');
-    expect(out, err).toContain('stopped');
-    expect(outcome, err).toBe(0);
+    await child(script, fixture.azurite.connectionString).stoppedAndExited();
   });
 
   // The thread is unref'd and a pending Atomics.waitAsync holds nothing open, so a stop that
@@ -154,25 +162,13 @@ describe('ThreadedLeaseBeats on a blob lease', () => {
       /BlobEndpoint=[^;]+/,
       `BlobEndpoint=http://127.0.0.1:${port}/devstoreaccount1`,
     );
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
-      env: { ...process.env, BATON_TEST_CONNECTION: connection },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
-    const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+    const stopping = child(script, connection);
     try {
       await until('a beat to reach storage', () => beatArrived);
-      child.stdin.end('stop\n');
-      const bound = sleep(patience(20_000)).then(() => 'still running' as const);
-      const outcome = await Promise.race([exited, bound]);
-      if (outcome === 'still running') child.kill('SIGKILL');
-      expect(out, err).toContain('stopped');
-      expect(outcome, err).toBe(0);
+      stopping.proc.stdin.end('stop\n');
+      await stopping.stoppedAndExited();
     } finally {
-      child.kill('SIGKILL');
+      stopping.proc.kill('SIGKILL');
       for (const socket of sockets) socket.destroy();
       await new Promise((closed) => silent.close(closed));
     }
