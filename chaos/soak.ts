@@ -931,16 +931,19 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     // What is left on the queues: visible messages other than ticks (peeked), and hidden ones
     // (in a worker's hands, or the live leader's beacon, which stays hidden while it leads).
     // `pastPeek`: messages beyond what a peek shows, counted as visible work, among which a
-    // hidden one cannot be told apart.
-    const queued = async (): Promise<{ visible: number; hidden: number; pastPeek: number }> => {
+    // hidden one cannot be told apart. Ticks travel on shard 0's work queue alone, so a hidden
+    // message anywhere else (`hiddenElsewhere`: a result a drain holds, say) is never a tick.
+    const tickQueue = hubResources(hub).workQueue;
+    type Queued = { visible: number; hidden: number; hiddenElsewhere: number; pastPeek: number };
+    const queued = async (): Promise<Queued> => {
       const counts = await Promise.all(
-        (await messageQueuesOf(queues, hub)).map(async (q) => {
+        (await messageQueuesOf(queues, hub)).map(async (q): Promise<Queued> => {
           const client = queues.getQueueClient(q);
           const count = await client.getProperties().then(
             (p) => p.approximateMessagesCount ?? 0,
             () => 0,
           );
-          if (count === 0) return { visible: 0, hidden: 0, pastPeek: 0 };
+          if (count === 0) return { visible: 0, hidden: 0, hiddenElsewhere: 0, pastPeek: 0 };
           const peeked = await client.peekMessages({ numberOfMessages: 32 }).then(
             (r) => r.peekedMessageItems,
             () => [],
@@ -948,12 +951,18 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
           const work = peeked.filter((m) => !isTickMessage(m.messageText)).length;
           // Past 32 visible, the rest count as work: the wait goes on either way.
           const pastPeek = Math.max(0, count - 32);
-          return { visible: work + pastPeek, hidden: Math.max(0, count - peeked.length - pastPeek), pastPeek };
+          const hidden = Math.max(0, count - peeked.length - pastPeek);
+          return { visible: work + pastPeek, hidden, hiddenElsewhere: q === tickQueue ? 0 : hidden, pastPeek };
         }),
       );
       return counts.reduce(
-        (a, b) => ({ visible: a.visible + b.visible, hidden: a.hidden + b.hidden, pastPeek: a.pastPeek + b.pastPeek }),
-        { visible: 0, hidden: 0, pastPeek: 0 },
+        (a, b) => ({
+          visible: a.visible + b.visible,
+          hidden: a.hidden + b.hidden,
+          hiddenElsewhere: a.hiddenElsewhere + b.hiddenElsewhere,
+          pastPeek: a.pastPeek + b.pastPeek,
+        }),
+        { visible: 0, hidden: 0, hiddenElsewhere: 0, pastPeek: 0 },
       );
     };
     // The processes that lived through the faults must end the runs the faults hit, on their own.
@@ -996,7 +1005,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       // the same from here, so the instances say how many ticks they hold; any more is work. The
       // count comes over a pipe and the queue's over HTTP, so the two must agree twice running.
       const drainFrom = Date.now();
-      const settled = (q: { visible: number; hidden: number }) => q.visible === 0 && q.hidden <= 1 + instances.ticksHeld;
+      const settled = (q: Queued) => q.visible === 0 && q.hiddenElsewhere === 0 && q.hidden <= 1 + instances.ticksHeld;
       let draining = await queued();
       let agreed = settled(draining) ? 1 : 0;
       while (agreed < 2 && Date.now() - drainFrom < Math.min(QUEUE_SETTLE_MS, longest)) {
@@ -1006,7 +1015,8 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
       }
       options.log(
         `soak: queues after ${((Date.now() - drainFrom) / 1000).toFixed(0)} s of draining: ${draining.visible} visible, ` +
-          `${draining.hidden} hidden (allowed: the beacon and ${instances.ticksHeld} tick(s) that woke a term)`,
+          `${draining.hidden} hidden, ${draining.hiddenElsewhere} of them off the tick queue ` +
+          `(allowed: the beacon and ${instances.ticksHeld} tick(s) that woke a term, on the tick queue)`,
       );
     }
     // Unsettled, the check looks at nothing the instances would finish on a graceful stop.
