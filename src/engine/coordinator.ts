@@ -19,6 +19,7 @@ import { RunBook, type ActiveRun } from './run-book';
 import { readJobStatesHandoff, writeJobStatesHandoff } from './job-state-handoff';
 import type { StragglerWatch } from './straggler-watch';
 import { moveStrandedWork } from './stranded-work';
+import { messageOf } from '../errors';
 
 export interface LeadOptions {
   /** Longest time to lead before giving the lease back (the next tick may take it again). */
@@ -102,6 +103,8 @@ export class Coordinator {
   private deleting: Promise<void> = Promise.resolve();
   /** Requests left for a leader that runs their job, each logged once. */
   private readonly leftRequests = new Set<string>();
+  /** Requests this leader applied but could not delete (see `applyRequests`). */
+  private readonly undeletableRequests = new Set<string>();
   /** When an idle turn next runs a retention slice; kept across this process's terms. */
   private readonly retention: RetentionPace;
   /** Each open run's straggler watch (hedged dispatch), kept across this process's terms. */
@@ -458,6 +461,7 @@ export class Coordinator {
     const { ctx } = this;
     let applied = false;
     for await (const { key, request, madeAt } of pendingRequests(ctx.docs, { abortSignal: term.signal })) {
+      if (this.undeletableRequests.has(key)) continue;
       if (!request) ctx.log.warn(`ignored malformed request ${key}`);
       else if (request.kind === 'run') {
         const job = ctx.jobs.get(request.job);
@@ -482,8 +486,17 @@ export class Coordinator {
           ctx.log.warn(`ignored a cancel request for ${request.runId}: not an open run this leader can end`);
         }
       }
-      await ctx.docs.delete(key, { abortSignal: term.signal });
       applied = true;
+      try {
+        await ctx.docs.delete(key, { abortSignal: term.signal });
+      } catch (err) {
+        term.signal.throwIfAborted();
+        // Applied, and every request is safe to apply twice (a keyed run, a cancel): pass it by
+        // for this leader, or a lease or hold on the one that sorts first would keep every
+        // later trigger and cancel waiting behind it. A later leader applies it once more.
+        this.undeletableRequests.add(key);
+        ctx.log.warn(`applied request ${key} but could not delete it; passing it by: ${messageOf(err)}`);
+      }
     }
     return applied;
   }

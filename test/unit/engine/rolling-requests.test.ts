@@ -67,4 +67,37 @@ describe('requests in a rolling deploy', () => {
     expect((await next.readRun(runId))?.endReason).toBe('wrong input');
     expect(await pending(ports)).toEqual([]);
   });
+
+  // A request blob can outlive its application: a lease on it, a legal hold, a role that may
+  // write but not delete. Requests are applied in name order, so one that sorts first must not
+  // keep every later trigger and cancel from ever being applied.
+  it('a request that cannot be deleted is applied once and passed; later requests are still applied', async () => {
+    const ports = memoryPorts();
+    const engine = buildEngine(ports, [sumJob({ items: 3 })]);
+    const stuck = `requests/2000-01-01T00:00:00.000Z-${randomUUID()}.json`;
+    await ports.docs.write(stuck, JSON.stringify({ kind: 'cancel', runId: 'sum/manual-gone', reason: 'r' }), {
+      ifNoneMatch: '*',
+    });
+    const deleteOf = ports.docs.delete.bind(ports.docs);
+    let stuckDeletes = 0;
+    ports.docs.delete = async (key, options) => {
+      if (key !== stuck) return deleteOf(key, options);
+      stuckDeletes++;
+      throw Object.assign(new Error('There is currently a lease on the blob and no lease ID was specified'), {
+        statusCode: 412,
+        code: 'LeaseIdMissing',
+      });
+    };
+    const runId = await requestRun(ports.docs, 'sum');
+    const stop = engine.startWorkers(1);
+    try {
+      await engine.leadUntil('leader', async () => (await engine.readRun(runId))?.state === 'succeeded');
+      // More turns of the same leader: it does not try the stuck one again and again.
+      await oneTerm(engine, 'leader');
+    } finally {
+      await stop();
+    }
+    expect(await pending(ports)).toEqual([stuck]);
+    expect(stuckDeletes).toBe(1);
+  });
 });
