@@ -6,7 +6,7 @@ import { Handover, type EndingTerm, type HandoverOptions, type HandoverResult } 
 import { HandoverPolicy } from './handover-policy';
 import type { LeaderEvent } from './leader-events';
 import type { LeaseBeats } from './lease-beats';
-import type { LeaseRecord } from './lease-store';
+import type { LeaseMark, LeaseRecord } from './lease-store';
 import { ActiveTerm, bounded, untilAborted, type Leadership, type Term } from './term';
 
 export interface LeaderInfo {
@@ -357,9 +357,14 @@ export class LeaderElector {
         const to = asked && this.handover ? await this.handover.reserve(leadership, asked) : asked;
         leadership.handoverTo = to;
         const rest = loss === undefined && !to ? leadership.restingUntil : undefined;
-        const restingUntil = rest && rest.getTime() > clock.date().getTime() && (await this.markRestingQuietly(leadership, rest));
+        const restingUntil =
+          rest &&
+          rest.getTime() > clock.date().getTime() &&
+          (await this.markQuietly(leadership, { kind: 'resting', until: rest }));
         // Said in the lease, so candidates this one outranks do not leave the free lease to it.
-        if (failed && !to && !restingUntil) await this.markLeavingQuietly(leadership);
+        if (failed && !to && !restingUntil && this.handover && !leadership.leaving) {
+          await this.markQuietly(leadership, { kind: 'leaving' });
+        }
         // After a deadline or stall loss the lease may still be ours; giving it back lets the
         // next leader start now instead of after expiry.
         const released = await this.releaseQuietly(term.leaseId, term.epoch, leadership.lastCallMs(this.options.renewDeadlineMs));
@@ -391,27 +396,18 @@ export class LeaderElector {
     }
   }
 
-  /** Says in the lease that this holder is leaving; a failure costs the others only `deferMs`. */
-  private async markLeavingQuietly(term: ActiveTerm): Promise<void> {
-    if (term.leaving || !this.handover) return;
-    const { store, clock, renewDeadlineMs } = this.options;
-    const ms = term.lastCallMs(Math.min(renewDeadlineMs, Math.max(1, term.deadline - clock.now())));
-    await bounded(clock, ms, (abortSignal) =>
-      term.serially(() => store.mark(term.leaseId, { kind: 'leaving' }, { abortSignal })),
-    ).catch(() => undefined);
-  }
-
-  /** Writes the term's rest mark before its release; false when it could not (the release is then plain). */
-  private async markRestingQuietly(term: ActiveTerm, until: Date): Promise<boolean> {
+  /**
+   * One last mark before the release, while the lease is still this term's; false when it could
+   * not be written, which only loses the hint: without a rest mark candidates lead at their next
+   * tick (more churn, no harm), without a leaving mark they defer for `deferMs`.
+   */
+  private async markQuietly(term: ActiveTerm, mark: LeaseMark): Promise<boolean> {
     const { store, clock, renewDeadlineMs } = this.options;
     const ms = term.lastCallMs(Math.min(renewDeadlineMs, Math.max(1, term.deadline - clock.now())));
     try {
-      await bounded(clock, ms, (abortSignal) =>
-        term.serially(() => store.mark(term.leaseId, { kind: 'resting', until }, { abortSignal })),
-      );
+      await bounded(clock, ms, (abortSignal) => term.serially(() => store.mark(term.leaseId, mark, { abortSignal })));
       return true;
     } catch {
-      // Candidates then find the lease free and lead at their next tick: more churn, no harm.
       return false;
     }
   }

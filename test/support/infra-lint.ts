@@ -111,13 +111,6 @@ const CONTAINER_TYPE = 'Microsoft.Storage/storageAccounts/blobServices/container
 const QUEUE_TYPE = 'Microsoft.Storage/storageAccounts/queueServices/queues';
 const ROLE_DEFINITION_TYPE = 'Microsoft.Authorization/roleDefinitions';
 const BLOB_WRITE = 'Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write';
-/**
- * The one control action the request writer may carry: the CLI's document store creates its
- * container (Create Container) before its first write, and refused, the trigger fails. It
- * creates or updates a container; it cannot delete one or reach a blob.
- */
-const REQUEST_WRITER_ACTIONS: readonly string[] = [];
-
 /** The principal types a deployer may be. */
 const DEPLOYER_PRINCIPAL_TYPES = ['User', 'Group', 'ServicePrincipal'];
 
@@ -789,11 +782,9 @@ export function lintTemplate(files: Pick<InfraFiles, 'template' | 'hashes'>, exp
     }
     const actions = literalList(definition, 'properties.permissions.0.actions');
     const dataActions = literalList(definition, 'properties.permissions.0.dataActions');
-    if (actions === undefined || actions.some((action) => !REQUEST_WRITER_ACTIONS.includes(action))) {
-      bad(
-        `actions may hold only ${REQUEST_WRITER_ACTIONS.join(', ')}: no other control action (a container delete is beyond any condition)`,
-      );
-    }
+    // No control action: a container's delete or write is beyond any condition, and the CLI's
+    // document store creates its container only when a write finds it missing.
+    if (actions === undefined || actions.length > 0) bad('actions must be empty: no control action');
     if (dataActions === undefined || dataActions.length !== 1 || dataActions[0] !== BLOB_WRITE) {
       bad(`dataActions must be ${BLOB_WRITE} alone: no read, delete or other data action`);
     }
