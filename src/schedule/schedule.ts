@@ -52,7 +52,10 @@ const PARSED = new Map<string, Schedule>();
 const PARSED_KEPT = 256;
 
 export class Schedule {
-  private readonly cron: Cron;
+  /** croner's runner, built when first asked for an instant (`cron`). */
+  private runner: Cron | undefined;
+  /** The six fields, as croner reads them. */
+  private readonly fields: string;
   private readonly pattern: CronPattern;
   /** Occurrences in one matching day, hour and minute, for counting without enumerating. */
   private readonly perUnit: ReadonlyArray<{ ms: number; count: number }>;
@@ -70,8 +73,7 @@ export class Schedule {
     private readonly zone: TimeZone | undefined,
   ) {
     const pattern = fields.join(' ');
-    // sloppyRanges: NCrontab reads `5/10` as `5-max/10`, and so does croner with it.
-    this.cron = new Cron(pattern, { timezone: 'UTC', paused: true, domAndDow: true, mode: '6-part', sloppyRanges: true });
+    this.fields = pattern;
     const parsed = new CronPattern(pattern, 'UTC', { mode: '6-part', sloppyRanges: true });
     this.pattern = parsed;
     const seconds = parsed.second.filter(Boolean).length;
@@ -82,6 +84,16 @@ export class Schedule {
       { ms: HOUR_MS, count: seconds * minutes },
       { ms: MINUTE_MS, count: seconds },
     ];
+  }
+
+  /**
+   * Built when first asked for an instant: an app's start parses each schedule to check it, and
+   * croner's runner parses the pattern again (about a millisecond the first time).
+   */
+  private get cron(): Cron {
+    // sloppyRanges: NCrontab reads `5/10` as `5-max/10`, and so does croner with it.
+    this.runner ??= new Cron(this.fields, { timezone: 'UTC', paused: true, domAndDow: true, mode: '6-part', sloppyRanges: true });
+    return this.runner;
   }
 
   /**
@@ -170,27 +182,24 @@ export class Schedule {
     const { second, minute, hour, day, month, dayOfWeek } = this.pattern;
     // A period that divides a day fires on every day; one that skips a day has none.
     if (![day, month, dayOfWeek].every((field) => field.every(Boolean))) return undefined;
-    const set = (field: readonly number[]) => field.filter(Boolean).length;
-    const count = set(hour) * set(minute) * set(second);
-    const perDay = DAY_MS / 1000;
-    if (count === 0 || perDay % count !== 0) return undefined;
-    // As many as the grid holds in a day, and each one on it (0,15,20,45 has the count of a 15 s
-    // grid but not its instants): checked in order, without listing the day's seconds.
-    const period = perDay / count;
-    const first = hour.findIndex(Boolean) * 3600 + minute.findIndex(Boolean) * 60 + second.findIndex(Boolean);
-    let expected = first;
-    for (let h = 0; h < 24; h++) {
-      if (!hour[h]) continue;
-      for (let m = 0; m < 60; m++) {
-        if (!minute[m]) continue;
-        for (let s = 0; s < 60; s++) {
-          if (!second[s]) continue;
-          if (h * 3600 + m * 60 + s !== expected) return undefined;
-          expected += period;
-        }
-      }
+    // Even steps in each field, and a field stepping within its unit only under a coarser field
+    // that fires every time: read from the fields, since walking a day's 86,400 seconds costs an
+    // app's start about 2 ms.
+    const s = evenSteps(second);
+    const m = evenSteps(minute);
+    const h = evenSteps(hour);
+    if (!s || !m || !h) return undefined;
+    let period: number;
+    if (s.step < 60) {
+      if (m.step !== 1 || h.step !== 1) return undefined;
+      period = s.step;
+    } else if (m.step < 60) {
+      if (h.step !== 1) return undefined;
+      period = m.step * 60;
+    } else {
+      period = h.step * 3600;
     }
-    return { periodMs: period * 1000, offsetMs: first * 1000 };
+    return { periodMs: period * 1000, offsetMs: (h.first * 3600 + m.first * 60 + s.first) * 1000 };
   }
 
   /**
@@ -510,4 +519,20 @@ export function decideOverlap(
       throw new InvalidConfigError('overlap', `overlap "${String(unknown)}" must be one of skip, allow, replace`);
     }
   }
+}
+
+/**
+ * A field's set values as even steps around its unit: `first`, `first + step`, … and back to
+ * `first` (one value is a step of the whole unit); undefined when they are not.
+ */
+function evenSteps(field: readonly number[]): { first: number; step: number } | undefined {
+  const set: number[] = [];
+  field.forEach((on, value) => {
+    if (on) set.push(value);
+  });
+  if (set.length === 0 || field.length % set.length !== 0) return undefined;
+  const step = field.length / set.length;
+  if (set[0]! >= step) return undefined;
+  for (let i = 1; i < set.length; i++) if (set[i]! - set[i - 1]! !== step) return undefined;
+  return { first: set[0]!, step };
 }

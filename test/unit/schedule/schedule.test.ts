@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { CronPattern } from 'croner';
 import { InvalidConfigError } from '../../../src/errors.js';
 import { decideOverlap, planOccurrences, Schedule } from '../../../src/schedule/schedule.js';
 import { oneLineError } from '../../support/errors';
@@ -286,5 +287,34 @@ describe('Schedule.fixedPeriod', () => {
     '*/2 * * * 1 *',
   ])('%s does not', (expression) => {
     expect(Schedule.parse(expression).fixedPeriod()).toBeUndefined();
+  });
+
+  it("agrees with a walk over the day's seconds for every mix of fields", () => {
+    // The oracle lists the seconds of a day the fields fire on, and asks whether they are evenly spaced.
+    const walk = (expression: string) => {
+      const { second, minute, hour } = new CronPattern(expression, 'UTC', { mode: '6-part', sloppyRanges: true });
+      const fired: number[] = [];
+      for (let h = 0; h < 24; h++)
+        for (let m = 0; m < 60; m++)
+          for (let s = 0; s < 60; s++) if (hour[h] && minute[m] && second[s]) fired.push(h * 3600 + m * 60 + s);
+      const period = 86_400 / fired.length;
+      const even = Number.isInteger(period) && fired.every((at, i) => at === fired[0]! + i * period);
+      return even ? { periodMs: period * 1000, offsetMs: fired[0]! * 1000 } : undefined;
+    };
+    const seconds = ['*', '*/2', '*/7', '5/10', '0', '15', '0,30', '0,15,20,45', '*/15', '1/20', '0-29/3', '*/30'];
+    const minutes = ['*', '0', '*/5', '7', '0,30', '*/7', '10/20', '*/2'];
+    const hours = ['*', '0', '*/6', '3/8', '0,12', '*/5', '1', '*/2'];
+    let fixed = 0;
+    for (const s of seconds)
+      for (const m of minutes)
+        for (const h of hours) {
+          const expression = `${s} ${m} ${h} * * *`;
+          const expected = walk(expression);
+          if (expected) fixed++;
+          expect(Schedule.parse(expression).fixedPeriod(), expression).toEqual(expected);
+        }
+    // Both kinds are in the mix.
+    expect(fixed).toBeGreaterThan(30);
+    expect(fixed).toBeLessThan(seconds.length * minutes.length * hours.length - 30);
   });
 });
