@@ -1,7 +1,7 @@
 // The published package's types: the declarations the four public entries reach, copied from
 // dist/src (which tsc fills with one per module of src/) to dist/types, in the same folders.
 //
-// Why: the code ships as one bundle, so a module no entry's types name is never seen by a user's
+// Why: the code ships bundled, so a module no entry's types name is never seen by a user's
 // compiler; about half of src/ (the CLI, the local host, the engines' insides) is such. Shipping
 // their declarations cost every install some 90 files for nothing.
 import { cpSync, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';

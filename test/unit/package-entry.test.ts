@@ -99,6 +99,26 @@ describe('the built package', () => {
     expect((thrown as InstanceType<typeof lib.InvalidSettingError>).setting).toBe('BATON_HUB');
   });
 
+  it('gives the testing kit, in the tools bundle, the classes of the app bundle', async () => {
+    // baton-tools.js takes every module baton.js holds from it, so an error the kit passes on
+    // from the runtime is the very class the root exports.
+    const lib = require(pkg.name) as typeof import('../../src/index');
+    const testing = require(`${pkg.name}/testing`) as typeof import('../../src/testing');
+    const job = lib.defineJob({
+      name: 'sizes',
+      schedule: '0 0 3 * * *',
+      *split() {
+        yield 1;
+      },
+      process: async () => 1,
+      aggregate: { initial: () => 0, add: (sum: number) => sum },
+    });
+    const azurite = { connectionString: 'UseDevelopmentStorage=true' } as never;
+    const run = testing.runJobOnce(job, { azurite, env: { BATON_MAX_ATTEMPTS: 'lots' } });
+    await expect(run).rejects.toBeInstanceOf(lib.InvalidSettingError);
+    await expect(run).rejects.toMatchObject({ setting: 'BATON_MAX_ATTEMPTS' });
+  });
+
   it("loads, on an app's start, only the packages the app uses", () => {
     // A new process, as the Functions host starts one: the app takes a job from the root, registers
     // it, and lists the installed packages it has loaded by the time its registrations are done.
@@ -120,17 +140,24 @@ describe('the built package', () => {
         const scoped = parts[at + 1].startsWith('@');
         packages.add(parts.slice(at + 1, at + (scoped ? 3 : 2)).join('/'));
       }
+      // And which of the package's own files: an app never loads the tools' bundle.
+      const own = Object.keys(require.cache).filter((file) => file.startsWith(${JSON.stringify(bundle)}));
+      console.log(JSON.stringify(own.map((file) => require('node:path').basename(file)).sort()));
       console.log(JSON.stringify([...packages].sort()));
       process.exit(0);
     `;
     const loaded = (env: Record<string, string>): string[] => {
       const settings = JSON.stringify({ AzureWebJobsStorage: 'UseDevelopmentStorage=true', ...env });
       const out = execFileSync(process.execPath, ['-e', app, settings], { cwd: join(root, 'functions'), encoding: 'utf8' });
-      // The last line: an exporter prints its own lines before it.
-      return JSON.parse(out.trim().split('\n').at(-1) ?? '[]') as string[];
+      // The last two lines: an exporter prints its own lines before them.
+      const [files, packages] = out.trim().split('\n').slice(-2);
+      bundled.push(JSON.parse(files ?? '[]') as string[]);
+      return JSON.parse(packages ?? '[]') as string[];
     };
+    const bundled: string[][] = [];
 
     const plain = loaded({});
+    expect(bundled[0]).toEqual(['baton.js', 'functions.js', 'index.js']);
     // What the floor app of bench/benchmarks/footprint.ts loads too: the storage SDKs and their core.
     expect(plain).toEqual(expect.arrayContaining(['@azure/storage-blob', '@azure/storage-queue']));
     // Loaded only when a setting or a call uses them: OpenTelemetry when a provider is registered,
