@@ -6,7 +6,7 @@ import { defaultRenewDeadlineMs, defaultRenewIntervalMs, RENEW_JITTER_FACTOR } f
 import { MAX_QUEUE_SHARDS, shardQueueNames } from '../hub/resources.js';
 import { DEFAULT_RETENTION_DAYS, MAX_RETENTION_DAYS, type RetentionPolicy } from '../hub/retention.js';
 import { Schedule } from '../schedule/schedule.js';
-import { parseSetting, readSetting, type Env } from '../storage/setting.js';
+import { lazily, parseSetting, readSetting, settingOr, type Env } from '../storage/setting.js';
 
 export interface BatonSettings {
   hub: string;
@@ -52,10 +52,12 @@ export interface BatonSettings {
 
 // The hub names queues (`<hub>-work-poison`, at most 63 characters) and a container
 // (`<hub>-runs`), so it follows their rules: no leading, trailing or double hyphens.
-const hubSchema = z.string().check(
-  z.regex(/^(?=.{1,51}$)[a-z0-9]+(-[a-z0-9]+)*$/, {
-    error: 'must be 1-51 characters of lowercase letters, digits and single inner hyphens (it names queues and a container)',
-  }),
+const hubSchema = lazily(() =>
+  z.string().check(
+    z.regex(/^(?=.{1,51}$)[a-z0-9]+(-[a-z0-9]+)*$/, {
+      error: 'must be 1-51 characters of lowercase letters, digits and single inner hyphens (it names queues and a container)',
+    }),
+  ),
 );
 /** Digits only (`error` if not), read as a number. */
 const digits = (error: string, pattern = /^\d+$/) => z.pipe(z.string().check(z.regex(pattern, { error })), z.transform(Number));
@@ -73,33 +75,39 @@ const lowerCaseOneOf = <const T extends readonly [string, ...string[]]>(values: 
     ),
     z.enum(values, { error }),
   );
-const scheduleSchema = z.string().check(
-  z.refine(
-    (value) => {
-      try {
-        Schedule.parse(value, 'BATON_COORDINATOR_SCHEDULE');
-        return true;
-      } catch {
-        return false;
-      }
-    },
-    { error: 'must be an NCRONTAB expression such as */10 * * * * *' },
+const scheduleSchema = lazily(() =>
+  z.string().check(
+    z.refine(
+      (value) => {
+        try {
+          Schedule.parse(value, 'BATON_COORDINATOR_SCHEDULE');
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      { error: 'must be an NCRONTAB expression such as */10 * * * * *' },
+    ),
   ),
 );
-const leaseSecondsSchema = z.pipe(
-  digits('must be a whole number of seconds from 15 to 60'),
-  // Azure blob leases are 15-60 s (or infinite, which would never fail over).
-  z.number().check(z.int(), z.gte(15, { error: 'must be at least 15' }), z.lte(60, { error: 'must be at most 60' })),
+const leaseSecondsSchema = lazily(() =>
+  z.pipe(
+    digits('must be a whole number of seconds from 15 to 60'),
+    // Azure blob leases are 15-60 s (or infinite, which would never fail over).
+    z.number().check(z.int(), z.gte(15, { error: 'must be at least 15' }), z.lte(60, { error: 'must be at most 60' })),
+  ),
 );
-const containerSchema = z.string().check(
-  z.minLength(3, { error: 'must be a container name of at least 3 characters' }),
-  z.maxLength(63, { error: 'must be a container name of at most 63 characters' }),
-  z.regex(/^[a-z0-9]+(-[a-z0-9]+)*$/, {
-    error: 'must be a container name: lowercase letters, digits and single hyphens, starting and ending with a letter or digit',
-  }),
+const containerSchema = lazily(() =>
+  z.string().check(
+    z.minLength(3, { error: 'must be a container name of at least 3 characters' }),
+    z.maxLength(63, { error: 'must be a container name of at most 63 characters' }),
+    z.regex(/^[a-z0-9]+(-[a-z0-9]+)*$/, {
+      error: 'must be a container name: lowercase letters, digits and single hyphens, starting and ending with a letter or digit',
+    }),
+  ),
 );
 
-const renewDeadlineSchema = digits('must be a whole number of seconds, less than BATON_LEASE_SECONDS');
+const renewDeadlineSchema = lazily(() => digits('must be a whole number of seconds, less than BATON_LEASE_SECONDS'));
 
 /** The elector's two rules on the deadline, checked here so each is one line naming the setting. */
 function parseRenewDeadlineMs(env: Env, leaseDurationSeconds: number): number {
@@ -107,7 +115,7 @@ function parseRenewDeadlineMs(env: Env, leaseDurationSeconds: number): number {
   const leaseMs = leaseDurationSeconds * 1000;
   const value = readSetting(env, name);
   if (value === undefined) return defaultRenewDeadlineMs(leaseMs);
-  const deadlineMs = parseSetting(renewDeadlineSchema, name, value) * 1000;
+  const deadlineMs = parseSetting(renewDeadlineSchema(), name, value) * 1000;
   if (deadlineMs >= leaseMs) {
     // Otherwise storage could give the lease away while this leader still believes it leads.
     throw new InvalidSettingError(name, `${name} must be less than BATON_LEASE_SECONDS (${leaseDurationSeconds})`);
@@ -123,12 +131,14 @@ function parseRenewDeadlineMs(env: Env, leaseDurationSeconds: number): number {
   return deadlineMs;
 }
 
-const takeoverSchema = digits('must be a whole number of milliseconds: 0 (off), or from 1000 to less than the renew deadline');
+const takeoverSchema = lazily(() =>
+  digits('must be a whole number of milliseconds: 0 (off), or from 1000 to less than the renew deadline'),
+);
 
 /** `BATON_TAKEOVER_MS`: off at 0; otherwise the elector's rule, as one line naming the setting. */
 function parseTakeoverMs(env: Env, renewDeadlineMs: number): number | undefined {
   const name = 'BATON_TAKEOVER_MS';
-  const ms = parseSetting(takeoverSchema, name, readSetting(env, name) ?? String(DEFAULT_TAKEOVER_MS));
+  const ms = settingOr(env, name, takeoverSchema, DEFAULT_TAKEOVER_MS);
   if (ms === 0) return undefined;
   if (ms < 1000 || ms >= renewDeadlineMs) {
     throw new InvalidSettingError(
@@ -173,7 +183,7 @@ function parseQueueShards(env: Env, hub: string, engine: BatonSettings['engine']
 
 /** A hub name as `BATON_HUB` takes it; a bad one throws `InvalidSettingError` naming `setting`. */
 export function parseHubName(value: string, setting = 'BATON_HUB'): string {
-  return parseSetting(hubSchema, setting, value);
+  return parseSetting(hubSchema(), setting, value);
 }
 
 /**
@@ -190,86 +200,61 @@ function checkTaskHubName(hub: string): void {
   }
 }
 
-function optionalSetting<T>(env: Env, name: string, schema: z.ZodMiniType<T, string>): T | undefined {
-  const value = readSetting(env, name);
-  return value === undefined ? undefined : parseSetting(schema, name, value);
+function optionalSetting<T>(env: Env, name: string, schema: () => z.ZodMiniType<T, string>): T | undefined {
+  return settingOr<T | undefined>(env, name, schema, undefined);
 }
 
 /** `BATON_RETENTION_DAYS` (default 30) and `BATON_OUTPUT_RETENTION_DAYS` (default the same). */
 function parseRetention(env: Env): RetentionPolicy {
-  const days = wholeNumber(1, MAX_RETENTION_DAYS, 'days');
-  const runDays = parseSetting(
-    days,
-    'BATON_RETENTION_DAYS',
-    readSetting(env, 'BATON_RETENTION_DAYS') ?? String(DEFAULT_RETENTION_DAYS),
-  );
-  const outputDays = parseSetting(
-    days,
-    'BATON_OUTPUT_RETENTION_DAYS',
-    readSetting(env, 'BATON_OUTPUT_RETENTION_DAYS') ?? String(runDays),
-  );
+  const days = lazily(() => wholeNumber(1, MAX_RETENTION_DAYS, 'days'));
+  const runDays = settingOr(env, 'BATON_RETENTION_DAYS', days, DEFAULT_RETENTION_DAYS);
+  const outputDays = settingOr(env, 'BATON_OUTPUT_RETENTION_DAYS', days, runDays);
   return { runDays, outputDays };
 }
 
 export function parseBatonSettings(env: Env = process.env): BatonSettings {
-  // Parsed in a fixed order so several bad settings still produce one predictable error.
-  const hub = parseSetting(hubSchema, 'BATON_HUB', readSetting(env, 'BATON_HUB') ?? 'baton');
-  const leaseDurationSeconds = parseSetting(
-    leaseSecondsSchema,
-    'BATON_LEASE_SECONDS',
-    readSetting(env, 'BATON_LEASE_SECONDS') ?? '15',
-  );
+  // Parsed in a fixed order so several bad settings still produce one predictable error. Each
+  // fallback is what its documented default reads as (settings.test.ts holds them equal).
+  const hub = settingOr(env, 'BATON_HUB', hubSchema, 'baton');
+  const leaseDurationSeconds = settingOr(env, 'BATON_LEASE_SECONDS', leaseSecondsSchema, 15);
   const renewDeadlineMs = parseRenewDeadlineMs(env, leaseDurationSeconds);
   const settings = {
     hub,
     leaseDurationSeconds,
     renewDeadlineMs,
     takeoverMs: parseTakeoverMs(env, renewDeadlineMs),
-    leaseContainer: parseSetting(containerSchema, 'BATON_LEASE_CONTAINER', readSetting(env, 'BATON_LEASE_CONTAINER') ?? 'leases'),
-    coordinatorSchedule: parseSetting(
-      scheduleSchema,
-      'BATON_COORDINATOR_SCHEDULE',
-      readSetting(env, 'BATON_COORDINATOR_SCHEDULE') ?? '*/10 * * * * *',
-    ),
-    termSeconds: parseSetting(
-      wholeNumber(5, 3600, 'seconds'),
-      'BATON_TERM_SECONDS',
-      readSetting(env, 'BATON_TERM_SECONDS') ?? '60',
-    ),
-    restWhenIdle: parseSetting(
-      z.pipe(
-        lowerCaseOneOf(['true', 'false'], 'must be true or false'),
-        z.transform((v) => v === 'true'),
-      ),
-      'BATON_REST_WHEN_IDLE',
-      readSetting(env, 'BATON_REST_WHEN_IDLE') ?? 'true',
-    ),
-    maxAttempts: parseSetting(
-      wholeNumber(1, 100, 'attempts'),
-      'BATON_MAX_ATTEMPTS',
-      readSetting(env, 'BATON_MAX_ATTEMPTS') ?? '5',
-    ),
-    maxInFlightMessages: parseSetting(
-      wholeNumber(16, 1_000_000, 'messages'),
-      'BATON_MAX_IN_FLIGHT',
-      readSetting(env, 'BATON_MAX_IN_FLIGHT') ?? '4096',
-    ),
-    engine: parseSetting(
-      z.enum(['queue', 'durable'], { error: 'must be queue or durable' }),
-      'BATON_ENGINE',
-      readSetting(env, 'BATON_ENGINE') ?? 'queue',
-    ),
-    leaderPriority: parseSetting(
-      z.pipe(
-        digits('must be a whole number from 0 to 1000', /^\d{1,4}$/),
-        z.number().check(z.lte(1000, { error: 'must be a whole number from 0 to 1000' })),
-      ),
-      'BATON_LEADER_PRIORITY',
-      readSetting(env, 'BATON_LEADER_PRIORITY') ?? '0',
-    ),
-    appVersion: optionalSetting(
+    leaseContainer: settingOr(env, 'BATON_LEASE_CONTAINER', containerSchema, 'leases'),
+    coordinatorSchedule: settingOr(env, 'BATON_COORDINATOR_SCHEDULE', scheduleSchema, '*/10 * * * * *'),
+    termSeconds: settingOr(env, 'BATON_TERM_SECONDS', () => wholeNumber(5, 3600, 'seconds'), 60),
+    restWhenIdle: settingOr(
       env,
-      'BATON_APP_VERSION',
+      'BATON_REST_WHEN_IDLE',
+      () =>
+        z.pipe(
+          lowerCaseOneOf(['true', 'false'], 'must be true or false'),
+          z.transform((v) => v === 'true'),
+        ),
+      true,
+    ),
+    maxAttempts: settingOr(env, 'BATON_MAX_ATTEMPTS', () => wholeNumber(1, 100, 'attempts'), 5),
+    maxInFlightMessages: settingOr(env, 'BATON_MAX_IN_FLIGHT', () => wholeNumber(16, 1_000_000, 'messages'), 4096),
+    engine: settingOr<BatonSettings['engine']>(
+      env,
+      'BATON_ENGINE',
+      () => z.enum(['queue', 'durable'], { error: 'must be queue or durable' }),
+      'queue',
+    ),
+    leaderPriority: settingOr(
+      env,
+      'BATON_LEADER_PRIORITY',
+      () =>
+        z.pipe(
+          digits('must be a whole number from 0 to 1000', /^\d{1,4}$/),
+          z.number().check(z.lte(1000, { error: 'must be a whole number from 0 to 1000' })),
+        ),
+      0,
+    ),
+    appVersion: optionalSetting(env, 'BATON_APP_VERSION', () =>
       z.string().check(z.refine(isVersion, { error: 'must be a SemVer version such as 1.4.2, 2.0.0-rc.1 or 1.4.2+build.7' })),
     ),
   };
@@ -291,7 +276,7 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
  */
 function parseHttpAuth(env: Env): HttpAuth {
   const name = 'BATON_HTTP_AUTH';
-  const auth = parseSetting(lowerCaseOneOf(['keys', 'entra'], 'must be keys or entra'), name, readSetting(env, name) ?? 'keys');
+  const auth = settingOr<HttpAuth>(env, name, () => lowerCaseOneOf(['keys', 'entra'], 'must be keys or entra'), 'keys');
   if (auth === 'entra') {
     if (readSetting(env, 'WEBSITE_SITE_NAME') === undefined) {
       throw new InvalidSettingError(
@@ -311,19 +296,19 @@ function parseHttpAuth(env: Env): HttpAuth {
 
 export type LogLevel = 'info' | 'debug';
 
-const logLevelSchema = lowerCaseOneOf(['info', 'debug'], 'must be info or debug');
+const logLevelSchema = lazily(() => lowerCaseOneOf(['info', 'debug'], 'must be info or debug'));
 
 /**
  * `BATON_LOG_LEVEL` (default `info`). `debug` adds the elector's per-renewal lines and the
  * timer's per-tick lines, and makes the local cluster print every instance's log lines.
  */
 export function parseLogLevel(env: Env = process.env): LogLevel {
-  return parseSetting(logLevelSchema, 'BATON_LOG_LEVEL', readSetting(env, 'BATON_LOG_LEVEL') ?? 'info');
+  return settingOr<LogLevel>(env, 'BATON_LOG_LEVEL', logLevelSchema, 'info');
 }
 
 export type MetricsExporter = 'console' | 'otlp' | 'none';
 
-const metricsExporterSchema = lowerCaseOneOf(['console', 'otlp', 'none'], 'must be console, otlp or none');
+const metricsExporterSchema = lazily(() => lowerCaseOneOf(['console', 'otlp', 'none'], 'must be console, otlp or none'));
 
 /**
  * `BATON_METRICS_EXPORTER` (default `none`): where metrics and events go when Application
@@ -332,7 +317,7 @@ const metricsExporterSchema = lowerCaseOneOf(['console', 'otlp', 'none'], 'must 
  * `OTEL_EXPORTER_OTLP_*` settings (default http://localhost:4318).
  */
 export function parseMetricsExporter(env: Env = process.env): MetricsExporter {
-  return parseSetting(metricsExporterSchema, 'BATON_METRICS_EXPORTER', readSetting(env, 'BATON_METRICS_EXPORTER') ?? 'none');
+  return settingOr<MetricsExporter>(env, 'BATON_METRICS_EXPORTER', metricsExporterSchema, 'none');
 }
 
 /**
@@ -340,9 +325,5 @@ export function parseMetricsExporter(env: Env = process.env): MetricsExporter {
  * metrics are exported. Azure Monitor reads it too; checked here so a typo fails at start-up.
  */
 export function parseMetricExportIntervalMs(env: Env = process.env): number {
-  return parseSetting(
-    wholeNumber(1000, 86_400_000, 'milliseconds'),
-    'OTEL_METRIC_EXPORT_INTERVAL',
-    readSetting(env, 'OTEL_METRIC_EXPORT_INTERVAL') ?? '60000',
-  );
+  return settingOr(env, 'OTEL_METRIC_EXPORT_INTERVAL', () => wholeNumber(1000, 86_400_000, 'milliseconds'), 60_000);
 }

@@ -34,7 +34,7 @@ export const runInputSchema = z.lazy(() =>
     occurrence: z.nullable(z.string()),
     trigger: z.enum(['schedule', 'manual']),
     /** Missing fields take the defaults; the starter always writes them all. */
-    settings: z.optional(z.partial(durableSettingsSchema)),
+    settings: z.optional(z.partial(durableSettingsSchema())),
   }),
 );
 export type RunInput = z.infer<typeof runInputSchema>;
@@ -100,7 +100,7 @@ export const chunkInputSchema = z.lazy(() =>
     first: z.int().check(z.nonnegative()),
     count: z.int().check(z.positive()),
     itemsPerMessage: z.int().check(z.positive()),
-    settings: durableSettingsSchema,
+    settings: durableSettingsSchema(),
   }),
 );
 export type ChunkInput = z.infer<typeof chunkInputSchema>;

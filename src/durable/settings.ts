@@ -1,6 +1,7 @@
 import type * as df from 'durable-functions';
 import * as z from '../zod';
 import { InvalidConfigError } from '../errors';
+import { lazily } from '../storage/setting';
 import type { ItemRetryOptions } from '../jobs/retry-policy';
 import { durableFunctions } from './durable-functions';
 
@@ -30,21 +31,24 @@ export const DEFAULT_DURABLE_SETTINGS: DurableRunSettings = Object.freeze({
   maxRetryIntervalMs: 60_000,
 });
 
-export const durableSettingsSchema = z.strictObject({
-  chunkItems: z
-    .number()
-    .check(z.int('must be a whole number of items'), z.gte(1, 'must be at least 1'), z.lte(100_000, 'must be at most 100000')),
-  maxAttempts: z
-    .number()
-    .check(z.int('must be a whole number'), z.gte(1, 'must be at least 1'), z.lte(100, 'must be at most 100')),
-  firstRetryIntervalMs: z.number().check(z.int('must be whole milliseconds'), z.positive('must be positive')),
-  backoffCoefficient: z.number().check(z.gte(1, 'must be at least 1')),
-  maxRetryIntervalMs: z.number().check(z.int('must be whole milliseconds'), z.positive('must be positive')),
-});
+// Built on first use: an app on the queue engine never needs it (see `lazily`).
+export const durableSettingsSchema = lazily(() =>
+  z.strictObject({
+    chunkItems: z
+      .number()
+      .check(z.int('must be a whole number of items'), z.gte(1, 'must be at least 1'), z.lte(100_000, 'must be at most 100000')),
+    maxAttempts: z
+      .number()
+      .check(z.int('must be a whole number'), z.gte(1, 'must be at least 1'), z.lte(100, 'must be at most 100')),
+    firstRetryIntervalMs: z.number().check(z.int('must be whole milliseconds'), z.positive('must be positive')),
+    backoffCoefficient: z.number().check(z.gte(1, 'must be at least 1')),
+    maxRetryIntervalMs: z.number().check(z.int('must be whole milliseconds'), z.positive('must be positive')),
+  }),
+);
 
 /** Fills in defaults and checks every field; a bad one throws `InvalidConfigError` naming `durable.<field>`. */
 export function resolveDurableSettings(partial: Partial<DurableRunSettings> = {}): DurableRunSettings {
-  const parsed = durableSettingsSchema.safeParse({ ...DEFAULT_DURABLE_SETTINGS, ...partial });
+  const parsed = durableSettingsSchema().safeParse({ ...DEFAULT_DURABLE_SETTINGS, ...partial });
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const path = issue?.path.join('.') || 'settings';

@@ -35,75 +35,81 @@ const standardSchema = z.custom<JobSchema<unknown>>(isJobSchema, {
   message: 'must be a Standard Schema (zod 3.24 or later, valibot, arktype and others implement it)',
 });
 
-const hedgeOptions = z.strictObject(
-  {
-    maxPercent: z._default(
-      z
-        .number({ message: "must be a percentage of the run's work messages" })
-        .check(
-          z.gte(0, "must be 0-100 (percent of the run's work messages; 0 turns hedging off)"),
-          z.lte(100, "must be 0-100 (percent of the run's work messages; 0 turns hedging off)"),
-        ),
-      DEFAULT_HEDGE.maxPercent,
-    ),
-    minWaitSeconds: z._default(
-      z
-        .number({ message: 'must be a number of seconds' })
-        .check(z.gte(0, 'must be 0 or more'), z.lte(86_400, 'must be at most 86400 (a day)')),
-      DEFAULT_HEDGE.minWaitSeconds,
-    ),
-    minCopies: z._default(
-      z
-        .number({ message: 'must be a number of copies' })
-        .check(
-          z.int('must be a whole number of copies'),
-          z.gte(0, 'must be 0-1000 (copies any run may send, whatever its size)'),
-          z.lte(1000, 'must be 0-1000 (copies any run may send, whatever its size)'),
-        ),
-      DEFAULT_HEDGE.minCopies,
-    ),
-  },
-  {
-    error: (issue) =>
-      issue.code === 'invalid_type' ? 'must be false or { maxPercent, minWaitSeconds, minCopies } (hedged dispatch)' : undefined,
-  },
-);
+const hedgeOptions = () =>
+  z.strictObject(
+    {
+      maxPercent: z._default(
+        z
+          .number({ message: "must be a percentage of the run's work messages" })
+          .check(
+            z.gte(0, "must be 0-100 (percent of the run's work messages; 0 turns hedging off)"),
+            z.lte(100, "must be 0-100 (percent of the run's work messages; 0 turns hedging off)"),
+          ),
+        DEFAULT_HEDGE.maxPercent,
+      ),
+      minWaitSeconds: z._default(
+        z
+          .number({ message: 'must be a number of seconds' })
+          .check(z.gte(0, 'must be 0 or more'), z.lte(86_400, 'must be at most 86400 (a day)')),
+        DEFAULT_HEDGE.minWaitSeconds,
+      ),
+      minCopies: z._default(
+        z
+          .number({ message: 'must be a number of copies' })
+          .check(
+            z.int('must be a whole number of copies'),
+            z.gte(0, 'must be 0-1000 (copies any run may send, whatever its size)'),
+            z.lte(1000, 'must be 0-1000 (copies any run may send, whatever its size)'),
+          ),
+        DEFAULT_HEDGE.minCopies,
+      ),
+    },
+    {
+      error: (issue) =>
+        issue.code === 'invalid_type'
+          ? 'must be false or { maxPercent, minWaitSeconds, minCopies } (hedged dispatch)'
+          : undefined,
+    },
+  );
 
 const retrySeconds = z
   .number({ message: 'must be a number of seconds' })
   .check(z.gte(0, 'must be 0 or more'), z.lte(3600, 'must be at most 3600 (an hour)'));
 
-const retryOptions = z
-  .strictObject(
-    {
-      attempts: z.optional(
-        z
-          .number({ message: 'must be a number of tries' })
-          .check(
-            z.int('must be a whole number of tries'),
-            z.gte(1, 'must be at least 1 (the first try; 1 means no retry)'),
-            z.lte(100, 'must be at most 100'),
-          ),
-      ),
-      delaySeconds: z.optional(retrySeconds),
-      backoff: z.optional(
-        z
-          .number({ message: 'must be a number (each wait is this many times the one before)' })
-          .check(z.gte(1, 'must be at least 1 (each wait is this many times the one before)'), z.lte(10, 'must be at most 10')),
-      ),
-      maxDelaySeconds: z.optional(retrySeconds),
-    },
-    {
-      error: (issue) =>
-        issue.code === 'invalid_type' ? 'must be { attempts, delaySeconds, backoff, maxDelaySeconds } (item retries)' : undefined,
-    },
-  )
-  .check(
-    z.refine((r) => r.delaySeconds === undefined || r.maxDelaySeconds === undefined || r.maxDelaySeconds >= r.delaySeconds, {
-      message: 'must be at least delaySeconds',
-      path: ['maxDelaySeconds'],
-    }),
-  );
+const retryOptions = () =>
+  z
+    .strictObject(
+      {
+        attempts: z.optional(
+          z
+            .number({ message: 'must be a number of tries' })
+            .check(
+              z.int('must be a whole number of tries'),
+              z.gte(1, 'must be at least 1 (the first try; 1 means no retry)'),
+              z.lte(100, 'must be at most 100'),
+            ),
+        ),
+        delaySeconds: z.optional(retrySeconds),
+        backoff: z.optional(
+          z
+            .number({ message: 'must be a number (each wait is this many times the one before)' })
+            .check(z.gte(1, 'must be at least 1 (each wait is this many times the one before)'), z.lte(10, 'must be at most 10')),
+        ),
+        maxDelaySeconds: z.optional(retrySeconds),
+      },
+      {
+        error: (issue) =>
+          issue.code === 'invalid_type'
+            ? 'must be { attempts, delaySeconds, backoff, maxDelaySeconds } (item retries)'
+            : undefined,
+      },
+    )
+    .check(
+      z.refine((r) => r.delaySeconds === undefined || r.maxDelaySeconds === undefined || r.maxDelaySeconds >= r.delaySeconds, {
+        message: 'must be at least delaySeconds',
+        path: ['maxDelaySeconds'],
+      }),
+    );
 
 /** A job's name: it names blobs, queues' messages and metrics, so it is kept plain. */
 export const JOB_NAME_PATTERN = /^[a-z0-9](?:[a-z0-9-]{0,46}[a-z0-9])?$/;
@@ -128,23 +134,27 @@ const jobOptionsSchema = z.object({
   startingDeadlineSeconds: wholeSeconds(300),
   catchUp: z._default(z.enum(['latest', 'all'], { message: "must be 'latest' or 'all'" }), 'latest'),
   timeoutSeconds: wholeSeconds(3600),
+  // Options a job leaves out take their defaults as they are, so their schemas are built only for
+  // a job that sets them (z.lazy): an app's start builds a zod schema in some 20 µs.
   failureTolerance: z._default(
-    z.strictObject({
-      // The path already names the field: `job x: failureTolerance.count must be 0 or more`.
-      count: z.optional(
-        z
-          .number({ message: 'must be a number of failed items' })
-          .check(
-            z.int('must be a whole number of failed items'),
-            z.nonnegative('must be 0 or more (failed items a run may have and still succeed)'),
-          ),
-      ),
-      percent: z.optional(
-        z
-          .number({ message: 'must be a percentage' })
-          .check(z.gte(0, 'must be 0-100 (percent of planned items)'), z.lte(100, 'must be 0-100 (percent of planned items)')),
-      ),
-    }),
+    z.lazy(() =>
+      z.strictObject({
+        // The path already names the field: `job x: failureTolerance.count must be 0 or more`.
+        count: z.optional(
+          z
+            .number({ message: 'must be a number of failed items' })
+            .check(
+              z.int('must be a whole number of failed items'),
+              z.nonnegative('must be 0 or more (failed items a run may have and still succeed)'),
+            ),
+        ),
+        percent: z.optional(
+          z
+            .number({ message: 'must be a percentage' })
+            .check(z.gte(0, 'must be 0-100 (percent of planned items)'), z.lte(100, 'must be 0-100 (percent of planned items)')),
+        ),
+      }),
+    ),
     {},
   ),
   itemsPerMessage: z._default(
@@ -154,22 +164,24 @@ const jobOptionsSchema = z.object({
   maxItemBytes: payloadBytes('the largest serialized item'),
   maxResultBytes: payloadBytes('the largest serialized result'),
   hookTimeouts: z._default(
-    z.strictObject({
-      splitSeconds: z._default(hookSeconds, 300),
-      processSeconds: z._default(hookSeconds, 120),
-      finalizeSeconds: z._default(hookSeconds, 300),
-      itemFailedSeconds: z._default(hookSeconds, 30),
-      graceSeconds: z._default(
-        z
-          .number({ message: 'must be a number of seconds' })
-          .check(z.gte(0, 'must be 0 or more'), z.lte(600, 'must be at most 600')),
-        10,
-      ),
-      maxSplitTimeouts: z._default(
-        z.number().check(z.int('must be a whole number'), z.gte(1, 'must be at least 1'), z.lte(100, 'must be at most 100')),
-        3,
-      ),
-    }),
+    z.lazy(() =>
+      z.strictObject({
+        splitSeconds: z._default(hookSeconds, 300),
+        processSeconds: z._default(hookSeconds, 120),
+        finalizeSeconds: z._default(hookSeconds, 300),
+        itemFailedSeconds: z._default(hookSeconds, 30),
+        graceSeconds: z._default(
+          z
+            .number({ message: 'must be a number of seconds' })
+            .check(z.gte(0, 'must be 0 or more'), z.lte(600, 'must be at most 600')),
+          10,
+        ),
+        maxSplitTimeouts: z._default(
+          z.number().check(z.int('must be a whole number'), z.gte(1, 'must be at least 1'), z.lte(100, 'must be at most 100')),
+          3,
+        ),
+      }),
+    ),
     {
       splitSeconds: 300,
       processSeconds: 120,
@@ -180,11 +192,19 @@ const jobOptionsSchema = z.object({
     },
   ),
   // `false` is `maxPercent: 0`, so a bad field is named by its own path (`hedge.maxPercent`).
-  hedge: z.pipe(
-    z.transform((v: unknown) => (v === false ? { maxPercent: 0 } : (v ?? {}))),
-    hedgeOptions,
+  hedge: z._default(
+    z.lazy(() =>
+      z.pipe(
+        z.transform((v: unknown) => (v === false ? { maxPercent: 0 } : (v ?? {}))),
+        hedgeOptions(),
+      ),
+    ),
+    () => ({ ...DEFAULT_HEDGE }),
   ),
-  retry: z._default(retryOptions, {}),
+  retry: z._default(
+    z.lazy(() => retryOptions()),
+    {},
+  ),
   split: fn('split(ctx) returns the items'),
   process: fn('process(item, ctx) returns the result'),
   aggregate: z.object({

@@ -1,6 +1,6 @@
 import * as z from '../zod';
 import { InvalidSettingError } from '../errors.js';
-import { parseSetting, readSetting } from './setting.js';
+import { lazily, parseSetting, readSetting } from './setting.js';
 
 /**
  * Where storage is and how to authenticate. `connectionString` is a normalized copy of the
@@ -114,30 +114,35 @@ function normalizeConnectionString(raw: string): { ok: string } | { problem: str
 
 const LOCAL_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
 
-const serviceUriSchema = z.string().check(
-  z.refine(
-    (value) => {
-      try {
-        const url = new URL(value);
-        return url.protocol === 'https:' || (url.protocol === 'http:' && LOCAL_HOSTS.has(url.hostname));
-      } catch {
-        return false;
-      }
-    },
-    { error: 'must be an https URL (http is allowed only for localhost or 127.0.0.1)' },
+// Built only for an identity-based connection's settings (see `lazily`).
+const serviceUriSchema = lazily(() =>
+  z.string().check(
+    z.refine(
+      (value) => {
+        try {
+          const url = new URL(value);
+          return url.protocol === 'https:' || (url.protocol === 'http:' && LOCAL_HOSTS.has(url.hostname));
+        } catch {
+          return false;
+        }
+      },
+      { error: 'must be an https URL (http is allowed only for localhost or 127.0.0.1)' },
+    ),
   ),
 );
-const accountNameSchema = z
-  .string()
-  .check(z.regex(/^[a-z0-9]{3,24}$/, { error: 'must be a storage account name: 3-24 lowercase letters or digits' }));
-const credentialSchema = z.pipe(
+const accountNameSchema = lazily(() =>
+  z.string().check(z.regex(/^[a-z0-9]{3,24}$/, { error: 'must be a storage account name: 3-24 lowercase letters or digits' })),
+);
+const credentialSchema = lazily(() =>
   z.pipe(
-    z.string(),
-    z.transform((v) => v.toLowerCase()),
+    z.pipe(
+      z.string(),
+      z.transform((v) => v.toLowerCase()),
+    ),
+    z.literal('managedidentity', { error: 'must be managedidentity (or be left unset)' }),
   ),
-  z.literal('managedidentity', { error: 'must be managedidentity (or be left unset)' }),
 );
-const clientIdSchema = z.guid({ error: 'must be a GUID (the client ID of a user-assigned identity)' });
+const clientIdSchema = lazily(() => z.guid({ error: 'must be a GUID (the client ID of a user-assigned identity)' }));
 
 export function parseStorageSettings(
   env: Record<string, string | undefined> = process.env,
@@ -155,9 +160,9 @@ export function parseStorageSettings(
   }
 
   const name = (suffix: string) => `${prefix}__${suffix}`;
-  const optional = <T extends z.ZodMiniType>(schema: T, setting: string): z.output<T> | undefined => {
+  const optional = <T extends z.ZodMiniType>(schema: () => T, setting: string): z.output<T> | undefined => {
     const value = readSetting(env, setting);
-    return value === undefined ? undefined : parseSetting(schema, setting, value);
+    return value === undefined ? undefined : parseSetting(schema(), setting, value);
   };
   const blobUri = optional(serviceUriSchema, name('blobServiceUri'));
   const queueUri = optional(serviceUriSchema, name('queueServiceUri'));

@@ -2,7 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { InvalidSettingError } from '../../../src/errors.js';
 import { resolveElectorOptions } from '../../../src/lease/elector-options.js';
 import { InMemoryLeaseStore } from '../../../src/lease/in-memory-lease-store.js';
-import { parseBatonSettings } from '../../../src/app/settings.js';
+import {
+  parseBatonSettings,
+  parseLogLevel,
+  parseMetricExportIntervalMs,
+  parseMetricsExporter,
+} from '../../../src/app/settings.js';
 import { parseStorageSettings } from '../../../src/storage/connection.js';
 import { redactSecrets } from '../../../src/redact.js';
 import { type Env } from '../../../src/storage/setting.js';
@@ -223,6 +228,35 @@ describe('parseStorageSettings: identity', () => {
 describe('parseBatonSettings', () => {
   it('turns crash takeover off at BATON_TAKEOVER_MS=0', () => {
     expect(parseBatonSettings({ BATON_TAKEOVER_MS: '0' }).takeoverMs).toBeUndefined();
+  });
+
+  it('reads each unset setting as its documented default would read', () => {
+    // An unset setting takes its fallback without building its schema; the two must agree.
+    const documented = {
+      BATON_HUB: 'baton',
+      BATON_LEASE_SECONDS: '15',
+      BATON_TAKEOVER_MS: '3000',
+      BATON_LEASE_CONTAINER: 'leases',
+      BATON_COORDINATOR_SCHEDULE: '*/10 * * * * *',
+      BATON_TERM_SECONDS: '60',
+      BATON_REST_WHEN_IDLE: 'true',
+      BATON_MAX_ATTEMPTS: '5',
+      BATON_MAX_IN_FLIGHT: '4096',
+      BATON_ENGINE: 'queue',
+      BATON_LEADER_PRIORITY: '0',
+      BATON_RETENTION_DAYS: '30',
+      BATON_OUTPUT_RETENTION_DAYS: '30',
+      BATON_HTTP_AUTH: 'keys',
+      BATON_LOG_LEVEL: 'info',
+      BATON_METRICS_EXPORTER: 'none',
+      OTEL_METRIC_EXPORT_INTERVAL: '60000',
+    };
+    expect(parseBatonSettings({})).toEqual(parseBatonSettings(documented));
+    expect(parseLogLevel({})).toBe(parseLogLevel(documented));
+    expect(parseMetricsExporter({})).toBe(parseMetricsExporter(documented));
+    expect(parseMetricExportIntervalMs({})).toBe(parseMetricExportIntervalMs(documented));
+    // And an output retention left unset follows the runs' retention.
+    expect(parseBatonSettings({ BATON_RETENTION_DAYS: '7' }).retention).toEqual({ runDays: 7, outputDays: 7 });
   });
 
   it('defaults', () => {

@@ -54,6 +54,19 @@ describe('defineJob', () => {
     expect(Object.isFrozen(job)).toBe(true);
   });
 
+  it.each([
+    ['failureTolerance', {}],
+    ['hookTimeouts', {}],
+    ['hedge', {}],
+    ['hedge', null],
+    ['retry', {}],
+  ])('fills %s left out as it fills %j given', (option, given) => {
+    // A left-out option takes its default without its schema; given, the schema fills the same.
+    const left = defineJob(base()) as unknown as Record<string, unknown>;
+    const filled = defineJob(base({ [option]: given })) as unknown as Record<string, unknown>;
+    expect(left[option]).toEqual(filled[option]);
+  });
+
   it('keeps the options it is given', () => {
     const itemSchema = z.number();
     const resultSchema = z.number();
