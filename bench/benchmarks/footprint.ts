@@ -185,7 +185,7 @@ function coldStart(app: string): Promise<number> {
 }
 
 export async function run(options: BenchOptions = {}): Promise<BenchResult> {
-  const runs = options.smoke ? 2 : 15;
+  const runs = options.smoke ? 2 : 31;
   const work = mkdtempSync(join(tmpdir(), 'baton-footprint-'));
   try {
     const { version, devDependencies } = manifest();
