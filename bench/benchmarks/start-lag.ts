@@ -601,7 +601,13 @@ export async function run(options: BenchOptions = {}): Promise<BenchResult> {
   // steady-blocking, whose busy items would take a core from the rest of the suite.
   const windowMs = smoke ? 5_000 : Number(process.env.BENCH_START_LAG_SECONDS ?? 100) * 1000;
   const smoked = new Set(SMOKE_GROUPS.flatMap((g) => g.scenarios));
-  const scenarios = smoke ? SCENARIOS.filter((s) => smoked.has(s.name)) : SCENARIOS;
+  // BENCH_START_LAG_SCENARIOS picks scenarios (comma-separated); steady always runs, as the floor is timed in its window.
+  const picked = process.env.BENCH_START_LAG_SCENARIOS?.split(',').map((n) => n.trim());
+  for (const n of picked ?? [])
+    if (!SCENARIOS.some((s) => s.name === n)) throw new Error(`BENCH_START_LAG_SCENARIOS: no scenario ${n}`);
+  const scenarios = smoke
+    ? SCENARIOS.filter((s) => smoked.has(s.name))
+    : SCENARIOS.filter((s) => !picked || s.name === 'steady' || picked.includes(s.name));
   const started = performance.now();
   const loadAtStart = loadavg();
   let floorLateness: number[] = [];

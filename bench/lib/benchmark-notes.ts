@@ -154,9 +154,13 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'job, and creates the run with one conditional write, so the start lag of a run due while a leader lives is that ' +
       "wait's own timer lateness and one write, unless something holds its event loop. **Items that compute.** An item " +
       'that computes synchronously holds the event loop of the instance that runs it, and the items of one batch run ' +
-      'back to back: steady-blocking’s four 1 s items hold it for about 4 s. On the leader’s instance every run due ' +
-      'meanwhile starts that late: coordination runs on the same thread as the workers, and until it has one of its ' +
-      'own, this goal is missed. The leader keeps its lease through it: its beats come from a worker thread, so a ' +
+      'back to back: steady-blocking’s four 1 s items hold it for about 4 s, and on the leader’s instance every run ' +
+      'due meanwhile started that late (p99 3.5 s), since coordination runs on the same thread as the workers. Now ' +
+      'the leader’s own worker holds back an item whose hold would reach more than 100 ms past the next due instant ' +
+      'until the leader has created that instant’s runs (`ItemStartGate`), learning each job’s holds from its own ' +
+      'items and from every instance’s results, so its lateness is that slack and one write. The leader’s instance ' +
+      'works less of such a job meanwhile; an item that cannot fit between two due instants starts after 5 s. The ' +
+      'leader keeps its lease through it: its beats come from a worker thread, so a ' +
       'busy loop is not taken for a crash (no takeover in the window; before the beats moved off the loop, three). **A ' +
       'leader change.** A leader stopped by WorkerTerminate or a bare SIGTERM hands over make-before-break (see ' +
       'graceful-handover), so an occurrence due during the handover waits at most the leaderless gap; a rolling deploy ' +

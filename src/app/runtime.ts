@@ -10,6 +10,7 @@ import { wakeHub } from '../hub/wake';
 import { restWakeFor } from './rest-wake';
 import type { TickMessage } from '../engine/messages';
 import { INVOCATION_MARGIN_MS, type WorkerDeps } from '../engine/worker';
+import { ItemStartGate } from '../engine/item-start-gate';
 import { BlobDocumentStore } from '../fencing/blob-document-store';
 import type { DocumentStore } from '../fencing/document-store';
 import type { LeaseReader } from '../lease/lease-store';
@@ -312,6 +313,8 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
       steppingDown.abort();
       return handed;
     })());
+  // The leader tells it when runs are next due; this instance's workers ask it before each item.
+  const itemGate = new ItemStartGate(clock);
   const coordinator = new Coordinator({
     jobs: jobMap,
     docs,
@@ -321,6 +324,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     tuning: { maxAttempts: settings.maxAttempts, maxInFlightMessages: settings.maxInFlightMessages },
     telemetry,
     retention: settings.retention,
+    itemGate,
   });
   const runs = new RunStateCache(docs, { clock });
   const functionTimeoutSeconds = options.hostQueueConfig?.functionTimeoutSeconds;
@@ -333,6 +337,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     runs,
     maxAttempts: settings.maxAttempts,
     ...(functionTimeoutSeconds === undefined ? {} : { invocationBudgetMs: functionTimeoutSeconds * 1000 - INVOCATION_MARGIN_MS }),
+    gate: itemGate,
     log: (level, message) => log[level](message),
   }));
   return {

@@ -137,6 +137,7 @@ export class Coordinator {
     try {
       return await this.leadTurns(term, book, summary, options, endAt);
     } finally {
+      ctx.itemGate?.leave();
       untrack?.();
       // Not after losing the lease: a successor may be leading already.
       if (!term.signal.aborted) {
@@ -187,6 +188,7 @@ export class Coordinator {
         }
         lastReconcile = ctx.clock.now();
         nextDueAt = this.nextOccurrenceAt(book, passFrom);
+        ctx.itemGate?.lead(nextDueAt);
       }
       const checkRequests = async (): Promise<void> => {
         await this.guard(term, summary, 'requests', async () => {

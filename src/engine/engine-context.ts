@@ -4,6 +4,7 @@ import type { RetentionPolicy } from '../hub/retention';
 import type { JobDefinition } from '../jobs/job-definition';
 import type { Leadership } from '../lease/term';
 import type { RunTelemetry } from '../telemetry/run-telemetry';
+import type { ItemStartGate } from './item-start-gate';
 import type { HubQueues } from './queue-shards';
 
 export interface EngineLogger {
@@ -25,6 +26,8 @@ export interface EngineContext {
   telemetry?: RunTelemetry;
   /** How long ended runs are kept; an idle leader deletes older ones. None: kept for good. */
   retention?: RetentionPolicy;
+  /** Told, while this instance leads, when runs are next due, so its own worker does not delay them. */
+  itemGate?: ItemStartGate;
 }
 
 export interface EngineTuning {

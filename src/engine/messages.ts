@@ -78,6 +78,12 @@ export const resultMessageSchema = z.lazy(() =>
        */
       ms: z.catch(z.optional(z.number().check(z.nonnegative())), undefined),
       /**
+       * The longest any item of the message held the worker's event loop before its first await,
+       * in ms: the leader keeps its own worker from starting such items just before a run is due
+       * (`ItemStartGate`). Optional like `ms`, and older leaders drop it.
+       */
+      held: z.catch(z.optional(z.number().check(z.nonnegative())), undefined),
+      /**
        * Items of the message that failed this try and went back to the queue, to be tried again
        * `inMs` from now: not stragglers until then. A note the leader can do without, so a
        * malformed one is dropped rather than the outcomes with it.

@@ -18,6 +18,7 @@ import { describeIssue } from '../jobs/error-text';
 import type { ItemOutcome } from '../jobs/item-outcome';
 import type { RunStateCache } from './run-state-cache';
 import { retryDelaySeconds, retryScheduleOf } from '../jobs/retry-policy';
+import type { ItemStartGatePort } from './item-start-gate';
 
 export interface WorkerDeps {
   jobs: ReadonlyMap<string, JobDefinition>;
@@ -40,6 +41,11 @@ export interface WorkerDeps {
    * did not start back to the queue as a message of their own, untried.
    */
   invocationBudgetMs?: number;
+  /**
+   * Asked before each item starts and told how long its `process` held the event loop: on the
+   * leader's instance it holds back an item whose hold would delay a due run (`ItemStartGate`).
+   */
+  gate?: ItemStartGatePort;
   /** Milliseconds on a monotonic clock; `performance.now` unless a test gives its own. */
   now?: () => number;
   log?: (level: 'info' | 'warn', message: string) => void;
@@ -153,16 +159,24 @@ export async function handleWorkMessage(
   watch.unref?.();
   // Where the items this invocation may not start begin (items.length: every item starts).
   let startsUntil = items.length;
+  let longestHoldMs = 0;
   const itemBoundMs = (job.hookTimeouts.processSeconds + job.hookTimeouts.graceSeconds) * 1000;
   try {
     for (const [offset, item] of items.entries()) {
+      await deps.gate?.beforeItem(job.name, stop.signal);
       // The first item always starts (start-up checked that one fits); a later one only if it can end in time.
       if (offset > 0 && deps.invocationBudgetMs !== undefined && now() - startedAt + itemBoundMs > deps.invocationBudgetMs) {
         startsUntil = offset;
         break;
       }
       const itemIndex = message.first + offset;
-      const outcome = await processItem(job, item, { runId: message.run, itemIndex, attempt, signal: stop.signal });
+      // `process` runs at once, up to its first await: the time that takes is its hold on the loop.
+      const began = now();
+      const pending = processItem(job, item, { runId: message.run, itemIndex, attempt, signal: stop.signal });
+      const holdMs = now() - began;
+      deps.gate?.held(job.name, holdMs);
+      longestHoldMs = Math.max(longestHoldMs, holdMs);
+      const outcome = await pending;
       if (!outcome.ok) firstError ??= outcome.e;
       outcomes.push(outcome);
     }
@@ -236,7 +250,7 @@ export async function handleWorkMessage(
       t: 'result',
       run: message.run,
       job: message.job,
-      ...(report.length > 0 ? { outcomes: report, ms: Math.round(now() - startedAt) } : {}),
+      ...(report.length > 0 ? { outcomes: report, ms: Math.round(now() - startedAt), held: Math.round(longestHoldMs) } : {}),
       ...(backAgain ? { retrying: backAgain } : {}),
     };
     await deps.results.send(await encodeWithClaimCheck(result, 'outcomes', deps.docs, { abortSignal: signal }), {

@@ -16,6 +16,7 @@ import { pumpQueue } from '../../src/local/queue-pump';
 import type { QueueDirectory, QueuePort } from '../../src/queue/queue-port';
 import { runKeys, runRecordSchema, type RunRecord } from '../../src/hub/run-record';
 import { describePatience, patience } from './slowdown';
+import type { ItemStartGate } from '../../src/engine/item-start-gate';
 
 export interface EnginePorts {
   docs: DocumentStore;
@@ -48,6 +49,7 @@ export function buildEngine(
     sharded?: ShardedQueues;
     retention?: RetentionPolicy;
     telemetry?: RunTelemetry;
+    itemGate?: ItemStartGate;
   } = {},
 ) {
   const clock = options.clock ?? systemClock;
@@ -66,6 +68,7 @@ export function buildEngine(
     tuning,
     ...(options.retention ? { retention: options.retention } : {}),
     ...(options.telemetry ? { telemetry: options.telemetry } : {}),
+    ...(options.itemGate ? { itemGate: options.itemGate } : {}),
   });
   const records = new FencedDocuments<RunRecord>(ports.docs, { parse: (v) => runRecordSchema.parse(v) });
   const workerDeps = (shard: QueueShard): WorkerDeps => ({

@@ -212,6 +212,44 @@ describe('handleWorkMessage', () => {
     expect(await s.work.receive(32, 30)).toEqual([]);
   });
 
+  it("asks the start gate before each item and tells it how long the item's process held the loop", async () => {
+    const s = await setup({ planned: 6 });
+    let at = 0;
+    const seen: string[] = [];
+    const job = s.deps.jobs.get('square')!;
+    // Item 1 holds the loop for 700 ms before its first await; the others hand it back at once.
+    const holding = {
+      ...job,
+      process: async (item: number, ctx: ProcessContext) => {
+        seen.push(`process ${item}`);
+        if (item === 1) at += 700;
+        await Promise.resolve();
+        at += 5;
+        return job.process(item, ctx);
+      },
+    };
+    const gate = {
+      beforeItem: async (name: string) => {
+        seen.push(`ask ${name}`);
+      },
+      held: (name: string, ms: number) => seen.push(`held ${name} ${ms}`),
+    };
+    const deps: WorkerDeps = { ...s.deps, jobs: new Map([['square', holding]]), now: () => at, gate };
+    await handleWorkMessage(JSON.stringify(work(0, [0, 1, 2])), { dequeueCount: 1 }, deps);
+    // Only the hold up to the first await counts: the 5 ms after it are the item's own time.
+    expect(seen).toEqual([
+      'ask square',
+      'process 0',
+      'held square 0',
+      'ask square',
+      'process 1',
+      'held square 700',
+      'ask square',
+      'process 2',
+      'held square 0',
+    ]);
+  });
+
   it('a retried message is tried on until the job says, then its failures are final', async () => {
     const s = await setup({ failOn: [1] });
     let text = JSON.stringify(work(0, [0, 1, 2]));
