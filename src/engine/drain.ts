@@ -111,7 +111,7 @@ export function drainResults(
       };
     const { run, job } = parsed.data;
     // Whichever instance ran them, the leader's own worker learns how its items hold the loop.
-    if (parsed.data.held !== undefined) ctx.itemGate?.held(job, parsed.data.held);
+    if (parsed.data.held !== undefined && ctx.jobs.has(job)) ctx.itemGate?.held(job, parsed.data.held);
     const ms = parsed.data.ms === undefined ? {} : { ms: parsed.data.ms };
     const retrying = parsed.data.retrying ? { retrying: parsed.data.retrying } : {};
     if (parsed.data.outcomes) return { kind: 'group', run, job, outcomes: parsed.data.outcomes, rejected: 0, ...ms, ...retrying };

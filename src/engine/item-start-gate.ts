@@ -5,10 +5,17 @@ import type { Clock } from '../clock/clock';
  * A worker without one starts every item at once.
  */
 export interface ItemStartGatePort {
-  /** Resolves when the item may start; never rejects (an aborted `signal` lets it start at once). */
-  beforeItem(job: string, signal: AbortSignal): Promise<void>;
-  /** How long the item's `process` held the event loop before it first awaited. */
-  held(job: string, ms: number): void;
+  /**
+   * Resolves when the item may start; never rejects (an aborted `signal` lets it start at once).
+   * The worker then tells the gate what became of it: started, with how long its `process` held
+   * the event loop before it first awaited, or not started after all.
+   */
+  beforeItem(job: string, signal: AbortSignal): Promise<ItemStart>;
+}
+
+export interface ItemStart {
+  started(holdMs: number): void;
+  dropped(): void;
 }
 
 export interface ItemStartGateOptions {
@@ -16,7 +23,8 @@ export interface ItemStartGateOptions {
   minHoldMs?: number;
   /**
    * How far past a due instant the leader lets its own items delay that instant's runs. Default
-   * 100 ms: with the time the pass itself takes, runs start within 250 ms of their due instant.
+   * 100 ms, so that with the pass's own writes a run it delays still starts within a quarter of
+   * a second, unless an item waited out `maxWaitMs`.
    */
   slackMs?: number;
   /** The longest one item waits, whatever the leader does: a stalled pass must not stall the work. Default 5 s. */
@@ -31,12 +39,15 @@ const HOLDS_KEPT = 8;
  * second or more (a synchronous parse, a busy loop). While it does, the leader's timers and
  * storage answers wait: a run due in that second is created late. This gate keeps the leader's
  * own worker from starting such an item when it would still hold the loop `slackMs` after the
- * next due instant; the item starts once the leader has created that instant's runs, or later.
- * Items let through back to back are reckoned one after another, as the loop runs them.
+ * next due instant; the item starts once the leader has created that instant's runs and it fits,
+ * or after `maxWaitMs` whatever the leader does. Items let through together are reckoned one
+ * after another, as the loop runs them.
  *
  * Guaranteed: on an instance that is not leading, and for a job whose items have not been seen
  * to hold the loop for `minHoldMs`, nothing waits; no item waits longer than `maxWaitMs`. The
- * leader learns a job's holds from its own worker and from every instance's results.
+ * leader learns a job's holds from its own worker and from every instance's results. The leader
+ * learns of a new due instant only at the start of a turn, and a turn may spend up to its slice
+ * (2 s) folding results: until then, items wait.
  *
  * Not guaranteed: a job's first items, before any hold of theirs is known, start at once; a
  * `process` that holds the loop after its first `await` is not seen; an item that holds the loop
@@ -50,8 +61,8 @@ export class ItemStartGate implements ItemStartGatePort {
   private readonly holds = new Map<string, number[]>();
   /** The next due instant (storage time, ms) while this instance leads; undefined otherwise. */
   private nextDueAt: number | undefined;
-  /** When the items let through so far will have let go of the loop (storage time, ms). */
-  private busyUntil = Number.NEGATIVE_INFINITY;
+  /** The holds of items let through that have not started yet: the loop runs them before the next. */
+  private reservedMs = 0;
   private waiters: (() => void)[] = [];
   /** Items that waited, since the process started. */
   waited = 0;
@@ -88,17 +99,16 @@ export class ItemStartGate implements ItemStartGatePort {
     this.holds.set(job, holds);
   }
 
-  async beforeItem(job: string, signal: AbortSignal): Promise<void> {
+  async beforeItem(job: string, signal: AbortSignal): Promise<ItemStart> {
     const hold = Math.max(0, ...(this.holds.get(job) ?? []));
-    if (hold < this.minHoldMs) return;
+    if (hold < this.minHoldMs) return this.start(job, 0);
     const giveUpAt = this.clock.now() + this.maxWaitMs;
     let counted = false;
     for (;;) {
-      const start = Math.max(this.clock.date().getTime(), this.busyUntil);
+      const start = this.clock.date().getTime() + this.reservedMs;
       const leftMs = giveUpAt - this.clock.now();
       if (this.nextDueAt === undefined || start + hold <= this.nextDueAt + this.slackMs || signal.aborted || leftMs <= 0) {
-        this.busyUntil = start + hold;
-        return;
+        return this.start(job, hold);
       }
       if (!counted) {
         this.waited++;
@@ -106,6 +116,24 @@ export class ItemStartGate implements ItemStartGatePort {
       }
       await this.nextPass(leftMs, signal);
     }
+  }
+
+  /** An item let through, its hold reserved until it starts or is dropped. */
+  private start(job: string, reserved: number): ItemStart {
+    if (reserved === 0) return { started: (holdMs) => this.held(job, holdMs), dropped: () => undefined };
+    this.reservedMs += reserved;
+    let open = true;
+    const release = (): void => {
+      if (open) this.reservedMs -= reserved;
+      open = false;
+    };
+    return {
+      started: (holdMs) => {
+        release();
+        this.held(job, holdMs);
+      },
+      dropped: release,
+    };
   }
 
   private wakeAll(): void {

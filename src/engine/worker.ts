@@ -157,15 +157,26 @@ export async function handleWorkMessage(
     );
   }, deps.runs.ttlMs);
   watch.unref?.();
+  const itemBoundMs = (job.hookTimeouts.processSeconds + job.hookTimeouts.graceSeconds) * 1000;
   // Where the items this invocation may not start begin (items.length: every item starts).
   let startsUntil = items.length;
   let longestHoldMs = 0;
-  const itemBoundMs = (job.hookTimeouts.processSeconds + job.hookTimeouts.graceSeconds) * 1000;
+  // Time spent at the start gate: the worker's choice, not the items' time (`ms` leaves it out).
+  let gatedMs = 0;
+  // The first item always starts (start-up checked that one fits); a later one only if it can end in time.
+  const outOfTime = (offset: number): boolean =>
+    offset > 0 && deps.invocationBudgetMs !== undefined && now() - startedAt + itemBoundMs > deps.invocationBudgetMs;
   try {
     for (const [offset, item] of items.entries()) {
-      await deps.gate?.beforeItem(job.name, stop.signal);
-      // The first item always starts (start-up checked that one fits); a later one only if it can end in time.
-      if (offset > 0 && deps.invocationBudgetMs !== undefined && now() - startedAt + itemBoundMs > deps.invocationBudgetMs) {
+      if (outOfTime(offset)) {
+        startsUntil = offset;
+        break;
+      }
+      const asked = now();
+      const gate = await deps.gate?.beforeItem(job.name, stop.signal);
+      gatedMs += now() - asked;
+      if (outOfTime(offset)) {
+        gate?.dropped();
         startsUntil = offset;
         break;
       }
@@ -174,7 +185,7 @@ export async function handleWorkMessage(
       const began = now();
       const pending = processItem(job, item, { runId: message.run, itemIndex, attempt, signal: stop.signal });
       const holdMs = now() - began;
-      deps.gate?.held(job.name, holdMs);
+      gate?.started(holdMs);
       longestHoldMs = Math.max(longestHoldMs, holdMs);
       const outcome = await pending;
       if (!outcome.ok) firstError ??= outcome.e;
@@ -250,7 +261,8 @@ export async function handleWorkMessage(
       t: 'result',
       run: message.run,
       job: message.job,
-      ...(report.length > 0 ? { outcomes: report, ms: Math.round(now() - startedAt), held: Math.round(longestHoldMs) } : {}),
+      ...(report.length > 0 ? { outcomes: report, ms: Math.round(now() - startedAt - gatedMs) } : {}),
+      ...(longestHoldMs >= 1 ? { held: Math.round(longestHoldMs) } : {}),
       ...(backAgain ? { retrying: backAgain } : {}),
     };
     await deps.results.send(await encodeWithClaimCheck(result, 'outcomes', deps.docs, { abortSignal: signal }), {

@@ -12,14 +12,20 @@ import { noLeaseToRaise } from '../../support/unit-engine';
 
 const never = new AbortController().signal;
 
-/** A gate on a fake clock, and a way to see whether an item waiting at it has started. */
+/**
+ * A gate on a fake clock, and items that ask it as a worker does: once let through, an item
+ * starts and says how long it held the loop (a test advances the clock past the hold itself).
+ */
 function setup() {
   const clock = new FakeClock();
   const gate = new ItemStartGate(clock);
   const at = (ms: number) => clock.date().getTime() + ms;
-  const start = (job: string, signal = never) => {
+  const start = (job: string, options: { holdMs?: number; signal?: AbortSignal } = {}) => {
     const item = { started: false };
-    void gate.beforeItem(job, signal).then(() => (item.started = true));
+    void gate.beforeItem(job, options.signal ?? never).then((ticket) => {
+      item.started = true;
+      ticket.started(options.holdMs ?? 0);
+    });
     return item;
   };
   return { clock, gate, at, start };
@@ -112,14 +118,15 @@ describe('ItemStartGate', () => {
     const { clock, gate, at, start } = setup();
     gate.held('cpu', 1000);
     gate.lead(at(500));
-    const items = [start('cpu'), start('cpu'), start('cpu')];
+    const items = [start('cpu', { holdMs: 1000 }), start('cpu', { holdMs: 1000 }), start('cpu', { holdMs: 1000 })];
     await clock.advance(500);
     expect(items.map((i) => i.started)).toEqual([false, false, false]);
-    // Runs every second: each pass lets one through, whose hold ends at the next instant; the
-    // next waits for the pass after it.
+    // Runs every second: the pass lets one through, whose hold ends at the next instant; the
+    // others, let through with it, would hold the loop after it, so they wait for the pass after.
     gate.lead(at(1000));
     await clock.advance(0);
     expect(items.map((i) => i.started)).toEqual([true, false, false]);
+    // The first item's hold, up to the next instant.
     await clock.advance(1000);
     gate.lead(at(1000));
     await clock.advance(0);
@@ -128,6 +135,22 @@ describe('ItemStartGate', () => {
     gate.lead(at(1000));
     await clock.advance(0);
     expect(items.map((i) => i.started)).toEqual([true, true, true]);
+  });
+
+  it('frees the time it reserved for an item that does not start after all', async () => {
+    const { clock, gate, at } = setup();
+    gate.held('cpu', 1000);
+    gate.lead(at(1500));
+    // Let through, then dropped (its invocation ran out of time): the next fits only because
+    // the first's hold will not come before it.
+    const first = await gate.beforeItem('cpu', never);
+    first.dropped();
+    first.dropped();
+    let second = false;
+    void gate.beforeItem('cpu', never).then(() => (second = true));
+    await clock.advance(0);
+    expect(second).toBe(true);
+    expect(gate.waited).toBe(0);
   });
 
   it('lets every waiting item start when the term ends', async () => {
@@ -163,7 +186,7 @@ describe('ItemStartGate', () => {
     gate.held('cpu', 1000);
     gate.lead(at(300));
     const stop = new AbortController();
-    const item = start('cpu', stop.signal);
+    const item = start('cpu', { signal: stop.signal });
     await clock.advance(100);
     expect(item.started).toBe(false);
     stop.abort(new Error('run cancelled'));

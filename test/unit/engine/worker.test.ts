@@ -231,8 +231,8 @@ describe('handleWorkMessage', () => {
     const gate = {
       beforeItem: async (name: string) => {
         seen.push(`ask ${name}`);
+        return { started: (ms: number) => seen.push(`held ${name} ${ms}`), dropped: () => seen.push('dropped') };
       },
-      held: (name: string, ms: number) => seen.push(`held ${name} ${ms}`),
     };
     const deps: WorkerDeps = { ...s.deps, jobs: new Map([['square', holding]]), now: () => at, gate };
     await handleWorkMessage(JSON.stringify(work(0, [0, 1, 2])), { dequeueCount: 1 }, deps);
@@ -248,6 +248,28 @@ describe('handleWorkMessage', () => {
       'process 2',
       'held square 0',
     ]);
+    // The result tells the leader the longest hold, whichever instance this is.
+    expect(sentResults(s.results)).toMatchObject([{ held: 700 }]);
+  });
+
+  it('leaves the time an item waited at the gate out of the message time, and frees a slot it will not use', async () => {
+    const s = await setup({ planned: 6 });
+    let at = 0;
+    const seen: string[] = [];
+    const job = s.deps.jobs.get('square')!;
+    const bound = (job.hookTimeouts.processSeconds + job.hookTimeouts.graceSeconds) * 1000;
+    const gate = {
+      // Each item waits 4 s at the gate; the second wait leaves too little of the invocation.
+      beforeItem: async () => {
+        at += 4000;
+        return { started: () => seen.push('started'), dropped: () => seen.push('dropped') };
+      },
+    };
+    const deps: WorkerDeps = { ...s.deps, now: () => at, gate, invocationBudgetMs: bound + 6000 };
+    const outcome = await handleWorkMessage(JSON.stringify(work(0, [0, 1])), { dequeueCount: 1 }, deps);
+    expect(outcome).toEqual({ kind: 'processed', succeeded: 1, failed: 0, retrying: 1 });
+    expect(seen).toEqual(['started', 'dropped']);
+    expect(sentResults(s.results)[0]?.ms).toBe(0);
   });
 
   it('a retried message is tried on until the job says, then its failures are final', async () => {
