@@ -311,7 +311,7 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'the OpenTelemetry API (once a provider is registered), each queue’s client, the schemas of messages, ' +
       'records, the durable engine and of every setting or job option left unset, and croner’s runner until a ' +
       'schedule is asked for an instant. That took Baton’s share from about 120 ms to about 67, then 36–40, then ' +
-      'to 30–36 (four runs of this code: 30, 33, 33 and 36 ms), where the 30 ms goal is met only by the best. ' +
+      'to 30–36 (three runs of this code, 31 starts of each app: 30, 33 and 36 ms), where the 30 ms goal is met only by the best. ' +
       'What is left, measured in one process on these machines ' +
       '(each a few ms either way from run to run): V8 compiling `baton.js` (about 10 ms) and running its top level ' +
       '(about 8 ms, much of it zod’s own code compiled and run for the first time by the job options’ and ' +
