@@ -200,10 +200,6 @@ function checkTaskHubName(hub: string): void {
   }
 }
 
-function optionalSetting<T>(env: Env, name: string, schema: () => z.ZodMiniType<T, string>): T | undefined {
-  return settingOr<T | undefined>(env, name, schema, undefined);
-}
-
 /** `BATON_RETENTION_DAYS` (default 30) and `BATON_OUTPUT_RETENTION_DAYS` (default the same). */
 function parseRetention(env: Env): RetentionPolicy {
   const days = lazily(() => wholeNumber(1, MAX_RETENTION_DAYS, 'days'));
@@ -254,8 +250,12 @@ export function parseBatonSettings(env: Env = process.env): BatonSettings {
         ),
       0,
     ),
-    appVersion: optionalSetting(env, 'BATON_APP_VERSION', () =>
-      z.string().check(z.refine(isVersion, { error: 'must be a SemVer version such as 1.4.2, 2.0.0-rc.1 or 1.4.2+build.7' })),
+    appVersion: settingOr<string | undefined>(
+      env,
+      'BATON_APP_VERSION',
+      () =>
+        z.string().check(z.refine(isVersion, { error: 'must be a SemVer version such as 1.4.2, 2.0.0-rc.1 or 1.4.2+build.7' })),
+      undefined,
     ),
   };
   if (settings.engine === 'durable') checkTaskHubName(hub);
