@@ -22,7 +22,7 @@
 // SDKs, OpenTelemetry, durable-functions, azurite, commander) is required as it is installed.
 // Inlined are only pure libraries: zod, croner and semver.
 import { build } from 'esbuild';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -118,8 +118,10 @@ const options = (bundle, contents, plugins = []) => ({
   // ES module builds, so zod is tree-shaken to what Baton calls.
   mainFields: ['module', 'main'],
   external,
-  // Errors name themselves by `new.target.name`: a class renamed to avoid a clash would lie.
-  keepNames: true,
+  // No `keepNames`: its wrapper around each of some 800 functions and classes cost an app's start
+  // about 2 ms. Names stay as written, since identifiers are not minified; only a clash between
+  // two modules renames one, and for a class that would lie (errors name themselves by
+  // `new.target.name`), so the build refuses a renamed class below.
   tsconfig: join(root, 'tsconfig.build.json'),
   outfile: join(out, `${bundle}.js`),
   logLevel: 'warning',
@@ -132,21 +134,62 @@ const options = (bundle, contents, plugins = []) => ({
   plugins,
 });
 
+/** Every class src/ declares, to tell a class esbuild renamed from one whose name ends in a digit. */
+function declaredClasses(dir) {
+  const names = new Set();
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (!entry.isFile() || !entry.name.endsWith('.ts')) continue;
+    const source = readFileSync(join(entry.parentPath, entry.name), 'utf8');
+    for (const m of source.matchAll(/\bclass ([A-Za-z_$][\w$]*)/g)) names.add(m[1]);
+  }
+  return names;
+}
+const classNames = declaredClasses(join(root, 'src'));
+
 mkdirSync(out, { recursive: true });
 // What the app's bundle holds, then the tools' bundle without it, then the app's bundle again
 // with the table of what the tools took.
 const app = await build({ ...options('baton', entries('baton')), write: false, metafile: true });
 const held = new Set(Object.keys(app.metafile.inputs));
 const taken = new Set();
-await build(options('baton-tools', entries('baton-tools'), [takeFrom('baton', held, taken)]));
+const tools = await build({
+  ...options('baton-tools', entries('baton-tools'), [takeFrom('baton', held, taken)]),
+  metafile: true,
+});
 await build(options('baton', entries('baton', [...taken].sort())));
+// Every file either bundle compiled in (not its entries, nor what the tools take from baton.js).
+const inputs = [...held, ...Object.keys(tools.metafile.inputs)].filter((name) => existsSync(join(root, name)));
+const written = inputs.map((name) => readFileSync(join(root, name), 'utf8')).join('\n');
+
+/**
+ * Each class under the name it was written with. esbuild writes a module's class as
+ * `var Name = class _Name {` when its body names it, and `.name` (what an error names itself by)
+ * and a stack trace's frames then read `_Name`; the inner name is given back, as no source uses
+ * it. A clash between two modules would rename a class `Name2`: that the build refuses.
+ */
+function namesAsWritten(bundle, code) {
+  let named = code;
+  for (const [, name] of code.matchAll(/\b([A-Za-z_$][\w$]*) ?= ?class _\1\b/g)) {
+    if (new RegExp(`\\b_${name.replace('$', '\\$')}\\b`).test(written)) {
+      throw new Error(`${bundle}.js: cannot name class ${name} as written, since a source uses _${name}`);
+    }
+    named = named.replace(new RegExp(`(?<![\\w$])_${name.replace('$', '\\$')}(?![\\w$])`, 'g'), name);
+  }
+  const renamed = [...named.matchAll(/\bclass ([A-Za-z_$][\w$]*?)\d+\b|\b([A-Za-z_$][\w$]*?)\d+ ?= ?class\b/g)]
+    .map((m) => m[1] ?? m[2])
+    .filter((name) => classNames.has(name));
+  if (renamed.length > 0) {
+    throw new Error(`${bundle}.js renames class ${renamed.join(', ')} (a clash between modules): rename one of them in src/`);
+  }
+  return named;
+}
 
 // ASCII only: one character past it anywhere (esbuild escapes strings, but keeps some comments as
 // written) makes Node decode the whole file as UTF-16 on every start, ~1 ms. In a comment, the
 // escape reads the same.
 for (const bundle of Object.keys(BUNDLES)) {
   const bundled = join(out, `${bundle}.js`);
-  const code = readFileSync(bundled, 'utf8');
+  const code = namesAsWritten(bundle, readFileSync(bundled, 'utf8'));
   writeFileSync(
     bundled,
     code.replace(/[^\0-\x7f]/gu, (c) => `\\u{${c.codePointAt(0).toString(16)}}`),

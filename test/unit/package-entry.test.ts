@@ -99,6 +99,22 @@ describe('the built package', () => {
     expect((thrown as InstanceType<typeof lib.InvalidSettingError>).setting).toBe('BATON_HUB');
   });
 
+  it('keeps the name of every class and function an entry exports, and each error names itself', () => {
+    // The bundle keeps no names by wrapper; a clash between two modules would rename one.
+    for (const entry of ['', '/functions', '/election', '/testing']) {
+      const exported = require(`${pkg.name}${entry}`) as Record<string, unknown>;
+      for (const [name, value] of Object.entries(exported)) {
+        if (typeof value === 'function') expect(value.name, `${pkg.name}${entry} ${name}`).toBe(name);
+      }
+    }
+    const lib = require(pkg.name) as Record<string, unknown>;
+    for (const [name, value] of Object.entries(lib)) {
+      if (typeof value !== 'function' || !(value.prototype instanceof Error)) continue;
+      const ErrorClass = value as new (...args: string[]) => Error;
+      expect(new ErrorClass('InvalidConfig', 'x', 'y').name, name).toBe(name);
+    }
+  });
+
   it('gives the testing kit, in the tools bundle, the classes of the app bundle', async () => {
     // baton-tools.js takes every module baton.js holds from it, so an error the kit passes on
     // from the runtime is the very class the root exports.
