@@ -12,10 +12,16 @@
 // on these machines; the CLI, the local host and the testing kit are a fifth of the code, and a
 // deployed app never runs them.
 //
+// Why files an app loads later: what a deployment may never use is not compiled at every start.
+// The durable engine's registrations (BATON_ENGINE=durable apps only) and the HTTP API's and
+// status page's handlers (on their first request) are each a file of their own; baton.js holds
+// a stand-in for each, whose functions load the file on their first call.
+//
 // Why one copy of each module all the same: a class must have one identity whichever entry it
 // came through, or `instanceof InvalidConfigError` fails on an error that `runJobOnce` threw, and
-// the local host and the app it runs share one copy. So baton-tools.js bundles only modules that
-// baton.js does not hold, and takes every other from baton.js's `modules` table. Each entry's part
+// the local host and the app it runs share one copy. So every file bundles only modules that
+// baton.js does not hold, and takes every other from baton.js's `modules` table (the tools' file
+// takes the later-loaded files' modules from theirs the same way). Each entry's part
 // and each module in the table is a getter, so a process evaluates only the modules it uses.
 //
 // What stays outside: every package with process-wide state or the app's own copy (the Azure
@@ -50,6 +56,17 @@ const BUNDLES = {
 };
 const INLINED = ['zod', 'croner', 'semver'];
 
+/**
+ * The files an app loads on first use, each one module and what only it needs. A module here
+ * exports functions only: its stand-in in baton.js forwards each call.
+ */
+const LATER = {
+  // Registered at start, by apps on the durable engine only.
+  'baton-durable': 'src/app/durable-registrations.ts',
+  // Built on the first request to any route.
+  'baton-http': 'src/app/http-handlers.ts',
+};
+
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const installed = [...Object.keys(pkg.dependencies ?? {}), ...Object.keys(pkg.peerDependencies ?? {})];
 const external = installed.filter((name) => !INLINED.includes(name)).flatMap((name) => [name, `${name}/*`]);
@@ -60,19 +77,22 @@ const moduleName = (path) => relative(root, path).split(sep).join('/');
 
 /**
  * A bundle's source. The tools' bundle has a getter per entry (esbuild turns each `require` of an
- * ES module into a lazy initializer), since a process runs one of them. The app's bundle imports
- * its entries, so esbuild hoists every module into one scope that runs as the file loads: an app
+ * ES module into a lazy initializer), since a process runs one of them. The others import their
+ * entries, so esbuild hoists every module into one scope that runs as the file loads: an app
  * runs all of them at start anyway, and this way V8 parses each module's top level once, not once
- * to skip it and again to run it. Its `modules` table names the modules the tools' bundle takes.
+ * to skip it and again to run it. Their `modules` table names the modules other bundles take.
  */
 function entries(bundle, modules = []) {
-  const parts = Object.entries(BUNDLES[bundle]);
   if (bundle === 'baton-tools') {
-    const getters = parts.map(([entry, { source }]) => `  get ${key(entry)}() { return require(${key(`./${source}`)}); },`);
+    const getters = Object.entries(BUNDLES[bundle]).map(
+      ([entry, { source }]) => `  get ${key(entry)}() { return require(${key(`./${source}`)}); },`,
+    );
     return `module.exports = {\n${getters.join('\n')}\n};\n`;
   }
+  const parts = bundle in LATER ? [] : Object.entries(BUNDLES[bundle]);
   const imports = [
-    ...parts.map(([entry, { source }], i) => `import * as entry${i} from ${key(`./${source}`)};`),
+    ...(bundle in LATER ? [`export * from ${key(`./${LATER[bundle]}`)};`] : []),
+    ...parts.map(([, { source }], i) => `import * as entry${i} from ${key(`./${source}`)};`),
     ...modules.map((name, i) => `import * as module${i} from ${key(`./${name}`)};`),
   ];
   const exported = parts.map(([entry], i) => `export { entry${i} as ${entry} };`);
@@ -80,14 +100,41 @@ function entries(bundle, modules = []) {
   return `${imports.join('\n')}\n${exported.join('\n')}\nexport const modules = {\n${table.join('\n')}\n};\n`;
 }
 
-/** Takes each module `from` holds from its `modules` table, and notes which were taken. */
-function takeFrom(from, held, taken) {
+/** What each later-loaded module exports, all functions (its stand-in forwards calls). */
+async function laterExports() {
+  const exports = new Map();
+  for (const [bundle, source] of Object.entries(LATER)) {
+    const result = await build({
+      entryPoints: [join(root, source)],
+      bundle: false,
+      write: false,
+      metafile: true,
+      format: 'esm',
+      outdir: out,
+    });
+    const names = Object.values(result.metafile.outputs).flatMap((output) => output.exports);
+    const code = readFileSync(join(root, source), 'utf8');
+    const notFunctions = names.filter((name) => !new RegExp(`export (?:async )?function\\*? ?${name}\\b`).test(code));
+    if (notFunctions.length > 0) {
+      throw new Error(`${source} is loaded later, so it may export functions only, not ${notFunctions.join(', ')}`);
+    }
+    exports.set(moduleName(join(root, source)), { bundle, names });
+  }
+  return exports;
+}
+
+/**
+ * Links a bundle to the others. A module that a bundle in `from` holds is taken from that
+ * bundle's `modules` table (and noted in `taken`, by bundle); a later-loaded module is replaced
+ * by its stand-in, unless this is its own bundle.
+ */
+function linker({ self, from = [], later, taken }) {
   return {
-    name: 'take-from-bundle',
+    name: 'link-bundles',
     setup(builder) {
       builder.onResolve({ filter: /.*/ }, async (args) => {
         if (args.pluginData?.resolving || args.kind === 'entry-point') return undefined;
-        if (args.namespace === 'held') return { path: args.path, external: true };
+        if (args.namespace === 'held' || args.namespace === 'later') return { path: args.path, external: true };
         const resolved = await builder.resolve(args.path, {
           importer: args.importer,
           resolveDir: args.resolveDir,
@@ -96,20 +143,38 @@ function takeFrom(from, held, taken) {
         });
         if (resolved.errors.length > 0 || resolved.external) return undefined;
         const name = moduleName(resolved.path);
-        if (!held.has(name)) return undefined;
-        taken.add(name);
-        return { path: name, namespace: 'held' };
+        const holder = from.find(({ held }) => held.has(name));
+        if (holder) {
+          taken.get(holder.bundle).add(name);
+          return { path: `${holder.bundle}:${name}`, namespace: 'held' };
+        }
+        const standIn = later.get(name);
+        if (standIn && standIn.bundle !== self) return { path: standIn.bundle, namespace: 'later' };
+        return undefined;
       });
-      builder.onLoad({ filter: /.*/, namespace: 'held' }, (args) => ({
-        contents: `module.exports = require(${key(`./${from}.js`)}).modules[${key(args.path)}];`,
-        loader: 'js',
-      }));
+      builder.onLoad({ filter: /.*/, namespace: 'held' }, (args) => {
+        const [bundle, name] = args.path.split(/:(.*)/);
+        return { contents: `module.exports = require(${key(`./${bundle}.js`)}).modules[${key(name)}];`, loader: 'js' };
+      });
+      builder.onLoad({ filter: /.*/, namespace: 'later' }, (args) => {
+        const { names } = [...later.values()].find(({ bundle }) => bundle === args.path);
+        const file = key(`./${args.path}.js`);
+        const forwards = names.map(
+          (name) => `export function ${name}(...args) {\n  return require(${file}).${name}(...args);\n}`,
+        );
+        return { contents: forwards.join('\n'), loader: 'js' };
+      });
     },
   };
 }
 
 const options = (bundle, contents, plugins = []) => ({
-  stdin: { contents, resolveDir: root, sourcefile: `${bundle}-entries.${bundle === 'baton' ? 'mjs' : 'cjs'}`, loader: 'js' },
+  stdin: {
+    contents,
+    resolveDir: root,
+    sourcefile: `${bundle}-entries.${bundle === 'baton-tools' ? 'cjs' : 'mjs'}`,
+    loader: 'js',
+  },
   absWorkingDir: root,
   bundle: true,
   platform: 'node',
@@ -147,19 +212,33 @@ function declaredClasses(dir) {
 const classNames = declaredClasses(join(root, 'src'));
 
 mkdirSync(out, { recursive: true });
-// What the app's bundle holds, then the tools' bundle without it, then the app's bundle again
-// with the table of what the tools took.
-const app = await build({ ...options('baton', entries('baton')), write: false, metafile: true });
-const held = new Set(Object.keys(app.metafile.inputs));
-const taken = new Set();
-const tools = await build({
-  ...options('baton-tools', entries('baton-tools'), [takeFrom('baton', held, taken)]),
-  metafile: true,
-});
-await build(options('baton', entries('baton', [...taken].sort())));
-// Every file either bundle compiled in (not its entries, nor what the tools take from baton.js).
-const inputs = [...held, ...Object.keys(tools.metafile.inputs)].filter((name) => existsSync(join(root, name)));
-const written = inputs.map((name) => readFileSync(join(root, name), 'utf8')).join('\n');
+// What the app's bundle holds; then each later-loaded bundle and the tools' bundle without it
+// (the tools' also without what the later-loaded hold); then those, and the app's bundle, again
+// with the table of what the others took from them.
+const later = await laterExports();
+const BUILT = ['baton', ...Object.keys(LATER), 'baton-tools'];
+const taken = new Map(BUILT.map((bundle) => [bundle, new Set()]));
+const holdings = (result) => new Set(Object.keys(result.metafile.inputs).filter((name) => existsSync(join(root, name))));
+const firstPass = (bundle, from) =>
+  build({ ...options(bundle, entries(bundle), [linker({ self: bundle, from, later, taken })]), write: false, metafile: true });
+const app = { bundle: 'baton', held: holdings(await firstPass('baton', [])) };
+const laterHeld = [];
+for (const bundle of Object.keys(LATER)) laterHeld.push({ bundle, held: holdings(await firstPass(bundle, [app])) });
+const tools = { bundle: 'baton-tools', held: holdings(await firstPass('baton-tools', [app, ...laterHeld])) };
+const finalPasses = [
+  { bundle: 'baton-tools', from: [app, ...laterHeld] },
+  ...laterHeld.map(({ bundle }) => ({ bundle, from: [app] })),
+  { bundle: 'baton', from: [] },
+];
+for (const { bundle, from } of finalPasses) {
+  const table = bundle === 'baton-tools' ? [] : [...taken.get(bundle)].sort();
+  await build(options(bundle, entries(bundle, table), [linker({ self: bundle, from, later, taken })]));
+}
+// Every file a bundle compiled in.
+const written = [app, tools, ...laterHeld]
+  .flatMap(({ held }) => [...held])
+  .map((name) => readFileSync(join(root, name), 'utf8'))
+  .join('\n');
 
 /**
  * Each class under the name it was written with. esbuild writes a module's class as
@@ -187,14 +266,14 @@ function namesAsWritten(bundle, code) {
 // ASCII only: one character past it anywhere (esbuild escapes strings, but keeps some comments as
 // written) makes Node decode the whole file as UTF-16 on every start, ~1 ms. In a comment, the
 // escape reads the same.
-for (const bundle of Object.keys(BUNDLES)) {
+for (const bundle of BUILT) {
   const bundled = join(out, `${bundle}.js`);
   const code = namesAsWritten(bundle, readFileSync(bundled, 'utf8'));
   writeFileSync(
     bundled,
     code.replace(/[^\0-\x7f]/gu, (c) => `\\u{${c.codePointAt(0).toString(16)}}`),
   );
-  for (const [entry, { file, shebang }] of Object.entries(BUNDLES[bundle])) {
+  for (const [entry, { file, shebang }] of Object.entries(BUNDLES[bundle] ?? {})) {
     const body = `'use strict';\n${file(`require('./${bundle}.js')[${key(entry)}]`)}\n`;
     writeFileSync(join(out, `${entry}.js`), shebang ? `#!/usr/bin/env node\n${body}` : body, { mode: shebang ? 0o755 : 0o644 });
   }

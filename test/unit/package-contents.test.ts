@@ -33,11 +33,21 @@ describe('the package npm pack makes', () => {
   it('holds the bundled code, its types, and the three files npm always adds', () => {
     // No app entry, host.json or app settings: the reference app has its own package.json.
     expect(files.filter((path) => !path.startsWith('dist/'))).toEqual(['LICENSE', 'README.md', 'package.json']);
-    // The code is the bundle (build/bundle.mjs): a file per entry beside the two they share.
+    // The code is the bundle (build/bundle.mjs): a file per entry beside the two they share, and
+    // the two an app loads only when it uses them.
     expect(files.filter((path) => path.startsWith('dist/bundle/'))).toEqual(
-      ['baton-tools', 'baton', 'cli', 'election', 'functions', 'index', 'instance-main', 'testing'].map(
-        (name) => `dist/bundle/${name}.js`,
-      ),
+      [
+        'baton-durable',
+        'baton-http',
+        'baton-tools',
+        'baton',
+        'cli',
+        'election',
+        'functions',
+        'index',
+        'instance-main',
+        'testing',
+      ].map((name) => `dist/bundle/${name}.js`),
     );
     // dist/types holds the types alone, in the folders of src/: the declarations the entries
     // reach (build/types.mjs), so no CLI, local host or durable engine inside.

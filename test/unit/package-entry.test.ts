@@ -115,6 +115,48 @@ describe('the built package', () => {
     }
   });
 
+  it('loads the HTTP handlers on the first request, and the durable engine for a durable app, from their own files', () => {
+    const bundle = join(root, 'dist', 'bundle');
+    const app = `
+      const { basename } = require('node:path');
+      const { defineJob } = require(${JSON.stringify(join(bundle, 'index.js'))});
+      const { registerBaton } = require(${JSON.stringify(join(bundle, 'functions.js'))});
+      const own = () => Object.keys(require.cache).filter((f) => f.startsWith(${JSON.stringify(bundle)})).map((f) => basename(f)).sort();
+      const http = new Map();
+      const app = { timer() {}, storageQueue() {}, http(name, options) { http.set(name, options.handler); }, hook: { appTerminate() {} } };
+      const job = defineJob({
+        name: 'sizes', schedule: '0 0 3 * * *', *split() { yield 1; }, async process() { return 1; },
+        aggregate: { initial: () => 0, add: (sum) => sum, merge: (a, b) => a + b },
+      });
+      const env = { AzureWebJobsStorage: 'UseDevelopmentStorage=true', BATON_HUB: 'later', ...JSON.parse(process.argv[1]) };
+      registerBaton(app, { jobs: [job], env });
+      const registered = own();
+      http.get('baton-page')({ headers: new Headers(), url: 'http://localhost/api/baton/page' }, {}).then((page) => {
+        console.log(JSON.stringify({ registered, requested: own(), status: page.status, html: String(page.body).startsWith('<!doctype html>') }));
+        process.exit(0);
+      });
+    `;
+    const run = (env: Record<string, string>) => {
+      const out = execFileSync(process.execPath, ['-e', app, JSON.stringify(env)], {
+        cwd: join(root, 'functions'),
+        encoding: 'utf8',
+      });
+      return JSON.parse(out.trim().split('\n').at(-1)!) as {
+        registered: string[];
+        requested: string[];
+        status: number;
+        html: boolean;
+      };
+    };
+    const queue = run({});
+    expect(queue.registered).toEqual(['baton.js', 'functions.js', 'index.js']);
+    expect(queue.requested).toEqual(['baton-http.js', 'baton.js', 'functions.js', 'index.js']);
+    expect(queue).toMatchObject({ status: 200, html: true });
+    const durable = run({ BATON_ENGINE: 'durable' });
+    expect(durable.registered).toEqual(['baton-durable.js', 'baton.js', 'functions.js', 'index.js']);
+    expect(durable).toMatchObject({ status: 200, html: true });
+  });
+
   it('gives the testing kit, in the tools bundle, the classes of the app bundle', async () => {
     // baton-tools.js takes every module baton.js holds from it, so an error the kit passes on
     // from the runtime is the very class the root exports.
