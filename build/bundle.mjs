@@ -1,14 +1,15 @@
 // The published package's code: the public entries, the CLI and the local host's instance
-// process, compiled from src/ into two CommonJS files beside a small file per entry that takes its
-// part: dist/bundle/baton.js holds what an app loads (the root, `functions` and `election`
-// entries), dist/bundle/baton-tools.js the rest (`testing`, the CLI and the local host).
+// process, compiled from src/ into CommonJS files beside a small file per entry that takes its
+// part: dist/bundle/baton.js holds what an app loads at start (the root, `functions` and
+// `election` entries), two files what it loads on first use, and dist/bundle/baton-tools.js the
+// rest (`testing`, the CLI and the local host).
 //
 // Why bundled: on Flex Consumption every cold start loads the package anew, and loading ~120
 // compiled modules and zod's ~300 files one by one cost a Functions app ~120 ms before its
 // registrations were done (bench/benchmarks/footprint.ts). A file is read and compiled once, and
 // zod is cut to what Baton calls.
 //
-// Why two files: V8 compiles every byte of a file it loads, used or not, about 18 ms a megabyte
+// Why a file for the tools: V8 compiles every byte of a file it loads, used or not, about 18 ms a megabyte
 // on these machines; the CLI, the local host and the testing kit are a fifth of the code, and a
 // deployed app never runs them.
 //
@@ -224,6 +225,18 @@ const firstPass = (bundle, from) =>
 const app = { bundle: 'baton', held: holdings(await firstPass('baton', [])) };
 const laterHeld = [];
 for (const bundle of Object.keys(LATER)) laterHeld.push({ bundle, held: holdings(await firstPass(bundle, [app])) });
+// Each later file takes only from baton.js, so a module two of them need and baton.js does not
+// would be in both, with two identities.
+for (const [i, a] of laterHeld.entries()) {
+  for (const b of laterHeld.slice(i + 1)) {
+    const both = [...a.held].filter((name) => b.held.has(name));
+    if (both.length > 0) {
+      throw new Error(
+        `${a.bundle}.js and ${b.bundle}.js would each hold ${both.join(', ')}: let baton.js hold it, or one of them load later`,
+      );
+    }
+  }
+}
 const tools = { bundle: 'baton-tools', held: holdings(await firstPass('baton-tools', [app, ...laterHeld])) };
 const finalPasses = [
   { bundle: 'baton-tools', from: [app, ...laterHeld] },
@@ -240,6 +253,8 @@ const written = [app, tools, ...laterHeld]
   .map((name) => readFileSync(join(root, name), 'utf8'))
   .join('\n');
 
+const escapeRegExp = (text) => text.replace(/[$^\\.*+?()[\]{}|]/g, '\\$&');
+
 /**
  * Each class under the name it was written with. esbuild writes a module's class as
  * `var Name = class _Name {` when its body names it, and `.name` (what an error names itself by)
@@ -249,14 +264,20 @@ const written = [app, tools, ...laterHeld]
 function namesAsWritten(bundle, code) {
   let named = code;
   for (const [, name] of code.matchAll(/\b([A-Za-z_$][\w$]*) ?= ?class _\1\b/g)) {
-    if (new RegExp(`\\b_${name.replace('$', '\\$')}\\b`).test(written)) {
+    const inner = escapeRegExp(`_${name}`);
+    if (new RegExp(`(?<![\\w$])${inner}(?![\\w$])`).test(written)) {
       throw new Error(`${bundle}.js: cannot name class ${name} as written, since a source uses _${name}`);
     }
-    named = named.replace(new RegExp(`(?<![\\w$])_${name.replace('$', '\\$')}(?![\\w$])`, 'g'), name);
+    named = named.replace(new RegExp(`(?<![\\w$])${inner}(?![\\w$])`, 'g'), name);
   }
-  const renamed = [...named.matchAll(/\bclass ([A-Za-z_$][\w$]*?)\d+\b|\b([A-Za-z_$][\w$]*?)\d+ ?= ?class\b/g)]
-    .map((m) => m[1] ?? m[2])
-    .filter((name) => classNames.has(name));
+  // A class src/ does not declare whose name is one it declares and digits (`Sha256` as `Sha2562`).
+  const renamedFrom = (name) =>
+    classNames.has(name)
+      ? undefined
+      : [...name.matchAll(/\d/g)].map((m) => name.slice(0, m.index)).find((base) => classNames.has(base));
+  const renamed = [...named.matchAll(/\bclass ([A-Za-z_$][\w$]*\d)\b|\b([A-Za-z_$][\w$]*\d) ?= ?class\b/g)]
+    .map((m) => renamedFrom(m[1] ?? m[2]))
+    .filter((name) => name !== undefined);
   if (renamed.length > 0) {
     throw new Error(`${bundle}.js renames class ${renamed.join(', ')} (a clash between modules): rename one of them in src/`);
   }

@@ -196,22 +196,23 @@ function coldStart(app: string, workerCore: string): Promise<number> {
     });
     let out = '';
     let err = '';
-    let done = false;
+    let ms: number | undefined;
     child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString();
-      if (!done && /^registered$/m.test(out)) {
-        done = true;
-        const ms = performance.now() - started;
+      if (ms === undefined && /^registered$/m.test(out)) {
+        ms = performance.now() - started;
         child.kill('SIGKILL');
-        // The library's test mode would mean the stand-in did not take, and each registration warned.
-        if (/test mode/.test(err)) reject(new Error(`${app}/index.js ran @azure/functions in test mode:\n${err}`));
-        else resolve(ms);
       }
     });
     child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
     child.on('error', reject);
-    child.on('exit', (code) => {
-      if (!done) reject(new Error(`${app}/index.js exited ${code} before its registrations were done:\n${out}\n${err}`));
+    // Judged once both pipes are read to their end, as they keep no order between them.
+    child.on('close', (code) => {
+      if (ms === undefined)
+        reject(new Error(`${app}/index.js exited ${code} before its registrations were done:\n${out}\n${err}`));
+      // The library's test mode would mean the stand-in did not take, and each registration warned.
+      else if (/test mode/.test(err)) reject(new Error(`${app}/index.js ran @azure/functions in test mode:\n${err}`));
+      else resolve(ms);
     });
   });
 }

@@ -300,8 +300,8 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'to the line the app prints when its registrations are done, the two apps alternating, median of 31 each, on a ' +
       'connection string (Azurite’s, not contacted before the line). Each starts with a stand-in for what the host’s ' +
       'Node worker gives every app (`@azure/functions-core`), so registrations go where a deployed app’s go; without it ' +
-      '`@azure/functions` falls into test mode and prints a warning a registration, which no deployed app pays ' +
-      '(two for the floor, eleven for Baton; about 4 ms of the difference). Goals: at most 30 ms more cold start than the ' +
+      '`@azure/functions` falls into test mode and prints a warning as it does and one a registration, which no ' +
+      'deployed app pays (three lines for the floor, eleven for Baton; about 4 ms of the difference). Goals: at most 30 ms more cold start than the ' +
       "floor (the table's row, written as a ratio) and at most 3 MB more zipped (under the result).",
     limits:
       '**Size.** The exporters (Azure Monitor, the OpenTelemetry SDK and its OTLP exporters) are optional peers an ' +

@@ -131,10 +131,15 @@ describe('the built package', () => {
       const env = { AzureWebJobsStorage: 'UseDevelopmentStorage=true', BATON_HUB: 'later', ...JSON.parse(process.argv[1]) };
       registerBaton(app, { jobs: [job], env });
       const registered = own();
-      http.get('baton-page')({ headers: new Headers(), url: 'http://localhost/api/baton/page' }, {}).then((page) => {
-        console.log(JSON.stringify({ registered, requested: own(), status: page.status, html: String(page.body).startsWith('<!doctype html>') }));
+      const request = (query) => ({ headers: new Headers(), url: 'http://localhost/api/baton/x', query: new URLSearchParams(query), params: {} });
+      (async () => {
+        const page = await http.get('baton-page')(request(''), {});
+        // Refused before any read, with a 400 only if baton-http.js knows baton.js's InvalidConfigError.
+        const runs = await http.get('baton-api-runs')(request('after=garbage'), {});
+        const html = String(page.body).startsWith('<!doctype html>');
+        console.log(JSON.stringify({ registered, requested: own(), status: page.status, html, runs: runs.status, error: runs.jsonBody.error }));
         process.exit(0);
-      });
+      })();
     `;
     const run = (env: Record<string, string>) => {
       const out = execFileSync(process.execPath, ['-e', app, JSON.stringify(env)], {
@@ -146,12 +151,15 @@ describe('the built package', () => {
         requested: string[];
         status: number;
         html: boolean;
+        runs: number;
+        error: string;
       };
     };
     const queue = run({});
     expect(queue.registered).toEqual(['baton.js', 'functions.js', 'index.js']);
     expect(queue.requested).toEqual(['baton-http.js', 'baton.js', 'functions.js', 'index.js']);
-    expect(queue).toMatchObject({ status: 200, html: true });
+    expect(queue).toMatchObject({ status: 200, html: true, runs: 400 });
+    expect(queue.error).toMatch(/^query after/);
     const durable = run({ BATON_ENGINE: 'durable' });
     expect(durable.registered).toEqual(['baton-durable.js', 'baton.js', 'functions.js', 'index.js']);
     expect(durable).toMatchObject({ status: 200, html: true });
