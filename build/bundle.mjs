@@ -1,7 +1,7 @@
 // The published package's code: the public entries, the CLI and the local host's instance
 // process, compiled from src/ into CommonJS files beside a small file per entry that takes its
 // part: dist/bundle/baton.js holds what an app loads at start (the root, `functions` and
-// `election` entries), two files what it loads on first use, and dist/bundle/baton-tools.js the
+// `election` entries), three files what it loads on first use, and dist/bundle/baton-tools.js the
 // rest (`testing`, the CLI and the local host).
 //
 // Why bundled: on Flex Consumption every cold start loads the package anew, and loading ~120
@@ -13,10 +13,11 @@
 // on these machines; the CLI, the local host and the testing kit are a fifth of the code, and a
 // deployed app never runs them.
 //
-// Why files an app loads later: what a deployment may never use is not compiled at every start.
-// The durable engine's registrations (BATON_ENGINE=durable apps only) and the HTTP API's and
-// status page's handlers (on their first request) are each a file of their own; baton.js holds
-// a stand-in for each, whose functions load the file on their first call.
+// Why files an app loads later: what an instance may never use is not compiled at every start.
+// The durable engine's registrations (BATON_ENGINE=durable apps only), the HTTP API's and
+// status page's handlers (on their first request) and the coordinator (when the instance first
+// leads; followers and instances scaled out for queue load never do) are each a file of their
+// own; baton.js holds a stand-in for each, whose functions load the file on their first call.
 //
 // Why one copy of each module all the same: a class must have one identity whichever entry it
 // came through, or `instanceof InvalidConfigError` fails on an error that `runJobOnce` threw, and
@@ -66,6 +67,8 @@ const LATER = {
   'baton-durable': 'src/app/durable-registrations.ts',
   // Built on the first request to any route.
   'baton-http': 'src/app/http-handlers.ts',
+  // Built when the instance first leads: a follower never runs it.
+  'baton-leader': 'src/engine/leader-engine.ts',
 };
 
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
@@ -220,23 +223,27 @@ const later = await laterExports();
 const BUILT = ['baton', ...Object.keys(LATER), 'baton-tools'];
 const taken = new Map(BUILT.map((bundle) => [bundle, new Set()]));
 const holdings = (result) => new Set(Object.keys(result.metafile.inputs).filter((name) => existsSync(join(root, name))));
-const firstPass = (bundle, from) =>
-  build({ ...options(bundle, entries(bundle), [linker({ self: bundle, from, later, taken })]), write: false, metafile: true });
-const app = { bundle: 'baton', held: holdings(await firstPass('baton', [])) };
-const laterHeld = [];
-for (const bundle of Object.keys(LATER)) laterHeld.push({ bundle, held: holdings(await firstPass(bundle, [app])) });
+const firstPass = (bundle, from, modules = []) =>
+  build({
+    ...options(bundle, entries(bundle, modules), [linker({ self: bundle, from, later, taken })]),
+    write: false,
+    metafile: true,
+  });
 // Each later file takes only from baton.js, so a module two of them need and baton.js does not
-// would be in both, with two identities.
-for (const [i, a] of laterHeld.entries()) {
-  for (const b of laterHeld.slice(i + 1)) {
-    const both = [...a.held].filter((name) => b.held.has(name));
-    if (both.length > 0) {
-      throw new Error(
-        `${a.bundle}.js and ${b.bundle}.js would each hold ${both.join(', ')}: let baton.js hold it, or one of them load later`,
-      );
-    }
-  }
+// would be in both, with two identities: baton.js holds such a module too, in its table.
+const shared = new Set();
+let app;
+let laterHeld;
+for (;;) {
+  for (const names of taken.values()) names.clear();
+  app = { bundle: 'baton', held: holdings(await firstPass('baton', [], [...shared].sort())) };
+  laterHeld = [];
+  for (const bundle of Object.keys(LATER)) laterHeld.push({ bundle, held: holdings(await firstPass(bundle, [app])) });
+  const both = laterHeld.flatMap((a, i) => laterHeld.slice(i + 1).flatMap((b) => [...a.held].filter((name) => b.held.has(name))));
+  if (both.length === 0) break;
+  for (const name of both) shared.add(name);
 }
+for (const name of shared) taken.get('baton').add(name);
 const tools = { bundle: 'baton-tools', held: holdings(await firstPass('baton-tools', [app, ...laterHeld])) };
 const finalPasses = [
   { bundle: 'baton-tools', from: [app, ...laterHeld] },

@@ -25,7 +25,8 @@ import { messageOf } from '../errors';
  * rest. No queue trigger: the Durable extension moves the work.
  */
 export function durableRegistrations(runtime: BatonRuntime): Registration[] {
-  const { jobs, docs } = runtime.coordinator.ctx;
+  const { jobs } = runtime;
+  const { docs } = runtime.reads;
   const retention = new RetentionPace(runtime.clock);
   const log = runtime.log;
   const activityDeps = {

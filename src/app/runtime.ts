@@ -2,7 +2,8 @@ import { hubResources } from '../hub/resources';
 import { packageVersion } from './package-version';
 import { systemClock, type Clock } from '../clock/clock';
 import { SKEW_REPORT_THRESHOLD_MS, StorageTimeClock } from '../clock/storage-time-clock';
-import { Coordinator } from '../engine/coordinator';
+import type { Coordinator } from '../engine/coordinator';
+import { createCoordinator } from '../engine/leader-engine';
 import type { EngineLogger } from '../engine/engine-context';
 import { RunStateCache } from '../engine/run-state-cache';
 import { secondsUntil, TickBeacon } from '../engine/tick-beacon';
@@ -105,7 +106,10 @@ export interface BatonRuntime {
    */
   shutdown(options?: { handoverWaitMs?: number; deadlineMs?: number }): Promise<HandoverResult>;
   elector: LeaderElector;
-  coordinator: Coordinator;
+  /** The leader's engine, built on first use: an instance that never leads never builds it. */
+  readonly coordinator: Coordinator;
+  /** The app's jobs, by name. */
+  jobs: ReadonlyMap<string, JobDefinition>;
   /** One worker per queue shard: shard k's trigger sends its results and notes to shard k's queues. */
   workers: WorkerDeps[];
   resources: ReturnType<typeof hubResources>;
@@ -315,17 +319,7 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
     })());
   // The leader tells it when runs are next due; this instance's workers ask it before each item.
   const itemGate = new ItemStartGate(clock);
-  const coordinator = new Coordinator({
-    jobs: jobMap,
-    docs,
-    queues,
-    clock,
-    log,
-    tuning: { maxAttempts: settings.maxAttempts, maxInFlightMessages: settings.maxInFlightMessages },
-    telemetry,
-    retention: settings.retention,
-    itemGate,
-  });
+  let coordinator: Coordinator | undefined;
   const runs = new RunStateCache(docs, { clock });
   const functionTimeoutSeconds = options.hostQueueConfig?.functionTimeoutSeconds;
   const workers = queues.active.map((shard): WorkerDeps => ({
@@ -343,7 +337,20 @@ export function createBatonRuntime(env: Env = process.env, options: RuntimeOptio
   return {
     settings,
     elector,
-    coordinator,
+    get coordinator() {
+      return (coordinator ??= createCoordinator({
+        jobs: jobMap,
+        docs,
+        queues,
+        clock,
+        log,
+        tuning: { maxAttempts: settings.maxAttempts, maxInFlightMessages: settings.maxInFlightMessages },
+        telemetry,
+        retention: settings.retention,
+        itemGate,
+      }));
+    },
+    jobs: jobMap,
     workers,
     resources,
     storageRequests,

@@ -34,11 +34,12 @@ describe('the package npm pack makes', () => {
     // No app entry, host.json or app settings: the reference app has its own package.json.
     expect(files.filter((path) => !path.startsWith('dist/'))).toEqual(['LICENSE', 'README.md', 'package.json']);
     // The code is the bundle (build/bundle.mjs): a file per entry beside the two they share, and
-    // the two an app loads only when it uses them.
+    // the three an app loads only when it uses them.
     expect(files.filter((path) => path.startsWith('dist/bundle/'))).toEqual(
       [
         'baton-durable',
         'baton-http',
+        'baton-leader',
         'baton-tools',
         'baton',
         'cli',
