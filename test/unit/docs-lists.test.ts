@@ -72,3 +72,12 @@ describe('the reference pages name everything the code defines', () => {
     expect(listed.filter((name) => !named(page, name))).toEqual([]);
   });
 });
+
+describe('the reference pages', () => {
+  it('stay a reference a reader gets through: 120 KB at most', () => {
+    const pages = readdirSync(join(root, 'docs')).filter((name) => name.endsWith('.md'));
+    const bytes = pages.reduce((sum, name) => sum + Buffer.byteLength(read(`docs/${name}`)), 0);
+    expect(pages.length).toBeGreaterThan(0);
+    expect(bytes).toBeLessThanOrEqual(120_000);
+  });
+});
