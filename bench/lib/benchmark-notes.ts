@@ -308,23 +308,24 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'app installs when a setting names them; what every install carries beyond the floor is zod, Baton itself, ' +
       'the OpenTelemetry API and the small CLI and schedule packages (the largest are listed under the result). ' +
       '**Cold start.** The package ships its code bundled (`build/bundle.mjs`) with zod’s functional API ' +
-      '(`zod/mini`), croner and semver compiled in: what an app loads at start in one file (`baton.js`, 0.38 MB, ' +
-      'whitespace minified, its modules hoisted into one scope so V8 parses each once, no name-keeping wrappers); the ' +
-      'durable engine’s registrations and the HTTP API’s handlers in files of their own, loaded when first used; the ' +
-      'CLI, the local host and the testing kit in another that an app never loads. It loads or builds what a start ' +
-      'does not use only when it is used: the OpenTelemetry API (once a provider is registered), each queue’s client, ' +
-      'the schemas of messages, records, the durable engine and of every setting or job option left unset, and ' +
-      'croner’s runner until a schedule is asked for an instant. That took Baton’s share from about 120 ms to about ' +
-      '67, then 36–40, then 30–36, then 22–29 (nine runs of this code, 31 starts of each app; of the last step about ' +
-      '4 ms is the worker’s stand-in, which the same harness gives the earlier code as 27–31). What is left, measured ' +
-      'in one process on these machines (each a few ms either way from run to run): V8 compiling `baton.js` (about ' +
-      '9 ms) and running its top level (about 7 ms, much of it zod’s own code compiled and run for the first time by ' +
-      'the job options’ and host.json’s schemas, which a start must check), `defineJob` (about 2.5 ms: the options ' +
-      'and the schedule’s pattern) and `registerBaton` (about 12 ms against the floor’s 7: three storage clients ' +
-      'where the floor builds two, since only the SDK reads a connection string and only by building a client; the ' +
-      'elector, the lease and request stores, nine registrations). Not done: minified names (about 2 ms) would leave ' +
-      'stack traces naming `t.lead` for `Coordinator.lead`; loading the leader’s code on first leadership would move ' +
-      'its cost onto the first tick of the one instance most apps run. The Functions host’s own start (0.4–10 s on Flex) ' +
+      '(`zod/mini`), croner and semver compiled in: what an app loads at start in one file (`baton.js`, 0.33 MB, ' +
+      'whitespace minified, its modules hoisted into one scope so V8 parses each once, no name-keeping wrappers); ' +
+      'in files of their own, loaded when first used, the durable engine’s registrations, the HTTP API’s handlers ' +
+      'and the coordinator (when the instance first leads: a follower, or an instance scaled out for queue load, ' +
+      'never loads it; a leader pays about 2 ms once, on its first term); the CLI, the local host and the testing ' +
+      'kit in another that an app never loads. It loads or builds what a start does not use only when it is used: ' +
+      'the OpenTelemetry API (once a provider is registered), each queue’s client, the schemas of messages, records, ' +
+      'the durable engine and of every setting or job option left unset, and croner’s runner until a schedule is ' +
+      'asked for an instant. That took Baton’s share from about 120 ms to about 67, then 36–40, then 30–36, then ' +
+      '22–26 (six runs of this code, 31 starts of each app; of the last step about 4 ms is the worker’s stand-in, ' +
+      'which the same harness gives the earlier code as 27–31). What is left, measured in one process on these ' +
+      'machines (each a few ms either way from run to run): V8 compiling `baton.js` (about 8 ms) and running its ' +
+      'top level (about 6 ms, much of it zod’s own code compiled and run for the first time by the job options’ and ' +
+      'host.json’s schemas, which a start must check), `defineJob` (about 2.5 ms: the options and the schedule’s ' +
+      'pattern) and `registerBaton` (about 12 ms against the floor’s 7: three storage clients where the floor ' +
+      'builds two, since only the SDK reads a connection string and only by building a client; the elector, the ' +
+      'lease and request stores, nine registrations). Not done: minified names (about 2 ms) would leave stack ' +
+      'traces naming `t.lead` for `Coordinator.lead`. The Functions host’s own start (0.4–10 s on Flex) ' +
       'is not in either arm.',
     more: (result) => {
       const s = result?.summary as
