@@ -216,9 +216,9 @@ function declaredClasses(dir) {
 const classNames = declaredClasses(join(root, 'src'));
 
 mkdirSync(out, { recursive: true });
-// What the app's bundle holds; then each later-loaded bundle and the tools' bundle without it
-// (the tools' also without what the later-loaded hold); then those, and the app's bundle, again
-// with the table of what the others took from them.
+// What the app's bundle holds, and each later-loaded bundle without it; then the tools' bundle
+// without what those hold; then the later-loaded bundles and the app's again, with the table of
+// what the others took from them.
 const later = await laterExports();
 const BUILT = ['baton', ...Object.keys(LATER), 'baton-tools'];
 const taken = new Map(BUILT.map((bundle) => [bundle, new Set()]));
@@ -244,19 +244,21 @@ for (;;) {
   for (const name of both) shared.add(name);
 }
 for (const name of shared) taken.get('baton').add(name);
-const tools = { bundle: 'baton-tools', held: holdings(await firstPass('baton-tools', [app, ...laterHeld])) };
 const finalPasses = [
   { bundle: 'baton-tools', from: [app, ...laterHeld] },
   ...laterHeld.map(({ bundle }) => ({ bundle, from: [app] })),
   { bundle: 'baton', from: [] },
 ];
+const held = { baton: app.held, ...Object.fromEntries(laterHeld.map(({ bundle, held }) => [bundle, held])) };
 for (const { bundle, from } of finalPasses) {
   const table = bundle === 'baton-tools' ? [] : [...taken.get(bundle)].sort();
-  await build(options(bundle, entries(bundle, table), [linker({ self: bundle, from, later, taken })]));
+  const plugins = [linker({ self: bundle, from, later, taken })];
+  const result = await build({ ...options(bundle, entries(bundle, table), plugins), metafile: true });
+  if (bundle === 'baton-tools') held[bundle] = holdings(result);
 }
 // Every file a bundle compiled in.
-const written = [app, tools, ...laterHeld]
-  .flatMap(({ held }) => [...held])
+const written = Object.values(held)
+  .flatMap((names) => [...names])
   .map((name) => readFileSync(join(root, name), 'utf8'))
   .join('\n');
 
