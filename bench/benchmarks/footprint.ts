@@ -112,30 +112,12 @@ console.log('registered');
 /**
  * What the Functions host's Node worker gives an app before loading it: `@azure/functions-core`,
  * which each registration of `@azure/functions` hands its function to. Without it the library runs
- * in test mode and prints a warning for each registration, which no deployed app pays for.
+ * in test mode and prints a warning for each registration, which no deployed app pays for. The
+ * local host's stand-in (compiled by `npm run build`, which the bench runs first) needs nothing
+ * but `node:module`, so it loads nothing either app would not.
  */
-const WORKER_CORE = `const { Module } = require('node:module');
-class Disposable {
-  constructor(onDispose) { this.onDispose = onDispose; }
-  static from(...items) { return new Disposable(() => items.forEach((item) => item.dispose())); }
-  dispose() { const onDispose = this.onDispose; this.onDispose = undefined; onDispose?.(); }
-}
-const functions = new Map();
-const hooks = [];
-let model;
-const core = {
-  version: '3.10.1',
-  hostVersion: '4.0.0',
-  Disposable,
-  setProgrammingModel: (programmingModel) => { model = programmingModel; },
-  getProgrammingModel: () => model,
-  registerFunction: (metadata, callback) => { functions.set(metadata.name, callback); return new Disposable(() => functions.delete(metadata.name)); },
-  registerHook: (name, callback) => { const hook = { name, callback }; hooks.push(hook); return new Disposable(() => hooks.splice(hooks.indexOf(hook), 1)); },
-  log: () => undefined,
-};
-const required = Module.prototype.require;
-Module.prototype.require = function (id) { return id === '@azure/functions-core' ? core : required.apply(this, arguments); };
-`;
+const FUNCTIONS_CORE = join(projectRoot, 'dist', 'src', 'local', 'functions-core.js');
+const WORKER_CORE = `require(${JSON.stringify(FUNCTIONS_CORE)}).installFunctionsCore(() => undefined);\n`;
 
 /** Every file under `dir`, relative, with `/` separators as a zip names them. */
 function filesUnder(dir: string): string[] {

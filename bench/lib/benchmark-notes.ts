@@ -317,7 +317,7 @@ export const BENCHMARK_NOTES: BenchmarkNotes = {
       'the OpenTelemetry API (once a provider is registered), each queue’s client, the schemas of messages, records, ' +
       'the durable engine and of every setting or job option left unset, and croner’s runner until a schedule is ' +
       'asked for an instant. That took Baton’s share from about 120 ms to about 67, then 36–40, then 30–36, then ' +
-      '22–26 (six runs of this code, 31 starts of each app; of the last step about 4 ms is the worker’s stand-in, ' +
+      '20–26 (eight runs of this code, 31 starts of each app; of the last step about 4 ms is the worker’s stand-in, ' +
       'which the same harness gives the earlier code as 27–31). What is left, measured in one process on these ' +
       'machines (each a few ms either way from run to run): V8 compiling `baton.js` (about 8 ms) and running its ' +
       'top level (about 6 ms, much of it zod’s own code compiled and run for the first time by the job options’ and ' +
