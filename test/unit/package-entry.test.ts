@@ -8,6 +8,34 @@ import { join } from 'node:path';
 const require = createRequire(import.meta.url);
 const root = join(__dirname, '..', '..');
 const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { name: string; main: string };
+const bundle = join(root, 'dist', 'bundle');
+
+/**
+ * An app's start in a new process, as the Functions host starts one: it takes a job from the root
+ * and registers it with the settings in its first argument; `own()` lists the package's files it
+ * has loaded, and `http` holds the handlers of its HTTP routes by name. `then` runs after, and
+ * prints what the test reads as its last line.
+ */
+function startApp(then: string, env: Record<string, string>): string {
+  const app = `
+    const { basename } = require('node:path');
+    const { defineJob } = require(${JSON.stringify(join(bundle, 'index.js'))});
+    const { registerBaton } = require(${JSON.stringify(join(bundle, 'functions.js'))});
+    const own = () => Object.keys(require.cache).filter((f) => f.startsWith(${JSON.stringify(bundle)})).map((f) => basename(f)).sort();
+    const http = new Map();
+    const app = { timer() {}, storageQueue() {}, http(name, options) { http.set(name, options.handler); }, hook: { appTerminate() {} } };
+    const job = defineJob({
+      name: 'sizes', schedule: '0 0 3 * * *', *split() { yield 1; }, async process() { return 1; },
+      aggregate: { initial: () => 0, add: (sum) => sum, merge: (a, b) => a + b },
+    });
+    registerBaton(app, { jobs: [job], env: JSON.parse(process.argv[1]) });
+    ${then}
+  `;
+  const settings = JSON.stringify({ AzureWebJobsStorage: 'UseDevelopmentStorage=true', ...env });
+  const out = execFileSync(process.execPath, ['-e', app, settings], { cwd: join(root, 'functions'), encoding: 'utf8' });
+  // The last line: an exporter prints its own lines before it.
+  return out.trim().split('\n').at(-1)!;
+}
 
 describe('the built package', () => {
   it('resolves its name through `exports` to the library entry', () => {
@@ -116,20 +144,7 @@ describe('the built package', () => {
   });
 
   it('loads the HTTP handlers on the first request, and the durable engine for a durable app, from their own files', () => {
-    const bundle = join(root, 'dist', 'bundle');
-    const app = `
-      const { basename } = require('node:path');
-      const { defineJob } = require(${JSON.stringify(join(bundle, 'index.js'))});
-      const { registerBaton } = require(${JSON.stringify(join(bundle, 'functions.js'))});
-      const own = () => Object.keys(require.cache).filter((f) => f.startsWith(${JSON.stringify(bundle)})).map((f) => basename(f)).sort();
-      const http = new Map();
-      const app = { timer() {}, storageQueue() {}, http(name, options) { http.set(name, options.handler); }, hook: { appTerminate() {} } };
-      const job = defineJob({
-        name: 'sizes', schedule: '0 0 3 * * *', *split() { yield 1; }, async process() { return 1; },
-        aggregate: { initial: () => 0, add: (sum) => sum, merge: (a, b) => a + b },
-      });
-      const env = { AzureWebJobsStorage: 'UseDevelopmentStorage=true', BATON_HUB: 'later', ...JSON.parse(process.argv[1]) };
-      registerBaton(app, { jobs: [job], env });
+    const then = `
       const registered = own();
       const request = (query) => ({ headers: new Headers(), url: 'http://localhost/api/baton/x', query: new URLSearchParams(query), params: {} });
       (async () => {
@@ -141,12 +156,8 @@ describe('the built package', () => {
         process.exit(0);
       })();
     `;
-    const run = (env: Record<string, string>) => {
-      const out = execFileSync(process.execPath, ['-e', app, JSON.stringify(env)], {
-        cwd: join(root, 'functions'),
-        encoding: 'utf8',
-      });
-      return JSON.parse(out.trim().split('\n').at(-1)!) as {
+    const run = (env: Record<string, string>) =>
+      JSON.parse(startApp(then, { BATON_HUB: 'later', ...env })) as {
         registered: string[];
         requested: string[];
         status: number;
@@ -154,7 +165,6 @@ describe('the built package', () => {
         runs: number;
         error: string;
       };
-    };
     const queue = run({});
     expect(queue.registered).toEqual(['baton.js', 'functions.js', 'index.js']);
     expect(queue.requested).toEqual(['baton-http.js', 'baton.js', 'functions.js', 'index.js']);
@@ -186,18 +196,10 @@ describe('the built package', () => {
   });
 
   it("loads, on an app's start, only the packages the app uses", () => {
-    // A new process, as the Functions host starts one: the app takes a job from the root, registers
-    // it, and lists the installed packages it has loaded by the time its registrations are done.
-    const bundle = join(root, 'dist', 'bundle');
-    const app = `
-      const { defineJob } = require(${JSON.stringify(join(bundle, 'index.js'))});
-      const { registerBaton } = require(${JSON.stringify(join(bundle, 'functions.js'))});
-      const app = { timer() {}, storageQueue() {}, http() {}, hook: { appTerminate() {} } };
-      const job = defineJob({
-        name: 'sizes', schedule: '0 0 3 * * *', *split() { yield 1; }, async process() { return 1; },
-        aggregate: { initial: () => 0, add: (sum) => sum },
-      });
-      registerBaton(app, { jobs: [job], env: JSON.parse(process.argv[1]) });
+    // A new process, as the Functions host starts one, lists the installed packages it has loaded
+    // by the time its registrations are done, and which of the package's own files: an app never
+    // loads the tools' bundle.
+    const then = `
       const packages = new Set();
       for (const file of Object.keys(require.cache)) {
         const parts = file.split(require('node:path').sep);
@@ -206,21 +208,15 @@ describe('the built package', () => {
         const scoped = parts[at + 1].startsWith('@');
         packages.add(parts.slice(at + 1, at + (scoped ? 3 : 2)).join('/'));
       }
-      // And which of the package's own files: an app never loads the tools' bundle.
-      const own = Object.keys(require.cache).filter((file) => file.startsWith(${JSON.stringify(bundle)}));
-      console.log(JSON.stringify(own.map((file) => require('node:path').basename(file)).sort()));
-      console.log(JSON.stringify([...packages].sort()));
+      console.log(JSON.stringify({ own: own(), packages: [...packages].sort() }));
       process.exit(0);
     `;
-    const loaded = (env: Record<string, string>): string[] => {
-      const settings = JSON.stringify({ AzureWebJobsStorage: 'UseDevelopmentStorage=true', ...env });
-      const out = execFileSync(process.execPath, ['-e', app, settings], { cwd: join(root, 'functions'), encoding: 'utf8' });
-      // The last two lines: an exporter prints its own lines before them.
-      const [files, packages] = out.trim().split('\n').slice(-2);
-      bundled.push(JSON.parse(files ?? '[]') as string[]);
-      return JSON.parse(packages ?? '[]') as string[];
-    };
     const bundled: string[][] = [];
+    const loaded = (env: Record<string, string>): string[] => {
+      const { own, packages } = JSON.parse(startApp(then, env)) as { own: string[]; packages: string[] };
+      bundled.push(own);
+      return packages;
+    };
 
     const plain = loaded({});
     expect(bundled[0]).toEqual(['baton.js', 'functions.js', 'index.js']);
